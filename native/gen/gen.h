@@ -1,0 +1,33 @@
+/* softnet-gen: constant-rate UDP generator on BPF_PROG_RUN live frames. */
+#ifndef SN_GEN_H
+#define SN_GEN_H
+
+#define GEN_FP_SHIFT 20        /* interval fixed point: 1/2^20 ns resolution */
+#define GEN_LATE_NS 10000      /* a packet sent 10 us after its due time is late */
+
+#define GEN_HDR_V4 42 /* Ethernet 14 + IPv4 20 + UDP 8 */
+#define GEN_HDR_V6 62 /* Ethernet 14 + IPv6 40 + UDP 8 */
+
+struct gen_template {
+	__u8 hdr[64];
+};
+
+/* Offsets into the frame the BPF program rewrites. */
+struct gen_layout {
+	__u32 udp_off;
+	__u32 payload_off;
+};
+
+/* Shared with user space through the skeleton's mmapped .bss. */
+struct gen_state {
+	__u64 t0;          /* schedule origin (CLOCK_MONOTONIC ns), set by gen.c */
+	__u64 next_seq;    /* packets sent so far */
+	__u64 first_ns;    /* send time of seq 0 */
+	__u64 mark_ns;     /* send time of the first window packet */
+	__u64 last_ns;     /* send time of the latest packet */
+	__u64 lag_sum_ns;  /* window: sum of (send time - due time) */
+	__u64 lag_max_ns;
+	__u64 late_pkts;   /* window: packets later than GEN_LATE_NS */
+};
+
+#endif

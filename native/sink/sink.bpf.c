@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Counts softnet test frames on the sink interface and drops them. Loss,
+ * duplicates and reordering come from sequence numbers: a bitmap with one bit
+ * per expected sequence number finds duplicates exactly; a packet whose seq is
+ * below the highest seen so far is reordered. Counters are per-CPU; the
+ * highest-seq tracker is a plain global because one NAPI instance (one veth
+ * queue) never runs on two CPUs at once. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "../common/sn_proto.h"
+#include "sink.h"
+
+const volatile __u64 warmup = 0;  /* seqs below this are warm-up */
+const volatile __u64 nseq = 64;   /* expected seqs: bitmap size in bits */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SINK_NCOUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SINK_HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lat_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* resized by sink.c to nseq/64 before load */
+	__type(key, __u32);
+	__type(value, __u64);
+} seen SEC(".maps");
+
+__u64 max_seq_plus1 = 0;
+
+static __always_inline void inc(__u32 idx, __u64 by)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	if (v)
+		*v += by;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+static __always_inline void record_latency(__u64 sent_ns)
+{
+	__u64 now = bpf_ktime_get_ns();
+	if (sent_ns > now)
+		return;
+	__u64 d = now - sent_ns;
+	__u32 b = log2_u64(d | 1);
+	if (b >= SINK_HIST_BUCKETS)
+		b = SINK_HIST_BUCKETS - 1;
+	__u64 *h = bpf_map_lookup_elem(&lat_hist, &b);
+	if (h)
+		*h += 1;
+	inc(SINK_LAT_SUM_NS, d);
+	__u32 k = SINK_LAT_MAX_NS;
+	__u64 *mx = bpf_map_lookup_elem(&counters, &k);
+	if (mx && d > *mx)
+		*mx = d;
+	k = SINK_LAT_MIN_NS;
+	__u64 *mn = bpf_map_lookup_elem(&counters, &k);
+	if (mn && (*mn == 0 || d < *mn))
+		*mn = d;
+}
+
+static __always_inline struct sn_payload *test_payload(void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	struct udphdr *udp;
+
+	if ((void *)(eth + 1) > end)
+		return 0;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+			return 0;
+		udp = (void *)(ip + 1);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+			return 0;
+		udp = (void *)(ip6 + 1);
+	} else {
+		return 0;
+	}
+	if ((void *)(udp + 1) > end || udp->dest != bpf_htons(SN_UDP_DPORT))
+		return 0;
+	struct sn_payload *p = (void *)(udp + 1);
+	if ((void *)(p + 1) > end)
+		return 0;
+	return p;
+}
+
+SEC("xdp")
+int sn_sink(struct xdp_md *ctx)
+{
+	struct sn_payload *p = test_payload((void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	if (!p) {
+		inc(SINK_OTHER, 1);
+		return XDP_PASS;
+	}
+	__u64 seq = bpf_be64_to_cpu(p->seq);
+	inc(SINK_RX_TEST, 1);
+	if (seq >= nseq) {
+		inc(SINK_OUT_OF_RANGE, 1);
+		return XDP_DROP;
+	}
+	__u32 word = seq >> 6;
+	__u64 bit = 1ull << (seq & 63);
+	__u64 *w = bpf_map_lookup_elem(&seen, &word);
+	if (!w)
+		return XDP_DROP;
+	if (__sync_fetch_and_or(w, bit) & bit) {
+		if (seq >= warmup)
+			inc(SINK_DUP, 1);
+		return XDP_DROP;
+	}
+	int reordered = seq + 1 < max_seq_plus1;
+	if (!reordered)
+		max_seq_plus1 = seq + 1;
+	if (seq < warmup) {
+		inc(SINK_RX_WARMUP, 1);
+		return XDP_DROP;
+	}
+	inc(SINK_RX_WINDOW, 1);
+	if (reordered)
+		inc(SINK_REORDER, 1);
+	record_latency(bpf_be64_to_cpu(p->ts));
+	return XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+/* softnet-sink: attaches the counting XDP program to the sink interface and
+ * answers "read" on stdin with one JSON line of counters summed over CPUs.
+ * The XDP attachment is a bpf_link owned by this process: it disappears when
+ * the process exits for any reason, kill -9 included, so a crash cannot leave
+ * a program on the interface. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "../common/sn_util.h"
+#include "sink.h"
+#include "sink.skel.h"
+
+static const char *const names[SINK_NCOUNTERS] = {
+	[SINK_RX_TEST] = "rx_test_pkts",   [SINK_RX_WARMUP] = "rx_warmup_pkts",
+	[SINK_RX_WINDOW] = "rx_window_pkts", [SINK_DUP] = "duplicate_pkts",
+	[SINK_REORDER] = "reordered_pkts", [SINK_OUT_OF_RANGE] = "out_of_range_pkts",
+	[SINK_LAT_SUM_NS] = "latency_sum_ns", [SINK_LAT_MAX_NS] = "latency_max_ns",
+	[SINK_LAT_MIN_NS] = "latency_min_ns", [SINK_OTHER] = "other_pkts",
+};
+
+static void on_signal(int sig) { (void)sig; }
+
+static void print_counters(struct sink_bpf *skel, int ncpu)
+{
+	__u64 vals[ncpu];
+	int cfd = bpf_map__fd(skel->maps.counters), hfd = bpf_map__fd(skel->maps.lat_hist);
+
+	printf("{");
+	for (__u32 k = 0; k < SINK_NCOUNTERS; k++) {
+		__u64 agg = 0;
+		if (bpf_map_lookup_elem(cfd, &k, vals))
+			sn_die("read counter %u: %s", k, strerror(errno));
+		for (int c = 0; c < ncpu; c++) {
+			if (k == SINK_LAT_MAX_NS)
+				agg = vals[c] > agg ? vals[c] : agg;
+			else if (k == SINK_LAT_MIN_NS)
+				agg = vals[c] && (!agg || vals[c] < agg) ? vals[c] : agg;
+			else
+				agg += vals[c];
+		}
+		printf("\"%s\": %llu, ", names[k], (unsigned long long)agg);
+		if (k == SINK_RX_TEST) { /* where the sink actually ran: placement evidence */
+			printf("\"rx_test_pkts_per_cpu\": [");
+			for (int c = 0; c < ncpu; c++)
+				printf("%s%llu", c ? ", " : "", (unsigned long long)vals[c]);
+			printf("], ");
+		}
+	}
+	printf("\"latency_log2_hist\": [");
+	for (__u32 b = 0; b < SINK_HIST_BUCKETS; b++) {
+		__u64 agg = 0;
+		if (bpf_map_lookup_elem(hfd, &b, vals))
+			sn_die("read histogram %u: %s", b, strerror(errno));
+		for (int c = 0; c < ncpu; c++)
+			agg += vals[c];
+		printf("%s%llu", b ? ", " : "", (unsigned long long)agg);
+	}
+	printf("]}\n");
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "netns", 1, 0, 'n' }, { "ifname", 1, 0, 'i' },
+					    { "count", 1, 0, 'c' }, { "warmup", 1, 0, 'w' }, { 0 } };
+	const char *netns = NULL, *ifname = NULL;
+	__u64 count = 0, warmup = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': netns = optarg; break;
+		case 'i': ifname = optarg; break;
+		/* one bit per expected packet: 2^33 bits = 1 GiB is the ceiling */
+		case 'c': count = sn_parse_u64("count", optarg, 1, 1ull << 33); break;
+		case 'w': warmup = sn_parse_u64("warmup", optarg, 0, 1ull << 33); break;
+		default: sn_die("usage: softnet-sink --netns NS --ifname DEV --count N [--warmup N]");
+		}
+	}
+	if (!ifname || !count)
+		sn_die("usage: softnet-sink --netns NS --ifname DEV --count N [--warmup N]");
+	sn_die_with_parent();
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: unblocks fgets */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (netns)
+		sn_enter_netns(netns);
+	unsigned ifindex = if_nametoindex(ifname);
+	if (!ifindex)
+		sn_die("--ifname: no interface '%s' in this namespace", ifname);
+
+	libbpf_set_print(NULL);
+	struct sink_bpf *skel = sink_bpf__open();
+	if (!skel)
+		sn_die("open BPF object: %s", strerror(errno));
+	skel->rodata->warmup = warmup;
+	skel->rodata->nseq = count;
+	bpf_map__set_max_entries(skel->maps.seen, (count + 63) / 64);
+	if (sink_bpf__load(skel))
+		sn_die("load BPF program: %s", strerror(errno));
+	struct bpf_link *link = bpf_program__attach_xdp(skel->progs.sn_sink, ifindex);
+	if (!link)
+		sn_die("attach XDP to %s: %s", ifname, strerror(errno));
+	int ncpu = libbpf_num_possible_cpus();
+	struct bpf_prog_info info = {};
+	__u32 ilen = sizeof(info);
+	bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.sn_sink), &info, &ilen);
+	printf("{\"ready\": true, \"prog_id\": %u, \"ncpu\": %d}\n", info.id, ncpu);
+	fflush(stdout);
+
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "read", 4))
+			print_counters(skel, ncpu);
+		else if (!strncmp(line, "quit", 4))
+			break;
+	}
+	bpf_link__destroy(link);
+	sink_bpf__destroy(skel);
+	return 0;
+}

@@ -1,0 +1,74 @@
+"""One registry of every change softnet makes to the host, undone in reverse.
+
+Each change is recorded *before* the call that makes it returns control, with
+the callable that undoes it. `HostChanges` is a context manager: leaving it by
+success, exception, Ctrl-C (KeyboardInterrupt) or SIGTERM (turned into
+`Terminated` while it is active) undoes everything. A kill -9 cannot be caught:
+everything softnet creates carries the `sn-` prefix so `softnet clean` finds it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Callable
+
+log = logging.getLogger("softnet.changes")
+NAME_PREFIX = "sn-"
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; a BaseException so that broad `except Exception` blocks let it pass."""
+
+
+@dataclass
+class Change:
+    what: str
+    undo: Callable[[], None]
+
+
+@dataclass
+class HostChanges:
+    changes: list[Change] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # provenance: every change ever made
+    undo_errors: list[str] = field(default_factory=list)
+
+    def record(self, what: str, undo: Callable[[], None]) -> None:
+        self.changes.append(Change(what, undo))
+        self.applied.append(what)
+
+    def undo_all(self) -> None:
+        # Signals must not interrupt the undo itself.
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            while self.changes:
+                change = self.changes.pop()
+                try:
+                    change.undo()
+                except Exception as exc:  # keep undoing the rest, report at the end
+                    self.undo_errors.append(f"undo '{change.what}': {exc}")
+                    log.error("undo '%s' failed: %s", change.what, exc)
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+
+    def __enter__(self) -> "HostChanges":
+        owner = os.getpid()
+
+        def on_term(signum, frame):
+            # Forked helpers (pyroute2 opens namespace sockets from a child)
+            # inherit this handler; only the owner unwinds and undoes.
+            if os.getpid() != owner:
+                os._exit(128 + signum)
+            raise Terminated()
+
+        self._old_term = signal.signal(signal.SIGTERM, on_term)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.undo_all()
+        finally:
+            signal.signal(signal.SIGTERM, self._old_term)

@@ -1,0 +1,280 @@
+"""The local testbed: generator, SUT and sink namespaces joined by veth pairs.
+
+    [sn-ID-gen] snIDg ==veth== snIDi [sn-ID-sut] snIDo ==veth== snIDk [sn-ID-snk]
+
+Addresses are RFC 2544 benchmark space (198.18.0.0/15, 2001:2::/48). The SUT
+has static neighbour entries: the sink drops everything in XDP, ARP included,
+so dynamic resolution would stop forwarding. With `sut="none"` the generator
+veth is paired straight with the sink (used to benchmark the generator).
+
+Where the SUT's packet processing runs is the whole point of the placement
+knob. veth delivers on the sender's CPU unless the receiving veth hands its
+work to a NAPI kthread (threaded NAPI, which we pin) or to RPS.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyroute2 import IPRoute, netns
+
+from softnet.errors import InputError, TestbedError
+from softnet.testbed import hostcmd
+from softnet.testbed.changes import NAME_PREFIX, HostChanges
+
+IFA_F_NODAD = 0x02
+NUD_PERMANENT = 0x80
+SUTS = {
+    "ipv4-fwd": "kernel IPv4 forwarding",
+    "ipv6-fwd": "kernel IPv6 forwarding",
+    "none": "no SUT: generator veth paired straight with the sink",
+}
+STEERINGS = ("threaded", "rps")
+
+# role -> (IPv4 address, IPv6 address, MAC). 198.18/24 and 2001:2::/64 on the
+# generator side, 198.19/24 and 2001:2:0:1::/64 on the sink side.
+ADDR = {
+    "gen": ("198.18.0.1", "2001:2::1", "02:53:4e:00:00:01"),
+    "sut_in": ("198.18.0.2", "2001:2::2", "02:53:4e:00:00:02"),
+    "sut_out": ("198.19.0.2", "2001:2:0:1::2", "02:53:4e:00:00:03"),
+    "sink": ("198.19.0.1", "2001:2:0:1::1", "02:53:4e:00:00:04"),
+}
+
+
+@dataclass
+class Placement:
+    """CPU placement: where the generator runs and where SUT (and sink) processing runs."""
+
+    gen_cpu: int = 0
+    sut_cpus: list[int] = field(default_factory=lambda: [1])
+    sink_cpu: int | None = None  # None: wherever the SUT's transmit schedules it
+    steering: str = "threaded"
+
+    def validate(self) -> None:
+        online = sorted(os.sched_getaffinity(0))
+        for name, cpus in (("--gen-cpu", [self.gen_cpu]), ("--sut-cpus", self.sut_cpus),
+                           ("--sink-cpu", [] if self.sink_cpu is None else [self.sink_cpu])):
+            bad = [c for c in cpus if c not in online]
+            if bad:
+                raise InputError(name, f"CPU {bad[0]} does not exist or is not usable; accepted: {online}")
+        if not self.sut_cpus:
+            raise InputError("--sut-cpus", f"at least one CPU is needed; accepted: {online}")
+        if self.steering not in STEERINGS:
+            raise InputError("--steering", f"'{self.steering}' unknown; accepted: {', '.join(STEERINGS)}")
+
+    @classmethod
+    def default(cls) -> "Placement":
+        """Split: generator on the first CPU, SUT on the others (on one CPU: shared)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        return cls(gen_cpu=cpus[0], sut_cpus=cpus[1:] or cpus[:1])
+
+
+@dataclass
+class Endpoints:
+    """What the generator and the sink need to know about the testbed."""
+
+    gen_ns: str
+    gen_if: str
+    anchor_if: str
+    gen_mac: str
+    next_hop_mac: str
+    src_ip: str
+    dst_ip: str
+    sink_ns: str
+    sink_if: str
+
+
+def cpu_mask(cpus: list[int]) -> str:
+    return format(sum(1 << c for c in cpus), "x")
+
+
+class LocalTestbed:
+    """Builds the namespaces on enter; every change goes through `changes`."""
+
+    def __init__(self, changes: HostChanges, sut: str = "ipv4-fwd", placement: Placement | None = None):
+        if sut not in SUTS:
+            raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
+        self.changes = changes
+        self.sut = sut
+        self.placement = placement or Placement.default()
+        self.placement.validate()
+        self.ip_version = 6 if sut == "ipv6-fwd" else 4
+        self.run_id = secrets.token_hex(3)
+        p = f"{NAME_PREFIX}{self.run_id}"
+        self.ns = {"gen": f"{p}-gen", "sut": f"{p}-sut", "sink": f"{p}-snk"}
+        i = f"sn{self.run_id}"  # interface names: at most 15 characters
+        self.ifs = {"gen": f"{i}g", "anchor": f"{i}a", "anchor_peer": f"{i}b",
+                    "sut_in": f"{i}i", "sut_out": f"{i}o", "sink": f"{i}k"}
+        self.napi_threads: dict[str, list[int]] = {}
+
+    # ---- building -------------------------------------------------------
+    def build(self) -> Endpoints:
+        roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut", "sink")
+        for role in roles:
+            self._add_netns(self.ns[role])
+        # The anchor pair stays down and idle: the generator keeps its XDP
+        # program attached there (see native/gen/gen.c).
+        self._add_veth("gen", "anchor", "gen", "anchor_peer", up=False)
+        if self.sut == "none":
+            self._add_veth("gen", "gen", "sink", "sink", peer_role="sink")
+            next_hop = "sink"
+        else:
+            self._add_veth("gen", "gen", "sut", "sut_in", peer_role="sut_in")
+            self._add_veth("sut", "sut_out", "sink", "sink", role="sut_out", peer_role="sink")
+            self._configure_sut()
+            next_hop = "sut_in"
+        v = 0 if self.ip_version == 4 else 1
+        self._neigh("gen", "gen", ADDR[next_hop][v], ADDR[next_hop][2])
+        # Without a SUT, the sink's receive processing takes the SUT's CPUs.
+        rx_ns, rx_if = ("sink", "sink") if self.sut == "none" else ("sut", "sut_in")
+        self._steer(rx_ns, rx_if, self.placement.sut_cpus)
+        if self.sut != "none" and self.placement.sink_cpu is not None:
+            self._steer("sink", "sink", [self.placement.sink_cpu])
+        return Endpoints(
+            gen_ns=self.ns["gen"], gen_if=self.ifs["gen"], anchor_if=self.ifs["anchor"],
+            gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
+            src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v],
+            sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
+
+    def _add_netns(self, name: str) -> None:
+        if Path("/run/netns", name).exists():
+            raise TestbedError(f"namespace {name} already exists")
+        netns.create(name)
+        self.changes.record(f"netns {name}", lambda: remove_netns(name))
+
+    def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None):
+        ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
+        name, peer = self.ifs[if_role], self.ifs[peer_if_role]
+        with IPRoute(netns=ns) as ipr:
+            ipr.link("add", ifname=name, kind="veth", peer={"ifname": peer, "net_ns_fd": peer_ns})
+        self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
+        for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
+            self._configure_if(n, i, r, up)
+
+    @staticmethod
+    def _del_link(ns: str, name: str) -> None:
+        if not Path("/run/netns", ns).exists():
+            return
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)
+            if idx:
+                ipr.link("del", index=idx[0])
+
+    def _configure_if(self, ns: str, name: str, role: str | None, up: bool) -> None:
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)[0]
+            if role in ADDR:
+                v4, v6, mac = ADDR[role]
+                ipr.link("set", index=idx, address=mac)
+                ipr.addr("add", index=idx, address=v4, prefixlen=24)
+                ipr.addr("add", index=idx, address=v6, prefixlen=64, flags=IFA_F_NODAD)
+            if up:
+                ipr.link("set", index=idx, state="up")
+            lo = ipr.link_lookup(ifname="lo")[0]
+            ipr.link("set", index=lo, state="up")
+
+    def _neigh(self, ns_role: str, if_role: str, ip: str, mac: str) -> None:
+        ns, name = self.ns[ns_role], self.ifs[if_role]
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)[0]
+            ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx, state=NUD_PERMANENT)
+        self.changes.record(f"neighbour {ns}/{name} {ip} lladdr {mac} permanent",
+                            lambda: None)  # removed with its interface
+
+    def _configure_sut(self) -> None:
+        ns = self.ns["sut"]
+        key = "net.ipv4.ip_forward" if self.sut == "ipv4-fwd" else "net.ipv6.conf.all.forwarding"
+        self.set_sysctl(ns, key, "1")
+        v = 0 if self.ip_version == 4 else 1
+        self._neigh("sut", "sut_out", ADDR["sink"][v], ADDR["sink"][2])
+        self._neigh("sut", "sut_in", ADDR["gen"][v], ADDR["gen"][2])
+        self._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
+
+    def set_sysctl(self, ns: str, key: str, value: str) -> None:
+        old = hostcmd.sysctl_get(ns, key)
+        hostcmd.sysctl_set(ns, key, value)
+        self.changes.record(f"sysctl {ns} {key}={value} (was {old})",
+                            lambda: Path("/run/netns", ns).exists() and hostcmd.sysctl_set(ns, key, old))
+
+    def set_ns_file(self, ns: str, path: str, value: str) -> None:
+        old = hostcmd.read_ns_file(ns, path)
+        hostcmd.write_ns_file(ns, path, value)
+        self.changes.record(f"{ns}:{path} = {value} (was {old})",
+                            lambda: Path("/run/netns", ns).exists() and hostcmd.write_ns_file(ns, path, old))
+
+    # ---- CPU placement --------------------------------------------------
+    def _steer(self, ns_role: str, if_role: str, cpus: list[int]) -> None:
+        """Move the receive processing of an interface onto `cpus`."""
+        ns, dev = self.ns[ns_role], self.ifs[if_role]
+        # GRO on enables veth NAPI, which XDP redirects into a veth require.
+        hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", "on"])
+        self.changes.record(f"{ns}/{dev}: gro on", lambda: None)  # dies with the veth
+        if self.placement.steering == "rps":
+            self.set_ns_file(ns, f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", cpu_mask(cpus))
+        else:
+            self.pin_napi(ns, dev, cpus)
+
+    def pin_napi(self, ns: str, dev: str, cpus: list[int]) -> list[int]:
+        """Threaded NAPI for dev, its kthreads pinned to cpus; returns their pids."""
+        self.set_ns_file(ns, f"/sys/class/net/{dev}/threaded", "1")
+        pids = napi_thread_pids(dev)
+        if not pids:
+            raise TestbedError(f"no NAPI kthread appeared for {ns}/{dev} after enabling threaded NAPI")
+        for pid in pids:
+            old = os.sched_getaffinity(pid)
+            os.sched_setaffinity(pid, cpus)
+            self.changes.record(f"affinity of napi kthread {pid} ({dev}) -> {cpus}",
+                                lambda pid=pid, old=old: _restore_affinity(pid, old))
+        self.napi_threads[dev] = pids
+        return pids
+
+    # ---- diagnostics ----------------------------------------------------
+    def link_stats(self) -> dict[str, dict[str, int]]:
+        """stats64 of every testbed interface, keyed 'role'."""
+        out = {}
+        for role, if_role in (("gen", "gen"), ("sut_in", "sut_in"), ("sut_out", "sut_out"), ("sink", "sink")):
+            ns_role = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}[role]
+            if ns_role == "sut" and self.sut == "none":
+                continue
+            with IPRoute(netns=self.ns[ns_role]) as ipr:
+                link = ipr.get_links(ifname=self.ifs[if_role])[0]
+                stats = link.get("stats64") or {}
+                out[role] = {k: int(stats.get(k, 0)) for k in
+                             ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
+        return out
+
+    def ethtool_stats(self, role: str) -> dict[str, int]:
+        ns_role = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}[role]
+        text = hostcmd.in_netns(self.ns[ns_role], ["ethtool", "-S", self.ifs[role]])
+        stats = {}
+        for line in text.splitlines()[1:]:
+            key, _, val = line.strip().partition(":")
+            if val.strip().isdigit():
+                stats[key.strip()] = int(val)
+        return stats
+
+
+def remove_netns(name: str) -> None:
+    if Path("/run/netns", name).exists():
+        netns.remove(name)
+
+
+def napi_thread_pids(dev: str) -> list[int]:
+    """Kernel threads named napi/<dev>-<id>."""
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip().startswith(f"napi/{dev}-"):
+                pids.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return sorted(pids)
+
+
+def _restore_affinity(pid: int, cpus: set[int]) -> None:
+    try:
+        os.sched_setaffinity(pid, cpus)
+    except ProcessLookupError:
+        pass  # the kthread went away with its device

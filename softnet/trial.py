@@ -1,0 +1,208 @@
+"""One trial: warm-up, a measurement window of T seconds, drain, read.
+
+A trial is the unit everything above consumes. Its result carries the counts,
+the achieved load, the SUT-side drop counters (diagnosis only), the placement
+actually observed, validity flags and provenance. Loss is computed over the
+window packets only (sequence numbers >= the warm-up count), so packets still
+in flight at the window edges are neither lost nor double counted.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from softnet.collect import procfs
+from softnet.errors import InputError, TestbedError
+from softnet.provenance import provenance
+from softnet.testbed.changes import HostChanges
+from softnet.testbed.local import LocalTestbed
+from softnet.traffic.native import MAX_TRIAL_PKTS, GeneratorJob, Sink
+
+GENERATOR_LIMITED_RATIO = 0.995  # achieved below 99.5% of intended: not the SUT's fault
+DRAIN_STABLE_READS = 3
+DRAIN_POLL_S = 0.02
+DRAIN_MAX_S = 2.0
+MTU_FRAME_BYTES = 1518  # 1500 B MTU + 14 B Ethernet header + 4 B FCS
+PAYLOAD_BYTES = 16  # sequence number + send timestamp
+DURATION_RANGE_S = (0.1, 3600.0)
+WARMUP_RANGE_S = (0.0, 60.0)
+
+
+def min_frame_bytes(ip_version: int) -> int:
+    return 14 + (20 if ip_version == 4 else 40) + 8 + PAYLOAD_BYTES + 4
+
+
+@dataclass
+class TrialSpec:
+    rate_pps: float
+    duration_s: float = 5.0
+    warmup_s: float = 1.0
+    frame_bytes: int = 64
+    flows: int = 1
+
+    def validate(self, ip_version: int) -> None:
+        lo = min_frame_bytes(ip_version)
+        if not (lo <= self.frame_bytes <= MTU_FRAME_BYTES):
+            raise InputError("--size", f"{self.frame_bytes} B is outside [{lo}, {MTU_FRAME_BYTES}] B accepted "
+                             f"for IPv{ip_version} (frame incl. FCS; the maximum is the 1500 B MTU)")
+        if not (DURATION_RANGE_S[0] <= self.duration_s <= DURATION_RANGE_S[1]):
+            raise InputError("--duration", f"{self.duration_s} s is outside [{DURATION_RANGE_S[0]}, "
+                             f"{DURATION_RANGE_S[1]:.0f}] s")
+        if not (WARMUP_RANGE_S[0] <= self.warmup_s <= WARMUP_RANGE_S[1]):
+            raise InputError("--warmup", f"{self.warmup_s} s is outside [0, {WARMUP_RANGE_S[1]:.0f}] s")
+        if not (1 <= self.flows <= 64511):
+            raise InputError("--flows", f"{self.flows} is outside [1, 64511] (UDP source ports 1024..65534)")
+        if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
+            raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
+        total = self.warmup_pkts + self.window_pkts
+        if self.window_pkts < 1:
+            raise InputError("--duration", f"{self.duration_s} s at {self.rate_pps:.0f} pps sends no packet")
+        if total > MAX_TRIAL_PKTS:
+            raise InputError("--duration", f"rate x (warm-up + duration) = {total} packets; at most "
+                             f"{MAX_TRIAL_PKTS} per trial (the sink keeps one bit per packet)")
+
+    @property
+    def warmup_pkts(self) -> int:
+        return round(self.rate_pps * self.warmup_s)
+
+    @property
+    def window_pkts(self) -> int:
+        return round(self.rate_pps * self.duration_s)
+
+
+def _drain(sink: Sink) -> tuple[dict, float]:
+    """Read the sink until its counters stop moving: nothing left in flight."""
+    start = time.monotonic()
+    last, stable = sink.read(), 0
+    while stable < DRAIN_STABLE_READS and time.monotonic() - start < DRAIN_MAX_S:
+        time.sleep(DRAIN_POLL_S)
+        cur = sink.read()
+        stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
+        last = cur
+    return last, time.monotonic() - start
+
+
+def _latency(sink: dict) -> dict:
+    n = sink["rx_window_pkts"]
+    hist = sink["latency_log2_hist"]
+    out = {"latency_min_ns": sink["latency_min_ns"] if n else None,
+           "latency_mean_ns": sink["latency_sum_ns"] / n if n else None,
+           "latency_max_ns": sink["latency_max_ns"] if n else None}
+    # Percentiles from a log2 histogram are only known to a factor of two:
+    # report the upper edge of the bucket that holds them.
+    for q in (50, 99, 99.9):
+        key = f"latency_p{q:g}_upper_ns".replace(".", "_")
+        out[key] = None
+        if n:
+            acc = 0
+            for b, c in enumerate(hist):
+                acc += c
+                if acc >= n * q / 100:
+                    out[key] = 2 ** (b + 1)
+                    break
+    out["latency_log2_hist"] = hist
+    return out
+
+
+def _placement(tb: LocalTestbed, gen: dict, sink: dict, window: dict) -> dict:
+    p = tb.placement
+    threads = {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids} for dev, pids in tb.napi_threads.items()}
+    busy = {str(c): procfs.busy_ratio(t) for c, t in window["cpu_ticks"].items()}
+    sink_cpus = [c for c, n in enumerate(sink["rx_test_pkts_per_cpu"]) if n]
+    receive_cpus = set(p.sut_cpus) | ({p.sink_cpu} if p.sink_cpu is not None else set())
+    # Evidence over configuration: the generator reports the CPU it ran on,
+    # the sink counts per CPU, and NET_RX softirqs show where receive work ran.
+    ok = gen["cpu"] == p.gen_cpu and all(c in receive_cpus for c in sink_cpus)
+    if p.steering == "threaded":
+        ok = ok and all(cpu in p.sut_cpus for t in threads.values() for cpu in t.values() if cpu is not None)
+    return {
+        "requested": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu, "steering": p.steering},
+        "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus,
+                     "sink_rx_pkts_per_cpu": sink["rx_test_pkts_per_cpu"], "napi_thread_cpus": threads,
+                     "net_rx_softirqs_per_cpu": window["softirqs"].get("NET_RX"),
+                     "cpu_busy_ratio_per_cpu": busy},
+        "as_requested": ok,
+    }
+
+
+def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta) -> dict:
+    links = {role: {k: links1[role][k] - links0[role][k] for k in links1[role]} for role in links1}
+    return {
+        "sut_rx_ring_full_pkts": eth1.get("tx_queue_0_xdp_xmit_errors", 0) - eth0.get("tx_queue_0_xdp_xmit_errors", 0),
+        "softnet_dropped_pkts": sum(v["dropped"] for v in trial_delta["softnet"].values()),
+        "softnet_time_squeeze": sum(v["time_squeeze"] for v in trial_delta["softnet"].values()),
+        "interface_deltas": links,
+        "interface_rx_dropped_pkts": sum(v["rx_dropped"] for v in links.values()),
+        "interface_tx_dropped_pkts": sum(v["tx_dropped"] for v in links.values()),
+    }
+
+
+def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
+              progress: Callable[[float], None] | None = None) -> dict:
+    """Run one trial on a built testbed; host changes made here are undone on return."""
+    spec.validate(tb.ip_version)
+    warmup, window = spec.warmup_pkts, spec.window_pkts
+    total = warmup + window
+    sink = Sink(changes, ep.sink_ns, ep.sink_if, total, warmup)
+    links0, eth0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), procfs.snapshot()
+    started = time.time()
+    gen_job = GeneratorJob.start(changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
+                                 spec.flows, tb.placement.gen_cpu)
+    expected_s = total / spec.rate_pps
+    # Kernel counters for the measurement window: sampled at its nominal edges.
+    kw0 = kw1 = None
+    while gen_job.proc.poll() is None:
+        elapsed = time.time() - started
+        if kw0 is None and elapsed >= spec.warmup_s:
+            kw0 = procfs.snapshot()
+        if progress:
+            progress(min(elapsed / expected_s, 1.0))
+        if elapsed > expected_s * 1.5 + 10:
+            break
+        time.sleep(0.05)
+    kw1 = procfs.snapshot()
+    gen = gen_job.wait(timeout=5)
+    counts, drain_s = _drain(sink)
+    links1, eth1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), procfs.snapshot()
+    sink.close()
+    window_delta = procfs.delta(kw0 or k0, kw1)
+
+    sent = max(gen["sent_pkts"] - warmup, 0)
+    received = counts["rx_window_pkts"]
+    span_s = (gen["last_send_ns"] - gen["window_start_ns"]) / 1e9 if sent > 1 else 0.0
+    achieved = (sent - 1) / span_s if span_s > 0 else 0.0
+    flags = []
+    if gen["sent_pkts"] < total or achieved < GENERATOR_LIMITED_RATIO * spec.rate_pps:
+        flags.append("generator_limited")
+    if received > sent or counts["out_of_range_pkts"]:
+        flags.append("counters_inconsistent")
+    if gen["interrupted"]:
+        flags.append("interrupted")
+    lost = sent - received if received <= sent else None  # negative loss is never a result
+    result = {
+        "sut": tb.sut, "ip_version": tb.ip_version,
+        "intended_rate_pps": spec.rate_pps, "duration_s": spec.duration_s, "warmup_s": spec.warmup_s,
+        "frame_bytes": spec.frame_bytes, "flows": spec.flows,
+        "intended_pkts": window, "sent_pkts": sent, "warmup_sent_pkts": min(gen["sent_pkts"], warmup),
+        "achieved_rate_pps": achieved, "achieved_ratio": achieved / spec.rate_pps,
+        "send_span_s": span_s, "received_pkts": received,
+        "lost_pkts": lost, "loss_ratio": (lost / sent if sent and lost is not None else None),
+        "reordered_pkts": counts["reordered_pkts"], "duplicate_pkts": counts["duplicate_pkts"],
+        "out_of_range_pkts": counts["out_of_range_pkts"], "warmup_received_pkts": counts["rx_warmup_pkts"],
+        **_latency(counts),
+        "drain_s": drain_s,
+        "generator": {k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
+                                           "window_late_pkts", "cpu")},
+        "diagnosis": _diagnosis(tb, links0, links1, eth0, eth1, procfs.delta(k0, k1)),
+        "placement": None,
+        "flags": flags, "valid": not flags,
+        "started_unix_s": started,
+    }
+    result["placement"] = _placement(tb, gen, counts, window_delta)
+    if not result["placement"]["as_requested"]:
+        result["flags"].append("placement_not_as_requested")
+        result["valid"] = False
+    result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
+    return result

@@ -31,7 +31,8 @@ WARMUP_RANGE_S = (0.0, 60.0)
 
 
 def min_frame_bytes(ip_version: int) -> int:
-    return 14 + (20 if ip_version == 4 else 40) + 8 + PAYLOAD_BYTES + 4
+    """64 B (the Ethernet minimum), or more when IPv6 + UDP + payload need it."""
+    return max(64, 14 + (20 if ip_version == 4 else 40) + 8 + PAYLOAD_BYTES + 4)
 
 
 @dataclass

@@ -1,0 +1,41 @@
+# softnet: `make demo` runs the main job, `make test` the tests. Both set the
+# machine up first (idempotent): Debian packages, a virtualenv, the native tools.
+PYTHON   ?= python3
+VENV     := .venv
+APT_PKGS := clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
+            netsniff-ng iperf3 procps gcc make
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
+
+.PHONY: setup apt venv native demo test bench clean
+
+setup: apt venv native
+
+apt:
+	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+native: apt
+	$(MAKE) -C native
+
+demo: setup
+	$(VENV)/bin/softnet demo
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+bench: setup
+	$(VENV)/bin/python bench/gen_bench.py
+
+clean:
+	$(MAKE) -C native clean

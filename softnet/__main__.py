@@ -1,0 +1,3 @@
+from softnet.cli.main import main
+
+main()

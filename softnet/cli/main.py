@@ -1,0 +1,113 @@
+"""softnet command line."""
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from softnet import __version__
+from softnet.cli import trial_cmd
+from softnet.cli.output import console, err_console, print_json
+from softnet.errors import InputError, SoftnetError
+from softnet.testbed.changes import Terminated
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="softnet: a lab for the Linux packet data path.")
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        raise SoftnetError("softnet needs root to build namespaces and load eBPF programs")
+
+
+@app.command()
+def version() -> None:
+    """Print the softnet version."""
+    print(__version__)
+
+
+@app.command()
+def trial(
+    sut: str = typer.Option("ipv4-fwd", help="SUT personality: ipv4-fwd, ipv6-fwd, none"),
+    rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)"),
+    duration: float = typer.Option(5.0, help="measurement window, seconds"),
+    warmup: float = typer.Option(1.0, help="warm-up before the window, seconds (its packets are not counted)"),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS (64..1518; IPv6 needs >= 82)"),
+    flows: int = typer.Option(1, help="number of flows (UDP source ports)"),
+    rate_layer: str = typer.Option("l1", help="bit rates computed on l1 (frame + 20 B) or l2 (frame) size"),
+    gen_cpu: int = typer.Option(None, help="CPU of the generator (default: first CPU)"),
+    sut_cpus: str = typer.Option(None, help="CPUs of the SUT packet processing, e.g. 1 or 1-3 (default: the others)"),
+    sink_cpu: int = typer.Option(None, help="pin the sink's NAPI to this CPU (default: where the SUT sends it)"),
+    steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Run one trial: build the testbed, offer a constant load, count, tear down."""
+    placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
+    need_root()
+    trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json)
+
+
+@app.command()
+def demo(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The main job on this machine: kernel IPv4 forwarding, one trial at 200 kpps."""
+    need_root()
+    trial_cmd.run("ipv4-fwd", "200kpps", 5.0, 1.0, 64, 1, "l1", trial_cmd.build_placement(None, None, None, "threaded"),
+                  as_json)
+
+
+@app.command()
+def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1 if leftovers exist"),
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """Remove leftovers of a killed run (namespaces, links, processes named sn-...)."""
+    from softnet.testbed import cleanup
+
+    need_root()
+    found = cleanup.find_leftovers() if check else cleanup.clean()
+    any_found = any(found.values())
+    if as_json:
+        print_json({"leftovers" if check else "removed": found})
+    elif not any_found:
+        console.print("clean: nothing left by softnet")
+    else:
+        verb = "found" if check else "removed"
+        for kind, items in found.items():
+            if items:
+                console.print(f"{verb} {kind}: {', '.join(map(str, items))}")
+    if check and any_found:
+        raise typer.Exit(1)
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
+    """What this host can do, and what each answer enables or disables."""
+    from softnet import doctor as doc
+
+    checks = doc.run_probes()
+    if as_json:
+        print_json([c.to_dict() for c in checks])
+    else:
+        console.print(doc.render_table(checks))
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except SoftnetError as exc:
+        err_console.print(f"[red]softnet: error:[/] {exc}")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("softnet: interrupted; host changes undone")
+        sys.exit(130)
+    except Terminated:
+        err_console.print("softnet: terminated; host changes undone")
+        sys.exit(143)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

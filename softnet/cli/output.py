@@ -1,0 +1,48 @@
+"""Output helpers: JSON for scripts (stdout), tables and progress for people (stderr for progress)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _clean(obj):
+    """JSON has no NaN/inf: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def print_json(obj) -> None:
+    json.dump(_clean(obj), sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def fmt(v, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def kv_table(title: str, rows: list[tuple[str, object, str]]) -> Table:
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_column("unit / note")
+    for name, value, unit in rows:
+        table.add_row(name, fmt(value), unit)
+    return table

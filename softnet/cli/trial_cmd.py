@@ -1,0 +1,92 @@
+"""`softnet trial`: one measurement on the local testbed."""
+from __future__ import annotations
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from softnet.cli.output import console, err_console, kv_table, print_json
+from softnet.errors import InputError
+from softnet.testbed.changes import HostChanges
+from softnet.testbed.local import LocalTestbed, Placement
+from softnet.trial import TrialSpec, run_trial
+from softnet.units import format_rate, parse_rate
+
+
+def parse_cpus(text: str, field: str) -> list[int]:
+    """'1', '0,1' or '0-3' -> [..]."""
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise InputError(field, f"'{text}' is not a CPU list such as 1, 0,1 or 0-3") from None
+    return cpus
+
+
+def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | None, steering: str) -> Placement:
+    p = Placement.default()
+    if gen_cpu is not None:
+        p.gen_cpu = gen_cpu
+    if sut_cpus is not None:
+        p.sut_cpus = parse_cpus(sut_cpus, "--sut-cpus")
+    p.sink_cpu, p.steering = sink_cpu, steering
+    p.validate()
+    return p
+
+
+def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
+        placement: Placement, as_json: bool) -> dict:
+    with HostChanges() as changes:
+        tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
+        spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
+                         warmup_s=warmup, frame_bytes=size, flows=flows)
+        spec.validate(tb.ip_version)  # all input checked before the host is changed
+        ep = tb.build()
+        if as_json:
+            result = run_trial(tb, ep, spec, changes)
+        else:
+            with Progress(TextColumn("[bold]trial[/] {task.description}"), BarColumn(),
+                          TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                          console=err_console, transient=True) as bar:
+                task = bar.add_task(f"{sut} at {format_rate(spec.rate_pps)}", total=1.0)
+                result = run_trial(tb, ep, spec, changes, progress=lambda f: bar.update(task, completed=f))
+    result["rate_text"], result["rate_layer"] = rate, rate_layer
+    if as_json:
+        print_json(result)
+    else:
+        show(result)
+    return result
+
+
+def show(r: dict) -> None:
+    d = r["diagnosis"]
+    rows = [
+        ("intended load", r["intended_rate_pps"], "pps"),
+        ("achieved offered load", r["achieved_rate_pps"], f"pps ({100 * r['achieved_ratio']:.3f}% of intended)"),
+        ("sent (window)", r["sent_pkts"], "packets"),
+        ("received (window)", r["received_pkts"], "packets"),
+        ("lost", r["lost_pkts"], "packets"),
+        ("loss ratio", r["loss_ratio"], ""),
+        ("reordered / duplicated", f"{r['reordered_pkts']:,} / {r['duplicate_pkts']:,}", "packets"),
+        ("one-way latency min / mean / max", " / ".join(
+            "-" if v is None else f"{v / 1000:.1f}" for v in
+            (r["latency_min_ns"], r["latency_mean_ns"], r["latency_max_ns"])), "us"),
+        ("latency p99 (upper bound)", None if r["latency_p99_upper_ns"] is None else r["latency_p99_upper_ns"] / 1000,
+         "us (log2 histogram bucket edge)"),
+        ("SUT ingress ring full", d["sut_rx_ring_full_pkts"], "packets (diagnosis, whole trial)"),
+        ("softnet backlog drops", d["softnet_dropped_pkts"], "packets (diagnosis)"),
+        ("interface rx/tx dropped", f"{d['interface_rx_dropped_pkts']:,} / {d['interface_tx_dropped_pkts']:,}",
+         "packets (diagnosis)"),
+    ]
+    title = (f"{r['sut']} IPv{r['ip_version']}, {r['frame_bytes']} B frames, {r['flows']} flow(s), "
+             f"{r['duration_s']} s window after {r['warmup_s']} s warm-up")
+    console.print(kv_table(title, rows))
+    pl = r["placement"]
+    obs = pl["observed"]
+    console.print(f"placement requested: gen CPU {pl['requested']['gen_cpu']}, SUT CPUs {pl['requested']['sut_cpus']} "
+                  f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
+                  f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}")
+    if r["valid"]:
+        console.print("[green]valid[/]: no flags")
+    else:
+        console.print(f"[red]NOT valid[/]: flags {', '.join(r['flags'])}")

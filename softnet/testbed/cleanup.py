@@ -1,0 +1,83 @@
+"""Find and remove what a killed softnet run left behind.
+
+Everything softnet creates is named with the `sn-` prefix (namespaces) or
+`sn` + six hex digits (interfaces), so leftovers are recognizable without a
+state file. Processes still running inside those namespaces (a generator or
+sink whose parent was killed) are stopped first, or the namespace would live on.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from softnet.testbed.changes import NAME_PREFIX
+from softnet.testbed.local import remove_netns
+
+NETNS_DIR = Path("/run/netns")
+IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")
+
+
+def leftover_namespaces() -> list[str]:
+    if not NETNS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(NAME_PREFIX))
+
+
+def processes_in(namespaces: list[str]) -> dict[int, str]:
+    """pid -> namespace, for processes whose network namespace is one of ours."""
+    inodes = {}
+    for name in namespaces:
+        try:
+            inodes[os.stat(NETNS_DIR / name).st_ino] = name
+        except OSError:
+            continue
+    found = {}
+    for ns_link in Path("/proc").glob("[0-9]*/ns/net"):
+        try:
+            ino = os.stat(ns_link).st_ino
+        except OSError:
+            continue
+        if ino in inodes:
+            found[int(ns_link.parts[2])] = inodes[ino]
+    return found
+
+
+def leftover_links() -> list[str]:
+    """softnet-named interfaces in the root namespace (none should ever be there)."""
+    with IPRoute() as ipr:
+        return sorted(name for link in ipr.get_links() if IFNAME_RE.match(name := link.get("ifname") or ""))
+
+
+def find_leftovers() -> dict:
+    namespaces = leftover_namespaces()
+    return {"namespaces": namespaces,
+            "processes": {str(pid): ns for pid, ns in processes_in(namespaces).items()},
+            "root_links": leftover_links()}
+
+
+def clean() -> dict:
+    """Remove all leftovers; returns what was removed."""
+    found = find_leftovers()
+    pids = [int(p) for p in found["processes"]]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for name in found["namespaces"]:
+        remove_netns(name)
+    if found["root_links"]:
+        with IPRoute() as ipr:
+            for name in found["root_links"]:
+                for idx in ipr.link_lookup(ifname=name):
+                    ipr.link("del", index=idx)
+    return found

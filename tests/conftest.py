@@ -1,0 +1,60 @@
+"""Shared fixtures: root-only tests, and a check that the host is left as it was."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/core/netdev_max_backlog",
+                "net/core/rps_sock_flow_entries")
+
+
+def host_state() -> dict:
+    """What softnet could leak into the host: namespaces, root links, sysctls, eBPF programs, processes."""
+    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout)
+    netns = sorted(p.name for p in Path("/run/netns").iterdir()) if Path("/run/netns").is_dir() else []
+    progs = []
+    if shutil.which("bpftool"):
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+        progs = sorted(p.get("name", "") for p in json.loads(out or "[]") if p.get("name", "").startswith("sn_"))
+    procs = sorted(c.read_text().strip() for c in Path("/proc").glob("[0-9]*/comm")
+                   if c.exists() and c.read_text().strip().startswith("softnet-")) if True else []
+    return {
+        "netns": netns,
+        "links": sorted((l["ifname"], l.get("xdp", {}).get("prog", {}).get("id") if "xdp" in l else None) for l in links),
+        "sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in ROOT_SYSCTLS if Path("/proc/sys", k).exists()},
+        "sn_bpf_progs": progs,
+        "softnet_processes": procs,
+    }
+
+
+def wait_host_state(expected: dict, timeout: float = 5.0) -> dict:
+    """Namespaces and programs go away asynchronously in the kernel: poll briefly."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    state = host_state()
+    while state != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = host_state()
+    return state
+
+
+@pytest.fixture
+def host_unchanged():
+    """Fails the test if softnet left anything behind on the host."""
+    before = host_state()
+    yield before
+    assert wait_host_state(before) == before
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, eBPF)")
+
+
+def softnet_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "softnet", *args]

@@ -7,7 +7,9 @@ import sys
 import typer
 
 from softnet import __version__
-from softnet.cli import trial_cmd
+from pathlib import Path
+
+from softnet.cli import campaign_cmd, trial_cmd
 from softnet.cli.output import console, err_console, print_json
 from softnet.errors import InputError, SoftnetError
 from softnet.testbed.changes import Terminated
@@ -49,11 +51,72 @@ def trial(
 
 
 @app.command()
-def demo(as_json: bool = typer.Option(False, "--json")) -> None:
-    """The main job on this machine: kernel IPv4 forwarding, one trial at 200 kpps."""
+def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
+        results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
+        as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done")) -> None:
+    """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
+    from softnet.campaign.spec import load_spec
+
+    s = load_spec(spec)
+    if s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix):
+        need_root()
+    cid = campaign_cmd.run(s, results, as_json)
+    campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json, tables=not as_json)
+    if not as_json:
+        console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
+
+
+@app.command()
+def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
+            campaign: str = typer.Option(None, help="only this campaign id (results dir)"),
+            pdr: float = typer.Option(0.005, help="PDR loss threshold X as a ratio (0.005 = 0.5%)"),
+            eta: float = typer.Option(0.1, help="TIR saturation threshold"),
+            tables: bool = typer.Option(True, help="print per-load tables"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
+    if not 0 < pdr < 1:
+        raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
+    if not eta > 0:
+        raise InputError("--eta", f"{eta} must be > 0")
+    campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables)
+
+
+@app.command()
+def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
+           out: Path = typer.Option(None, help="HTML file to write"),
+           pdr: float = typer.Option(0.005), eta: float = typer.Option(0.1)) -> None:
+    """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
+    from softnet.report.html import write_report
+
+    console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta)))
+
+
+@app.command()
+def export(results: Path = typer.Argument(..., help="softnet results directory"),
+           fmt: str = typer.Option("parquet", "--format", help="csv or parquet"),
+           out: Path = typer.Option(None, help="output folder (default RESULTS/export)")) -> None:
+    """Export the results tables (campaigns, cells, trials) to CSV or Parquet."""
+    from softnet.store.results import Store
+
+    if fmt not in ("csv", "parquet"):
+        raise InputError("--format", f"'{fmt}': accepted csv, parquet")
+    try:
+        store = Store(results, read_only=True)
+    except FileNotFoundError as exc:
+        raise InputError("RESULTS", str(exc)) from None
+    with store:
+        for p in store.export(out or results / "export", fmt):
+            console.print(str(p))
+
+
+@app.command()
+def demo(results: Path = typer.Option(Path("results"), help="results directory"),
+         as_json: bool = typer.Option(False, "--json")) -> None:
+    """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
+    from softnet.campaign.demo import run_demo
+
     need_root()
-    trial_cmd.run("ipv4-fwd", "200kpps", 5.0, 1.0, 64, 1, "l1", trial_cmd.build_placement(None, None, None, "threaded"),
-                  as_json)
+    run_demo(results, as_json)
 
 
 @app.command()
@@ -94,9 +157,9 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except SoftnetError as exc:
-        err_console.print(f"[red]softnet: error:[/] {exc}")
+        err_console.print(f"[red]softnet: error:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
         err_console.print("softnet: interrupted; host changes undone")
         sys.exit(130)
     except Terminated:
@@ -104,10 +167,9 @@ def main() -> None:
         sys.exit(143)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors of the vendored click: show them like click would, exit 2.
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
         raise

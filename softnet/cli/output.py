@@ -29,10 +29,12 @@ def print_json(obj) -> None:
 
 
 def fmt(v, digits: int = 4) -> str:
-    if v is None:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
     if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}" if v.is_integer() or abs(v) >= 1e5 else f"{v:,.1f}"
+        return f"{v:.{digits}g}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)

@@ -1,0 +1,316 @@
+"""Generator benchmark: softnet-gen and trafgen straight into the sink (no SUT).
+
+Issue: "Generator straight into the sink (no SUT): maximum rate at 64 B on one
+CPU, and pacing accuracy (achieved vs intended) at 10 kpps, 100 kpps, 500 kpps
+and at its maximum. In the same run, trafgen (-b rate) on the same testbed and
+CPU. Targets: achieved load within +-0.5% of intended at every rate up to the
+maximum; at least 1 Mpps at 64 B on one CPU."
+
+Per generator: a probe at a rate it cannot reach (20 Mpps) gives its maximum;
+then 10k, 100k, 500k and 95% of that maximum, REPEATS runs each.
+- softnet-gen: each run is a softnet trial (achieved rate from the generator's
+  own send timestamps, per-packet schedule lag, sink counts).
+- trafgen: it reports only a total, so its achieved rate is the sink's count
+  over the measurement window (no loss here: sent == received is checked).
+- Regularity, measured the same way for both: the sink's counter read every
+  10 ms; coefficient of variation (CV) and peak/mean of deliveries per 10 ms
+  in the window. softnet-gen gets one extra sampled run per rate for it
+  (a trial owns its sink), trafgen's REPEATS runs are all sampled.
+
+Writes bench/results/gen_bench-<UTC>.json and bench/results/latest.json.
+Run as root: .venv/bin/python bench/gen_bench.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from softnet.provenance import provenance  # noqa: E402
+from softnet.testbed.changes import HostChanges  # noqa: E402
+from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
+from softnet.traffic import trafgen  # noqa: E402
+from softnet.traffic.native import GeneratorJob, Sink  # noqa: E402
+from softnet.trial import TrialSpec, run_trial  # noqa: E402
+
+FRAME_BYTES = 64
+GEN_CPU, SINK_CPU = 0, 1
+RATES_PPS = {"10k": 10e3, "100k": 100e3, "500k": 500e3}  # plus "max": 95% of the probed maximum
+UNREACHABLE_PPS = 20e6
+MAX_FRACTION = 0.95
+REPEATS = 3
+DURATION_S, WARMUP_S = 2.0, 0.5
+PROBE_DURATION_S, PROBE_WARMUP_S = 1.0, 0.2
+SAMPLE_PERIOD_S = 0.01
+TOLERANCE = 0.005  # +-0.5%
+TARGET_MAX_PPS = 1e6
+RESULTS = Path(__file__).resolve().parent / "results"
+console = Console()
+
+
+# ---- statistics ------------------------------------------------------------
+def summary(values) -> dict:
+    """mean, sample std, min, max and the Student-t 95% CI half width."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "ci95_half": None}
+    std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    half = float(stats.t.ppf(0.975, v.size - 1) * std / np.sqrt(v.size)) if v.size > 1 else None
+    return {"n": int(v.size), "mean": float(v.mean()), "std": std, "min": float(v.min()),
+            "max": float(v.max()), "ci95_half": half}
+
+
+def sample_sink(sink: Sink, keep_going) -> list[tuple[float, int]]:
+    """(monotonic s, sink rx_test_pkts) every SAMPLE_PERIOD_S while keep_going()."""
+    samples, due = [], time.monotonic()
+    while keep_going():
+        t0 = time.monotonic()
+        n = sink.read()["rx_test_pkts"]
+        samples.append(((t0 + time.monotonic()) / 2, n))
+        due += SAMPLE_PERIOD_S
+        time.sleep(max(0.0, due - time.monotonic()))
+    return samples
+
+
+def window_figures(samples, intended_pps: float, warmup_s: float, duration_s: float) -> dict:
+    """Sink-side rate and regularity in [first packet + warm-up, + duration]."""
+    t = np.array([s[0] for s in samples])
+    c = np.array([s[1] for s in samples], dtype=float)
+    if c.size < 3 or c[-1] == 0:
+        return {"sink_rate_pps": 0.0, "sink_ratio": 0.0, "cv_per_10ms": None, "peak_to_mean_per_10ms": None,
+                "intervals": 0}
+    first = t[np.argmax(c > 0)]
+    lo, hi = first + warmup_s, min(first + warmup_s + duration_s, t[-1])
+    rate = (np.interp(hi, t, c) - np.interp(lo, t, c)) / (hi - lo)
+    inside = (t[:-1] >= lo) & (t[1:] <= hi)
+    per_bin = np.diff(c)[inside] / np.diff(t)[inside] * SAMPLE_PERIOD_S  # deliveries per 10 ms
+    mean = per_bin.mean() if per_bin.size else 0.0
+    return {"sink_rate_pps": float(rate), "sink_ratio": float(rate / intended_pps),
+            "window_s": float(hi - lo), "intervals": int(per_bin.size),
+            "cv_per_10ms": float(per_bin.std(ddof=1) / mean) if mean > 0 and per_bin.size > 1 else None,
+            "peak_to_mean_per_10ms": float(per_bin.max() / mean) if mean > 0 else None,
+            "idle_intervals_ratio": float(np.mean(per_bin == 0)) if per_bin.size else None}
+
+
+def drain(sink: Sink) -> int:
+    last, stable = -1, 0
+    while stable < 3:
+        n = sink.read()["rx_test_pkts"]
+        stable, last = (stable + 1, n) if n == last else (0, n)
+        time.sleep(0.02)
+    return last
+
+
+# ---- softnet-gen -----------------------------------------------------------
+def gen_trial(tb, ep, ch, rate_pps: float, duration_s=DURATION_S, warmup_s=WARMUP_S) -> dict:
+    r = run_trial(tb, ep, TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
+                                    frame_bytes=FRAME_BYTES), ch)
+    return {
+        "intended_rate_pps": r["intended_rate_pps"], "achieved_rate_pps": r["achieved_rate_pps"],
+        "achieved_ratio": r["achieved_ratio"], "sent_pkts": r["sent_pkts"], "received_pkts": r["received_pkts"],
+        "lost_pkts": r["lost_pkts"], "loss_ratio": r["loss_ratio"],
+        "delivered_rate_pps": r["received_pkts"] / r["send_span_s"] if r["send_span_s"] else None,
+        "sink_ring_full_pkts": r["diagnosis"]["sut_rx_ring_full_pkts"],
+        "window_lag_mean_ns": r["generator"]["window_lag_mean_ns"],
+        "window_lag_max_ns": r["generator"]["window_lag_max_ns"],
+        "window_late_pkts": r["generator"]["window_late_pkts"],
+        "latency_p50_upper_ns": r["latency_p50_upper_ns"], "latency_p99_upper_ns": r["latency_p99_upper_ns"],
+        "gen_cpu_observed": r["generator"]["cpu"], "sink_cpus_observed": r["placement"]["observed"]["sink_cpus"],
+        "placement_as_requested": r["placement"]["as_requested"], "flags": r["flags"],
+    }
+
+
+def gen_sampled(ep, ch, rate_pps: float) -> dict:
+    """softnet-gen without a trial around it, the sink read every 10 ms."""
+    warmup = round(rate_pps * WARMUP_S)
+    total = warmup + round(rate_pps * (DURATION_S + 0.3))  # runs past the window end
+    sink = Sink(ch, ep.sink_ns, ep.sink_if, total, warmup)
+    job = GeneratorJob.start(ch, ep, rate_pps, total, warmup, FRAME_BYTES, 1, GEN_CPU)
+    try:
+        samples = sample_sink(sink, lambda: job.proc.poll() is None)
+        report = job.wait(timeout=10)
+        received = drain(sink)
+    finally:
+        job.stop()
+        sink.close()
+    return {**window_figures(samples, rate_pps, WARMUP_S, DURATION_S),
+            "sent_pkts": report["sent_pkts"], "received_pkts": received}
+
+
+def bench_softnet_gen(tb, ep, ch) -> dict:
+    console.print(f"softnet-gen: probing the maximum at {UNREACHABLE_PPS / 1e6:.0f} Mpps")
+    probe = gen_trial(tb, ep, ch, UNREACHABLE_PPS, PROBE_DURATION_S, PROBE_WARMUP_S)
+    rates = {**RATES_PPS, "max": MAX_FRACTION * probe["achieved_rate_pps"]}
+    out = {"max_probe": probe, "max_rate_pps": probe["achieved_rate_pps"], "rates": {}}
+    for label, rate in rates.items():
+        console.print(f"softnet-gen: {label} ({rate:,.0f} pps) x {REPEATS} + 1 sampled run")
+        trials = [gen_trial(tb, ep, ch, rate) for _ in range(REPEATS)]
+        sampled = gen_sampled(ep, ch, rate)
+        out["rates"][label] = {
+            "intended_rate_pps": rate, "trials": trials, "sampled_run": sampled,
+            "achieved_ratio": summary(t["achieved_ratio"] for t in trials),
+            "achieved_rate_pps": summary(t["achieved_rate_pps"] for t in trials),
+            "received_ratio": summary(t["received_pkts"] / t["sent_pkts"] for t in trials),
+            "window_lag_mean_ns": summary(t["window_lag_mean_ns"] for t in trials),
+            "window_lag_max_ns": summary(t["window_lag_max_ns"] for t in trials),
+            "sink_ratio": summary([sampled["sink_ratio"]]),
+            "cv_per_10ms": summary([sampled["cv_per_10ms"]]),
+            "peak_to_mean_per_10ms": summary([sampled["peak_to_mean_per_10ms"]]),
+        }
+    return out
+
+
+# ---- trafgen ---------------------------------------------------------------
+def trafgen_run(ep, ch, rate_pps: float | None, duration_s=DURATION_S, warmup_s=WARMUP_S) -> dict:
+    """One trafgen run, sink sampled every 10 ms; rate_pps=None: fast path (TX_RING)."""
+    sink = Sink(ch, ep.sink_ns, ep.sink_if, 1, 1)  # every trafgen frame has seq 0: see trafgen.py
+    job = trafgen.TrafgenJob.start(ch, ep, rate_pps, GEN_CPU, FRAME_BYTES)
+    try:
+        t_end = job.started + warmup_s + duration_s + 0.3
+        samples = sample_sink(sink, lambda: time.monotonic() < t_end and job.running())
+    finally:
+        report = job.stop()
+    try:
+        received = drain(sink)
+        per_cpu = sink.read()["rx_test_pkts_per_cpu"]
+    finally:
+        sink.close()
+    sent = report["sent_pkts"]
+    return {**window_figures(samples, rate_pps or UNREACHABLE_PPS, warmup_s, duration_s),
+            "intended_rate_pps": rate_pps, "sent_pkts": sent, "received_pkts": received,
+            "lost_pkts": sent - received if sent is not None else None,
+            "trafgen": report, "sink_cpus_observed": [c for c, n in enumerate(per_cpu) if n],
+            "placement_as_requested": report["worker_cpu"] == GEN_CPU
+            and all(c == SINK_CPU for c, n in enumerate(per_cpu) if n)}
+
+
+def bench_trafgen(ep, ch) -> dict:
+    try:
+        version = trafgen.trafgen_version()
+    except Exception as exc:  # not installed: the rest of the bench still runs
+        return {"skipped": str(exc)}
+    console.print("trafgen: fast path (TX_RING, unpaced) attempt")
+    ring = trafgen_run(ep, ch, None, duration_s=1.0, warmup_s=0.2)
+    console.print(f"trafgen: probing the maximum at -b {UNREACHABLE_PPS / 1e6:.0f} Mpps")
+    probe = trafgen_run(ep, ch, UNREACHABLE_PPS)
+    rates = {**RATES_PPS, "max": MAX_FRACTION * probe["sink_rate_pps"]}
+    out = {"version": version, "command": "ip netns exec NS taskset -c CPU trafgen --dev IF --conf FILE "
+                                          "--cpus 1 --no-sock-mem -Q -b RATEpps",
+           "sequence_numbers": "not carried: every frame has seq 0 and no timestamp; loss = trafgen's "
+                               "sent count - sink rx_test_pkts; achieved rate from the sink's count",
+           "tx_ring_attempt": ring, "max_probe": probe, "max_rate_pps": probe["sink_rate_pps"], "rates": {}}
+    for label, rate in rates.items():
+        console.print(f"trafgen: {label} ({rate:,.0f} pps) x {REPEATS}")
+        runs = [trafgen_run(ep, ch, rate) for _ in range(REPEATS)]
+        out["rates"][label] = {
+            "intended_rate_pps": rate, "runs": runs,
+            "achieved_ratio": summary(r["sink_ratio"] for r in runs),
+            "achieved_rate_pps": summary(r["sink_rate_pps"] for r in runs),
+            "received_ratio": summary(r["received_pkts"] / r["sent_pkts"] if r["sent_pkts"] else None
+                                      for r in runs),
+            "sink_ratio": summary(r["sink_ratio"] for r in runs),
+            "cv_per_10ms": summary(r["cv_per_10ms"] for r in runs),
+            "peak_to_mean_per_10ms": summary(r["peak_to_mean_per_10ms"] for r in runs),
+        }
+    return out
+
+
+# ---- verdicts, table, files ------------------------------------------------
+def verdicts(name: str, res: dict, ratios_of) -> list[dict]:
+    if "rates" not in res:
+        return []
+    worst = max(((label, r) for label, rate in res["rates"].items() for r in ratios_of(rate)),
+                key=lambda x: abs(x[1] - 1))
+    return [
+        {"generator": name, "target": "achieved load within +-0.5% of intended at every rate up to the maximum "
+                                      "(every repeat)",
+         "pass": abs(worst[1] - 1) <= TOLERANCE, "worst_rate": worst[0], "worst_achieved_ratio": worst[1],
+         "tolerance_ratio": TOLERANCE},
+        {"generator": name, "target": "at least 1 Mpps at 64 B on one CPU",
+         "pass": res["max_rate_pps"] >= TARGET_MAX_PPS, "max_rate_pps": res["max_rate_pps"],
+         "target_rate_pps": TARGET_MAX_PPS},
+    ]
+
+
+def fmt(s: dict, f: str) -> str:
+    if not s or s.get("mean") is None:
+        return "-"
+    if s["n"] == 1:
+        return format(s["mean"], f)
+    return f"{format(s['mean'], f)} [{format(s['min'], f)}..{format(s['max'], f)}]"
+
+
+def print_table(result: dict) -> None:
+    table = Table(title=f"Generators into the sink, {FRAME_BYTES} B, generator on CPU {GEN_CPU}, sink on CPU "
+                        f"{SINK_CPU} (mean [min..max] of {REPEATS})")
+    for col in ("generator", "rate", "intended pps", "achieved/intended", "delivered/sent",
+                "lag mean / max ns", "CV per 10 ms", "peak/mean per 10 ms"):
+        table.add_column(col, justify="left" if col in ("generator", "rate") else "right")
+    for name in ("softnet_gen", "trafgen"):
+        res = result[name]
+        for label, r in res.get("rates", {}).items():
+            lag = (f"{r['window_lag_mean_ns']['mean']:,.0f} / {r['window_lag_max_ns']['max']:,.0f}"
+                   if "window_lag_mean_ns" in r else "n/a")
+            table.add_row(name, label, f"{r['intended_rate_pps']:,.0f}", fmt(r["achieved_ratio"], ".5f"),
+                          fmt(r["received_ratio"], ".4f"), lag, fmt(r["cv_per_10ms"], ".3f"),
+                          fmt(r["peak_to_mean_per_10ms"], ".2f"))
+    console.print(table)
+    for name in ("softnet_gen", "trafgen"):
+        if "max_rate_pps" in result[name]:
+            console.print(f"{name}: maximum at {FRAME_BYTES} B on one CPU = {result[name]['max_rate_pps']:,.0f} pps")
+    for v in result["verdicts"]:
+        console.print(f"[{'green' if v['pass'] else 'red'}]{'PASS' if v['pass'] else 'FAIL'}[/] "
+                      f"{v['generator']}: {v['target']}")
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        console.print("gen_bench needs root (namespaces, XDP)")
+        return 2
+    started = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    config = {"frame_bytes": FRAME_BYTES, "gen_cpu": GEN_CPU, "sink_cpu": SINK_CPU, "rates_pps": RATES_PPS,
+              "max_rate_fraction": MAX_FRACTION, "unreachable_rate_pps": UNREACHABLE_PPS, "repeats": REPEATS,
+              "duration_s": DURATION_S, "warmup_s": WARMUP_S, "probe_duration_s": PROBE_DURATION_S,
+              "sample_period_s": SAMPLE_PERIOD_S, "tolerance_ratio": TOLERANCE,
+              "orchestrator_cpu": SINK_CPU, "sut": "none"}
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, sut="none", placement=Placement(gen_cpu=GEN_CPU, sut_cpus=[SINK_CPU]))
+        ep = tb.build()
+        # Keep this Python process (and the sink's user-space helper it starts)
+        # off the generator's CPU.
+        old = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {SINK_CPU})
+        ch.record(f"affinity of gen_bench (pid {os.getpid()}) -> [{SINK_CPU}]",
+                  lambda: os.sched_setaffinity(0, old))
+        result = {"bench": "gen_bench", "started_utc": started.isoformat(), "config": config,
+                  "softnet_gen": bench_softnet_gen(tb, ep, ch), "trafgen": bench_trafgen(ep, ch)}
+        result["verdicts"] = (
+            verdicts("softnet_gen", result["softnet_gen"], lambda r: [t["achieved_ratio"] for t in r["trials"]])
+            + verdicts("trafgen", result["trafgen"], lambda r: [x["sink_ratio"] for x in r["runs"]]))
+        result["elapsed_s"] = time.monotonic() - t0
+        result["provenance"] = provenance(ch, bench="gen_bench", **config)
+        result["provenance"]["trafgen"] = result["trafgen"].get("version")
+    result["undo_errors"] = ch.undo_errors
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=2, default=str)
+    path = RESULTS / f"gen_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(text)
+    (RESULTS / "latest.json").write_text(text)
+    print_table(result)
+    console.print(f"results: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

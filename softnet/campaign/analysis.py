@@ -1,0 +1,109 @@
+"""Turn stored trials (or published PASTRAMI files) into PASTRAMI analyses.
+
+One `Configuration` per campaign cell or per PASTRAMI file: its label, knob
+values, the runs, and the `Analysis` (statistics per load, TIR, PDR/NDR,
+verdict and flags) from softnet.analysis.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from softnet.analysis.loss_stats import RunPolicy
+from softnet.analysis.pastrami_files import list_pastrami_files, parse_filename, read_pastrami_file
+from softnet.analysis.saturation import Analysis, analyze_rows
+from softnet.errors import InputError
+from softnet.store.results import DB_NAME, Store
+
+
+@dataclass(frozen=True)
+class SoftnetRun:
+    """A softnet trial seen as one run of the PASTRAMI method."""
+
+    offered_load_pps: float
+    run_index: int
+    tx_pkts: int
+    rx_pkts: int
+    duration_s: float
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlagPolicy(RunPolicy):
+    """softnet trials carry their own validity flags: a flagged trial is
+    excluded with its first flag as the reason (generator_limited, ...)."""
+
+    def exclusion_reason(self, run) -> str | None:
+        flags = getattr(run, "flags", ())
+        return flags[0] if flags else super().exclusion_reason(run)
+
+
+@dataclass
+class Configuration:
+    label: str
+    knobs: dict
+    analysis: Analysis
+    source: str  # "softnet" or "pastrami"
+    trials: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "knobs": self.knobs, "source": self.source, "meta": self.meta,
+                **self.analysis.to_dict()}
+
+
+def cell_label(knobs: dict, spec: dict) -> str:
+    if knobs:
+        return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in knobs.items())
+    return spec.get("testbed", {}).get("sut", "cell")
+
+
+def analyze_campaign(store: Store, campaign_id: str) -> list[Configuration]:
+    out = []
+    for cell in store.cells(campaign_id):
+        trials = store.trials(campaign_id, cell["cell_id"])
+        if not trials:
+            continue
+        a = cell["spec"]["analysis"]
+        runs = [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], t["received_pkts"],
+                           t["duration_s"], tuple(t["flags"] or ())) for t in trials]
+        analysis = analyze_rows(runs, confidence=a["confidence"], policy=FlagPolicy(),
+                                pdr_loss_ratio=a["pdr_loss_ratio"], eta=a["eta"])
+        out.append(Configuration(cell_label(cell["knobs"], cell["spec"]), cell["knobs"], analysis, "softnet",
+                                 trials, {"campaign_id": campaign_id, "cell_id": cell["cell_id"],
+                                          "probe_max_rate_pps": cell["probe_max_rate_pps"],
+                                          "spec": cell["spec"]}))
+    return out
+
+
+def analyze_pastrami(paths: list[Path], pdr_loss_ratio: float, eta: float, confidence: float) -> list[Configuration]:
+    out = []
+    for path in paths:
+        meta = parse_filename(path)
+        analysis = analyze_rows(read_pastrami_file(path), confidence=confidence, meta=meta,
+                                pdr_loss_ratio=pdr_loss_ratio, eta=eta)
+        out.append(Configuration(path.stem, {k: meta[k] for k in meta if k not in ("path", "file")}, analysis,
+                                 "pastrami", meta={"path": str(path)}))
+    return out
+
+
+def analyze_path(path: str | Path, campaign_id: str | None = None, pdr_loss_ratio: float = 0.005,
+                 eta: float = 0.1, confidence: float = 0.95) -> list[Configuration]:
+    """A softnet results directory, a PASTRAMI file, or a folder of PASTRAMI files."""
+    path = Path(path)
+    if (path / DB_NAME).exists():
+        with Store(path, read_only=True) as store:
+            ids = [c["campaign_id"] for c in store.campaigns()]
+            if campaign_id:
+                if campaign_id not in ids:
+                    raise InputError("--campaign", f"'{campaign_id}' not in {path}; there: {', '.join(ids)}")
+                ids = [campaign_id]
+            return [c for cid in ids for c in analyze_campaign(store, cid)]
+    if path.is_file():
+        return analyze_pastrami([path], pdr_loss_ratio, eta, confidence)
+    if path.is_dir():
+        files = list_pastrami_files(path)
+        if not files:
+            raise InputError(str(path), f"neither a softnet results directory ({DB_NAME}) nor PASTRAMI .txt files")
+        return analyze_pastrami(files, pdr_loss_ratio, eta, confidence)
+    raise InputError(str(path), "no such file or directory")

@@ -1,0 +1,104 @@
+"""Measurers: what a campaign calls to get one trial result at one load.
+
+The campaign never knows whether the SUT is real: `TestbedMeasurer` builds the
+local testbed once per cell and runs real trials on it; `SyntheticMeasurer`
+draws counts from the PASTRAMI load-loss model (Eq. 3-5). Both return the same
+result dict as softnet.trial.run_trial (the keys the store and analysis use).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from softnet.analysis.synthetic import LoadLossModel
+from softnet.campaign.spec import CampaignSpec
+from softnet.provenance import provenance
+from softnet.testbed.changes import HostChanges
+from softnet.testbed.local import LocalTestbed, Placement
+from softnet.trial import TrialSpec, run_trial
+
+PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
+
+
+class SyntheticMeasurer:
+    def __init__(self, spec: CampaignSpec, cell_id: int):
+        s = spec.synthetic
+        self.spec, self.cell_id = spec, cell_id
+        self.model = LoadLossModel(o_sat_pps=s.o_sat_pps, plr_at_sat=s.plr_at_sat,
+                                   o_trash_pps=s.o_trash_pps if s.o_trash_pps is not None else math.inf,
+                                   m_pps=s.m_pps, noise=s.noise)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def _rng(self, *key: int) -> np.random.Generator:
+        # One stream per (cell, load, run): a resumed campaign draws exactly what
+        # an uninterrupted one would have.
+        return np.random.default_rng([self.spec.synthetic.seed, self.cell_id, *key])
+
+    def measure(self, rate_pps: float, load_index: int, run_index: int) -> dict:
+        m = self.spec.method
+        tx, rx = self.model(rate_pps, m.duration_s, self._rng(load_index, run_index))
+        return {
+            "sut": "synthetic", "ip_version": None, "frame_bytes": self.spec.traffic.frame_bytes,
+            "flows": self.spec.traffic.flows, "intended_rate_pps": rate_pps, "achieved_rate_pps": rate_pps,
+            "duration_s": m.duration_s, "warmup_s": m.warmup_s, "intended_pkts": tx, "sent_pkts": tx,
+            "received_pkts": rx, "lost_pkts": tx - rx, "loss_ratio": (tx - rx) / tx if tx else None,
+            "reordered_pkts": 0, "duplicate_pkts": 0, "latency_mean_ns": None, "latency_p99_upper_ns": None,
+            "diagnosis": {}, "flags": [], "valid": True, "started_unix_s": time.time(),
+            "provenance": provenance(None, model=self.spec.synthetic.model_dump(), sut="synthetic"),
+        }
+
+    def probe_max(self) -> tuple[float, dict]:
+        r = self.measure(4 * self.model.o_sat_pps, -1, 0)
+        return r["received_pkts"] / r["duration_s"], r
+
+
+class TestbedMeasurer:
+    __test__ = False
+
+    def __init__(self, spec: CampaignSpec, cell_id: int):
+        t = spec.testbed
+        p = Placement.default()
+        if t.gen_cpu is not None:
+            p.gen_cpu = t.gen_cpu
+        if t.sut_cpus is not None:
+            p.sut_cpus = list(t.sut_cpus)
+        p.sink_cpu, p.steering = t.sink_cpu, t.steering
+        self.spec, self.placement = spec, p
+
+    def __enter__(self):
+        self.changes = HostChanges().__enter__()
+        try:
+            self.tb = LocalTestbed(self.changes, self.spec.testbed.sut, self.placement)
+            self.ep = self.tb.build()
+        except BaseException:
+            self.changes.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.changes.__exit__(*exc)
+
+    def _trial(self, rate_pps: float, duration_s: float, warmup_s: float) -> dict:
+        t = self.spec.traffic
+        spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
+                         frame_bytes=t.frame_bytes, flows=t.flows)
+        return run_trial(self.tb, self.ep, spec, self.changes)
+
+    def measure(self, rate_pps: float, load_index: int, run_index: int) -> dict:
+        return self._trial(rate_pps, self.spec.method.duration_s, self.spec.method.warmup_s)
+
+    def probe_max(self) -> tuple[float, dict]:
+        """Flood the SUT and take what it delivered per second as its maximum."""
+        r = self._trial(PROBE_RATE_PPS, self.spec.method.probe_duration_s, 0.2)
+        return r["received_pkts"] / r["send_span_s"], r
+
+
+def measurer_for(spec: CampaignSpec, cell_id: int):
+    return (SyntheticMeasurer if spec.testbed.sut == "synthetic" else TestbedMeasurer)(spec, cell_id)

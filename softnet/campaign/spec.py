@@ -1,0 +1,178 @@
+"""Campaign specs: TOML validated with pydantic.
+
+    name = "ipv4-split-vs-single"
+    [testbed]
+    sut = "ipv4-fwd"            # ipv4-fwd | ipv6-fwd | none | synthetic
+    [traffic]
+    frame_bytes = 64
+    flows = 1
+    [method]
+    kind = "sweep"
+    loads = ["100kpps", "200kpps"]          # or start/stop/step, or relative
+    runs = 5
+    duration_s = 2.0
+    warmup_s = 0.5
+    [analysis]
+    pdr_loss_ratio = 0.005
+    eta = 0.1
+    [matrix]                                # full factorial over these knobs
+    "testbed.sut_cpus" = [[0], [1]]
+    "traffic.frame_bytes" = [64, 512]
+
+Errors name the field path (`method.runs`) and what is accepted.
+"""
+from __future__ import annotations
+
+import itertools
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from softnet.errors import InputError
+from softnet.units import parse_rate
+
+SUT_KINDS = ("ipv4-fwd", "ipv6-fwd", "none", "synthetic")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TestbedSpec(Strict):
+    __test__ = False
+    sut: Literal["ipv4-fwd", "ipv6-fwd", "none", "synthetic"] = "ipv4-fwd"
+    gen_cpu: int | None = None
+    sut_cpus: list[int] | None = None
+    sink_cpu: int | None = None
+    steering: Literal["threaded", "rps"] = "threaded"
+    allow_physical: bool = False
+
+
+class SyntheticSpec(Strict):
+    """The load-loss model of PASTRAMI Eq. 3-5 (used when testbed.sut = "synthetic")."""
+
+    o_sat_pps: float = Field(500_000, gt=0)
+    plr_at_sat: float = Field(0.0, ge=0, lt=1)
+    o_trash_pps: float | None = None
+    m_pps: float = Field(1e6, gt=0)
+    noise: bool = True
+    seed: int = 1
+
+
+class TrafficSpec(Strict):
+    frame_bytes: int = Field(64, ge=64, le=1518)
+    flows: int = Field(1, ge=1, le=64511)
+    rate_layer: Literal["l1", "l2"] = "l1"
+
+
+class MethodSpec(Strict):
+    kind: Literal["sweep"] = "sweep"
+    loads: list[str | float] | None = None
+    start: str | float | None = None
+    stop: str | float | None = None
+    step: str | float | None = None
+    relative: list[float] | None = Field(None, description="fractions of the probed maximum")
+    probe_duration_s: float = Field(1.0, gt=0, le=60)
+    runs: int = Field(5, ge=1, le=1000)
+    duration_s: float = Field(2.0, ge=0.1, le=3600)
+    warmup_s: float = Field(0.5, ge=0, le=60)
+
+    @model_validator(mode="after")
+    def one_way_of_giving_loads(self):
+        given = [name for name, v in (("loads", self.loads), ("start/stop/step", self.start),
+                                      ("relative", self.relative)) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of: loads = [...], start/stop/step, relative = [...]; "
+                             f"got {given or 'none'}")
+        if self.start is not None and (self.stop is None or self.step is None):
+            raise ValueError("start needs stop and step too")
+        if self.relative is not None and (not self.relative or min(self.relative) <= 0):
+            raise ValueError("relative loads must be a non-empty list of positive fractions")
+        return self
+
+
+class AnalysisSpec(Strict):
+    pdr_loss_ratio: float = Field(0.005, gt=0, lt=1)
+    eta: float = Field(0.1, gt=0)
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class CampaignSpec(Strict):
+    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")
+    testbed: TestbedSpec = TestbedSpec()
+    synthetic: SyntheticSpec = SyntheticSpec()
+    traffic: TrafficSpec = TrafficSpec()
+    method: MethodSpec
+    analysis: AnalysisSpec = AnalysisSpec()
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("matrix")
+    @classmethod
+    def knobs_exist(cls, matrix):
+        for path, values in matrix.items():
+            section, _, key = path.partition(".")
+            model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec}.get(section)
+            if model is None or key not in model.model_fields:
+                raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.* or synthetic.* fields")
+            if not values:
+                raise ValueError(f"knob '{path}' has no values")
+        return matrix
+
+    def cells(self) -> list[tuple[dict[str, Any], "CampaignSpec"]]:
+        """Full-factorial expansion: (knob values, the spec with them applied) per cell."""
+        paths = sorted(self.matrix)
+        out = []
+        for combo in itertools.product(*(self.matrix[p] for p in paths)):
+            data = self.model_dump()
+            data["matrix"] = {}
+            knobs = dict(zip(paths, combo))
+            for path, value in knobs.items():
+                section, _, key = path.partition(".")
+                data[section][key] = value
+            try:
+                out.append((knobs, CampaignSpec.model_validate(data)))
+            except ValidationError as exc:
+                raise spec_error(exc, prefix=f"matrix cell {knobs}: ") from None
+        return out
+
+    def explicit_loads_pps(self) -> list[float] | None:
+        """Loads given in pps (None when they are relative to a probe)."""
+        m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
+        if m.loads is not None:
+            return sorted({parse_rate(str(v), size, layer, "method.loads") for v in m.loads})
+        if m.start is not None:
+            start, stop, step = (parse_rate(str(v), size, layer, f"method.{n}")
+                                 for n, v in (("start", m.start), ("stop", m.stop), ("step", m.step)))
+            if stop < start:
+                raise InputError("method.stop", "must be >= method.start")
+            n = int(round((stop - start) / step)) + 1
+            if n > 1000:
+                raise InputError("method.step", f"gives {n} loads; at most 1000")
+            return [start + i * step for i in range(n)]
+        return None
+
+
+def spec_error(exc: ValidationError, prefix: str = "") -> InputError:
+    first = exc.errors()[0]
+    path = ".".join(str(p) for p in first["loc"]) or "spec"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return InputError(prefix + path, first["msg"] + more)
+
+
+def load_spec(path: str | Path) -> CampaignSpec:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(str(path), f"not valid TOML: {exc}") from None
+    try:
+        spec = CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error(exc, prefix=f"{path}: ") from None
+    for _, cell in spec.cells():
+        cell.explicit_loads_pps()  # unit errors now, before anything runs
+    return spec

@@ -1,0 +1,162 @@
+"""Results store: one DuckDB file per results directory, plus raw JSON per trial.
+
+A trial is written twice, in this order: its raw JSON (tmp file + rename, so
+it is whole or absent), then its row. The row's primary key is (campaign,
+cell, load index, run index), so a trial can never be stored twice; a raw file
+without a row (killed between the two writes) is imported on the next open.
+That is what makes `softnet run` resumable after a kill -9.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+
+DB_NAME = "softnet.duckdb"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaigns (
+    campaign_id VARCHAR PRIMARY KEY, name VARCHAR, spec_hash VARCHAR, spec_json VARCHAR,
+    created_unix_s DOUBLE);
+CREATE TABLE IF NOT EXISTS cells (
+    campaign_id VARCHAR, cell_id INTEGER, knobs_json VARCHAR, spec_json VARCHAR,
+    probe_max_rate_pps DOUBLE, probe_json VARCHAR,
+    PRIMARY KEY (campaign_id, cell_id));
+CREATE TABLE IF NOT EXISTS trials (
+    campaign_id VARCHAR, cell_id INTEGER, load_index INTEGER, run_index INTEGER,
+    knobs_json VARCHAR, sut VARCHAR, ip_version INTEGER, frame_bytes INTEGER, flows INTEGER,
+    intended_rate_pps DOUBLE, achieved_rate_pps DOUBLE, duration_s DOUBLE, warmup_s DOUBLE,
+    sent_pkts BIGINT, received_pkts BIGINT, lost_pkts BIGINT, loss_ratio DOUBLE,
+    reordered_pkts BIGINT, duplicate_pkts BIGINT,
+    latency_mean_ns DOUBLE, latency_p99_upper_ns DOUBLE, sut_rx_ring_full_pkts BIGINT,
+    flags VARCHAR[], valid BOOLEAN,
+    kernel VARCHAR, cpu_model VARCHAR, softnet_version VARCHAR, spec_hash VARCHAR,
+    started_unix_s DOUBLE, raw_path VARCHAR, result_json VARCHAR,
+    PRIMARY KEY (campaign_id, cell_id, load_index, run_index));
+"""
+
+TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps", "achieved_rate_pps",
+                 "duration_s", "warmup_s", "sent_pkts", "received_pkts", "lost_pkts", "loss_ratio",
+                 "reordered_pkts", "duplicate_pkts", "latency_mean_ns", "latency_p99_upper_ns")
+
+
+class Store:
+    def __init__(self, results_dir: str | Path, read_only: bool = False):
+        self.dir = Path(results_dir)
+        if read_only and not (self.dir / DB_NAME).exists():
+            raise FileNotFoundError(f"{self.dir}: no {DB_NAME} here (not a softnet results directory)")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.db = duckdb.connect(str(self.dir / DB_NAME), read_only=read_only)
+        if not read_only:
+            self.db.execute(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- campaigns and cells -------------------------------------------
+    def register_campaign(self, campaign_id: str, name: str, spec_hash: str, spec: dict, now: float) -> None:
+        self.db.execute("INSERT INTO campaigns VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [campaign_id, name, spec_hash, json.dumps(spec), now])
+
+    def register_cell(self, campaign_id: str, cell_id: int, knobs: dict, spec: dict) -> None:
+        self.db.execute("INSERT INTO cells (campaign_id, cell_id, knobs_json, spec_json) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT DO NOTHING", [campaign_id, cell_id, json.dumps(knobs), json.dumps(spec)])
+
+    def probe(self, campaign_id: str, cell_id: int) -> float | None:
+        row = self.db.execute("SELECT probe_max_rate_pps FROM cells WHERE campaign_id = ? AND cell_id = ?",
+                              [campaign_id, cell_id]).fetchone()
+        return row[0] if row else None
+
+    def set_probe(self, campaign_id: str, cell_id: int, max_rate_pps: float, probe: dict) -> None:
+        self.db.execute("UPDATE cells SET probe_max_rate_pps = ?, probe_json = ? WHERE campaign_id = ? AND cell_id = ?",
+                        [max_rate_pps, json.dumps(probe, default=str), campaign_id, cell_id])
+
+    def campaigns(self) -> list[dict]:
+        return self.query("SELECT * FROM campaigns ORDER BY created_unix_s")
+
+    def cells(self, campaign_id: str) -> list[dict]:
+        rows = self.query("SELECT * FROM cells WHERE campaign_id = ? ORDER BY cell_id", [campaign_id])
+        for r in rows:
+            r["knobs"] = json.loads(r.pop("knobs_json"))
+            r["spec"] = json.loads(r.pop("spec_json"))
+        return rows
+
+    # ---- trials -----------------------------------------------------------
+    def raw_path(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> Path:
+        return self.dir / "raw" / campaign_id / f"cell{cell_id:03d}-load{load_index:03d}-run{run_index:03d}.json"
+
+    def add_trial(self, campaign_id: str, cell_id: int, load_index: int, run_index: int,
+                  knobs: dict, result: dict) -> None:
+        path = self.raw_path(campaign_id, cell_id, load_index, run_index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"campaign_id": campaign_id, "cell_id": cell_id, "load_index": load_index,
+                  "run_index": run_index, "knobs": knobs, "result": result}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, default=str))
+        os.replace(tmp, path)
+        self._insert(record, path)
+
+    def _insert(self, record: dict, path: Path) -> None:
+        r = record["result"]
+        prov = r.get("provenance", {})
+        values = [record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"],
+                  json.dumps(record["knobs"]), *(r.get(c) for c in TRIAL_COLUMNS),
+                  r.get("diagnosis", {}).get("sut_rx_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
+                  prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
+                  r.get("started_unix_s"), str(path), json.dumps(r, default=str)]
+        marks = ", ".join("?" * len(values))
+        self.db.execute(f"INSERT INTO trials VALUES ({marks}) ON CONFLICT DO NOTHING", values)
+
+    def recover(self, campaign_id: str) -> int:
+        """Import raw files whose row is missing (a kill between the two writes)."""
+        folder = self.dir / "raw" / campaign_id
+        if not folder.is_dir():
+            return 0
+        done = self.done_keys(campaign_id)
+        n = 0
+        for path in sorted(folder.glob("*.json")):
+            record = json.loads(path.read_text())
+            key = (record["cell_id"], record["load_index"], record["run_index"])
+            if key not in done:
+                self._insert(record, path)
+                n += 1
+        return n
+
+    def done_keys(self, campaign_id: str) -> set[tuple[int, int, int]]:
+        rows = self.db.execute("SELECT cell_id, load_index, run_index FROM trials WHERE campaign_id = ?",
+                               [campaign_id]).fetchall()
+        return {tuple(r) for r in rows}
+
+    def trials(self, campaign_id: str, cell_id: int | None = None) -> list[dict]:
+        sql = "SELECT * EXCLUDE (result_json) FROM trials WHERE campaign_id = ?"
+        args: list = [campaign_id]
+        if cell_id is not None:
+            sql += " AND cell_id = ?"
+            args.append(cell_id)
+        return self.query(sql + " ORDER BY cell_id, load_index, run_index", args)
+
+    def query(self, sql: str, args: list | None = None) -> list[dict]:
+        cur = self.db.execute(sql, args or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def export(self, out_dir: str | Path, fmt: str) -> list[Path]:
+        if fmt not in ("csv", "parquet"):
+            raise ValueError(f"format '{fmt}': accepted csv, parquet")
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for table in ("campaigns", "cells", "trials"):
+            path = out / f"{table}.{fmt}"
+            opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
+            self.db.execute(f"COPY {table} TO '{path}' {opts}")
+            paths.append(path)
+        return paths

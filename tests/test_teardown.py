@@ -19,13 +19,17 @@ def start_long_trial() -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def pids_of(comm: str) -> list[int]:
+def pids_of(comm: str, parent: int | None = None) -> list[int]:
+    """Processes named comm (children of parent only, when given)."""
     pids = []
     for c in Path("/proc").glob("[0-9]*/comm"):
         try:
-            if c.read_text().strip() == comm:
+            if c.read_text().strip() != comm:
+                continue
+            ppid = int((c.parent / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent is None or ppid == parent:
                 pids.append(int(c.parent.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             pass
     return pids
 
@@ -41,7 +45,7 @@ def wait_for(pred, timeout=20.0, what="condition"):
 
 
 def wait_generator_running(proc) -> int:
-    pid = wait_for(lambda: pids_of("softnet-gen"), what="softnet-gen to start")[0]
+    pid = wait_for(lambda: pids_of("softnet-gen", proc.pid), what="softnet-gen to start")[0]
     assert proc.poll() is None
     time.sleep(0.5)  # well inside the trial
     return pid
@@ -75,13 +79,15 @@ def test_kill9_of_cli_then_clean():
     before = host_state()
     proc = start_long_trial()
     wait_generator_running(proc)
+    sink = pids_of("softnet-sink", proc.pid)
+    gen = pids_of("softnet-gen", proc.pid)
     proc.kill()
     proc.communicate(timeout=10)
     # The CLI could not clean up: its namespaces are left behind...
     check = subprocess.run(softnet_cmd("clean", "--check"), capture_output=True, text=True)
     assert check.returncode == 1 and "namespaces" in check.stdout
     # ...but its children die with it (PR_SET_PDEATHSIG), taking their XDP links along.
-    wait_for(lambda: not pids_of("softnet-gen") and not pids_of("softnet-sink"), what="children to exit")
+    wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in sink + gen), what="children to exit")
     clean = subprocess.run(softnet_cmd("clean", "--json"), capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
     assert subprocess.run(softnet_cmd("clean", "--check"), capture_output=True, text=True).returncode == 0

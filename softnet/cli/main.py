@@ -155,7 +155,12 @@ def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # Non-standalone typer returns exit codes (typer.Exit, Ctrl-C as 130)
+        # instead of raising them.
+        rc = app(standalone_mode=False)
+        if rc == 130:
+            raise KeyboardInterrupt
+        sys.exit(rc if isinstance(rc, int) else 0)
     except SoftnetError as exc:
         err_console.print(f"[red]softnet: error:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)

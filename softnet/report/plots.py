@@ -124,10 +124,11 @@ def short_labels(configs: Sequence) -> tuple[list[str], str]:
         return full, ""
     toks = [config_tokens(c) for c in configs]
     common = set(toks[0]).intersection(*map(set, toks[1:]))
-    short = [" ".join(t for t in ts if t not in common) for ts in toks]
+    sep = " " if all(c.source == "pastrami" for c in configs) else ", "
+    short = [sep.join(t for t in ts if t not in common) for ts in toks]
     if any(not s for s in short) or len(set(short)) < len(short):
         return full, ""
-    return short, " ".join(t for t in toks[0] if t in common)
+    return short, sep.join(t for t in toks[0] if t in common)
 
 
 def legend_label(config, short: str) -> str:
@@ -196,15 +197,22 @@ def _new_figure(n_legend_rows: int) -> tuple[Figure, object]:
 
 
 def _legend_rows(labels: list[str], n_extra: int) -> tuple[int, int]:
-    ncol = 1 if max((len(s) for s in labels), default=0) > 48 else 2
-    return ncol, math.ceil((len(labels) + n_extra) / ncol)
+    """One column when labels are long; otherwise configurations left, reference lines right."""
+    if max((len(s) for s in labels), default=0) > 46:
+        return 1, len(labels) + n_extra
+    return 2, max(len(labels), n_extra)
 
 
-def _finish(fig: Figure, ax, handles: list, ncol: int, title: str) -> Figure:
+def _finish(fig: Figure, ax, handles: list, ncol: int, title: str, n_configs: int) -> Figure:
     ax.set_title(_mpl_text(title), loc="left")
     ax.grid(True, which="major")
+    if ncol == 2:  # legends fill column by column: pad so each kind keeps its own column
+        conf, refs = handles[:n_configs], handles[n_configs:]
+        rows = max(len(conf), len(refs))
+        blank = [Line2D([], [], linestyle="none", label=" ")]
+        handles = conf + blank * (rows - len(conf)) + refs + blank * (rows - len(refs))
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False,
-               handlelength=2.6, columnspacing=1.5)
+               handlelength=2.4, columnspacing=1.6)
     return fig
 
 
@@ -247,7 +255,7 @@ def _band_handle(confidence: float) -> Patch:
 
 def _pdr_handle() -> Line2D:
     return Line2D([], [], color="0.3", linestyle=(0, (4, 3)), linewidth=1.0,
-                  label="PDR point: first load with mean PLR > X (configuration colour)")
+                  label="PDR point: first load with mean PLR > X")
 
 
 def _thresholds(configs, pdr_loss_ratio: float | None) -> list[float]:
@@ -281,7 +289,7 @@ def loss_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
         ax.set_ylim(10 ** -6.25, 1.6)
         ax.set_xlabel(f"Offered load O ({unit})")
         ax.set_ylabel(f"Packet loss ratio PLR (log scale; 0 drawn at {_FLOOR_TEXT})")
-        return _finish(fig, ax, handles, ncol, head)
+        return _finish(fig, ax, handles, ncol, head, len(configs))
 
 
 def delivery_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
@@ -302,7 +310,7 @@ def delivery_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
         ax.set_ylim(max(0.0, min(lo * 100, 99.0) - 3.0), 101.0)
         ax.set_xlabel(f"Offered load O ({unit})")
         ax.set_ylabel("Delivery ratio DR = 1 \u2212 PLR (%)")
-        return _finish(fig, ax, handles, ncol, head)
+        return _finish(fig, ax, handles, ncol, head, len(configs))
 
 
 def throughput_figure(configs: Sequence, *, labels: Sequence[str] | None = None,
@@ -312,8 +320,8 @@ def throughput_figure(configs: Sequence, *, labels: Sequence[str] | None = None,
     ncol, rows = _legend_rows(legend, 3)
     with matplotlib.rc_context(STYLE):
         fig, ax = _new_figure(rows)
-        handles = _plot_metric(ax, configs, legend, div, "throughput_pps")
-        top = max(s.load_pps for c in configs for s in c.analysis.stats.loads) / div
+        handles = _plot_metric(ax, configs, legend, div, "throughput_pps", scale=1.0 / div)
+        top = max((s.load_pps for c in configs for s in c.analysis.stats.loads), default=div) / div
         ax.plot([0, top * 1.03], [0, top * 1.03], color="0.35", linestyle="-.", linewidth=1.0, zorder=1)
         handles += [Line2D([], [], color="0.35", linestyle="-.", linewidth=1.0,
                            label="ideal T(O) = O (no loss)"),
@@ -322,18 +330,26 @@ def throughput_figure(configs: Sequence, *, labels: Sequence[str] | None = None,
         ax.set_ylim(0, top * 1.05)
         ax.set_xlabel(f"Offered load O ({unit})")
         ax.set_ylabel(f"Throughput T(O) ({unit})")
-        return _finish(fig, ax, handles, ncol, head)
+        return _finish(fig, ax, handles, ncol, head, len(configs))
 
 
 # ---- writing ---------------------------------------------------------------
 
-def save_figure(fig: Figure, out_base: Path) -> list[Path]:
-    """Write ``out_base``.png and .svg; returns both paths."""
+FORMATS = ("png", "svg")
+_META = {"png": {"Software": "softnet"}, "svg": {"Date": None, "Creator": "softnet"}}
+
+
+def save_figure(fig: Figure, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write ``out_base``.png and .svg (``formats``); returns the paths in that order."""
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
+    bad = [f for f in formats if f not in _META]
+    if bad or not formats:
+        raise ValueError(f"formats {list(formats)}: accepted png, svg")
     paths = []
     with matplotlib.rc_context(STYLE):
-        for ext, meta in (("png", {"Software": "softnet"}), ("svg", {"Date": None, "Creator": "softnet"})):
+        for ext in formats:
+            meta = _META[ext]
             path = out_base.with_name(out_base.name + "." + ext)
             fig.savefig(path, format=ext, dpi=DPI, metadata=meta)
             paths.append(path)
@@ -341,33 +357,35 @@ def save_figure(fig: Figure, out_base: Path) -> list[Path]:
 
 
 def plot_loss(configs: Sequence, out_base: Path, pdr_loss_ratio: float | None = None, *,
-              labels: Sequence[str] | None = None, title: str | None = None) -> list[Path]:
+              labels: Sequence[str] | None = None, title: str | None = None,
+              formats: Sequence[str] = FORMATS) -> list[Path]:
     """Load-loss figure -> [out_base.png, out_base.svg]. ``pdr_loss_ratio`` None:
     each configuration's own X (from its analysis)."""
-    return save_figure(loss_figure(configs, pdr_loss_ratio, labels=labels, title=title), out_base)
+    return save_figure(loss_figure(configs, pdr_loss_ratio, labels=labels, title=title), out_base, formats)
 
 
 def plot_delivery(configs: Sequence, out_base: Path, pdr_loss_ratio: float | None = None, *,
-                  labels: Sequence[str] | None = None, title: str | None = None) -> list[Path]:
+                  labels: Sequence[str] | None = None, title: str | None = None,
+                  formats: Sequence[str] = FORMATS) -> list[Path]:
     """Load-delivery figure -> [out_base.png, out_base.svg]."""
-    return save_figure(delivery_figure(configs, pdr_loss_ratio, labels=labels, title=title), out_base)
+    return save_figure(delivery_figure(configs, pdr_loss_ratio, labels=labels, title=title), out_base, formats)
 
 
 def plot_throughput(configs: Sequence, out_base: Path, *, labels: Sequence[str] | None = None,
-                    title: str | None = None) -> list[Path]:
+                    title: str | None = None, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Load-throughput figure -> [out_base.png, out_base.svg]."""
-    return save_figure(throughput_figure(configs, labels=labels, title=title), out_base)
+    return save_figure(throughput_figure(configs, labels=labels, title=title), out_base, formats)
 
 
 def plot_all(configs: Iterable, out_dir: Path, pdr_loss_ratio: float | None = None, *,
-             prefix: str = "", labels: Sequence[str] | None = None,
-             title: str | None = None) -> dict[str, list[Path]]:
+             prefix: str = "", labels: Sequence[str] | None = None, title: str | None = None,
+             formats: Sequence[str] = FORMATS) -> dict[str, list[Path]]:
     """The three figures in ``out_dir``: {'loss': [...], 'delivery': [...], 'throughput': [...]}."""
     configs = list(configs)
     out_dir = Path(out_dir)
+    kw = dict(labels=labels, title=title, formats=formats)
     return {
-        "loss": plot_loss(configs, out_dir / f"{prefix}loss", pdr_loss_ratio, labels=labels, title=title),
-        "delivery": plot_delivery(configs, out_dir / f"{prefix}delivery", pdr_loss_ratio, labels=labels,
-                                  title=title),
-        "throughput": plot_throughput(configs, out_dir / f"{prefix}throughput", labels=labels, title=title),
+        "loss": plot_loss(configs, out_dir / f"{prefix}loss", pdr_loss_ratio, **kw),
+        "delivery": plot_delivery(configs, out_dir / f"{prefix}delivery", pdr_loss_ratio, **kw),
+        "throughput": plot_throughput(configs, out_dir / f"{prefix}throughput", **kw),
     }

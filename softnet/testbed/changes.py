@@ -57,18 +57,22 @@ class HostChanges:
     def __enter__(self) -> "HostChanges":
         owner = os.getpid()
 
-        def on_term(signum, frame):
+        def on_signal(signum, frame):
             # Forked helpers (pyroute2 opens namespace sockets from a child)
             # inherit this handler; only the owner unwinds and undoes.
             if os.getpid() != owner:
                 os._exit(128 + signum)
-            raise Terminated()
+            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
-        self._old_term = signal.signal(signal.SIGTERM, on_term)
+        # Installed explicitly: a process started in the background by a
+        # non-interactive shell inherits SIGINT ignored, and Ctrl-C must still
+        # undo what we changed.
+        self._old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc) -> None:
         try:
             self.undo_all()
         finally:
-            signal.signal(signal.SIGTERM, self._old_term)
+            for sig, handler in self._old.items():
+                signal.signal(sig, handler)

@@ -1,8 +1,9 @@
 """Find and remove what a killed softnet run left behind.
 
 Everything softnet creates is named with the `sn-` prefix (namespaces) or
-`sn` + six hex digits (interfaces), so leftovers are recognizable without a
-state file. Processes still running inside those namespaces (a generator or
+`sn` + six hex digits (interfaces), so leftovers are recognizable by name. A
+live run claims its namespaces in /run/softnet/<run id>.owner (its pid): those
+are not leftovers while that process lives. Processes still running inside those namespaces (a generator or
 sink whose parent was killed) are stopped first, or the namespace would live on.
 """
 from __future__ import annotations
@@ -16,16 +17,34 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from softnet.testbed.changes import NAME_PREFIX
-from softnet.testbed.local import remove_netns
+from softnet.testbed.local import OWNERS_DIR, remove_netns
 
 NETNS_DIR = Path("/run/netns")
 IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")
 
 
+def live_owner(ns_name: str) -> int | None:
+    """PID of the live softnet run that owns this namespace, if any."""
+    run_id = ns_name[len(NAME_PREFIX):].split("-")[0]
+    try:
+        pid = int((OWNERS_DIR / f"{run_id}.owner").read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if Path(f"/proc/{pid}").exists() else None
+
+
 def leftover_namespaces() -> list[str]:
+    """softnet namespaces whose run is gone (a live run's are not leftovers)."""
     if not NETNS_DIR.is_dir():
         return []
-    return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(NAME_PREFIX))
+    return sorted(p.name for p in NETNS_DIR.iterdir()
+                  if p.name.startswith(NAME_PREFIX) and live_owner(p.name) is None)
+
+
+def stale_owner_files() -> list[Path]:
+    if not OWNERS_DIR.is_dir():
+        return []
+    return [p for p in OWNERS_DIR.glob("*.owner") if live_owner(f"{NAME_PREFIX}{p.stem}-x") is None]
 
 
 def processes_in(namespaces: list[str]) -> dict[int, str]:
@@ -75,6 +94,8 @@ def clean() -> dict:
             time.sleep(0.05)
     for name in found["namespaces"]:
         remove_netns(name)
+    for owner in stale_owner_files():
+        owner.unlink(missing_ok=True)
     if found["root_links"]:
         with IPRoute() as ipr:
             for name in found["root_links"]:

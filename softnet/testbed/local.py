@@ -24,6 +24,7 @@ from softnet.errors import InputError, TestbedError
 from softnet.testbed import hostcmd
 from softnet.testbed.changes import NAME_PREFIX, HostChanges
 
+OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
 IFA_F_NODAD = 0x02
 NUD_PERMANENT = 0x80
 SUTS = {
@@ -111,6 +112,7 @@ class LocalTestbed:
 
     # ---- building -------------------------------------------------------
     def build(self) -> Endpoints:
+        self._claim()
         roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut", "sink")
         for role in roles:
             self._add_netns(self.ns[role])
@@ -137,6 +139,14 @@ class LocalTestbed:
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
             src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v],
             sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
+
+    def _claim(self) -> None:
+        """Mark this run's namespaces as owned by a live process, so that
+        `softnet clean` leaves them alone while we run."""
+        OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+        owner = OWNERS_DIR / f"{self.run_id}.owner"
+        owner.write_text(str(os.getpid()))
+        self.changes.record(f"owner file {owner}", lambda: owner.unlink(missing_ok=True))
 
     def _add_netns(self, name: str) -> None:
         if Path("/run/netns", name).exists():

@@ -1,0 +1,317 @@
+"""Plots and the HTML report, on real PASTRAMI data and on a synthetic softnet store."""
+from __future__ import annotations
+
+import base64
+import html
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softnet.analysis.pastrami_files import PASTRAMI_DATA_ENV, pastrami_data_dir
+from softnet.analysis.synthetic import LoadLossModel
+from softnet.campaign.analysis import analyze_path
+from softnet.provenance import spec_hash
+from softnet.report import plots
+from softnet.report.html import render_report, write_report
+from softnet.store.results import Store
+
+CLAB = pastrami_data_dir() / "bare-metal" / "confronto_clab"
+needs_data = pytest.mark.skipif(not CLAB.is_dir(), reason=f"{CLAB} missing (set ${PASTRAMI_DATA_ENV})")
+# A handful of real files: GOOD, BAD (with low_load_loss), BAD (loss_inversion), INCONCLUSIVE,
+# and one with zero loss at low loads (for the floor of the log scale).
+CLAB_FILES = [
+    "clab_tb1_raw_50_exp_t_10_k6.8_intel_bare-metal_as-is.txt",
+    "clab_tb1_raw_50_exp_t_10_k6.8_intel_bare-metal_nic_buf_4096.txt",
+    "clab_tb1_raw_50_exp_t_10_k6.5_intel_bare-metal_as-is.txt",
+    "clab_tb3_raw_50_exp_t_10_k5.6_intel_bare-metal_as-is.txt",
+    "clab_tb3_raw_50_exp_t_10_k5.12_intel_bare-metal_as-is.txt",
+]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def clab_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("clab")
+    for name in CLAB_FILES:
+        shutil.copy(CLAB / name, d / name)
+    return d
+
+
+@pytest.fixture(scope="module")
+def clab_configs(clab_dir):
+    return analyze_path(clab_dir)
+
+
+def svg_text(path: Path) -> str:
+    root = ET.parse(path).getroot()  # raises if not well-formed XML
+    assert root.tag.endswith("svg")
+    return " ".join(" ".join(el.itertext()) for el in root.iter())
+
+
+# ---- plots -------------------------------------------------------------------
+
+@needs_data
+def test_plot_all_writes_png_and_svg_with_labels(clab_configs, tmp_path):
+    assert {c.analysis.report.verdict.value for c in clab_configs} == {"GOOD", "BAD", "INCONCLUSIVE"}
+    files = plots.plot_all(clab_configs, tmp_path / "figs")
+    assert set(files) == {"loss", "delivery", "throughput"}
+    expect = {"loss": "Packet loss ratio PLR (log scale; 0 drawn at 10\u207b\u2076)",
+              "delivery": "Delivery ratio DR", "throughput": "Throughput T(O) (Mpps)"}
+    for kind, paths in files.items():
+        png, svg = paths
+        assert png.suffix == ".png" and svg.suffix == ".svg"
+        data = png.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 30_000
+        text = svg_text(svg)
+        assert "Offered load O (Mpps)" in text
+        assert expect[kind] in text
+        for c in clab_configs:  # verdict in every legend entry
+            assert f"\u2014 {c.analysis.report.verdict.value}" in text
+    loss = svg_text(files["loss"][1])
+    assert "PDR threshold X = 0.5%" in loss
+    assert "k6.8 as-is \u2014 GOOD" in loss  # short label of the GOOD file, tokens shared by all removed
+    assert "PLR = 0 (or below) drawn here" in loss
+
+
+@needs_data
+def test_loss_figure_floor_threshold_and_pdr_marker(clab_configs):
+    fig = plots.loss_figure(clab_configs, 0.005)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    assert ax.get_ylim()[0] < plots.FLOOR_PLR
+    curves = [ln for ln in ax.lines if ln.get_marker() not in (None, "None", "")]
+    assert len(curves) == len(clab_configs)
+    ys = np.concatenate([np.asarray(ln.get_ydata(), float) for ln in curves])
+    assert ys.min() == pytest.approx(plots.FLOOR_PLR)  # zero loss is drawn at the floor, never below
+    zero = [c for c in clab_configs if any(s.plr_ratio.mean == 0 for s in c.analysis.stats.loads)]
+    assert zero, "the chosen files must include a zero-loss load"
+    horiz = {float(ln.get_ydata()[0]) for ln in ax.lines if len(set(ln.get_ydata())) == 1
+             and ln.get_xdata()[0] == 0 and ln.get_xdata()[1] == 1}
+    assert 0.005 in horiz and plots.FLOOR_PLR in horiz
+    vert = {float(ln.get_xdata()[0]) for ln in ax.lines if ln.get_ydata()[0] == 0 and ln.get_ydata()[1] == 1
+            and ln.get_xdata()[0] == ln.get_xdata()[1]}
+    points = {c.analysis.report.pdr_point_load_pps / 1e6 for c in clab_configs}
+    assert points <= vert
+    bands = ax.collections
+    assert len(bands) == len(clab_configs)
+    for band in bands:  # CI bands are clipped to the floor too
+        verts = np.concatenate([p.vertices for p in band.get_paths()])
+        assert verts[:, 1].min() >= plots.FLOOR_PLR * (1 - 1e-9)
+
+
+@needs_data
+def test_throughput_and_delivery_figures_use_the_axis_units(clab_configs):
+    ax = plots.throughput_figure(clab_configs).axes[0]
+    curves = [ln for ln in ax.lines if ln.get_marker() not in (None, "None", "")]
+    for c, ln in zip(clab_configs, curves):
+        loads = c.analysis.stats.loads
+        np.testing.assert_allclose(ln.get_xdata(), [s.load_pps / 1e6 for s in loads])
+        np.testing.assert_allclose(ln.get_ydata(), [s.throughput_pps.mean / 1e6 for s in loads])
+        assert max(ln.get_ydata()) <= ax.get_ylim()[1]  # inside the visible area
+    assert ax.get_xlabel() == "Offered load O (Mpps)" and ax.get_ylabel() == "Throughput T(O) (Mpps)"
+    ax = plots.delivery_figure(clab_configs).axes[0]
+    curves = [ln for ln in ax.lines if ln.get_marker() not in (None, "None", "")]
+    for c, ln in zip(clab_configs, curves):
+        np.testing.assert_allclose(ln.get_ydata(), [s.dr_ratio.mean * 100 for s in c.analysis.stats.loads])
+        assert ax.get_ylim()[0] <= min(ln.get_ydata())
+
+
+def test_units_and_formatting():
+    assert plots.load_unit(1.5e6) == (1e6, "Mpps")
+    assert plots.load_unit(450e3) == (1e3, "kpps")
+    assert plots.load_unit(900) == (1.0, "pps")
+    assert plots.format_rate(450_000) == "450 kpps"
+    assert plots.format_rate(1_350_000) == "1.35 Mpps"
+    assert plots.format_rate(None) == "\u2014"
+
+
+@needs_data
+def test_short_labels_and_groups(clab_configs):
+    short, common = plots.short_labels(clab_configs[:3])
+    assert "tb1" in common and "50 runs" in common
+    assert sorted(short) == sorted(["k6.5 as-is", "k6.8 as-is", "k6.8 ring 4096"])
+    groups = plots.group_configurations(clab_configs)
+    assert [len(g) for g in groups] == [3, 2]  # tb1 and tb3 are plotted apart
+    many = plots.group_configurations(clab_configs * 4, max_per_figure=8)
+    assert all(len(g) <= 8 for g in many) and sum(map(len, many)) == 20
+
+
+def test_save_figure_rejects_unknown_format(tmp_path):
+    from matplotlib.figure import Figure
+
+    with pytest.raises(ValueError, match="png, svg"):
+        plots.save_figure(Figure(), tmp_path / "x", formats=("pdf",))
+
+
+# ---- HTML on PASTRAMI data ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def clab_report(clab_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "clab.html"
+    return write_report(clab_dir, out)
+
+
+@needs_data
+def test_report_is_self_contained(clab_report):
+    text = clab_report.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert 'src="http' not in text and "src='http" not in text
+    assert "<link" not in text and "<script" not in text and "url(" not in text
+    srcs = re.findall(r'src="([^"]*)"', text)
+    imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
+    assert len(srcs) == len(imgs) == 6  # loss, delivery, throughput for the tb1 group and the tb3 group
+    for b64 in imgs:
+        assert base64.b64decode(b64).startswith(PNG_MAGIC)
+
+
+@needs_data
+def test_report_lists_each_configuration(clab_report, clab_configs):
+    text = clab_report.read_text(encoding="utf-8")
+    for c in clab_configs:
+        r = c.analysis.report
+        assert html.escape(c.label) in text
+        assert html.escape(r.reason) in text  # the reason is shown, escaped ('>=' -> '&gt;=')
+        assert re.search(rf'<section class="config" id="cfg-\d+"><h3><span class="badge v-{r.verdict.value}">'
+                         rf"{r.verdict.value}</span> {re.escape(html.escape(c.label))}</h3>", text)
+        assert html.escape(c.meta["path"]) in text  # provenance: the data file
+    assert "Summary" in text and "5</b>configurations" in text
+    assert "low_load_loss" in text and "warm-up or setup artefact" in text
+    assert "loss_inversion" in text and "significantly less" in text
+    assert "PLR (%) mean \u00b1 CI95" in text and "\u0394UCL95" in text and "TIR to next load" in text
+
+
+@needs_data
+def test_report_escapes_labels(clab_configs, tmp_path):
+    c = analyze_path(CLAB / CLAB_FILES[0])[0]
+    c.label = '<script>alert("x")</script> $HOME & co'
+    c.knobs = {}  # no metadata: the legend uses the label itself, '$' must not break matplotlib
+    text = render_report([c, clab_configs[1]], title="<b>t</b>", source="<src>")
+    assert "<script" not in text and "<b>t</b>" not in text and "<src>" not in text
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; $HOME &amp; co" in text
+    assert "&lt;b&gt;t&lt;/b&gt;" in text
+
+
+@needs_data
+def test_default_out_file_is_cwd(clab_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = write_report(clab_dir / CLAB_FILES[0])
+    assert out == tmp_path / "softnet-report.html" and out.stat().st_size > 10_000
+
+
+# ---- synthetic softnet store ----------------------------------------------------
+
+O_SAT = 550_000.0
+LOADS = [i * 100_000.0 for i in range(1, 11)]  # 0.1 .. 1.0 Mpps
+STARVED_LOAD = 1_100_000.0  # every run generator-limited: left out, shown as such
+HOST_CHANGE = "sysctl net.ipv4.ip_forward=1 (was 0)"
+ANALYSIS = {"pdr_loss_ratio": 0.005, "eta": 0.1, "confidence": 0.95}
+
+
+def _result(load, duration, tx, rx, flags, prov):
+    return {"intended_rate_pps": load, "achieved_rate_pps": tx / duration, "duration_s": duration,
+            "sent_pkts": tx, "received_pkts": rx, "lost_pkts": tx - rx, "loss_ratio": (tx - rx) / tx,
+            "flags": flags, "valid": not flags, "provenance": prov}
+
+
+def make_store(root: Path, runs: int = 5, duration_s: float = 1.0, seed: int = 3) -> Path:
+    """A results directory filled the way the campaign runner does, from the paper's model."""
+    rng = np.random.default_rng(seed)
+    spec = {"name": "synthetic-demo", "testbed": {"sut": "synthetic"}, "analysis": ANALYSIS,
+            "method": {"kind": "sweep", "runs": runs, "duration_s": duration_s}}
+    h = spec_hash(spec)
+    cells = [({"synthetic.plr_at_sat": 0.0}, LoadLossModel(o_sat_pps=O_SAT)),
+             # loss crosses 0.5% well before saturation: throughput still grows -> BAD
+             ({"synthetic.plr_at_sat": 0.03, "note": "<b>early</b> & $x$"},
+              LoadLossModel(o_sat_pps=O_SAT, plr_at_sat=0.03, pre_sat_exponent=4))]
+    with Store(root) as store:
+        store.register_campaign("c1", "synthetic-demo", h, spec, 1_700_000_000.0)
+        for cell_id, (knobs, model) in enumerate(cells):
+            cell_spec = {"analysis": ANALYSIS, "testbed": {"sut": "synthetic"}}
+            store.register_cell("c1", cell_id, knobs, cell_spec)
+            for li, load in enumerate(LOADS + [STARVED_LOAD]):
+                for run in range(runs):
+                    prov = {"kernel": "6.18.0-synthetic", "cpu_model": "Model CPU @ 2GHz",
+                            "softnet_version": "0.1.0", "spec_hash": h, "hostname": "lab1",
+                            "host_changes_applied": [HOST_CHANGE]}
+                    tx, rx = model(load, duration_s, rng)
+                    flags = []
+                    if load == STARVED_LOAD or (li == 2 and run == 0):
+                        tx = int(tx * 0.8)
+                        rx = min(rx, tx)
+                        flags = ["generator_limited"]
+                    store.add_trial("c1", cell_id, li, run, knobs, _result(load, duration_s, tx, rx, flags, prov))
+    return root
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory) -> Path:
+    return make_store(tmp_path_factory.mktemp("results"))
+
+
+def test_synthetic_store_analysis_recovers_o_sat(store_dir):
+    good, bad = analyze_path(store_dir)
+    r = good.analysis.report
+    assert r.verdict.value == "GOOD", r.reason
+    step = LOADS[1] - LOADS[0]
+    assert O_SAT < r.pdr_point_load_pps <= O_SAT + step  # first load above O^sat
+    assert r.pdr_load_pps == pytest.approx(500_000)
+    assert good.analysis.stats.empty_loads_pps == [STARVED_LOAD]
+    assert bad.analysis.report.verdict.value == "BAD", bad.analysis.report.reason
+
+
+def test_synthetic_store_report(store_dir):
+    out = write_report(store_dir)
+    assert out == store_dir / "report.html"
+    text = out.read_text(encoding="utf-8")
+    good, bad = analyze_path(store_dir)
+    r = good.analysis.report
+    section = re.search(r'<section class="config" id="cfg-0">.*?</section>', text, re.S).group(0)
+    assert '<span class="badge v-GOOD">GOOD</span> plr_at_sat=0.0' in section
+    assert "PDR point (first load with mean PLR &gt; X)</dt><dd>600 kpps (600000 pps)" in section
+    assert "PDR@0.5%</dt><dd>500 kpps (500000 pps)" in section
+    assert html.escape(r.reason) in section
+    # the fully excluded load and the excluded runs, with their reason in plain words
+    assert "every run excluded" in section and "generator_limited \u00d76" in text
+    assert "applied a lower load than its nominal one" in section
+    # provenance: kernel, CPU, version, spec hash, host changes, the spec
+    h = spec_hash({"name": "synthetic-demo", "testbed": {"sut": "synthetic"}, "analysis": ANALYSIS,
+                   "method": {"kind": "sweep", "runs": 5, "duration_s": 1.0}})
+    for s in ("6.18.0-synthetic", "Model CPU @ 2GHz", "0.1.0", h, "lab1", html.escape(HOST_CHANGE),
+              "synthetic-demo", "&quot;pdr_loss_ratio&quot;: 0.005"):
+        assert s in text, s
+    # the second cell: BAD, its knob with markup is escaped in text and did not break the plots
+    assert '<span class="badge v-BAD">BAD</span>' in text
+    assert "&lt;b&gt;early&lt;/b&gt; &amp; $x$" in text and "<b>early</b>" not in text
+    assert len(re.findall(r'src="data:image/png;base64,', text)) == 3
+    assert 'src="http' not in text and "<link" not in text
+
+
+def test_report_keeps_plots_when_asked(store_dir, tmp_path):
+    out = write_report(store_dir, tmp_path / "r.html", plots_dir=tmp_path / "figs")
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == sorted(f"group01-{k}.{x}" for k in ("loss", "delivery", "throughput") for x in ("png", "svg"))
+    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
+
+
+def test_report_survives_empty_and_single_run_configurations():
+    from dataclasses import replace
+
+    from softnet.analysis.saturation import analyze_rows
+    from softnet.analysis.synthetic import simulate_sweep
+    from softnet.campaign.analysis import Configuration
+
+    model = LoadLossModel(o_sat_pps=500_000)
+    starved = [replace(r, tx_pkts=r.tx_pkts // 2)  # generator-limited everywhere: no load left
+               for r in simulate_sweep(model, [1e5, 2e5], 3, 1.0, np.random.default_rng(1))]
+    empty = Configuration("all excluded", {}, analyze_rows(starved), "synthetic")
+    single = Configuration("one run", {}, analyze_rows(simulate_sweep(model, [1e5, 6e5], 1, 1.0,
+                                                                      np.random.default_rng(2))), "synthetic")
+    assert empty.analysis.stats.loads == [] and single.analysis.stats.loads[0].n_runs == 1
+    text = render_report([empty, single], title="edge cases")
+    assert text.count("every run excluded") == 2
+    assert "single_run" in text and "no standard deviation or confidence interval" in text
+    assert text.count("data:image/png;base64,") == 3

@@ -128,9 +128,10 @@ def _placement(tb: LocalTestbed, gen: dict, sink: dict, window: dict) -> dict:
     }
 
 
-def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta) -> dict:
+def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta, qdisc0: int, qdisc1: int) -> dict:
     links = {role: {k: links1[role][k] - links0[role][k] for k in links1[role]} for role in links1}
     return {
+        "qdisc_dropped_pkts": qdisc1 - qdisc0,
         "sut_rx_ring_full_pkts": eth1.get("tx_queue_0_xdp_xmit_errors", 0) - eth0.get("tx_queue_0_xdp_xmit_errors", 0),
         "softnet_dropped_pkts": sum(v["dropped"] for v in trial_delta["softnet"].values()),
         "softnet_time_squeeze": sum(v["time_squeeze"] for v in trial_delta["softnet"].values()),
@@ -147,7 +148,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     warmup, window = spec.warmup_pkts, spec.window_pkts
     total = warmup + window
     sink = Sink(changes, ep.sink_ns, ep.sink_if, total, warmup)
-    links0, eth0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), procfs.snapshot()
+    links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
     started = time.time()
     gen_job = GeneratorJob.start(changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
                                  spec.flows, tb.placement.gen_cpu)
@@ -166,7 +167,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     kw1 = procfs.snapshot()
     gen = gen_job.wait(timeout=5)
     counts, drain_s = _drain(sink)
-    links1, eth1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), procfs.snapshot()
+    links1, eth1, q1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
     sink.close()
     window_delta = procfs.delta(kw0 or k0, kw1)
 
@@ -196,7 +197,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         "drain_s": drain_s,
         "generator": {k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
                                            "window_late_pkts", "cpu")},
-        "diagnosis": _diagnosis(tb, links0, links1, eth0, eth1, procfs.delta(k0, k1)),
+        "diagnosis": _diagnosis(tb, links0, links1, eth0, eth1, procfs.delta(k0, k1), q0, q1),
         "placement": None,
         "flags": flags, "valid": not flags,
         "started_unix_s": started,

@@ -139,3 +139,19 @@ def test_exception_mid_trial_undoes_everything(host_unchanged, monkeypatch):
     monkeypatch.setattr(trial_mod, "_drain", boom)
     with pytest.raises(RuntimeError, match="injected"):
         trial("ipv4-fwd", 10_000, duration_s=0.5, warmup_s=0.1)
+
+
+def test_loss_at_a_sut_qdisc_is_diagnosed(host_unchanged):
+    """A token bucket far below the offered load on the SUT's egress drops the
+    excess; the trial's loss must equal the qdisc's drop counter."""
+    def shape(tb):
+        hostcmd.in_netns(tb.ns["sut"], ["tc", "qdisc", "add", "dev", tb.ifs["sut_out"], "root", "tbf",
+                                        "rate", "2mbit", "burst", "3000", "limit", "3000"])
+
+    r, _ = trial("ipv4-fwd", 20_000, shape, duration_s=0.5, warmup_s=0.0)
+    d = r["diagnosis"]
+    assert d["qdisc_dropped_pkts"] > r["sent_pkts"] / 2  # 2 Mbit/s carries ~4 kpps of 60 B frames
+    # The qdisc also counts the SUT's own control packets (IPv6 RS/MLD after
+    # link-up) that it dropped: a handful at most, never test frames lost elsewhere.
+    excess = d["qdisc_dropped_pkts"] + d["sut_rx_ring_full_pkts"] - r["lost_pkts"]
+    assert 0 <= excess <= 5

@@ -75,6 +75,7 @@ def show(r: dict) -> None:
          "us (log2 histogram bucket edge)"),
         ("SUT ingress ring full", d["sut_rx_ring_full_pkts"], "packets (diagnosis, whole trial)"),
         ("softnet backlog drops", d["softnet_dropped_pkts"], "packets (diagnosis)"),
+        ("qdisc drops (SUT)", d["qdisc_dropped_pkts"], "packets (diagnosis)"),
         ("interface rx/tx dropped", f"{d['interface_rx_dropped_pkts']:,} / {d['interface_tx_dropped_pkts']:,}",
          "packets (diagnosis)"),
     ]

@@ -13,6 +13,7 @@ work to a NAPI kthread (threaded NAPI, which we pin) or to RPS.
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -254,6 +255,17 @@ class LocalTestbed:
                 out[role] = {k: int(stats.get(k, 0)) for k in
                              ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
         return out
+
+    def qdisc_drops(self) -> int:
+        """Packets dropped by qdiscs on the SUT's interfaces (veth defaults to
+        noqueue, so this moves only when a qdisc was configured)."""
+        if self.sut == "none":
+            return 0
+        total = 0
+        for role in ("sut_in", "sut_out"):
+            out = hostcmd.in_netns(self.ns["sut"], ["tc", "-s", "-j", "qdisc", "show", "dev", self.ifs[role]])
+            total += sum(int(q.get("drops", 0)) for q in json.loads(out or "[]"))
+        return total
 
     def ethtool_stats(self, role: str) -> dict[str, int]:
         ns_role = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}[role]

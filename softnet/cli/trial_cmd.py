@@ -73,7 +73,7 @@ def show(r: dict) -> None:
             (r["latency_min_ns"], r["latency_mean_ns"], r["latency_max_ns"])), "us"),
         ("latency p99 (upper bound)", None if r["latency_p99_upper_ns"] is None else r["latency_p99_upper_ns"] / 1000,
          "us (log2 histogram bucket edge)"),
-        ("SUT ingress ring full", d["sut_rx_ring_full_pkts"], "packets (diagnosis, whole trial)"),
+        (f"{d['ingress_ring_of']} ingress ring full", d["ingress_ring_full_pkts"], "packets (diagnosis, whole trial)"),
         ("softnet backlog drops", d["softnet_dropped_pkts"], "packets (diagnosis)"),
         ("qdisc drops (SUT)", d["qdisc_dropped_pkts"], "packets (diagnosis)"),
         ("interface rx/tx dropped", f"{d['interface_rx_dropped_pkts']:,} / {d['interface_tx_dropped_pkts']:,}",

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS trials (
     intended_rate_pps DOUBLE, achieved_rate_pps DOUBLE, duration_s DOUBLE, warmup_s DOUBLE,
     sent_pkts BIGINT, received_pkts BIGINT, lost_pkts BIGINT, loss_ratio DOUBLE,
     reordered_pkts BIGINT, duplicate_pkts BIGINT,
-    latency_mean_ns DOUBLE, latency_p99_upper_ns DOUBLE, sut_rx_ring_full_pkts BIGINT,
+    latency_mean_ns DOUBLE, latency_p99_upper_ns DOUBLE, ingress_ring_full_pkts BIGINT,
     flags VARCHAR[], valid BOOLEAN,
     kernel VARCHAR, cpu_model VARCHAR, softnet_version VARCHAR, spec_hash VARCHAR,
     started_unix_s DOUBLE, raw_path VARCHAR, result_json VARCHAR,
@@ -109,7 +109,7 @@ class Store:
         prov = r.get("provenance", {})
         values = [record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"],
                   json.dumps(record["knobs"]), *(r.get(c) for c in TRIAL_COLUMNS),
-                  r.get("diagnosis", {}).get("sut_rx_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
+                  r.get("diagnosis", {}).get("ingress_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
                   prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
                   r.get("started_unix_s"), str(path), json.dumps(r, default=str)]
         marks = ", ".join("?" * len(values))

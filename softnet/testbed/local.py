@@ -146,21 +146,22 @@ class LocalTestbed:
         `softnet clean` leaves them alone while we run."""
         OWNERS_DIR.mkdir(parents=True, exist_ok=True)
         owner = OWNERS_DIR / f"{self.run_id}.owner"
-        owner.write_text(str(os.getpid()))
         self.changes.record(f"owner file {owner}", lambda: owner.unlink(missing_ok=True))
+        owner.write_text(str(os.getpid()))
 
     def _add_netns(self, name: str) -> None:
         if Path("/run/netns", name).exists():
             raise TestbedError(f"namespace {name} already exists")
-        netns.create(name)
+        # Recorded before it is made, so a signal in between cannot leak it.
         self.changes.record(f"netns {name}", lambda: remove_netns(name))
+        netns.create(name)
 
     def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None):
         ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
         name, peer = self.ifs[if_role], self.ifs[peer_if_role]
+        self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
         with IPRoute(netns=ns) as ipr:
             ipr.link("add", ifname=name, kind="veth", peer={"ifname": peer, "net_ns_fd": peer_ns})
-        self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
         for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
             self._configure_if(n, i, r, up)
 

@@ -42,9 +42,10 @@ class Sink:
     def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int):
         argv = [str(tool("sink")), "--netns", ns, "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
+        self.proc = None
+        changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        changes.record(f"XDP sink program on {ns}/{ifname} (pid {self.proc.pid})", self.close)
         hello = _read_json_line(self.proc, "softnet-sink did not start", 10)
         self.prog_id = hello["prog_id"]
 
@@ -56,6 +57,8 @@ class Sink:
         return _read_json_line(self.proc, "softnet-sink read", 5)
 
     def close(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write("quit\n")

@@ -20,6 +20,7 @@ from softnet.testbed.changes import HostChanges
 from softnet.testbed.local import LocalTestbed
 from softnet.traffic.native import MAX_TRIAL_PKTS, GeneratorJob, Sink
 
+PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
 DRAIN_STABLE_READS = 3
 DRAIN_POLL_S = 0.02
@@ -111,16 +112,20 @@ def _placement(tb: LocalTestbed, gen: dict, sink: dict, window: dict) -> dict:
     p = tb.placement
     threads = {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids} for dev, pids in tb.napi_threads.items()}
     busy = {str(c): procfs.busy_ratio(t) for c, t in window["cpu_ticks"].items()}
-    sink_cpus = [c for c, n in enumerate(sink["rx_test_pkts_per_cpu"]) if n]
+    per_cpu = sink["rx_test_pkts_per_cpu"]
+    sink_cpus = [c for c, n in enumerate(per_cpu) if n]
     receive_cpus = set(p.sut_cpus) | ({p.sink_cpu} if p.sink_cpu is not None else set())
+    on_requested = sum(n for c, n in enumerate(per_cpu) if c in receive_cpus) / max(sum(per_cpu), 1)
     # Evidence over configuration: the generator reports the CPU it ran on,
     # the sink counts per CPU, and NET_RX softirqs show where receive work ran.
-    ok = gen["cpu"] == p.gen_cpu and all(c in receive_cpus for c in sink_cpus)
+    # A few stray packets elsewhere (seen: 9 in 150000) do not make a trial
+    # invalid; a real misplacement moves most of them.
+    ok = gen["cpu"] == p.gen_cpu and on_requested >= PLACEMENT_MIN_SHARE
     if p.steering == "threaded":
         ok = ok and all(cpu in p.sut_cpus for t in threads.values() for cpu in t.values() if cpu is not None)
     return {
         "requested": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu, "steering": p.steering},
-        "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus,
+        "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus, "sink_share_on_requested_cpus": on_requested,
                      "sink_rx_pkts_per_cpu": sink["rx_test_pkts_per_cpu"], "napi_thread_cpus": threads,
                      "net_rx_softirqs_per_cpu": window["softirqs"].get("NET_RX"),
                      "cpu_busy_ratio_per_cpu": busy},

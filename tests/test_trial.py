@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import re
+import os
 
 import pytest
 
 from softnet.testbed import hostcmd
 from softnet.testbed.changes import HostChanges
-from softnet.testbed.local import LocalTestbed
+from softnet.testbed.local import LocalTestbed, Placement
 from softnet.trial import TrialSpec, run_trial
 from tests.conftest import needs_root
 
@@ -168,3 +168,27 @@ def test_loss_at_a_sut_qdisc_is_diagnosed(host_unchanged):
     # link-up) that it dropped: a handful at most, never test frames lost elsewhere.
     excess = d["qdisc_dropped_pkts"] + path_drops(r) - r["lost_pkts"]
     assert 0 <= excess <= 5
+
+
+def test_single_cpu_placement_is_observed(host_unchanged):
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[0]))
+        r = run_trial(tb, tb.build(), TrialSpec(rate_pps=30_000, duration_s=0.5, warmup_s=0.1), ch)
+    obs = r["placement"]["observed"]
+    assert r["placement"]["as_requested"] and obs["gen_cpu"] == 0
+    assert obs["sink_share_on_requested_cpus"] >= 0.99
+    assert all(cpu == 0 for t in obs["napi_thread_cpus"].values() for cpu in t.values())
+
+
+def test_placement_is_checked_against_evidence_not_configuration(host_unchanged):
+    """The SUT is configured on CPU 1, then its NAPI kthread is moved to CPU 0
+    behind softnet's back: the trial must notice from where packets were handled."""
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
+        ep = tb.build()
+        for pids in tb.napi_threads.values():
+            for pid in pids:
+                os.sched_setaffinity(pid, [0])
+        r = run_trial(tb, ep, TrialSpec(rate_pps=30_000, duration_s=0.5, warmup_s=0.1), ch)
+    assert "placement_not_as_requested" in r["flags"] and not r["valid"]
+    assert r["placement"]["observed"]["sink_share_on_requested_cpus"] < 0.5

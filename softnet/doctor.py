@@ -41,6 +41,7 @@ from rich.text import Text
 
 from softnet.errors import TestbedError
 from softnet.testbed.changes import NAME_PREFIX, HostChanges
+from softnet.testbed.local import napi_thread_pids
 
 NS_PREFIX = f"{NAME_PREFIX}doctor-"
 CMD_TIMEOUT_S = 10.0
@@ -418,17 +419,6 @@ def _probe_xdp_veth(lab: _Lab) -> Check:
                   f"(driver) mode; {detached}")
 
 
-def napi_kthreads(dev: str) -> list[int]:
-    """pids of the kernel threads named napi/<dev>-<napi id>."""
-    pids = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip().startswith(f"napi/{dev}-"):
-                pids.append(int(comm.parent.name))
-        except (OSError, ValueError):
-            continue
-    return sorted(pids)
-
 
 def _probe_threaded_napi(lab: _Lab) -> Check:
     skip = _need_veth(lab, "threaded_napi")
@@ -443,10 +433,10 @@ def _probe_threaded_napi(lab: _Lab) -> Check:
     if r.rc != 0:
         return _check("threaded_napi", False, f"write 1 to {path}: {r.why}")
     deadline = time.monotonic() + 1.0
-    pids = napi_kthreads(dev)
+    pids = napi_thread_pids(dev)
     while not pids and time.monotonic() < deadline:
         time.sleep(0.05)
-        pids = napi_kthreads(dev)
+        pids = napi_thread_pids(dev)
     value = lab.ns_cmd(["cat", path]).out.strip()
     if not pids:
         return _check("threaded_napi", False, f"{path} reads {value!r} but no napi/{dev}-* kthread appeared")
@@ -494,34 +484,28 @@ def _probe_qdiscs(lab: _Lab) -> list[Check]:
     return out
 
 
+def _probe_tc(lab: _Lab, name: str, argv: list[str], skip: Check | None) -> Check:
+    """One `tc ... add` attempt inside the lab namespace."""
+    if skip:
+        return skip
+    r = _cmd(argv)
+    shown = " ".join(argv[3:])
+    return _check(name, r.rc == 0, f"`tc {shown}`: " + ("accepted" if r.rc == 0 else r.why))
+
+
 def _probe_classifiers(lab: _Lab, have_clsact: bool) -> list[Check]:
-    out = []
-    for kind, (args, _) in CLASSIFIERS.items():
-        name = f"tc_filter:{kind}"
-        skip = _need_veth(lab, name) or (None if have_clsact else _not_probed(name, "no clsact qdisc to attach to"))
-        if skip:
-            out.append(skip)
-            continue
-        argv = ["tc", "-n", lab.ns, "filter", "add", "dev", lab.dev_a, "ingress", *args]
-        r = _cmd(argv)
-        shown = " ".join(argv[3:])
-        out.append(_check(name, r.rc == 0, f"`tc {shown}`: " + ("accepted" if r.rc == 0 else r.why)))
-    return out
+    return [_probe_tc(lab, f"tc_filter:{kind}",
+                      ["tc", "-n", lab.ns, "filter", "add", "dev", lab.dev_a, "ingress", *args],
+                      _need_veth(lab, f"tc_filter:{kind}") or
+                      (None if have_clsact else _not_probed(f"tc_filter:{kind}", "no clsact qdisc to attach to")))
+            for kind, (args, _) in CLASSIFIERS.items()]
 
 
 def _probe_actions(lab: _Lab) -> list[Check]:
-    out = []
-    for kind, (args, _) in ACTIONS.items():
-        name = f"tc_action:{kind}"
-        skip = _need_veth(lab, name)
-        if skip:
-            out.append(skip)
-            continue
-        argv = ["tc", "-n", lab.ns, "actions", "add", "action", *[a.replace("{dev}", lab.dev_b) for a in args]]
-        r = _cmd(argv)
-        shown = " ".join(argv[3:])
-        out.append(_check(name, r.rc == 0, f"`tc {shown}`: " + ("accepted" if r.rc == 0 else r.why)))
-    return out
+    return [_probe_tc(lab, f"tc_action:{kind}",
+                      ["tc", "-n", lab.ns, "actions", "add", "action", *[a.replace("{dev}", lab.dev_b) for a in args]],
+                      _need_veth(lab, f"tc_action:{kind}"))
+            for kind, (args, _) in ACTIONS.items()]
 
 
 # ---- host-wide probes (nothing to undo) ------------------------------------------

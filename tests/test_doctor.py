@@ -167,7 +167,7 @@ def test_interrupt_with_sink_running_cleans_up(monkeypatch):
         seen["pids"] = pids_mentioning(lab.ns)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(doctor, "_xdp_state", interrupted)
+    monkeypatch.setattr(doctor.lab, "_xdp_state", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_probes()
     assert seen["pids"], "softnet-sink should have been running when the interrupt came"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from softnet.collect import procfs
-from softnet.errors import InputError, TestbedError
+from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.testbed.changes import HostChanges
 from softnet.testbed.local import LocalTestbed

@@ -300,7 +300,7 @@ def _load_table(config: Configuration) -> str:
                      + ("; checked for the verdict" if load in checked else ""))
             viol = load in violations
             tir_cell = (f'<td class="{"viol" if viol else ""}" title="{e(title)}">{e(f"{step.tir + 0.0:.3f}" if abs(step.tir) >= 5e-4 else "0.000")}'
-                        + (f" \u2265 \u03b7" if viol else "") + "</td>")
+                        + (" \u2265 \u03b7" if viol else "") + "</td>")
         out.append(
             f'<tr class="{cls}"><td>{e(plots.format_rate(load))}</td><td>{s.n_runs}</td><td>{e(ex_text)}</td>'
             f"<td>{e(_pm(_pct(plr.mean), _pct(plr_half) if plr_half is not None else None))}</td>"

@@ -151,32 +151,35 @@ def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta, qdisc0
 
 def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
               progress: Callable[[float], None] | None = None) -> dict:
-    """Run one trial on a built testbed; host changes made here are undone on return."""
+    """Run one trial on a built testbed (whose changes are in `changes`); what
+    the trial itself starts (sink, generator) is stopped when it returns."""
     spec.validate(tb.ip_version)
     warmup, window = spec.warmup_pkts, spec.window_pkts
     total = warmup + window
-    sink = Sink(changes, ep.sink_ns, ep.sink_if, total, warmup)
-    links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
-    started = time.time()
-    gen_job = GeneratorJob.start(changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
-                                 spec.flows, tb.placement.gen_cpu)
-    expected_s = total / spec.rate_pps
-    # Kernel counters for the measurement window: sampled at its nominal edges.
-    kw0 = kw1 = None
-    while gen_job.proc.poll() is None:
-        elapsed = time.time() - started
-        if kw0 is None and elapsed >= spec.warmup_s:
-            kw0 = procfs.snapshot()
-        if progress:
-            progress(min(elapsed / expected_s, 1.0))
-        if elapsed > expected_s * 1.5 + 10:
-            break
-        time.sleep(0.05)
-    kw1 = procfs.snapshot()
-    gen = gen_job.wait(timeout=5)
-    counts, drain_s = _drain(sink)
-    links1, eth1, q1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
-    sink.close()
+    # The sink and the generator live for this trial only: their own registry
+    # stops them when it ends, however it ends.
+    with HostChanges() as trial_changes:
+        sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
+        links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
+        started = time.time()
+        gen_job = GeneratorJob.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
+                                     spec.flows, tb.placement.gen_cpu)
+        expected_s = total / spec.rate_pps
+        # Kernel counters for the measurement window: sampled at its nominal edges.
+        kw0 = kw1 = None
+        while gen_job.proc.poll() is None:
+            elapsed = time.time() - started
+            if kw0 is None and elapsed >= spec.warmup_s:
+                kw0 = procfs.snapshot()
+            if progress:
+                progress(min(elapsed / expected_s, 1.0))
+            if elapsed > expected_s * 1.5 + 10:
+                break
+            time.sleep(0.05)
+        kw1 = procfs.snapshot()
+        gen = gen_job.wait(timeout=5)
+        counts, drain_s = _drain(sink)
+        links1, eth1, q1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
     window_delta = procfs.delta(kw0 or k0, kw1)
 
     sent = max(gen["sent_pkts"] - warmup, 0)
@@ -219,4 +222,5 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         result["flags"].append("placement_not_as_requested")
         result["valid"] = False
     result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
+    result["provenance"]["host_changes_applied"] += trial_changes.applied
     return result

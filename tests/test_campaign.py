@@ -177,4 +177,10 @@ warmup_s = 0.1
     # Trials stored before the kill were kept, not measured again.
     stored = {f"cell000-load{l:03d}-run{r:03d}.json": t for l, r, t in keys}
     assert all(stored[name] == t for name, t in first.items())
+    # Each trial's provenance lists its testbed's changes and its own sink and
+    # generator, not those of the trials before it.
+    changes = [json.loads(j)["provenance"]["host_changes_applied"] for (j,) in
+               db.execute("SELECT result_json FROM trials").fetchall()]
+    assert len({len(c) for c in changes}) == 1
+    assert sum("XDP sink program" in c for c in changes[0]) == 1
     assert wait_host_state(before) == before

@@ -268,6 +268,12 @@ def _confidence(configs) -> float:
     return configs[0].analysis.stats.confidence
 
 
+def _hline(ax, y: float, label: str, color: str = "black", linestyle: str = "--") -> Line2D:
+    """A horizontal reference line and its legend handle."""
+    ax.axhline(y, color=color, linestyle=linestyle, linewidth=1.0, zorder=1)
+    return Line2D([], [], color=color, linestyle=linestyle, linewidth=1.0, label=label)
+
+
 def loss_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
                 labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
     """Offered load vs PLR (log, floor 1e-6) with CI bands, X line and PDR points."""
@@ -278,13 +284,9 @@ def loss_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
         fig, ax = _new_figure(rows)
         ax.set_yscale("log")
         handles = _plot_metric(ax, configs, legend, div, "plr_ratio", floor=FLOOR_PLR)
-        for x in xs:
-            ax.axhline(x, color="black", linestyle="--", linewidth=1.0, zorder=1)
-            handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1.0,
-                                  label=f"PDR threshold X = {x * 100:g}%"))
-        ax.axhline(FLOOR_PLR, color="0.45", linestyle=":", linewidth=1.0, zorder=1)
-        handles.append(Line2D([], [], color="0.45", linestyle=":", linewidth=1.0,
-                              label=f"bottom of scale {_FLOOR_TEXT}: PLR = 0 (or below) drawn here"))
+        handles += [_hline(ax, x, f"PDR threshold X = {x * 100:g}%") for x in xs]
+        handles.append(_hline(ax, FLOOR_PLR, f"bottom of scale {_FLOOR_TEXT}: PLR = 0 (or below) drawn here",
+                              color="0.45", linestyle=":"))
         handles += [_band_handle(_confidence(configs)), _pdr_handle()]
         ax.set_ylim(10 ** -6.25, 1.6)
         ax.set_xlabel(f"Offered load O ({unit})")
@@ -301,10 +303,8 @@ def delivery_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
     with matplotlib.rc_context(STYLE):
         fig, ax = _new_figure(rows)
         handles = _plot_metric(ax, configs, legend, div, "dr_ratio", scale=100.0)
-        for x in xs:
-            ax.axhline((1 - x) * 100, color="black", linestyle="--", linewidth=1.0, zorder=1)
-            handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1.0,
-                                  label=f"DR = {(1 - x) * 100:g}% (PDR threshold X = {x * 100:g}%)"))
+        handles += [_hline(ax, (1 - x) * 100, f"DR = {(1 - x) * 100:g}% (PDR threshold X = {x * 100:g}%)")
+                    for x in xs]
         handles += [_band_handle(_confidence(configs)), _pdr_handle()]
         lo = min((s.dr_ratio.mean for c in configs for s in c.analysis.stats.loads), default=0.0)
         ax.set_ylim(max(0.0, min(lo * 100, 99.0) - 3.0), 101.0)

@@ -160,8 +160,12 @@ class LocalTestbed:
         ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
         name, peer = self.ifs[if_role], self.ifs[peer_if_role]
         self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
+        # One queue per end: veth otherwise makes one per CPU and picks the rx
+        # queue by sending CPU, and the sink's sequence tracking relies on a
+        # single NAPI instance (never two CPUs at once).
         with IPRoute(netns=ns) as ipr:
-            ipr.link("add", ifname=name, kind="veth", peer={"ifname": peer, "net_ns_fd": peer_ns})
+            ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=1,
+                     peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": 1})
         for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
             self._configure_if(n, i, r, up)
 

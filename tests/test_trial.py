@@ -192,3 +192,18 @@ def test_placement_is_checked_against_evidence_not_configuration(host_unchanged)
         r = run_trial(tb, ep, TrialSpec(rate_pps=30_000, duration_s=0.5, warmup_s=0.1), ch)
     assert "placement_not_as_requested" in r["flags"] and not r["valid"]
     assert r["placement"]["observed"]["sink_share_on_requested_cpus"] < 0.5
+
+
+def test_rps_steering_moves_forwarding_to_the_sut_cpu(host_unchanged):
+    """With RPS the veth's NAPI still runs where the generator sends (CPU 0),
+    then RPS hands each packet to the SUT CPU: NET_RX on both, sink on CPU 1."""
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1], steering="rps"))
+        ep = tb.build()
+        mask = hostcmd.read_ns_file(tb.ns["sut"], f"/sys/class/net/{tb.ifs['sut_in']}/queues/rx-0/rps_cpus")
+        r = run_trial(tb, ep, TrialSpec(rate_pps=50_000, duration_s=0.5, warmup_s=0.1), ch)
+    assert int(mask, 16) == 0b10
+    obs = r["placement"]["observed"]
+    assert r["placement"]["as_requested"] and obs["napi_thread_cpus"] == {}
+    assert obs["sink_share_on_requested_cpus"] >= 0.99
+    assert all(n > 0 for n in obs["net_rx_softirqs_per_cpu"][:2])

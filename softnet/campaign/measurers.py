@@ -95,7 +95,10 @@ class TestbedMeasurer:
         return self._trial(rate_pps, self.spec.method.duration_s, self.spec.method.warmup_s)
 
     def probe_max(self) -> tuple[float, dict]:
-        """Flood the SUT and take what it delivered per second as its maximum."""
+        """Flood the SUT and take what it delivered per second as its maximum.
+        Quick, and a scale for relative loads rather than the capacity: under
+        a flood the kernel's receive path forwards less than at moderate
+        overload (receive livelock), so relative sweeps should reach beyond 1."""
         r = self._trial(PROBE_RATE_PPS, self.spec.method.probe_duration_s, 0.2)
         return r["received_pkts"] / r["send_span_s"], r
 

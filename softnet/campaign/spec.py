@@ -47,7 +47,6 @@ class TestbedSpec(Strict):
     sut_cpus: list[int] | None = None
     sink_cpu: int | None = None
     steering: Literal["threaded", "rps"] = "threaded"
-    allow_physical: bool = False
 
 
 class SyntheticSpec(Strict):

@@ -9,7 +9,7 @@ import typer
 from softnet import __version__
 from pathlib import Path
 
-from softnet.cli import campaign_cmd, trial_cmd
+from softnet.cli import trial_cmd  # campaign_cmd (scipy, DuckDB) is imported by the commands using it
 from softnet.cli.output import console, err_console, print_json
 from softnet.errors import InputError, SoftnetError
 from softnet.testbed.changes import Terminated
@@ -56,6 +56,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done")) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
     from softnet.campaign.spec import load_spec
+    from softnet.cli import campaign_cmd
 
     s = load_spec(spec)
     if s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix):
@@ -74,6 +75,8 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             tables: bool = typer.Option(True, help="print per-load tables"),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
+    from softnet.cli import campaign_cmd
+
     if not 0 < pdr < 1:
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
     if not eta > 0:

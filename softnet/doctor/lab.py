@@ -4,13 +4,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 
+from softnet.errors import TestbedError
 from softnet.testbed.changes import HostChanges
 from softnet.testbed.local import napi_thread_pids
 
@@ -81,23 +80,6 @@ def _need_veth(lab: _Lab, name: str) -> Check | None:
     return None
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            proc.stdin.write("quit\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            pass
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        if f is not None:
-            f.close()
-
-
 _XDP_MODES = {1: "native (driver)", 2: "generic (skb)", 3: "offloaded", 4: "multi"}
 
 
@@ -113,37 +95,28 @@ def _probe_xdp_veth(lab: _Lab) -> Check:
     skip = _need_veth(lab, "xdp_veth")
     if skip:
         return skip
-    from softnet.traffic.native import tool  # late: only this probe needs the native tools
+    from softnet.traffic.native import Sink, tool  # late: only this probe needs the native tools
     try:
-        sink = tool("sink")
+        tool("sink")
     except Exception as exc:
         return _not_probed("xdp_veth", str(exc))
     dev = lab.dev_a
-    proc = subprocess.Popen([str(sink), "--netns", lab.ns, "--ifname", dev, "--count", "64"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lab.changes.record(f"softnet-sink on {lab.ns}/{dev} (pid {proc.pid})", lambda: _stop(proc))
-    ready, _, _ = select.select([proc.stdout], [], [], 5.0)
-    line = proc.stdout.readline() if ready else ""
-    if not line:
-        if proc.poll() is None:
-            why = "no answer within 5 s"
-        else:
-            why = proc.stderr.read().strip() or f"exit {proc.returncode}"
-        _stop(proc)
-        return _check("xdp_veth", False, f"softnet-sink on {dev}: {why}")
-    hello = json.loads(line)
+    try:
+        sink = Sink(lab.changes, lab.ns, dev, count=64, warmup=0)  # recorded: stopped however we leave
+    except TestbedError as exc:
+        return _check("xdp_veth", False, f"softnet-sink on {dev}: {exc}")
     xdp = _xdp_state(lab, dev) or {}
     mode = xdp.get("mode")
     if mode == 4:  # several programs: the mode of ours
         mode = next((a.get("mode") for a in xdp.get("attached", [])
-                     if a.get("prog", {}).get("id") == hello.get("prog_id")), mode)
-    _stop(proc)
+                     if a.get("prog", {}).get("id") == sink.prog_id), mode)
+    sink.close()
     after = _xdp_state(lab, dev)
     detached = "detached on quit" if not after else f"STILL ATTACHED after quit: {after}"
     if mode != 1:
-        return _check("xdp_veth", False, f"softnet-sink attached prog {hello.get('prog_id')} to {dev} in mode "
+        return _check("xdp_veth", False, f"softnet-sink attached prog {sink.prog_id} to {dev} in mode "
                       f"{_XDP_MODES.get(mode, mode)}, not native; {detached}")
-    return _check("xdp_veth", not after, f"softnet-sink attached prog {hello.get('prog_id')} to {dev} in native "
+    return _check("xdp_veth", not after, f"softnet-sink attached prog {sink.prog_id} to {dev} in native "
                   f"(driver) mode; {detached}")
 
 

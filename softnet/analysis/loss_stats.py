@@ -26,6 +26,8 @@ from typing import Iterable, Protocol
 import numpy as np
 from scipy import stats
 
+from softnet.jsonsafe import json_safe
+
 DEFAULT_CONFIDENCE = 0.95
 
 
@@ -202,14 +204,3 @@ def summarize_sweep(rows: Iterable[RunLike], *, confidence: float = DEFAULT_CONF
             empty.append(load)
     steps = [TirStep(a.load_pps, b.load_pps, tir(a, b)) for a, b in zip(loads, loads[1:])]
     return SweepStats(confidence, loads, steps, excluded, empty)
-
-
-def json_safe(obj):
-    """Recursively replace NaN/inf by None so json.dumps(allow_nan=False) works."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj

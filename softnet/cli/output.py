@@ -8,23 +8,14 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from softnet.jsonsafe import json_safe
+
 console = Console()
 err_console = Console(stderr=True)
 
 
-def _clean(obj):
-    """JSON has no NaN/inf: write them as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def print_json(obj) -> None:
-    json.dump(_clean(obj), sys.stdout, indent=2, default=str)
+    json.dump(json_safe(obj), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 
 

@@ -44,7 +44,7 @@ from softnet.testbed.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.traffic import trafgen  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink  # noqa: E402
-from softnet.trial import TrialSpec, run_trial  # noqa: E402
+from softnet.trial import TrialSpec, drain_sink, run_trial  # noqa: E402
 
 FRAME_BYTES = 64
 GEN_CPU, SINK_CPU = 0, 1
@@ -135,15 +135,6 @@ def window_figures(samples, intended_pps: float, warmup_s: float, duration_s: fl
             "slow_reads_dropped": int(slow.sum())}
 
 
-def drain(sink: Sink) -> int:
-    last, stable = -1, 0
-    while stable < 3:
-        n = sink.read()["rx_test_pkts"]
-        stable, last = (stable + 1, n) if n == last else (0, n)
-        time.sleep(0.02)
-    return last
-
-
 def within(ratio) -> bool:
     return ratio is not None and abs(ratio - 1) <= TOLERANCE
 
@@ -198,7 +189,7 @@ def gen_sampled(ep, ch, rate_pps: float) -> dict:
     try:
         samples = sample_sink(sink, lambda: job.proc.poll() is None)
         report = job.wait(timeout=10)
-        received = drain(sink)
+        received = drain_sink(sink)[0]["rx_test_pkts"]
     finally:
         job.stop()
         sink.close()
@@ -242,7 +233,7 @@ def trafgen_run(ep, ch, rate_pps: float | None, duration_s=DURATION_S, warmup_s=
     finally:
         report = job.stop()
     try:
-        received = drain(sink)
+        received = drain_sink(sink)[0]["rx_test_pkts"]
         per_cpu = sink.read()["rx_test_pkts_per_cpu"]
     finally:
         sink.close()

@@ -74,7 +74,7 @@ class TrialSpec:
         return round(self.rate_pps * self.duration_s)
 
 
-def _drain(sink: Sink) -> tuple[dict, float]:
+def drain_sink(sink: Sink) -> tuple[dict, float]:
     """Read the sink until its counters stop moving: nothing left in flight."""
     start = time.monotonic()
     last, stable = sink.read(), 0
@@ -178,7 +178,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             time.sleep(0.05)
         kw1 = procfs.snapshot()
         gen = gen_job.wait(timeout=5)
-        counts, drain_s = _drain(sink)
+        counts, drain_s = drain_sink(sink)
         links1, eth1, q1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
     window_delta = procfs.delta(kw0 or k0, kw1)
 

@@ -149,7 +149,7 @@ def test_exception_mid_trial_undoes_everything(host_unchanged, monkeypatch):
     def boom(sink):
         raise RuntimeError("injected failure while draining")
 
-    monkeypatch.setattr(trial_mod, "_drain", boom)
+    monkeypatch.setattr(trial_mod, "drain_sink", boom)
     with pytest.raises(RuntimeError, match="injected"):
         trial("ipv4-fwd", 10_000, duration_s=0.5, warmup_s=0.1)
 

@@ -13,7 +13,7 @@ class InputError(SoftnetError):
     exit_code = 2
 
     def __init__(self, field: str, message: str):
-        self.field = field
+        self.field, self.message = field, message
         super().__init__(f"{field}: {message}")
 
 

@@ -41,13 +41,14 @@ class SyntheticMeasurer:
         # an uninterrupted one would have.
         return np.random.default_rng([self.spec.synthetic.seed, self.cell_id, *key])
 
-    def measure(self, rate_pps: float, load_index: int, run_index: int) -> dict:
+    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
         m = self.spec.method
-        tx, rx = self.model(rate_pps, m.duration_s, self._rng(load_index, run_index))
+        duration = duration_s or m.duration_s
+        tx, rx = self.model(rate_pps, duration, self._rng(load_index, run_index))
         return {
             "sut": "synthetic", "ip_version": None, "frame_bytes": self.spec.traffic.frame_bytes,
             "flows": self.spec.traffic.flows, "intended_rate_pps": rate_pps, "achieved_rate_pps": rate_pps,
-            "duration_s": m.duration_s, "warmup_s": m.warmup_s, "intended_pkts": tx, "sent_pkts": tx,
+            "duration_s": duration, "warmup_s": m.warmup_s, "intended_pkts": tx, "sent_pkts": tx,
             "received_pkts": rx, "lost_pkts": tx - rx, "loss_ratio": (tx - rx) / tx if tx else None,
             "reordered_pkts": 0, "duplicate_pkts": 0, "latency_mean_ns": None, "latency_p99_upper_ns": None,
             "diagnosis": {}, "flags": [], "valid": True, "started_unix_s": time.time(),
@@ -91,8 +92,8 @@ class TestbedMeasurer:
                          frame_bytes=t.frame_bytes, flows=t.flows)
         return run_trial(self.tb, self.ep, spec, self.changes)
 
-    def measure(self, rate_pps: float, load_index: int, run_index: int) -> dict:
-        return self._trial(rate_pps, self.spec.method.duration_s, self.spec.method.warmup_s)
+    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
+        return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s)
 
     def probe_max(self) -> tuple[float, dict]:
         """Flood the SUT and take what it delivered per second as its maximum.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from softnet.campaign.measurers import measurer_for
+from softnet.campaign.search_runner import run_cell_searches
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
 from softnet.store.results import Store
@@ -19,7 +20,7 @@ from softnet.store.results import Store
 
 @dataclass
 class Event:
-    kind: str  # "plan" | "probe" | "trial" | "skip"
+    kind: str  # "plan" | "probe" | "trial" | "search"
     done: int
     total: int
     message: str
@@ -30,13 +31,12 @@ def campaign_id(spec: CampaignSpec) -> str:
 
 
 def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None] = lambda e: None) -> str:
+    if spec.method.kind == "search":
+        return run_search_campaign(spec, results_dir, on_event)
     cid = campaign_id(spec)
     cells = spec.cells()
     with Store(results_dir) as store:
-        store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
-        recovered = store.recover(cid)
-        for cell_id, (knobs, cell) in enumerate(cells):
-            store.register_cell(cid, cell_id, knobs, cell.model_dump())
+        recovered = _register(store, cid, spec, cells)
         done = store.done_keys(cid)
         plan = []
         for cell_id, (knobs, cell) in enumerate(cells):
@@ -64,8 +64,49 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
                     result = m.measure(loads[li], li, ri)
                     store.add_trial(cid, cell_id, li, ri, knobs, result)
                     count += 1
-                    loss = result.get("loss_ratio")
-                    on_event(Event("trial", count, total,
-                                   f"cell {cell_id} load {loads[li]:,.0f} pps run {ri}: "
-                                   f"loss {'-' if loss is None else f'{loss:.2e}'}"))
+                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: {trial_text(result)}"))
+    return cid
+
+
+def trial_text(result: dict) -> str:
+    loss = result.get("loss_ratio")
+    return f"load {result['intended_rate_pps']:,.0f} pps: loss {'-' if loss is None else f'{loss:.2e}'}"
+
+
+def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
+    store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
+    recovered = store.recover(cid)
+    for cell_id, (knobs, cell) in enumerate(cells):
+        store.register_cell(cid, cell_id, knobs, cell.model_dump())
+    return recovered
+
+
+def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
+    """Progress counts searches (their trial count is not known in advance)."""
+    cid = campaign_id(spec)
+    cells = spec.cells()
+    with Store(results_dir) as store:
+        recovered = _register(store, cid, spec, cells)
+        done = store.done_searches(cid)
+        total = len(cells) * spec.method.runs
+        count = len(done)
+        on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s) x {spec.method.runs} search(es), "
+                       f"{count} already complete" + (f" ({recovered} trials recovered)" if recovered else "")))
+        for cell_id, (knobs, cell) in enumerate(cells):
+            todo = [r for r in range(cell.method.runs) if (cell_id, r) not in done]
+            if not todo:
+                continue
+
+            def on_trial(result: dict, _replayed: bool, cell_id=cell_id) -> None:
+                on_event(Event("trial", count, total, f"cell {cell_id}: {trial_text(result)}"))
+
+            with measurer_for(cell, cell_id) as m:
+                for run_index in todo:
+                    for r in run_cell_searches(store, cid, cell_id, knobs, cell, m, [run_index], on_trial):
+                        count += 1
+                        goals = "; ".join(f"{g['goal']['name']} {g['status']} "
+                                          f"[{g['lower_bound_pps'] or 0:,.0f}, {g['upper_bound_pps'] or 0:,.0f}]"
+                                          for g in r["goals"])
+                        on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
+                                       f"{r['trial_count']} trials: {goals}"))
     return cid

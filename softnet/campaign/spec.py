@@ -12,6 +12,8 @@
     runs = 5
     duration_s = 2.0
     warmup_s = 0.5
+    # or: kind = "search" with goals = ["ndr", "pdr0.5"], width = 0.005,
+    # min_load / max_load, duration_s (final trials), runs (repeated searches)
     [analysis]
     pdr_loss_ratio = 0.005
     eta = 0.1
@@ -67,7 +69,7 @@ class TrafficSpec(Strict):
 
 
 class MethodSpec(Strict):
-    kind: Literal["sweep"] = "sweep"
+    kind: Literal["sweep", "search"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -77,11 +79,27 @@ class MethodSpec(Strict):
     runs: int = Field(5, ge=1, le=1000)
     duration_s: float = Field(2.0, ge=0.1, le=3600)
     warmup_s: float = Field(0.5, ge=0, le=60)
+    # kind = "search" (softnet.search): runs = how many independent searches
+    goals: list[str] = Field(default_factory=lambda: ["ndr", "pdr0.5"])
+    width: float = Field(0.005, gt=0, lt=1)
+    min_load: str | float = "10kpps"
+    max_load: str | float = "4Mpps"
+    initial_duration_s: float | None = Field(None, ge=0.05, le=3600)
+    confidence: float = Field(0.9, gt=0.5, lt=1)
+    max_trials: int | None = Field(None, ge=1)
+    max_trial_seconds: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def one_way_of_giving_loads(self):
         given = [name for name, v in (("loads", self.loads), ("start/stop/step", self.start),
                                       ("relative", self.relative)) if v is not None]
+        if self.kind == "search":
+            if given:
+                raise ValueError(f"a search chooses its own loads: remove {given} (use min_load / max_load)")
+            parse_goals(self.goals)
+            if self.initial_duration_s is not None and self.initial_duration_s > self.duration_s:
+                raise ValueError("initial_duration_s must be <= duration_s (the final trial duration)")
+            return self
         if len(given) != 1:
             raise ValueError("give exactly one of: loads = [...], start/stop/step, relative = [...]; "
                              f"got {given or 'none'}")
@@ -90,6 +108,23 @@ class MethodSpec(Strict):
         if self.relative is not None and (not self.relative or min(self.relative) <= 0):
             raise ValueError("relative loads must be a non-empty list of positive fractions")
         return self
+
+
+def parse_goals(names: list[str]) -> list[float]:
+    """["ndr", "pdr0.5"] -> loss ratios [0.0, 0.005] (pdrX: X percent)."""
+    if not names:
+        raise ValueError("goals: give at least one of ndr, pdr<percent> (e.g. pdr0.5)")
+    ratios = []
+    for name in names:
+        key = str(name).strip().lower()
+        try:
+            ratio = 0.0 if key == "ndr" else float(key.removeprefix("pdr")) / 100 if key.startswith("pdr") else None
+        except ValueError:
+            ratio = None
+        if ratio is None or not 0 <= ratio < 1:
+            raise ValueError(f"goal '{name}': expected ndr or pdr<percent> such as pdr0.5 (0.5% loss)")
+        ratios.append(ratio)
+    return ratios
 
 
 class AnalysisSpec(Strict):
@@ -136,9 +171,19 @@ class CampaignSpec(Strict):
                 raise spec_error(exc, prefix=f"matrix cell {knobs}: ") from None
         return out
 
+    def search_range_pps(self) -> tuple[float, float]:
+        m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
+        lo = parse_rate(str(m.min_load), size, layer, "method.min_load")
+        hi = parse_rate(str(m.max_load), size, layer, "method.max_load")
+        if not lo < hi:
+            raise InputError("method.max_load", f"must be above method.min_load ({lo:,.0f} pps)")
+        return lo, hi
+
     def explicit_loads_pps(self) -> list[float] | None:
         """Loads given in pps (None when they are relative to a probe)."""
         m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
+        if m.kind == "search":
+            return None
         if m.loads is not None:
             return sorted({parse_rate(str(v), size, layer, "method.loads") for v in m.loads})
         if m.start is not None:
@@ -157,7 +202,7 @@ def spec_error(exc: ValidationError, prefix: str = "") -> InputError:
     first = exc.errors()[0]
     path = ".".join(str(p) for p in first["loc"]) or "spec"
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return InputError(prefix + path, first["msg"] + more)
+    return InputError(prefix + path, first["msg"].removeprefix("Value error, ") + more)
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
@@ -174,4 +219,6 @@ def load_spec(path: str | Path) -> CampaignSpec:
         raise spec_error(exc, prefix=f"{path}: ") from None
     for _, cell in spec.cells():
         cell.explicit_loads_pps()  # unit errors now, before anything runs
+        if cell.method.kind == "search":
+            cell.search_range_pps()
     return spec

@@ -68,6 +68,67 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
 
 
 @app.command()
+def search(
+    sut: str = typer.Option("ipv4-fwd", help="ipv4-fwd, ipv6-fwd, none, or synthetic (simulated, no root)"),
+    goals: str = typer.Option("ndr,pdr0.5", help="comma-separated: ndr, pdr<percent> (pdr0.5 = 0.5% loss)"),
+    width: float = typer.Option(0.005, help="relative width (upper - lower) / upper to reach"),
+    min_load: str = typer.Option("10kpps", help="lowest load to try"),
+    max_load: str = typer.Option("4Mpps", help="highest load to try (first trial)"),
+    duration: float = typer.Option(1.0, help="final trial duration, seconds"),
+    initial_duration: float = typer.Option(None, help="shorter trials for bracketing (default: the final one)"),
+    warmup: float = typer.Option(0.5, help="warm-up before each trial window, seconds"),
+    confidence: float = typer.Option(0.9, help="posterior confidence to classify a load"),
+    repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)"),
+    max_trials: int = typer.Option(None, help="budget: at most this many trials per search"),
+    max_seconds: float = typer.Option(None, help="budget: at most this many trial-seconds per search"),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+    flows: int = typer.Option(1, help="number of flows"),
+    name: str = typer.Option("search", help="campaign name in the results store"),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
+    from pydantic import ValidationError
+
+    from softnet.campaign.spec import CampaignSpec, spec_error
+    from softnet.cli import campaign_cmd
+
+    method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
+              "min_load": min_load, "max_load": max_load, "duration_s": duration,
+              "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
+              "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds}
+    try:
+        spec = CampaignSpec.model_validate({"name": name, "testbed": {"sut": sut},
+                                            "traffic": {"frame_bytes": size, "flows": flows}, "method": method})
+    except ValidationError as exc:
+        raise cli_error(spec_error(exc)) from None
+    try:
+        spec.search_range_pps()
+    except InputError as exc:
+        raise cli_error(exc) from None
+    if sut != "synthetic":
+        need_root()
+    cid = campaign_cmd.run(spec, results, as_json)
+    summaries = campaign_cmd.search_summaries(results, cid)
+    if as_json:
+        print_json({"campaign_id": cid, "results_dir": str(results), "searches": [s.to_dict() for s in summaries]})
+    else:
+        campaign_cmd.show_searches(summaries)
+        console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
+
+
+def cli_error(exc: InputError) -> InputError:
+    """Name the command-line option instead of the spec field (method.width -> --width)."""
+    option = {"method.goals": "--goals", "method.width": "--width", "method.min_load": "--min-load",
+              "method.max_load": "--max-load", "method.duration_s": "--duration",
+              "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
+              "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
+              "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
+              "traffic.flows": "--flows", "name": "--name", "method": "--goals"}
+    return InputError(option.get(exc.field, exc.field), exc.message)
+
+
+@app.command()
 def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
             campaign: str = typer.Option(None, help="only this campaign id (results dir)"),
             pdr: float = typer.Option(0.005, help="PDR loss threshold X as a ratio (0.005 = 0.5%)"),

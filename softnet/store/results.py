@@ -5,6 +5,12 @@ it is whole or absent), then its row. The row's primary key is (campaign,
 cell, load index, run index), so a trial can never be stored twice; a raw file
 without a row (killed between the two writes) is imported on the next open.
 That is what makes `softnet run` resumable after a kill -9.
+
+A search (method kind "search") stores its trials the same way, load_index
+being the trial's sequence number in the search and run_index the repeat;
+its result goes to `searches`, one row per goal, once the search is complete.
+A search is a function of its trials, so an interrupted one is resumed by
+replaying its stored trials (campaign/runner.py).
 """
 from __future__ import annotations
 
@@ -35,6 +41,13 @@ CREATE TABLE IF NOT EXISTS trials (
     kernel VARCHAR, cpu_model VARCHAR, softnet_version VARCHAR, spec_hash VARCHAR,
     started_unix_s DOUBLE, raw_path VARCHAR, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, load_index, run_index));
+CREATE TABLE IF NOT EXISTS searches (
+    campaign_id VARCHAR, cell_id INTEGER, run_index INTEGER, goal VARCHAR, loss_ratio DOUBLE,
+    status VARCHAR, value_pps DOUBLE, lower_bound_pps DOUBLE, upper_bound_pps DOUBLE,
+    lower_confidence DOUBLE, upper_confidence DOUBLE, lower_loss_ratio DOUBLE,
+    lower_loss_ci95_low DOUBLE, lower_loss_ci95_high DOUBLE, diagnosis VARCHAR,
+    trial_count INTEGER, trial_seconds DOUBLE, result_json VARCHAR,
+    PRIMARY KEY (campaign_id, cell_id, run_index, goal));
 """
 
 TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps", "achieved_rate_pps",
@@ -143,6 +156,41 @@ class Store:
             args.append(cell_id)
         return self.query(sql + " ORDER BY cell_id, load_index, run_index", args)
 
+    def delete_trials_from(self, campaign_id: str, cell_id: int, run_index: int, first_load_index: int) -> None:
+        """Forget stored trials of a search from ``first_load_index`` on (they no
+        longer match what the resumed search asks for)."""
+        rows = self.db.execute("SELECT raw_path FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index = ? "
+                               "AND load_index >= ?", [campaign_id, cell_id, run_index, first_load_index]).fetchall()
+        for (path,) in rows:
+            Path(path).unlink(missing_ok=True)
+        self.db.execute("DELETE FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index = ? AND load_index >= ?",
+                        [campaign_id, cell_id, run_index, first_load_index])
+
+    def trial_results(self, campaign_id: str, cell_id: int, run_index: int) -> list[dict]:
+        rows = self.db.execute("SELECT result_json FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index = ? "
+                               "ORDER BY load_index", [campaign_id, cell_id, run_index]).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def add_search(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
+        for g in result["goals"]:
+            lo, b = g.get("lower") or {}, g["goal"]
+            ci = lo.get("loss_ratio_ci95") or (None, None)
+            self.db.execute(
+                "INSERT INTO searches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [campaign_id, cell_id, run_index, b["name"], b["loss_ratio"], g["status"], g["value_pps"],
+                 g["lower_bound_pps"], g["upper_bound_pps"], lo.get("confidence"),
+                 (g.get("upper") or {}).get("confidence"), lo.get("loss_ratio"), ci[0], ci[1], g["diagnosis"],
+                 result["trial_count"], result["trial_seconds"], json.dumps(g, default=str)])
+
+    def done_searches(self, campaign_id: str) -> set[tuple[int, int]]:
+        rows = self.db.execute("SELECT DISTINCT cell_id, run_index FROM searches WHERE campaign_id = ?",
+                               [campaign_id]).fetchall()
+        return {tuple(r) for r in rows}
+
+    def searches(self, campaign_id: str) -> list[dict]:
+        return self.query("SELECT * EXCLUDE (result_json) FROM searches WHERE campaign_id = ? "
+                          "ORDER BY cell_id, loss_ratio, run_index", [campaign_id])
+
     def query(self, sql: str, args: list | None = None) -> list[dict]:
         cur = self.db.execute(sql, args or [])
         names = [d[0] for d in cur.description]
@@ -154,7 +202,7 @@ class Store:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for table in ("campaigns", "cells", "trials"):
+        for table in ("campaigns", "cells", "trials", "searches"):
             path = out / f"{table}.{fmt}"
             opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
             self.db.execute(f"COPY {table} TO '{path}' {opts}")

@@ -1,0 +1,207 @@
+"""Search benchmark: softnet.search against MLRsearch (PyPI) and a PASTRAMI grid.
+
+Issue: "On the synthetic SUT with seeded noise (several curve shapes: sharp
+knee, gradual knee, loss at low load, loss inversion), over at least 20 seeds:
+softnet's search against the PyPI mlrsearch package's MultipleLossRatioSearch
+driven by the same simulated measurer with the same goals, and against a
+PASTRAMI-style grid. Report trials, trial-seconds and the error of NDR/PDR
+against the known truth. Target: accuracy equal or better than MLRsearch with
+at most 0.7x its trial-seconds, and at most 1/10 of the grid's."
+
+Goals for every method: NDR (loss 0) and PDR (loss 0.5%), exceed ratio 0.5,
+relative width 0.005, 1 s trials, loads 10 kpps .. 10 Mpps. MLRsearch gets
+CSIT's settings for the rest (duration sum 21 s, 2 preceding targets, no
+warm-up trial). The grid is PASTRAMI's: 150 kpps steps, 30 runs per load; a
+load meets a goal when at most half its runs are bad. Each (shape, seed) has
+its own capacity (log-uniform 0.5..5 Mpps) and every method gets a fresh SUT
+with the same seed.
+
+Accuracy = relative error of the reported value (the lower bound) against the
+truth (softnet/search/simulated.py): the conservative truth (every lower load
+meets the goal; "none" when the minimum load fails) and, for reference, the
+knee truth (the highest crossing). A method's outcome is wrong when it gives a
+number where the truth is "none" or the reverse.
+
+Writes bench/results/search_bench-<UTC>.json and search_latest.json.
+Run: .venv/bin/python bench/search_bench.py [--seeds 20]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from softnet.provenance import provenance  # noqa: E402
+from softnet.search import Goal, search  # noqa: E402
+from softnet.search.simulated import SHAPES, SimulatedSut  # noqa: E402
+
+MIN_LOAD, MAX_LOAD, WIDTH, DURATION = 1e4, 1e7, 0.005, 1.0
+LOSS_RATIOS = (0.0, 0.005)
+GRID_STEP, GRID_RUNS = 150e3, 30
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def run_softnet(sut: SimulatedSut) -> dict:
+    import os
+    conf = float(os.environ.get("SN_CONF", 0.95))
+    per_load = int(os.environ.get("SN_PER_LOAD", 9))
+    goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION, confidence=conf) for x in LOSS_RATIOS]
+    r = search(sut, goals, MIN_LOAD, MAX_LOAD, WIDTH, max_trials_per_load=per_load)
+    return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
+            "values": [g.lower_bound_pps if g.status not in ("min_load_fails",) else None for g in r.goals],
+            "statuses": [g.status for g in r.goals]}
+
+
+def run_mlrsearch(sut: SimulatedSut) -> dict:
+    from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
+
+    class Measurer(AbstractMeasurer):
+        trials, seconds = 0, 0.0
+
+        def measure(self, intended_duration, intended_load):
+            m = sut(intended_load, intended_duration)
+            self.trials += 1
+            self.seconds += intended_duration
+            return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
+                                     offered_count=m.offered_count, forwarding_count=m.forwarded_count)
+
+    config = Config()
+    config.goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=WIDTH,
+                               initial_trial_duration=DURATION, final_trial_duration=DURATION,
+                               duration_sum=21.0, preceding_targets=2, fail_fast=False) for x in LOSS_RATIOS]
+    config.min_load, config.max_load = MIN_LOAD, MAX_LOAD
+    config.search_duration_max, config.warmup_duration = 1e9, None
+    m = Measurer()
+    results = MultipleLossRatioSearch(config=config).search(measurer=m, debug=lambda _: None)
+    values = []
+    for goal in config.goals:
+        lb = results[goal].relevant_lower_bound
+        values.append(float(lb) if lb is not None else None)
+    return {"trials": m.trials, "trial_seconds": m.seconds, "values": values, "statuses": [None] * len(values)}
+
+
+def run_grid(sut: SimulatedSut) -> dict:
+    loads = np.arange(GRID_STEP, MAX_LOAD + 1, GRID_STEP)
+    values: list[float | None] = [None] * len(LOSS_RATIOS)
+    failed = [False] * len(LOSS_RATIOS)
+    trials = 0
+    for load in loads:
+        ms = [sut(float(load), DURATION) for _ in range(GRID_RUNS)]
+        trials += len(ms)
+        for i, x in enumerate(LOSS_RATIOS):
+            bad = sum(m.loss_ratio > x for m in ms)
+            if not failed[i]:
+                if bad * 2 > len(ms):
+                    failed[i] = True
+                else:
+                    values[i] = float(load)
+    return {"trials": trials, "trial_seconds": trials * DURATION, "values": values, "statuses": [None] * len(values)}
+
+
+METHODS = {"softnet": run_softnet, "mlrsearch": run_mlrsearch, "grid": run_grid}
+
+
+def rel_error(value, truth):
+    if value is None or truth is None:
+        return None
+    return (value - truth) / truth
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--methods", default=",".join(METHODS))
+    args = ap.parse_args()
+    methods = args.methods.split(",")
+    rows = []
+    t0 = time.time()
+    for shape in SHAPES:
+        for seed in range(args.seeds):
+            capacity = float(np.exp(np.random.default_rng([seed, 99]).uniform(math.log(5e5), math.log(5e6))))
+            truth_sut = SimulatedSut(shape, capacity, seed)
+            truths = [truth_sut.truth(x, 0.5, DURATION, MIN_LOAD, MAX_LOAD) for x in LOSS_RATIOS]
+            for method in methods:
+                out = METHODS[method](SimulatedSut(shape, capacity, seed))
+                for i, x in enumerate(LOSS_RATIOS):
+                    t, v = truths[i], out["values"][i]
+                    rows.append({"shape": shape, "seed": seed, "capacity_pps": capacity, "method": method,
+                                 "goal": "NDR" if x == 0 else "PDR0.5%", "value_pps": v,
+                                 "status": out["statuses"][i],
+                                 "truth_conservative_pps": t["conservative"], "truth_knee_pps": t["knee"],
+                                 "error_conservative": rel_error(v, t["conservative"]),
+                                 "error_knee": rel_error(v, t["knee"]),
+                                 "outcome_ok": (v is None) == (t["conservative"] is None),
+                                 "trials": out["trials"], "trial_seconds": out["trial_seconds"]})
+    summary = summarize(rows, methods)
+    out = {"benchmark": "search", "seeds": args.seeds, "shapes": list(SHAPES),
+           "settings": {"min_load_pps": MIN_LOAD, "max_load_pps": MAX_LOAD, "relative_width": WIDTH,
+                        "trial_duration_s": DURATION, "loss_ratios": LOSS_RATIOS, "exceed_ratio": 0.5,
+                        "grid_step_pps": GRID_STEP, "grid_runs": GRID_RUNS},
+           "summary": summary, "targets": targets(summary), "rows": rows,
+           "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search")}
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for path in (RESULTS / f"search_bench-{stamp}.json", RESULTS / "search_latest.json"):
+        path.write_text(json.dumps(out, indent=1, default=float))
+    show(summary, out["targets"])
+
+
+def summarize(rows: list[dict], methods: list[str]) -> dict:
+    summary = {}
+    for method in methods:
+        for shape in (*SHAPES, "all"):
+            sel = [r for r in rows if r["method"] == method and (shape == "all" or r["shape"] == shape)]
+            runs = {(r["shape"], r["seed"]): r for r in sel}
+            errs = [abs(r["error_conservative"]) for r in sel if r["error_conservative"] is not None]
+            knee = [abs(r["error_knee"]) for r in sel if r["error_knee"] is not None]
+            summary[f"{method}/{shape}"] = {
+                "runs": len(runs), "mean_trials": float(np.mean([r["trials"] for r in runs.values()])),
+                "mean_trial_seconds": float(np.mean([r["trial_seconds"] for r in runs.values()])),
+                "mean_abs_error": float(np.mean(errs)) if errs else None,
+                "p95_abs_error": float(np.percentile(errs, 95)) if errs else None,
+                "max_abs_error": float(np.max(errs)) if errs else None,
+                "mean_abs_error_knee": float(np.mean(knee)) if knee else None,
+                "wrong_outcomes": sum(not r["outcome_ok"] for r in sel), "goal_results": len(sel)}
+    return summary
+
+
+def targets(summary: dict) -> dict:
+    s, m, g = (summary.get(f"{k}/all") for k in ("softnet", "mlrsearch", "grid"))
+    if not (s and m and g):
+        return {}
+    ratio_m = s["mean_trial_seconds"] / m["mean_trial_seconds"]
+    ratio_g = s["mean_trial_seconds"] / g["mean_trial_seconds"]
+    acc_ok = (s["mean_abs_error"] <= m["mean_abs_error"] and s["wrong_outcomes"] <= m["wrong_outcomes"])
+    return {"trial_seconds_vs_mlrsearch": ratio_m, "trial_seconds_vs_grid": ratio_g,
+            "accuracy_equal_or_better": acc_ok, "pass": bool(acc_ok and ratio_m <= 0.7 and ratio_g <= 0.1)}
+
+
+def show(summary: dict, tg: dict) -> None:
+    t = Table(title="search benchmark (mean over seeds; errors vs the conservative truth)", header_style="bold")
+    for col in ("method/shape", "trials", "trial-s", "mean |err|", "p95 |err|", "max |err|", "|err| vs knee",
+                "wrong outcome"):
+        t.add_column(col, justify="right", no_wrap=(col == "method/shape"))
+
+    def pct(v):
+        return "-" if v is None else f"{v:.3%}"
+
+    for key, s in summary.items():
+        t.add_row(key, f"{s['mean_trials']:.1f}", f"{s['mean_trial_seconds']:.1f}", pct(s["mean_abs_error"]),
+                  pct(s["p95_abs_error"]), pct(s["max_abs_error"]), pct(s["mean_abs_error_knee"]),
+                  f"{s['wrong_outcomes']}/{s['goal_results']}")
+    Console().print(t)
+    Console().print(tg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""What the search takes and returns: goals, measurements, results."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+# A trial with one of these flags says nothing about the SUT: the generator did
+# not offer the intended load, or the counters do not add up.
+INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "counters_inconsistent",
+                                "interrupted"})
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One conditional-throughput goal.
+
+    A trial is *bad* for the goal when its loss ratio exceeds ``loss_ratio``.
+    A load meets the goal when the share of bad trials at it (at
+    ``final_trial_duration``) is at most ``exceed_ratio``; 0.5 makes it the
+    median trial, as in MLRsearch. A load is classified once the posterior
+    probability (Jeffreys prior on the bad-trial share) that it is on one side
+    reaches ``confidence``. ``relative_width``: (upper - lower) / upper at the end;
+    None takes the search's. Trials shorter than the final duration
+    (``initial_trial_duration``) only bracket; they are never final evidence.
+    """
+
+    loss_ratio: float = 0.0
+    exceed_ratio: float = 0.5
+    relative_width: float | None = None
+    initial_trial_duration: float | None = None
+    final_trial_duration: float = 1.0
+    confidence: float = 0.95
+
+    def __post_init__(self):
+        checks = (("loss_ratio", 0 <= self.loss_ratio < 1, "in [0, 1)"),
+                  ("exceed_ratio", 0 < self.exceed_ratio < 1, "in (0, 1)"),
+                  ("relative_width", self.relative_width is None or 0 < self.relative_width < 1, "in (0, 1)"),
+                  ("final_trial_duration", self.final_trial_duration > 0, "> 0"),
+                  ("initial_trial_duration", self.initial_trial_duration is None
+                   or 0 < self.initial_trial_duration <= self.final_trial_duration, "in (0, final_trial_duration]"),
+                  ("confidence", 0.5 < self.confidence < 1, "in (0.5, 1)"))
+        for name, ok, accepted in checks:
+            if not ok:
+                raise ValueError(f"Goal.{name} = {getattr(self, name)!r}: expected {accepted}")
+
+    @property
+    def name(self) -> str:
+        return "NDR" if self.loss_ratio == 0 else f"PDR{self.loss_ratio * 100:g}%"
+
+    @property
+    def short_duration(self) -> float:
+        return self.initial_trial_duration or self.final_trial_duration
+
+    def is_bad(self, m: "Measurement") -> bool:
+        return m.loss_ratio > self.loss_ratio
+
+
+@dataclass
+class Measurement:
+    """One trial as the search sees it. ``flags`` from softnet.trial mark
+    trials that are not evidence (INVALIDATING_FLAGS); ``detail`` carries the
+    measurer's full result for storage."""
+
+    intended_load_pps: float
+    duration_s: float
+    offered_count: int
+    forwarded_count: int
+    flags: tuple[str, ...] = ()
+    detail: dict | None = field(default=None, repr=False)
+
+    @property
+    def valid(self) -> bool:
+        return self.offered_count > 0 and not INVALIDATING_FLAGS.intersection(self.flags)
+
+    @property
+    def loss_ratio(self) -> float:
+        # Duplicates can make forwarded > offered; loss is never negative.
+        if self.offered_count <= 0:
+            return math.nan
+        return max(0, self.offered_count - self.forwarded_count) / self.offered_count
+
+    @property
+    def forwarding_rate_pps(self) -> float:
+        return self.forwarded_count / self.duration_s
+
+
+@dataclass
+class BoundEvidence:
+    """What the trials at one bound say: counts, the posterior confidence of
+    the classification, and a 95% Clopper-Pearson interval of the pooled loss
+    ratio (packets pooled over the trials; binomial, so narrower than the
+    trial-to-trial spread when trials differ)."""
+
+    load_pps: float
+    trials: int
+    bad_trials: int
+    confidence: float
+    loss_ratio: float
+    loss_ratio_ci95: tuple[float, float]
+    worst_trial_loss_ratio: float
+
+
+@dataclass
+class GoalResult:
+    goal: Goal
+    status: str  # found | unstable | min_load_fails | above_max_load | budget_exhausted
+    lower_bound_pps: float | None
+    upper_bound_pps: float | None
+    lower: BoundEvidence | None
+    upper: BoundEvidence | None
+    diagnosis: str
+    mixed_loads_pps: list[float] = field(default_factory=list)  # decided by majority
+    inversions: list[dict] = field(default_factory=list)
+
+    @property
+    def value_pps(self) -> float | None:
+        """The number to report: the lower bound, and only when the bounds were
+        pinned to the goal's width (no number for an unstable SUT)."""
+        return self.lower_bound_pps if self.status == "found" else None
+
+    @property
+    def relative_width(self) -> float | None:
+        if self.lower_bound_pps is None or self.upper_bound_pps is None:
+            return None
+        return (self.upper_bound_pps - self.lower_bound_pps) / self.upper_bound_pps
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["goal"]["name"] = self.goal.name
+        d["value_pps"], d["achieved_relative_width"] = self.value_pps, self.relative_width
+        return d
+
+
+@dataclass
+class SearchResult:
+    goals: list[GoalResult]
+    trials: list[Measurement]
+    stopped_by: str  # done | budget
+
+    @property
+    def trial_count(self) -> int:
+        return len(self.trials)
+
+    @property
+    def trial_seconds(self) -> float:
+        """Sum of intended trial durations (what a budget in seconds counts)."""
+        return sum(m.duration_s for m in self.trials)
+
+    def to_dict(self) -> dict:
+        return {"stopped_by": self.stopped_by, "trial_count": self.trial_count,
+                "trial_seconds": self.trial_seconds, "goals": [g.to_dict() for g in self.goals],
+                "trials": [{"intended_load_pps": m.intended_load_pps, "duration_s": m.duration_s,
+                            "offered_count": m.offered_count, "forwarded_count": m.forwarded_count,
+                            "loss_ratio": m.loss_ratio, "flags": list(m.flags), "valid": m.valid}
+                           for m in self.trials]}

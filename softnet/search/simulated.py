@@ -1,0 +1,95 @@
+"""Simulated SUTs with seeded noise for the search benchmark and tests, and
+their true conditional throughput.
+
+Each trial draws a capacity C_t = C * exp(sigma * z) (trial-to-trial jitter);
+offered packets beyond C_t * duration are lost. Shapes add:
+
+- ``sharp``: nothing else, a knee at C;
+- ``gradual``: loss that starts well below C: Poisson losses with mean ratio
+  0.5% * exp((min(L, C) / C - 1) / 0.04), times a lognormal factor per trial;
+- ``low_load_loss``: sporadic bursts at any load: per second a burst with
+  rate 0.35 (about 30% of 1 s trials), of 1 + Poisson(50) packets;
+- ``inversion``: loss that *falls* with load: mean ratio 2% * (1 - L / 0.3C)
+  below 0.3 C (the low-load loss PASTRAMI flags), then none up to the knee.
+
+The truth of a goal (loss ratio x, exceed ratio e, trial duration d) is where
+P(trial loss ratio > x) crosses e, from many simulated trials with common
+random numbers. ``conservative``: the lowest load in [min, max] where it
+crosses (every lower load meets the goal; None if the minimum fails);
+``knee``: the highest load below which it last crosses coming from the top.
+The two differ only with a loss inversion.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from softnet.search.model import Measurement
+
+SHAPES = ("sharp", "gradual", "low_load_loss", "inversion")
+
+
+@dataclass
+class SimulatedSut:
+    shape: str
+    capacity_pps: float
+    seed: int
+    capacity_jitter: float = 0.002
+    rng: np.random.Generator = field(init=False, repr=False)
+
+    def __post_init__(self):
+        if self.shape not in SHAPES:
+            raise ValueError(f"shape '{self.shape}': expected one of {', '.join(SHAPES)}")
+        self.rng = np.random.default_rng(self.seed)
+
+    def lost(self, load: float, duration: float, rng: np.random.Generator, n: int) -> tuple[int, np.ndarray]:
+        """Offered count and n draws of the lost count."""
+        offered = int(round(load * duration))
+        cap = self.capacity_pps * np.exp(self.capacity_jitter * rng.standard_normal(n))
+        lost = np.maximum(0.0, offered - cap * duration)
+        c = self.capacity_pps
+        if self.shape == "gradual":
+            ratio = 0.005 * math.exp((min(load, c) / c - 1) / 0.04) * np.exp(0.3 * rng.standard_normal(n))
+            lost = lost + rng.poisson(np.minimum(ratio, 1.0) * offered)
+        elif self.shape == "low_load_loss":
+            bursts = rng.poisson(0.35 * duration, n)
+            lost = lost + np.where(bursts > 0, 1 + rng.poisson(50 * np.maximum(bursts, 1)), 0)
+        elif self.shape == "inversion":
+            mean = 0.02 * max(0.0, 1 - load / (0.3 * c))
+            lost = lost + rng.poisson(mean * offered * np.exp(0.3 * rng.standard_normal(n)))
+        return offered, np.minimum(np.round(lost), offered).astype(np.int64)
+
+    def __call__(self, load: float, duration: float) -> Measurement:
+        offered, lost = self.lost(load, duration, self.rng, 1)
+        return Measurement(load, duration, offered, offered - int(lost[0]))
+
+    def bad_share(self, load: float, loss_ratio: float, duration: float, n: int = 4000) -> float:
+        offered, lost = self.lost(load, duration, np.random.default_rng([self.seed, 7]), n)
+        return float(np.mean(lost > loss_ratio * offered))
+
+    def truth(self, loss_ratio: float, exceed_ratio: float, duration: float, min_load: float,
+              max_load: float, tol: float = 2e-4) -> dict[str, float | None]:
+        """{'conservative': ..., 'knee': ...} loads in pps (None: the minimum fails)."""
+        def bad(ld):
+            return self.bad_share(ld, loss_ratio, duration) > exceed_ratio
+
+        def refine(good_ld, bad_ld):
+            while abs(bad_ld / good_ld - 1) > tol:
+                mid = math.sqrt(good_ld * bad_ld)
+                good_ld, bad_ld = (good_ld, mid) if bad(mid) else (mid, bad_ld)
+            return good_ld
+
+        grid = np.geomspace(min_load, max_load, int(math.log(max_load / min_load) / 0.01) + 1)
+        flags = [bad(ld) for ld in grid]
+        if not any(flags):
+            return {"conservative": max_load, "knee": max_load}
+        first = flags.index(True)
+        conservative = None if first == 0 else refine(grid[first - 1], grid[first])
+        last_good = max((i for i, f in enumerate(flags) if not f), default=None)
+        if last_good is None or last_good == len(grid) - 1:
+            knee = None if last_good is None else max_load
+        else:
+            knee = refine(grid[last_good], grid[last_good + 1])
+        return {"conservative": conservative, "knee": knee}

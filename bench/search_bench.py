@@ -52,11 +52,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def run_softnet(sut: SimulatedSut) -> dict:
-    import os
-    conf = float(os.environ.get("SN_CONF", 0.95))
-    per_load = int(os.environ.get("SN_PER_LOAD", 9))
-    goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION, confidence=conf) for x in LOSS_RATIOS]
-    r = search(sut, goals, MIN_LOAD, MAX_LOAD, WIDTH, max_trials_per_load=per_load)
+    goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION) for x in LOSS_RATIOS]
+    r = search(sut, goals, MIN_LOAD, MAX_LOAD, WIDTH)  # library defaults
     return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
             "values": [g.lower_bound_pps if g.status not in ("min_load_fails",) else None for g in r.goals],
             "statuses": [g.status for g in r.goals]}

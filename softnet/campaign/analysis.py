@@ -61,7 +61,7 @@ def cell_label(knobs: dict, spec: dict) -> str:
 def analyze_campaign(store: Store, campaign_id: str) -> list[Configuration]:
     out = []
     for cell in store.cells(campaign_id):
-        if cell["spec"]["method"].get("kind") == "search":
+        if cell["spec"].get("method", {}).get("kind") == "search":
             continue  # searches are summarized by search_analysis
         trials = store.trials(campaign_id, cell["cell_id"])
         if not trials:

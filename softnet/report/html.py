@@ -438,8 +438,55 @@ def _flag_glossary(configs: Sequence[Configuration]) -> str:
     return "\n".join(out)
 
 
+def _searches_section(summaries: Sequence, workdir: Path, keep_dir: Path | None) -> str:
+    """Per search: a table row per goal (bounds, confidence, loss CI, diagnosis)
+    and the trajectory plot; over repeats, the verdict and CV."""
+    if not summaries:
+        return ""
+    out = ["<h2>NDR/PDR searches</h2>",
+           '<p class="note">softnet.search: loads classified from repeated trials (posterior confidence that '
+           "the share of trials exceeding the goal's loss ratio is on one side of the exceed ratio); bounds "
+           "are the highest load meeting the goal below the lowest load failing it. Loss CI: 95% Clopper-Pearson "
+           "over the packets of the trials at the lower bound.</p>",
+           "<table><tr><th>configuration</th><th>goal</th><th>searches</th><th>verdict</th>"
+           "<th>value pps (mean)</th><th>CV</th></tr>"]
+    for s in summaries:
+        out.append(f"<tr><td>{e(s.label)}</td><td>{e(s.goal)}</td><td>{len(s.repeats)}</td>"
+                   f"<td>{e(s.verdict)}</td><td>{e(_rate_pair(s.value_pps))}</td>"
+                   f"<td>{'-' if s.cv is None else f'{s.cv:.2%}'}</td></tr>")
+    out.append("</table><table><tr><th>configuration</th><th>goal</th><th>run</th><th>status</th>"
+               "<th>lower pps (conf.)</th><th>upper pps (conf.)</th><th>loss at lower [CI95]</th><th>trials</th>"
+               "<th>diagnosis</th></tr>")
+    for s in summaries:
+        for r in s.repeats:
+            ci = "-" if r["lower_loss_ratio"] is None else (
+                f"{r['lower_loss_ratio']:.2e} [{r['lower_loss_ci95_low']:.1e}, {r['lower_loss_ci95_high']:.1e}]")
+            conf = [("" if c is None else f" ({c:.3f})") for c in (r["lower_confidence"], r["upper_confidence"])]
+            out.append(f"<tr><td>{e(s.label)}</td><td>{e(s.goal)}</td><td>{r['run_index']}</td>"
+                       f"<td>{e(r['status'])}</td><td>{e(_rate_pair(r['lower_bound_pps']))}{e(conf[0])}</td>"
+                       f"<td>{e(_rate_pair(r['upper_bound_pps']))}{e(conf[1])}</td><td>{e(ci)}</td>"
+                       f"<td>{r['trial_count']} ({r['trial_seconds']:.1f} s)</td><td>{e(r['diagnosis'])}</td></tr>")
+    out.append("</table>")
+    target = keep_dir if keep_dir is not None else workdir
+    by_search: dict = {}
+    for s in summaries:
+        for r, trials in zip(s.repeats, s.trials):
+            key = (s.campaign_id, s.cell_id, r["run_index"])
+            by_search.setdefault(key, (s.label, trials, []))[2].append(
+                (s.goal, s.loss_ratio, r["lower_bound_pps"], r["upper_bound_pps"]))
+    for i, ((cid, cell, run), (label, trials, bounds)) in enumerate(by_search.items()):
+        title = f"search: {label}, cell {cell}, run {run}"
+        files = plots.plot_search(trials, bounds, title, target / f"search{i + 1:02d}",
+                                  formats=plots.FORMATS if keep_dir is not None else ("png",))
+        png = next(p for p in files if p.suffix == ".png")
+        out.append(f"<figure>{_img(png, title)}<figcaption class=\"note\">{e(title)} ({e(cid)}): the load of "
+                   "each trial in order, coloured by the tightest goal it failed; lines: final bounds."
+                   "</figcaption></figure>")
+    return "\n".join(out)
+
+
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
-                  provenance: dict | None = None, plots_dir: Path | None = None) -> str:
+                  provenance: dict | None = None, plots_dir: Path | None = None, searches: Sequence = ()) -> str:
     """The complete HTML document (a string) for analysed configurations.
 
     ``provenance``: ``softnet_provenance(results_dir)`` for softnet results.
@@ -447,12 +494,14 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     folder is used and removed).
     """
     configs = list(configs)
-    if not configs:
+    if not configs and not searches:
         raise ValueError("no configuration to report")
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    sources = sorted({c.source for c in configs})
+    sources = sorted({c.source for c in configs} | ({"softnet"} if searches else set()))
+    keep = Path(plots_dir) if plots_dir is not None else None
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
-        figures = _figures(configs, Path(tmp), Path(plots_dir) if plots_dir is not None else None)
+        figures = _figures(configs, Path(tmp), keep) if configs else ""
+        search_html = _searches_section(searches, Path(tmp), keep)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -461,10 +510,10 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         f'<p class="sub">Source: <code>{e(source)}</code> ({e(", ".join(sources))}) \u00b7 generated {e(now)} '
         f"by softnet {e(__version__)} \u00b7 method: PASTRAMI load-loss analysis (PLR/DR/T(O) with Student-t "
         "CI, TIR saturation check, PDR@X% and NDR)</p>",
-        "<h2>Summary</h2>", _summary(configs),
-        "<h2>Plots</h2>", figures,
-        "<h2>Configurations</h2>",
+        *(("<h2>Summary</h2>", _summary(configs), "<h2>Plots</h2>", figures, "<h2>Configurations</h2>")
+          if configs else ()),
         *(_config_section(i, c, provenance) for i, c in enumerate(configs)),
+        search_html,
         _flag_glossary(configs),
         _campaign_provenance(provenance),
         "</main></body></html>",
@@ -480,12 +529,20 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     confidence). Default ``out_file``: ``<results_dir>/report.html`` for a
     softnet results directory, ``./softnet-report.html`` otherwise.
     """
+    from softnet.campaign.search_analysis import summarize_searches
+
     src = Path(path_or_results_dir)
     configs = analyze_path(src, **analysis_kw)
     is_results = (src / DB_NAME).exists()
+    searches = []
+    if is_results:
+        with Store(src, read_only=True) as store:
+            ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
+                [c["campaign_id"] for c in store.campaigns()]
+            searches = [s for cid in ids for s in summarize_searches(store, cid)]
     prov = softnet_provenance(src) if is_results else None
     if prov is not None:  # only the campaigns reported on
-        ids = {cfg.meta.get("campaign_id") for cfg in configs}
+        ids = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in searches}
         prov["campaigns"] = [c for c in prov["campaigns"] if c.get("campaign_id") in ids]
     if title is None:
         if is_results:
@@ -496,7 +553,8 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     if out_file is None:
         out_file = src / "report.html" if is_results else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
-    text = render_report(configs, title=title, source=str(src), provenance=prov, plots_dir=plots_dir)
+    text = render_report(configs, title=title, source=str(src), provenance=prov, plots_dir=plots_dir,
+                         searches=searches)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -389,3 +389,46 @@ def plot_all(configs: Iterable, out_dir: Path, pdr_loss_ratio: float | None = No
         "delivery": plot_delivery(configs, out_dir / f"{prefix}delivery", pdr_loss_ratio, **kw),
         "throughput": plot_throughput(configs, out_dir / f"{prefix}throughput", **kw),
     }
+
+
+def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, float | None, float | None]],
+                  title: str) -> Figure:
+    """One search: the load of each trial in order (log scale), coloured by the
+    worst goal it failed, and each goal's final lower/upper bounds as lines.
+    ``bounds``: (goal name, goal loss ratio, lower pps, upper pps)."""
+    with matplotlib.rc_context(STYLE):
+        fig, ax = _new_figure(1)
+        goals = sorted(bounds, key=lambda b: b[1])
+        colors = ["#2a9d4b", "#f08c00", "#d62828", "#7b2cbf", "#1d4ed8", "#6b7280"]
+        x = np.arange(1, len(trials) + 1)
+        loads = np.array([t["intended_rate_pps"] for t in trials], dtype=float)
+        worst = []
+        for t in trials:
+            loss = t.get("loss_ratio") or 0.0
+            failed = [i for i, g in enumerate(goals) if loss > g[1]]
+            worst.append(len(goals) if not t.get("valid", True) else (max(failed) + 1 if failed else 0))
+        handles = []
+        names = ["meets every goal"] + [f"fails {g[0]}" for g in goals]
+        for k, name in enumerate(names):
+            sel = np.array(worst) == k
+            if sel.any():
+                handles.append(ax.scatter(x[sel], loads[sel], s=22, color=colors[k % len(colors)],
+                                          marker=MARKERS[k % len(MARKERS)], label=name, zorder=3))
+        invalid = np.array([not t.get("valid", True) for t in trials])
+        if invalid.any():
+            handles.append(ax.scatter(x[invalid], loads[invalid], s=40, facecolors="none", edgecolors="black",
+                                      label="invalid trial (not evidence)", zorder=4))
+        ax.plot(x, loads, color="#9aa3b2", linewidth=0.7, zorder=2)
+        n_points = len(handles)
+        for i, (name, _, lo, up) in enumerate(goals):
+            for y, style, what in ((lo, "-", "lower"), (up, ":", "upper")):
+                if y is not None:
+                    handles.append(_hline(ax, y, f"{name} {what} bound", colors[(i + 1) % len(colors)], style))
+        ax.set_yscale("log")
+        ax.set_xlabel("trial (in search order)")
+        ax.set_ylabel("intended load [pps]")
+        return _finish(fig, ax, handles, 2, _mpl_text(title), n_points)
+
+
+def plot_search(trials, bounds, title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    return save_figure(search_figure(trials, bounds, title), out_base, formats)

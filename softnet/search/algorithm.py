@@ -191,7 +191,11 @@ class _Search:
             done[i] = p
         if self.check_min_load:
             for i, g in enumerate(self.goals):
-                c, conclusive = self.load_class(g, self.snap(self.min_load), self.final_confidence)
+                # Meeting the goal there needs the goal's confidence; failing it (which
+                # fails the goal) the final one.
+                c, conclusive = self.load_class(g, self.snap(self.min_load))
+                if c.kind == UPPER and not c.majority:
+                    c, conclusive = self.load_class(g, self.snap(self.min_load), self.final_confidence)
                 if done[i].status in ("found", "unstable") and not conclusive:
                     return _Step(self.snap(self.min_load), g.final_trial_duration,
                                  "check the minimum load (loss inversion)"), done

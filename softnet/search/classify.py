@@ -4,8 +4,8 @@ Each trial at a load is good or bad for a goal. The share p of bad trials a
 load would produce is unknown; with a Jeffreys prior Beta(1/2, 1/2) and k bad
 of n trials its posterior is Beta(k + 1/2, n - k + 1/2). The load is an upper
 bound once P(p > exceed_ratio) >= confidence, a lower bound once
-P(p <= exceed_ratio) >= confidence. Far from the goal three agreeing trials
-suffice (0.967 at exceed_ratio 0.5, confidence 0.95); near it more are taken, up to a cap after
+P(p <= exceed_ratio) >= confidence. Far from the goal two agreeing trials
+suffice (0.924 at exceed_ratio 0.5, confidence 0.9; five for 0.99, the final bounds); near it more are taken, up to a cap after
 which the load is *uncertain*: one unlucky trial never decides a load.
 """
 from __future__ import annotations

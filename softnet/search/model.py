@@ -29,7 +29,7 @@ class Goal:
     relative_width: float | None = None
     initial_trial_duration: float | None = None
     final_trial_duration: float = 1.0
-    confidence: float = 0.95
+    confidence: float = 0.9
 
     def __post_init__(self):
         checks = (("loss_ratio", 0 <= self.loss_ratio < 1, "in [0, 1)"),

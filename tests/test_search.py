@@ -1,0 +1,213 @@
+"""softnet.search: the algorithm on simulated SUTs, search campaigns, the CLI,
+and one real search on the local testbed."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from softnet.campaign.runner import campaign_id, run_campaign
+from softnet.campaign.spec import CampaignSpec
+from softnet.search import Goal, Measurement, search
+from softnet.search.classify import LOWER, PENDING, UPPER, classify
+from softnet.search.simulated import SimulatedSut
+from softnet.store.results import Store
+from tests.conftest import needs_root, softnet_cmd
+
+GOALS = [Goal(loss_ratio=0.0), Goal(loss_ratio=0.005)]
+
+
+def flat_capacity(capacity: float, low_load_loss: float = 0.0):
+    """A deterministic SUT: forwards min(load, capacity), minus a fixed ratio."""
+    def measure(load, duration):
+        offered = int(load * duration)
+        fwd = min(offered, int(capacity * duration))
+        return Measurement(load, duration, offered, int(fwd * (1 - low_load_loss)))
+    return measure
+
+
+def trial(bad: bool) -> Measurement:
+    return Measurement(1e6, 1.0, 1_000_000, 999_000 if bad else 1_000_000)
+
+
+def test_classification_needs_agreeing_trials_not_one_unlucky_trial():
+    g = Goal(loss_ratio=0.0, confidence=0.95)
+    assert classify(g, 1e6, [trial(True)], 9).kind == PENDING  # one bad trial decides nothing
+    assert classify(g, 1e6, [trial(True), trial(True)], 9).kind == PENDING
+    assert classify(g, 1e6, [trial(True)] * 3, 9).kind == UPPER
+    mixed = [trial(True)] + [trial(False)] * 6
+    assert classify(g, 1e6, mixed, 9).kind == LOWER
+    c = classify(g, 1e6, [trial(True), trial(False)] * 4 + [trial(True)], 9)
+    assert c.majority and c.kind == UPPER and c.confidence < 0.95
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sharp_knee_bounds_bracket_the_truth_within_the_width(seed):
+    sut = SimulatedSut("sharp", 1.2e6, seed)
+    r = search(sut, GOALS, 1e4, 1e7, 0.005)
+    assert r.stopped_by == "done" and r.trial_count == len(r.trials) < 80
+    for g, x in zip(r.goals, (0.0, 0.005)):
+        truth = sut.truth(x, 0.5, 1.0, 1e4, 1e7)["conservative"]
+        assert g.status == "found", g.diagnosis
+        assert (g.upper_bound_pps - g.lower_bound_pps) / g.upper_bound_pps <= 0.005 + 1e-9
+        assert abs(g.lower_bound_pps / truth - 1) < 0.01
+        assert g.lower.confidence > 0.5 and g.lower.loss_ratio_ci95[0] <= g.lower.loss_ratio <= g.lower.loss_ratio_ci95[1]
+    assert r.trial_seconds == pytest.approx(sum(m.duration_s for m in r.trials))
+
+
+def test_minimum_load_already_losing_gives_a_diagnosis_not_an_exception():
+    r = search(flat_capacity(5e5, low_load_loss=0.02), GOALS, 1e4, 1e7, 0.005)
+    for g in r.goals:
+        assert g.status == "min_load_fails" and g.lower_bound_pps is None and g.upper_bound_pps == 1e4
+        assert "minimum load" in g.diagnosis and g.value_pps is None
+
+
+def test_goal_met_at_the_maximum_load():
+    r = search(flat_capacity(2e7), GOALS, 1e4, 1e6, 0.005)
+    assert [g.status for g in r.goals] == ["above_max_load"] * 2
+    assert all(g.lower_bound_pps == 1e6 and g.upper_bound_pps is None for g in r.goals)
+
+
+def test_budget_returns_best_known_bounds_with_a_diagnosis():
+    r = search(SimulatedSut("sharp", 1e6, 3), GOALS, 1e4, 1e7, 0.005, max_trials=6)
+    assert r.trial_count == 6 and r.stopped_by == "budget"
+    assert {g.status for g in r.goals} == {"budget_exhausted"}
+    r = search(SimulatedSut("sharp", 1e6, 3), GOALS, 1e4, 1e7, 0.005, max_trial_seconds=4.5)
+    assert r.trial_seconds <= 4.5 and r.stopped_by == "budget"
+
+
+def test_generator_limited_trials_are_never_evidence():
+    """Above 2 Mpps the 'generator' cannot keep up: those trials are flagged and
+    their counts (all lost) must not make an upper bound."""
+    def measure(load, duration):
+        offered = int(load * duration)
+        if load > 2e6:
+            return Measurement(load, duration, offered, 0, ("generator_limited",), {"achieved_rate_pps": 2.1e6})
+        return Measurement(load, duration, offered, offered)  # the SUT itself never loses
+
+    r = search(measure, GOALS, 1e4, 1e7, 0.005)
+    for g in r.goals:
+        assert g.upper_bound_pps is None and g.status == "above_max_load"
+        assert g.lower_bound_pps <= 2.1e6 and "could not be offered" in g.diagnosis
+    flagged = [m for m in r.trials if not m.valid]
+    assert flagged and all(m.intended_load_pps > 2e6 for m in flagged)
+
+
+def test_loss_inversion_is_found_and_reported():
+    """Loss at low load that vanishes at higher load: the min-load check finds it."""
+    sut = SimulatedSut("inversion", 1e6, 5)
+    r = search(sut, GOALS, 1e4, 1e7, 0.005)
+    for g in r.goals:
+        assert g.status == "min_load_fails"
+        assert g.inversions and g.inversions[-1]["meets_goal_at_pps"] > 0.9e6
+        assert "loss inversion" in g.diagnosis
+
+
+def test_short_trials_bracket_and_final_trials_decide():
+    sut = SimulatedSut("sharp", 8e5, 4)
+    goals = [Goal(loss_ratio=0.005, initial_trial_duration=0.1, final_trial_duration=1.0)]
+    r = search(sut, goals, 1e4, 1e7, 0.005)
+    g = r.goals[0]
+    assert g.status == "found"
+    assert any(m.duration_s == 0.1 for m in r.trials)
+    finals = [m for m in r.trials if m.intended_load_pps in (g.lower_bound_pps, g.upper_bound_pps)]
+    assert all(m.duration_s == 1.0 for m in finals if m.intended_load_pps == g.lower_bound_pps) or \
+        sum(m.duration_s == 1.0 for m in finals) >= 3
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    ({"loss_ratio": 1.5}, "Goal.loss_ratio"), ({"exceed_ratio": 0.0}, "Goal.exceed_ratio"),
+    ({"confidence": 0.3}, "Goal.confidence"),
+    ({"initial_trial_duration": 5.0, "final_trial_duration": 1.0}, "Goal.initial_trial_duration")])
+def test_bad_goals_name_the_field(kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        Goal(**kwargs)
+
+
+SEARCH_SPEC = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 400_000, "seed": 3},
+               "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "runs": 2, "duration_s": 1.0}}
+
+
+def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch):
+    spec = CampaignSpec.model_validate(SEARCH_SPEC)
+    run_campaign(spec, tmp_path / "whole")
+    parts = tmp_path / "parts"
+    real_add, calls = Store.add_trial, {"n": 0}
+
+    def add_then_die(self, *a, **kw):
+        real_add(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == 30:  # in the middle of the second search
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "add_trial", add_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(spec, parts)
+    monkeypatch.setattr(Store, "add_trial", real_add)
+    events = []
+    run_campaign(spec, parts, events.append)
+    assert "1 already complete" in events[0].message
+    cid = campaign_id(spec)
+    q = ("SELECT cell_id, run_index, load_index, intended_rate_pps, duration_s, sent_pkts, received_pkts "
+         "FROM trials ORDER BY cell_id, run_index, load_index")
+    with Store(tmp_path / "whole", read_only=True) as a, Store(parts, read_only=True) as b:
+        assert a.query(q) == b.query(q)
+        assert a.searches(cid) == b.searches(cid)
+        assert {r["status"] for r in b.searches(cid)} == {"found"}
+
+
+def test_search_spec_errors_name_the_field():
+    bad = {**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], "goals": ["pdrx"]}}
+    with pytest.raises(Exception, match="pdrx"):
+        CampaignSpec.model_validate(bad)
+    bad = {**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], "loads": ["1kpps"]}}
+    with pytest.raises(Exception, match="chooses its own loads"):
+        CampaignSpec.model_validate(bad)
+
+
+def test_search_cli_synthetic_json(tmp_path):
+    out = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--repeats", "3", "--results", str(tmp_path),
+                                     "--json"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    by_goal = {s["goal"]: s for s in doc["searches"]}
+    assert set(by_goal) == {"NDR", "PDR0.5%"}
+    for s in by_goal.values():
+        assert len(s["repeats"]) == 3 and s["verdict"] == "found" and s["cv"] < 0.05
+        assert all(r["lower_bound_pps"] < r["upper_bound_pps"] for r in s["repeats"])
+    report = subprocess.run(softnet_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "NDR/PDR searches" in html and "PDR0.5%" in html
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--goals", "ndr,pdrx"], "--goals"), (["--width", "2"], "--width"), (["--min-load", "5Mpps"], "--max-load"),
+    (["--repeats", "0"], "--repeats"), (["--confidence", "0.2"], "--confidence")])
+def test_search_cli_bad_input(tmp_path, args, option):
+    out = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--results", str(tmp_path / "r"), *args),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and option in out.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@needs_root
+@pytest.mark.netns
+def test_real_search_on_the_testbed(tmp_path, host_unchanged):
+    out = subprocess.run(softnet_cmd("search", "--sut", "ipv4-fwd", "--goals", "pdr0.5", "--width", "0.05",
+                                     "--min-load", "20kpps", "--max-load", "2Mpps", "--duration", "0.5",
+                                     "--warmup", "0.2", "--max-trials", "14", "--results", str(tmp_path), "--json"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)["searches"][0]
+    r = s["repeats"][0]
+    assert r["status"] in ("found", "unstable", "budget_exhausted", "min_load_fails")
+    assert 1 <= r["trial_count"] <= 14
+    with Store(tmp_path, read_only=True) as store:
+        trials = store.query("SELECT intended_rate_pps, sent_pkts, received_pkts, valid FROM trials")
+    assert len(trials) == r["trial_count"]
+    assert trials[0]["intended_rate_pps"] == 2e6  # first trial at the maximum load
+    assert all(t["sent_pkts"] > 0 for t in trials)  # real counters from the sink and generator
+    if r["lower_bound_pps"] is not None:
+        assert 20e3 <= r["lower_bound_pps"] < 2e6

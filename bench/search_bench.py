@@ -22,8 +22,13 @@ meets the goal; "none" when the minimum load fails) and, for reference, the
 knee truth (the highest crossing). A method's outcome is wrong when it gives a
 number where the truth is "none" or the reverse.
 
+Real testbed (--real N, root): N independent NDR + PDR0.5% searches on kernel
+IPv4 forwarding (1 s trials, width 2%, at most 30 trials each), their values,
+coefficient of variation and verdict ("unstable" above 5% CV or when a search
+says so). Written to search_real-<UTC>.json / search_real_latest.json.
+
 Writes bench/results/search_bench-<UTC>.json and search_latest.json.
-Run: .venv/bin/python bench/search_bench.py [--seeds 20]
+Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--real 10]
 """
 from __future__ import annotations
 
@@ -118,7 +123,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--real", type=int, default=0, help="only the real-testbed repeat benchmark, N searches")
     args = ap.parse_args()
+    if args.real:
+        return real_bench(args.real)
     methods = args.methods.split(",")
     rows = []
     t0 = time.time()
@@ -151,6 +159,35 @@ def main() -> None:
     for path in (RESULTS / f"search_bench-{stamp}.json", RESULTS / "search_latest.json"):
         path.write_text(json.dumps(out, indent=1, default=float))
     show(summary, out["targets"])
+
+
+def real_bench(repeats: int) -> None:
+    import tempfile
+
+    from softnet.campaign.runner import run_campaign
+    from softnet.campaign.search_analysis import summarize_searches
+    from softnet.campaign.spec import CampaignSpec
+    from softnet.store.results import Store
+
+    spec = CampaignSpec.model_validate({
+        "name": "search-real-bench", "testbed": {"sut": "ipv4-fwd"},
+        "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "width": 0.02, "min_load": "10kpps",
+                   "max_load": "2Mpps", "duration_s": 1.0, "warmup_s": 0.3, "runs": repeats, "max_trials": 30}})
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="softnet-search-bench-") as tmp:
+        cid = run_campaign(spec, tmp, lambda e: print(e.message, flush=True) if e.kind == "search" else None)
+        with Store(tmp, read_only=True) as store:
+            summaries = [s.to_dict() for s in summarize_searches(store, cid)]
+    out = {"benchmark": "search_real", "spec": spec.model_dump(), "summaries": summaries,
+           "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search_real")}
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for path in (RESULTS / f"search_real-{stamp}.json", RESULTS / "search_real_latest.json"):
+        path.write_text(json.dumps(out, indent=1, default=float))
+    for s in summaries:
+        vals = [r["value_pps"] for r in s["repeats"]]
+        print(f"{s['goal']}: verdict {s['verdict']}, CV {s['cv']}, values {vals}, "
+              f"statuses {[r['status'] for r in s['repeats']]}, trials {[r['trial_count'] for r in s['repeats']]}")
 
 
 def summarize(rows: list[dict], methods: list[str]) -> dict:

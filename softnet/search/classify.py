@@ -5,8 +5,11 @@ load would produce is unknown; with a Jeffreys prior Beta(1/2, 1/2) and k bad
 of n trials its posterior is Beta(k + 1/2, n - k + 1/2). The load is an upper
 bound once P(p > exceed_ratio) >= confidence, a lower bound once
 P(p <= exceed_ratio) >= confidence. Far from the goal two agreeing trials
-suffice (0.924 at exceed_ratio 0.5, confidence 0.9; five for 0.99, the final bounds); near it more are taken, up to a cap after
-which the load is *uncertain*: one unlucky trial never decides a load.
+suffice (0.924 at exceed_ratio 0.5 and confidence 0.9; five for 0.99, the
+level the final bounds need); near it more are taken, up to a cap after which
+the majority decides (ties count as bad) and the load is marked ``majority``,
+with a stated confidence below the goal's. One unlucky trial never decides a
+load.
 """
 from __future__ import annotations
 

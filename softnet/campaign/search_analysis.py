@@ -1,9 +1,9 @@
 """Summaries of stored searches: per cell and goal, over the repeated searches.
 
 A goal's verdict over R repeats:
-- "unstable" when a search said so, or when the values of R >= 3 searches
-  vary with a coefficient of variation above UNSTABLE_CV: the SUT cannot be
-  pinned down, and no value is given;
+- "unstable" when a search said so, or when the lower bounds of R >= 3
+  searches vary with a coefficient of variation above UNSTABLE_CV: the SUT
+  cannot be pinned down, and no value is given;
 - otherwise the status all searches agree on ("found", "min_load_fails", ...)
   or "mixed" when they disagree.
 """
@@ -28,7 +28,7 @@ class SearchSummary:
     loss_ratio: float
     verdict: str
     value_pps: float | None  # mean of the repeats' values when the verdict is "found"
-    cv: float | None
+    cv: float | None  # of the repeats' lower bounds
     repeats: list[dict] = field(default_factory=list)
     trials: list[list[dict]] = field(default_factory=list, repr=False)  # per repeat, for plots
 
@@ -45,8 +45,9 @@ def summarize_searches(store: Store, campaign_id: str) -> list[SearchSummary]:
     for key in dict.fromkeys((r["cell_id"], r["goal"]) for r in rows):
         sel = [r for r in rows if (r["cell_id"], r["goal"]) == key]
         cell = cells[key[0]]
+        lowers = [r["lower_bound_pps"] for r in sel if r["lower_bound_pps"] is not None]
         values = [r["value_pps"] for r in sel if r["value_pps"] is not None]
-        cv = float(np.std(values, ddof=1) / np.mean(values)) if len(values) >= 2 else None
+        cv = float(np.std(lowers, ddof=1) / np.mean(lowers)) if len(lowers) >= 2 else None
         statuses = {r["status"] for r in sel}
         if "unstable" in statuses or (len(sel) >= 3 and cv is not None and cv > UNSTABLE_CV):
             verdict = "unstable"

@@ -58,3 +58,23 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespace
 
 def softnet_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "softnet", *args]
+
+
+def run_until_interrupted(monkeypatch, run, after_trials: int) -> None:
+    """Call ``run()`` with a KeyboardInterrupt raised right after the
+    ``after_trials``-th stored trial (a kill between two trials), then restore
+    the store."""
+    from softnet.store.results import Store
+
+    real_add, calls = Store.add_trial, {"n": 0}
+
+    def add_then_die(self, *a, **kw):
+        real_add(self, *a, **kw)
+        calls["n"] += 1
+        if calls["n"] == after_trials:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "add_trial", add_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.setattr(Store, "add_trial", real_add)

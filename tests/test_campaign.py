@@ -15,7 +15,7 @@ from softnet.campaign.runner import campaign_id, run_campaign
 from softnet.campaign.spec import CampaignSpec, load_spec
 from softnet.errors import InputError
 from softnet.store.results import DB_NAME, Store
-from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
+from tests.conftest import host_state, needs_root, run_until_interrupted, softnet_cmd, wait_host_state
 
 SYNTH = {"name": "synth", "testbed": {"sut": "synthetic"},
          "synthetic": {"o_sat_pps": 500_000, "plr_at_sat": 0.002, "seed": 7},
@@ -73,19 +73,7 @@ def test_interrupted_synthetic_campaign_resumes_to_identical_results(tmp_path, m
     whole = tmp_path / "whole"
     run_campaign(spec, whole)
     parts = tmp_path / "parts"
-    real_add = Store.add_trial
-    calls = {"n": 0}
-
-    def add_then_die(self, *a, **kw):
-        real_add(self, *a, **kw)
-        calls["n"] += 1
-        if calls["n"] == 17:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Store, "add_trial", add_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        run_campaign(spec, parts)
-    monkeypatch.setattr(Store, "add_trial", real_add)
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, parts), after_trials=17)
     events = []
     run_campaign(spec, parts, events.append)
     assert "17 already stored" in events[0].message

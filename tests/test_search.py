@@ -13,7 +13,7 @@ from softnet.search import Goal, Measurement, search
 from softnet.search.classify import LOWER, PENDING, UPPER, classify
 from softnet.search.simulated import SimulatedSut
 from softnet.store.results import Store
-from tests.conftest import needs_root, softnet_cmd
+from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
 
 GOALS = [Goal(loss_ratio=0.0), Goal(loss_ratio=0.005)]
 
@@ -133,18 +133,8 @@ def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch):
     spec = CampaignSpec.model_validate(SEARCH_SPEC)
     run_campaign(spec, tmp_path / "whole")
     parts = tmp_path / "parts"
-    real_add, calls = Store.add_trial, {"n": 0}
-
-    def add_then_die(self, *a, **kw):
-        real_add(self, *a, **kw)
-        calls["n"] += 1
-        if calls["n"] == 30:  # in the middle of the second search
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Store, "add_trial", add_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        run_campaign(spec, parts)
-    monkeypatch.setattr(Store, "add_trial", real_add)
+    # 30 stored trials: in the middle of the second search
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, parts), after_trials=30)
     events = []
     run_campaign(spec, parts, events.append)
     assert "1 already complete" in events[0].message

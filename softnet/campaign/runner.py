@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from softnet.campaign.measurers import measurer_for
-from softnet.campaign.search_runner import run_cell_searches
+from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
 from softnet.store.results import Store
@@ -102,11 +102,11 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
 
             with measurer_for(cell, cell_id) as m:
                 for run_index in todo:
-                    for r in run_cell_searches(store, cid, cell_id, knobs, cell, m, [run_index], on_trial):
-                        count += 1
-                        goals = "; ".join(f"{g['goal']['name']} {g['status']} "
-                                          f"[{g['lower_bound_pps'] or 0:,.0f}, {g['upper_bound_pps'] or 0:,.0f}]"
-                                          for g in r["goals"])
-                        on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
-                                       f"{r['trial_count']} trials: {goals}"))
+                    r = run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial)
+                    count += 1
+                    goals = "; ".join(f"{g['goal']['name']} {g['status']} "
+                                      f"[{g['lower_bound_pps'] or 0:,.0f}, {g['upper_bound_pps'] or 0:,.0f}]"
+                                      for g in r["goals"])
+                    on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
+                                   f"{r['trial_count']} trials: {goals}"))
     return cid

@@ -30,7 +30,7 @@ class SearchSummary:
     value_pps: float | None  # mean of the repeats' values when the verdict is "found"
     cv: float | None  # of the repeats' lower bounds
     repeats: list[dict] = field(default_factory=list)
-    trials: list[list[dict]] = field(default_factory=list, repr=False)  # per repeat, for plots
+    trials: list[list[dict]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -38,7 +38,8 @@ class SearchSummary:
         return d
 
 
-def summarize_searches(store: Store, campaign_id: str) -> list[SearchSummary]:
+def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False) -> list[SearchSummary]:
+    """``with_trials``: also load every repeat's trial results (the report's plots)."""
     rows = store.searches(campaign_id)
     cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
     out = []
@@ -53,7 +54,7 @@ def summarize_searches(store: Store, campaign_id: str) -> list[SearchSummary]:
             verdict = "unstable"
         else:
             verdict = statuses.pop() if len(statuses) == 1 else "mixed"
-        trials = [store.trial_results(campaign_id, key[0], r["run_index"]) for r in sel]
+        trials = [store.trial_results(campaign_id, key[0], r["run_index"]) for r in sel] if with_trials else []
         out.append(SearchSummary(campaign_id, key[0], cell_label(cell["knobs"], cell["spec"]), key[1],
                                  sel[0]["loss_ratio"], verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,

@@ -57,16 +57,14 @@ class ReplayThenMeasure:
         return as_measurement(result)
 
 
-def run_cell_searches(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec,
-                      measurer, todo_runs: list[int], on_trial: Callable[[dict, bool], None]) -> list[dict]:
+def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
+               run_index: int, on_trial: Callable[[dict, bool], None]) -> dict:
+    """One (cell, repeat) search, replaying what is stored; its result is stored too."""
     m = cell.method
     lo, hi = cell.search_range_pps()
-    out = []
-    for run_index in todo_runs:
-        replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial)
-        result = search(replay, goals_of(cell), lo, hi, m.width, max_trials=m.max_trials,
-                        max_trial_seconds=m.max_trial_seconds).to_dict()
-        result["replayed_trials"] = replay.replayed
-        store.add_search(campaign_id, cell_id, run_index, result)
-        out.append(result)
-    return out
+    replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial)
+    result = search(replay, goals_of(cell), lo, hi, m.width, max_trials=m.max_trials,
+                    max_trial_seconds=m.max_trial_seconds).to_dict()
+    result["replayed_trials"] = replay.replayed
+    store.add_search(campaign_id, cell_id, run_index, result)
+    return result

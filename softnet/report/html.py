@@ -539,7 +539,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
         with Store(src, read_only=True) as store:
             ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
                 [c["campaign_id"] for c in store.campaigns()]
-            searches = [s for cid in ids for s in summarize_searches(store, cid)]
+            searches = [s for cid in ids for s in summarize_searches(store, cid, with_trials=True)]
     prov = softnet_provenance(src) if is_results else None
     if prov is not None:  # only the campaigns reported on
         ids = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in searches}

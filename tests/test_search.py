@@ -174,7 +174,8 @@ def test_search_cli_synthetic_json(tmp_path):
 
 @pytest.mark.parametrize("args, option", [
     (["--goals", "ndr,pdrx"], "--goals"), (["--width", "2"], "--width"), (["--min-load", "5Mpps"], "--max-load"),
-    (["--repeats", "0"], "--repeats"), (["--confidence", "0.2"], "--confidence")])
+    (["--repeats", "0"], "--repeats"), (["--confidence", "0.2"], "--confidence"),
+    (["--initial-duration", "5", "--duration", "1"], "--initial-duration")])
 def test_search_cli_bad_input(tmp_path, args, option):
     out = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--results", str(tmp_path / "r"), *args),
                          capture_output=True, text=True, timeout=60)

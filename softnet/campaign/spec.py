@@ -89,6 +89,12 @@ class MethodSpec(Strict):
     max_trials: int | None = Field(None, ge=1)
     max_trial_seconds: float | None = Field(None, gt=0)
 
+    @field_validator("goals")
+    @classmethod
+    def goals_parse(cls, goals):
+        parse_goals(goals)
+        return goals
+
     @model_validator(mode="after")
     def one_way_of_giving_loads(self):
         given = [name for name, v in (("loads", self.loads), ("start/stop/step", self.start),
@@ -96,7 +102,6 @@ class MethodSpec(Strict):
         if self.kind == "search":
             if given:
                 raise ValueError(f"a search chooses its own loads: remove {given} (use min_load / max_load)")
-            parse_goals(self.goals)
             if self.initial_duration_s is not None and self.initial_duration_s > self.duration_s:
                 raise ValueError("initial_duration_s must be <= duration_s (the final trial duration)")
             return self

@@ -124,7 +124,8 @@ def cli_error(exc: InputError) -> InputError:
               "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
               "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
               "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
-              "traffic.flows": "--flows", "name": "--name", "method": "--goals"}
+              "traffic.flows": "--flows", "name": "--name",
+              "method": "--initial-duration"}  # the only whole-method check a search can fail
     return InputError(option.get(exc.field, exc.field), exc.message)
 
 

@@ -25,7 +25,7 @@ above) is a loss inversion that makes the goal fail conservatively.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, bound_evidence, classify
@@ -48,7 +48,7 @@ class _Done:
 class _Search:
     def __init__(self, measure, goals, min_load, max_load, width, max_trials, max_trial_seconds,
                  max_trials_per_load, final_confidence, bracket_factor, unstable_width, check_min_load, on_trial):
-        self.measure, self.goals = measure, [g if g.relative_width else _with_width(g, width) for g in goals]
+        self.measure, self.goals = measure, [g if g.relative_width else replace(g, relative_width=width) for g in goals]
         self.min_load, self.max_load = float(min_load), float(max_load)
         self.max_trials, self.max_seconds = max_trials, max_trial_seconds
         self.final_confidence = final_confidence
@@ -230,12 +230,6 @@ class _Search:
                           lower=bound_evidence(classes[lo][0]) if lo is not None else None,
                           upper=bound_evidence(classes[u][0]) if u is not None else None,
                           diagnosis=diagnosis, mixed_loads_pps=mixed, inversions=inversions)
-
-
-def _with_width(g: Goal, width: float) -> Goal:
-    from dataclasses import replace
-
-    return replace(g, relative_width=width)
 
 
 def search(measure: Callable[[float, float], Measurement], goals: list[Goal], min_load_pps: float,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scipy.stats import beta
+from scipy.stats import beta, binomtest
 
 from softnet.search.model import BoundEvidence, Goal, Measurement
 
@@ -57,8 +57,6 @@ def classify(goal: Goal, load_pps: float, trials: list[Measurement], max_trials:
 
 
 def bound_evidence(c: LoadClass) -> BoundEvidence:
-    from scipy.stats import binomtest
-
     offered = sum(t.offered_count for t in c.trials)
     lost = sum(max(0, t.offered_count - t.forwarded_count) for t in c.trials)
     ci = binomtest(lost, offered).proportion_ci(0.95, method="exact") if offered else None

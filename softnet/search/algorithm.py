@@ -5,9 +5,12 @@ Every trial is evidence for every goal (a trial is bad or good for each loss
 ratio), so goals share loads. Per goal, each iteration rebuilds a view of the
 measured loads:
 
-- a load with final-duration trials is classified from them (classify.py);
-  until that is conclusive it is *provisional*: the majority of all its valid
-  trials, short ones included (ties count as bad);
+- a load with final-duration trials is classified from them and from the
+  window of neighbouring loads that, under monotone loss, says most about it
+  (classify.pool_monotone; the minimum load keeps its own evidence, which
+  the inversion check needs); until that is conclusive it is *provisional*:
+  the majority of all its valid trials, short ones included (ties count as
+  bad);
 - U is the lowest load classified upper, L the highest lower below U (the
   conservative pair: a lower bound above U is a loss inversion, reported);
 - while U/L is wider than ``bracket_factor`` x width, bisect with one short
@@ -28,7 +31,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, bound_evidence, classify
+from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, bound_evidence, classify, pool_monotone
 from softnet.search.model import Goal, GoalResult, Measurement, SearchResult
 
 
@@ -59,6 +62,7 @@ class _Search:
         self.snap_tol = min(g.relative_width for g in self.goals) / 8
         self.reached_by: dict[float, float] = {}  # load -> relative step of the expansion that chose it
         self.invalid_cap: float | None = None
+        self._pools: dict[Goal, tuple[int, dict[float, tuple[int, int]]]] = {}
 
     # ---- evidence ------------------------------------------------------
     def snap(self, load: float) -> float:
@@ -71,12 +75,24 @@ class _Search:
     def valid(self, load: float) -> list[Measurement]:
         return [m for m in self.by_load.get(load, []) if m.valid]
 
+    def final(self, g: Goal, load: float) -> list[Measurement]:
+        return [m for m in self.valid(load) if m.duration_s >= g.final_trial_duration]
+
+    def pooled(self, g: Goal, load: float) -> tuple[int, int] | None:
+        """The load's (trials, bad) pooled under monotone loss (None: its own)."""
+        key, pools = self._pools.get(g, (-1, {}))
+        if key != len(self.trials):
+            loads = [ld for ld in sorted(self.by_load) if ld != self.snap(self.min_load)]
+            counts = [(len(f), sum(g.is_bad(m) for m in f)) for f in (self.final(g, ld) for ld in loads)]
+            pools = dict(zip(loads, pool_monotone(counts, g)))
+            self._pools[g] = (len(self.trials), pools)
+        return pools.get(load)
+
     def load_class(self, g: Goal, load: float, confidence: float | None = None) -> tuple[LoadClass, bool]:
         """(classification, conclusive?). Inconclusive loads get the majority
         of all their valid trials, short ones included, as a provisional kind."""
         trials = self.valid(load)
-        final = [m for m in trials if m.duration_s >= g.final_trial_duration]
-        c = classify(g, load, final, self.per_load, confidence)
+        c = classify(g, load, self.final(g, load), self.per_load, confidence, self.pooled(g, load))
         if c.kind in (LOWER, UPPER):
             return c, True
         bad = sum(g.is_bad(m) for m in trials)
@@ -87,8 +103,9 @@ class _Search:
     def view(self, g: Goal):
         classes = {load: self.load_class(g, load) for load in sorted(self.by_load) if self.valid(load)}
         top_lower = max((ld for ld, (c, ok) in classes.items() if c.kind == LOWER and ok), default=0.0)
-        # A loss inversion (upper below a lower bound) needs conclusive evidence, not a majority.
-        uppers = [ld for ld, (c, _) in classes.items() if c.kind == UPPER and not (c.majority and ld < top_lower)]
+        # A loss inversion (upper below a lower bound) needs the final confidence, not a majority.
+        uppers = [ld for ld, (c, _) in classes.items() if c.kind == UPPER and not (
+            ld < top_lower and (c.majority or not self.load_class(g, ld, self.final_confidence)[1]))]
         u = uppers[0] if uppers else None
         lowers = [ld for ld, (c, _) in classes.items() if c.kind == LOWER and (u is None or ld < u)]
         lo = lowers[-1] if lowers else None
@@ -107,9 +124,12 @@ class _Search:
                 return _Done("above_max_load", f"the goal is met at the maximum load {lo:,.0f} pps")
             return _Step(self.expand(lo, +1, g), short, "look for loss above the highest load")
         if lo is None:
+            if u in self.reached_by and not classes[u][1]:
+                # A step down that found loss: one unlucky trial must not walk the search down.
+                return _Step(u, final, "confirm the loss before looking lower")
             if u > self.min_load * (1 + w):
                 return _Step(self.expand(u, -1, g), short, "look for a load meeting the goal")
-            if not classes[u][1]:
+            if not self.load_class(g, u, self.final_confidence)[1]:
                 return _Step(u, final, "confirm the loss at the minimum load")
             return _Done("min_load_fails", f"the goal is not met even at the minimum load {u:,.0f} pps")
         ratio = (u - lo) / u
@@ -126,9 +146,11 @@ class _Search:
         for end in (lo, u):  # the final pair carries the answer: it needs the final confidence
             if not self.load_class(g, end, self.final_confidence)[1]:
                 return _Step(end, final, "confirm a final bound")
-        spread = max(mixed) / min(mixed) - 1 if len(mixed) > 1 else 0.0
+        # The minimum load's own coin toss (checked apart, for inversions) is no spread of the knee.
+        knee_mixed = [ld for ld in mixed if ld != self.snap(self.min_load)]
+        spread = max(knee_mixed) / min(knee_mixed) - 1 if len(knee_mixed) > 1 else 0.0
         if spread > self.unstable_width:
-            return _Done("unstable", f"trials disagree at {len(mixed)} loads spread over {spread:.1%} "
+            return _Done("unstable", f"trials disagree at {len(knee_mixed)} loads spread over {spread:.1%} "
                          f"(more than {self.unstable_width:.0%}): the SUT does not settle on one side")
         note = f"; {len(mixed)} load(s) decided by majority after {self.per_load} trials" if mixed else ""
         return _Done("found", f"bounds {ratio:.3%} apart{note}")
@@ -234,7 +256,7 @@ class _Search:
 
 def search(measure: Callable[[float, float], Measurement], goals: list[Goal], min_load_pps: float,
            max_load_pps: float, relative_width: float = 0.005, *, max_trials: int | None = None,
-           max_trial_seconds: float | None = None, max_trials_per_load: int = 9, final_confidence: float = 0.99,
+           max_trial_seconds: float | None = None, max_trials_per_load: int = 11, final_confidence: float = 0.99,
            bracket_factor: float = 4.0,
            unstable_width: float = 0.05, check_min_load: bool = True,
            on_trial: Callable[[Measurement, str], None] | None = None) -> SearchResult:

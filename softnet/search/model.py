@@ -87,14 +87,16 @@ class Measurement:
 @dataclass
 class BoundEvidence:
     """What the trials at one bound say: counts, the posterior confidence of
-    the classification, and a 95% Clopper-Pearson interval of the pooled loss
-    ratio (packets pooled over the trials; binomial, so narrower than the
-    trial-to-trial spread when trials differ)."""
+    the classification (from ``pooled_trials``: this load's trials plus those
+    of neighbours pooled under monotone loss), and a 95% Clopper-Pearson
+    interval of the loss ratio over this load's packets (binomial, so narrower
+    than the trial-to-trial spread when trials differ)."""
 
     load_pps: float
     trials: int
     bad_trials: int
     confidence: float
+    pooled_trials: int
     loss_ratio: float
     loss_ratio_ci95: tuple[float, float]
     worst_trial_loss_ratio: float

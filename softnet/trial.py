@@ -8,12 +8,15 @@ in flight at the window edges are neither lost nor double counted.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from softnet.analysis.kernel_stats import cpu_freq_hz, trial_kernel_stats
 from softnet.collect import procfs
+from softnet.collect.sampler import INTERVAL_RANGE_S, KernelSampler
 from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.testbed.changes import HostChanges
@@ -43,6 +46,7 @@ class TrialSpec:
     warmup_s: float = 1.0
     frame_bytes: int = 64
     flows: int = 1
+    sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -56,6 +60,9 @@ class TrialSpec:
             raise InputError("--warmup", f"{self.warmup_s} s is outside [0, {WARMUP_RANGE_S[1]:.0f}] s")
         if not (1 <= self.flows <= 64511):
             raise InputError("--flows", f"{self.flows} is outside [1, 64511] (UDP source ports 1024..65534)")
+        lo, hi = INTERVAL_RANGE_S
+        if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
+            raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
         if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
             raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
         total = self.warmup_pkts + self.window_pkts
@@ -127,7 +134,7 @@ def _placement(tb: LocalTestbed, gen: dict, sink: dict, window: dict) -> dict:
         "requested": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu, "steering": p.steering},
         "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus, "sink_share_on_requested_cpus": on_requested,
                      "sink_rx_pkts_per_cpu": sink["rx_test_pkts_per_cpu"], "napi_thread_cpus": threads,
-                     "net_rx_softirqs_per_cpu": window["softirqs"].get("NET_RX"),
+                     "net_rx_softirqs_per_cpu": {str(c): n for c, n in window["softirqs"].get("NET_RX", {}).items()},
                      "cpu_busy_ratio_per_cpu": busy},
         "as_requested": ok,
     }
@@ -149,6 +156,13 @@ def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta, qdisc0
     }
 
 
+def _sampler(tb: LocalTestbed, spec: TrialSpec):
+    """The kernel statistics sampler, pinned away from the SUT's CPUs (or a no-op)."""
+    if spec.sample_interval_s is None:
+        return contextlib.nullcontext()
+    return KernelSampler(spec.sample_interval_s, avoid_cpus=tb.placement.sut_cpus, links=tb.sample_links())
+
+
 def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
               progress: Callable[[float], None] | None = None) -> dict:
     """Run one trial on a built testbed (whose changes are in `changes`); what
@@ -158,7 +172,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     total = warmup + window
     # The sink and the generator live for this trial only: their own registry
     # stops them when it ends, however it ends.
-    with HostChanges() as trial_changes:
+    with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()
@@ -171,12 +185,16 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             elapsed = time.time() - started
             if kw0 is None and elapsed >= spec.warmup_s:
                 kw0 = procfs.snapshot()
+                if sampler:
+                    sampler.sample_now("window_start")
             if progress:
                 progress(min(elapsed / expected_s, 1.0))
             if elapsed > expected_s * 1.5 + 10:
                 break
             time.sleep(0.05)
         kw1 = procfs.snapshot()
+        if sampler:
+            sampler.sample_now("window_end")
         gen = gen_job.wait(timeout=5)
         counts, drain_s = drain_sink(sink)
         links1, eth1, q1, k1 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
@@ -221,6 +239,12 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     if not result["placement"]["as_requested"]:
         result["flags"].append("placement_not_as_requested")
         result["valid"] = False
+    if sampler:
+        series = sampler.series
+        series.marks.setdefault("window_start", series.marks["start"])
+        result["kernel"] = trial_kernel_stats(series, tb.placement.sut_cpus, received, spec.frame_bytes,
+                                              cpu_freq_hz())
+        result["kernel_samples"] = series.to_json()
     result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
     result["provenance"]["host_changes_applied"] += trial_changes.applied
     return result

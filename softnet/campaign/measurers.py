@@ -8,12 +8,14 @@ result dict as softnet.trial.run_trial (the keys the store and analysis use).
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
 
 from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.spec import CampaignSpec
+from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.testbed.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
@@ -60,6 +62,17 @@ class SyntheticMeasurer:
         return r["received_pkts"] / r["duration_s"], r
 
 
+def split_egress_cpu(p: Placement) -> int:
+    """A CPU for the egress side apart from the SUT's: one free of the
+    generator too when the host has it (a 2-CPU host has not: it then shares
+    the generator's CPU, and the placement records it)."""
+    others = [c for c in sorted(os.sched_getaffinity(0)) if c not in p.sut_cpus]
+    if not others:
+        raise InputError("testbed.placement", "split needs a CPU besides testbed.sut_cpus")
+    free = [c for c in others if c != p.gen_cpu]
+    return (free or others)[0]
+
+
 class TestbedMeasurer:
     __test__ = False
 
@@ -71,6 +84,8 @@ class TestbedMeasurer:
         if t.sut_cpus is not None:
             p.sut_cpus = list(t.sut_cpus)
         p.sink_cpu, p.steering = t.sink_cpu, t.steering
+        if t.placement == "split":
+            p.sink_cpu = split_egress_cpu(p)
         self.spec, self.placement = spec, p
 
     def __enter__(self):
@@ -87,9 +102,10 @@ class TestbedMeasurer:
         self.changes.__exit__(*exc)
 
     def _trial(self, rate_pps: float, duration_s: float, warmup_s: float) -> dict:
-        t = self.spec.traffic
+        t, c = self.spec.traffic, self.spec.collect
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
-                         frame_bytes=t.frame_bytes, flows=t.flows)
+                         frame_bytes=t.frame_bytes, flows=t.flows,
+                         sample_interval_s=c.sample_interval_s if c.sample else None)
         return run_trial(self.tb, self.ep, spec, self.changes)
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:

@@ -40,7 +40,7 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
         done = store.done_keys(cid)
         plan = []
         for cell_id, (knobs, cell) in enumerate(cells):
-            n_loads = len(cell.explicit_loads_pps() or cell.method.relative)
+            n_loads = cell.n_loads()
             todo = [(li, ri) for li in range(n_loads) for ri in range(cell.method.runs)
                     if (cell_id, li, ri) not in done]
             plan.append((cell_id, knobs, cell, todo))
@@ -52,14 +52,14 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
             if not todo:
                 continue
             with measurer_for(cell, cell_id) as m:
-                loads = cell.explicit_loads_pps()
-                if loads is None:
+                probe = None
+                if cell.needs_probe():
                     probe = store.probe(cid, cell_id)
                     if probe is None:
                         probe, probe_result = m.probe_max()
                         store.set_probe(cid, cell_id, probe, probe_result)
                     on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{probe:,.0f} pps"))
-                    loads = [f * probe for f in cell.method.relative]
+                loads = cell.loads_pps(probe)
                 for li, ri in todo:
                     result = m.measure(loads[li], li, ri)
                     store.add_trial(cid, cell_id, li, ri, knobs, result)

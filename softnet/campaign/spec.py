@@ -8,12 +8,14 @@
     flows = 1
     [method]
     kind = "sweep"
-    loads = ["100kpps", "200kpps"]          # or start/stop/step, or relative
+    loads = ["100kpps", "200kpps"]          # or start/stop/step, or relative; "max": the probed maximum
     runs = 5
     duration_s = 2.0
     warmup_s = 0.5
     # or: kind = "search" with goals = ["ndr", "pdr0.5"], width = 0.005,
     # min_load / max_load, duration_s (final trials), runs (repeated searches)
+    [collect]
+    sample_interval_s = 1.0                 # kernel statistics during trials (0.1 .. 10 s); sample = false: off
     [analysis]
     pdr_loss_ratio = 0.005
     eta = 0.1
@@ -49,6 +51,17 @@ class TestbedSpec(Strict):
     sut_cpus: list[int] | None = None
     sink_cpu: int | None = None
     steering: Literal["threaded", "rps"] = "threaded"
+    # The WiFi-AP study's single- vs dual-core placement: "single" keeps the
+    # SUT's ingress and egress-side processing on its CPU(s); "split" moves the
+    # egress side (the receive processing its transmit triggers) to a CPU of
+    # its own. None: as sink_cpu says.
+    placement: Literal["single", "split"] | None = None
+
+    @model_validator(mode="after")
+    def placement_or_sink_cpu(self):
+        if self.placement is not None and self.sink_cpu is not None:
+            raise ValueError("give placement (single | split) or sink_cpu, not both")
+        return self
 
 
 class SyntheticSpec(Strict):
@@ -132,6 +145,13 @@ def parse_goals(names: list[str]) -> list[float]:
     return ratios
 
 
+class CollectSpec(Strict):
+    """Kernel statistics sampled during every trial (softnet.collect.sampler)."""
+
+    sample_interval_s: float | None = Field(1.0, ge=0.1, le=10)  # None (omit with sample = false): off
+    sample: bool = True
+
+
 class AnalysisSpec(Strict):
     pdr_loss_ratio: float = Field(0.005, gt=0, lt=1)
     eta: float = Field(0.1, gt=0)
@@ -145,6 +165,7 @@ class CampaignSpec(Strict):
     traffic: TrafficSpec = TrafficSpec()
     method: MethodSpec
     analysis: AnalysisSpec = AnalysisSpec()
+    collect: CollectSpec = CollectSpec()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     @field_validator("matrix")
@@ -184,23 +205,39 @@ class CampaignSpec(Strict):
             raise InputError("method.max_load", f"must be above method.min_load ({lo:,.0f} pps)")
         return lo, hi
 
-    def explicit_loads_pps(self) -> list[float] | None:
-        """Loads given in pps (None when they are relative to a probe)."""
+    def needs_probe(self) -> bool:
+        """Loads relative to the SUT's probed maximum: relative = [...], or "max" in loads."""
+        m = self.method
+        return m.kind == "sweep" and (m.relative is not None or any(_is_max(v) for v in m.loads or []))
+
+    def n_loads(self) -> int:
+        m = self.method
+        return len(m.relative) if m.relative is not None else len(self.loads_pps(-1.0))  # -1: a stand-in for max
+
+    def loads_pps(self, probe_pps: float | None = None) -> list[float]:
+        """The sweep's loads in pps; ``probe_pps`` (the probed maximum) is
+        needed when ``needs_probe()``. "max" in loads is the probed maximum:
+        the paper's "maximum throughput achievable" level (WiFi-AP study)."""
         m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
         if m.kind == "search":
-            return None
+            raise ValueError("a search chooses its own loads")
+        if m.relative is not None:
+            return [f * probe_pps for f in m.relative]
         if m.loads is not None:
-            return sorted({parse_rate(str(v), size, layer, "method.loads") for v in m.loads})
-        if m.start is not None:
-            start, stop, step = (parse_rate(str(v), size, layer, f"method.{n}")
-                                 for n, v in (("start", m.start), ("stop", m.stop), ("step", m.step)))
-            if stop < start:
-                raise InputError("method.stop", "must be >= method.start")
-            n = int(round((stop - start) / step)) + 1
-            if n > 1000:
-                raise InputError("method.step", f"gives {n} loads; at most 1000")
-            return [start + i * step for i in range(n)]
-        return None
+            return sorted({probe_pps if _is_max(v) else parse_rate(str(v), size, layer, "method.loads")
+                           for v in m.loads})
+        start, stop, step = (parse_rate(str(v), size, layer, f"method.{n}")
+                             for n, v in (("start", m.start), ("stop", m.stop), ("step", m.step)))
+        if stop < start:
+            raise InputError("method.stop", "must be >= method.start")
+        n = int(round((stop - start) / step)) + 1
+        if n > 1000:
+            raise InputError("method.step", f"gives {n} loads; at most 1000")
+        return [start + i * step for i in range(n)]
+
+
+def _is_max(v) -> bool:
+    return isinstance(v, str) and v.strip().lower() == "max"
 
 
 def spec_error(exc: ValidationError, prefix: str = "") -> InputError:
@@ -223,7 +260,9 @@ def load_spec(path: str | Path) -> CampaignSpec:
     except ValidationError as exc:
         raise spec_error(exc, prefix=f"{path}: ") from None
     for _, cell in spec.cells():
-        cell.explicit_loads_pps()  # unit errors now, before anything runs
+        # Unit errors now, before anything runs.
         if cell.method.kind == "search":
             cell.search_range_pps()
+        else:
+            cell.n_loads()
     return spec

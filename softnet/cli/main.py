@@ -42,12 +42,14 @@ def trial(
     sut_cpus: str = typer.Option(None, help="CPUs of the SUT packet processing, e.g. 1 or 1-3 (default: the others)"),
     sink_cpu: int = typer.Option(None, help="pin the sink's NAPI to this CPU (default: where the SUT sends it)"),
     steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps"),
+    sample_interval: float = typer.Option(1.0, help="kernel statistics sampling interval, s (0.1..10; 0: off)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
     need_root()
-    trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json)
+    trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
+                  sample_interval or None)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
 from softnet.cli.output import console, err_console, kv_table, print_json
 from softnet.errors import InputError
@@ -35,11 +36,11 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
 
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
-        placement: Placement, as_json: bool) -> dict:
+        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
-                         warmup_s=warmup, frame_bytes=size, flows=flows)
+                         warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s)
         spec.validate(tb.ip_version)  # all input checked before the host is changed
         ep = tb.build()
         if as_json:
@@ -87,7 +88,35 @@ def show(r: dict) -> None:
     console.print(f"placement requested: gen CPU {pl['requested']['gen_cpu']}, SUT CPUs {pl['requested']['sut_cpus']} "
                   f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
                   f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}")
+    if r.get("kernel"):
+        show_kernel(r["kernel"])
     if r["valid"]:
         console.print("[green]valid[/]: no flags")
     else:
         console.print(f"[red]NOT valid[/]: flags {', '.join(r['flags'])}")
+
+
+def show_kernel(k: dict) -> None:
+    """Per-CPU kernel statistics of the measurement window and the normalized cost."""
+    t = Table(title=f"kernel statistics over the {k['window_s']:.2f} s window ({k['samples']} samples, "
+                    f"every {k['interval_s']:g} s)", header_style="bold")
+    for col in ("CPU", "utilization %", "CPU time %", "softirq (tick) %", "IRQs/s", "NET_RX/s", "NET_TX/s",
+                "pkts / NET_RX", "squeeze/s", "ctx sw/s"):
+        t.add_column(col, justify="right")
+
+    def f(v, fmt="{:,.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    for cpu, c in sorted(k["per_cpu"].items(), key=lambda kv: int(kv[0])):
+        t.add_row(str(cpu), f(c["utilization_pct"]), f(c["cpu_time_pct"]), f(c["softirq_tick_pct"]),
+                  f(c["irqs_per_s"], "{:,.0f}"), f(c["net_rx_softirqs_per_s"], "{:,.0f}"),
+                  f(c["net_tx_softirqs_per_s"], "{:,.0f}"), f(c["pkts_per_rx_softirq"]),
+                  f(c["time_squeeze_per_s"]), f(c["context_switches_per_s"], "{:,.0f}"))
+    console.print(t)
+    n = k["normalized"]
+    if "utilization_per_mbps" in n:
+        console.print(f"normalized cost over SUT CPUs {n['cpus']} at {n['throughput_mbps']:,.1f} Mbps: "
+                      f"utilization {n['utilization_per_mbps']:.4f} %/Mbps, {n['cost_basis']} "
+                      f"{n['cycles_per_mbps']:.4f} %/Mbps (dev_weight {k['dev_weight']})")
+    if k["missing"]:
+        console.print(f"[dim]not sampled: {'; '.join(f'{s}: {why}' for s, why in sorted(k['missing'].items()))}[/]")

@@ -10,43 +10,134 @@ from pathlib import Path
 
 # /proc/stat per-CPU columns, in USER_HZ ticks (man 5 proc).
 STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
-# /proc/net/softnet_stat columns (net/core/net-procfs.c, kernel >= 5.10); hex.
+# /proc/net/softnet_stat columns (net/core/net-procfs.c softnet_seq_show, 6.x);
+# hex, u32. None: printed as 0 since the counter was removed. Columns a newer
+# kernel adds are kept as col<N>.
 SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze", None, None, None, None, None,
-                  None, "received_rps", "flow_limit_count", "backlog_len", "cpu")
+                  None, "received_rps", "flow_limit_count", "backlog_len", "cpu", "input_qlen", "process_qlen")
+# Queue lengths at the instant of reading: levels, not counters (never differenced).
+SOFTNET_GAUGES = frozenset({"backlog_len", "input_qlen", "process_qlen", "cpu"})
+U32 = 1 << 32
 
 
-def parse_softirqs(text: str) -> dict[str, list[int]]:
-    """{'NET_RX': [count on cpu0, cpu1, ...], ...}"""
-    lines = text.strip().splitlines()
-    ncpu = len(lines[0].split())
+def _cpu_header(line: str, where: str) -> list[int]:
+    """CPU ids of the column header ('CPU0 CPU1 ...'): offline CPUs leave gaps,
+    so a column's CPU comes from the header, never from its position."""
+    names = line.split()
+    if not names or not all(n.startswith("CPU") and n[3:].isdigit() for n in names):
+        raise ValueError(f"{where}: line 1: expected a header of CPU columns (CPU0 CPU1 ...), got '{line.strip()}'")
+    return [int(n[3:]) for n in names]
+
+
+def parse_softirqs(text: str) -> dict[str, dict[int, int]]:
+    """{'NET_RX': {cpu: count, ...}, ...}"""
+    lines = text.strip("\n").splitlines()
+    cpus = _cpu_header(lines[0], "softirqs")
     out = {}
-    for line in lines[1:]:
+    for no, line in enumerate(lines[1:], start=2):
         name, _, rest = line.partition(":")
         vals = [int(v) for v in rest.split()]
-        if len(vals) != ncpu:
-            raise ValueError(f"softirqs: line '{name.strip()}' has {len(vals)} values, expected {ncpu}")
-        out[name.strip()] = vals
+        if len(vals) != len(cpus):
+            raise ValueError(f"softirqs: line {no} '{name.strip()}' has {len(vals)} values, expected {len(cpus)}")
+        out[name.strip()] = dict(zip(cpus, vals))
     return out
 
 
-def parse_stat_cpus(text: str) -> dict[int, dict[str, int]]:
-    """Per-CPU tick counters from /proc/stat (the aggregate 'cpu' line is skipped)."""
+def parse_interrupts(text: str) -> dict[str, dict]:
+    """/proc/interrupts: {irq: {'cpus': {cpu: count}, 'name': description}}.
+    Rows with one bare value (ERR, MIS) are host totals: {'total': n}."""
+    lines = text.strip("\n").splitlines()
+    cpus = _cpu_header(lines[0], "interrupts")
     out = {}
+    for no, line in enumerate(lines[1:], start=2):
+        irq, sep, rest = line.partition(":")
+        if not sep:
+            raise ValueError(f"interrupts: line {no}: expected 'IRQ: counts...', got '{line.strip()}'")
+        fields = rest.split()
+        counts = []
+        for f in fields[:len(cpus)]:
+            if not f.isdigit():
+                break
+            counts.append(int(f))
+        desc = " ".join(fields[len(counts):])
+        if len(counts) == len(cpus):
+            out[irq.strip()] = {"cpus": dict(zip(cpus, counts)), "name": desc}
+        elif len(counts) == 1 and not desc:
+            out[irq.strip()] = {"total": counts[0], "name": ""}
+        else:
+            raise ValueError(f"interrupts: line {no} '{irq.strip()}' has {len(counts)} counts, "
+                             f"expected {len(cpus)} (one per CPU column) or 1")
+    return out
+
+
+def parse_stat(text: str) -> dict:
+    """/proc/stat: {'cpus': {cpu: {field: ticks}}, 'ctxt': n, 'intr': n, 'softirq': n}.
+    Offline CPUs have no line; the aggregate 'cpu' line is skipped."""
+    cpus, totals = {}, {}
     for line in text.splitlines():
         if line.startswith("cpu") and line[3:4].isdigit():
             name, *vals = line.split()
-            out[int(name[3:])] = dict(zip(STAT_FIELDS, (int(v) for v in vals)))
-    return out
+            cpus[int(name[3:])] = dict(zip(STAT_FIELDS, (int(v) for v in vals)))
+        elif line.startswith(("ctxt ", "intr ", "softirq ", "processes ")):
+            key, first = line.split()[:2]
+            totals[key] = int(first)
+    return {"cpus": cpus, **totals}
+
+
+def parse_stat_cpus(text: str) -> dict[int, dict[str, int]]:
+    """Per-CPU tick counters from /proc/stat."""
+    return parse_stat(text)["cpus"]
 
 
 def parse_softnet_stat(text: str) -> dict[int, dict[str, int]]:
-    """Per-CPU softnet counters keyed by the CPU index the kernel prints (col 13)."""
+    """Per-CPU softnet counters keyed by the CPU index the kernel prints
+    (column 13; offline CPUs have no row, so the row number is only a
+    fallback for kernels that do not print it)."""
     out = {}
-    for row, line in enumerate(text.strip().splitlines()):
-        cols = [int(v, 16) for v in line.split()]
-        rec = {name: cols[i] for i, name in enumerate(SOFTNET_FIELDS) if name and i < len(cols)}
-        out[rec.pop("cpu", row)] = rec
+    for no, line in enumerate(text.strip().splitlines()):
+        try:
+            cols = [int(v, 16) for v in line.split()]
+        except ValueError:
+            raise ValueError(f"softnet_stat: line {no + 1}: expected hexadecimal columns, got '{line.strip()}'") from None
+        rec = {}
+        for i, v in enumerate(cols):
+            name = SOFTNET_FIELDS[i] if i < len(SOFTNET_FIELDS) else f"col{i + 1}"
+            if name:
+                rec[name] = v
+        out[rec.pop("cpu", no)] = rec
     return out
+
+
+NET_DEV_FIELDS = ("rx_bytes", "rx_packets", "rx_errors", "rx_dropped", "rx_fifo_errors", "rx_frame_errors",
+                  "rx_compressed", "multicast", "tx_bytes", "tx_packets", "tx_errors", "tx_dropped",
+                  "tx_fifo_errors", "collisions", "tx_carrier_errors", "tx_compressed")
+
+
+def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/dev (of the reader's network namespace): {ifname: {counter: n}},
+    counters named as in rtnl_link_stats64."""
+    out = {}
+    for no, line in enumerate(text.splitlines()[2:], start=3):
+        name, sep, rest = line.partition(":")
+        vals = rest.split()
+        if not sep or len(vals) != len(NET_DEV_FIELDS):
+            raise ValueError(f"net/dev: line {no}: expected 'ifname: {len(NET_DEV_FIELDS)} counters', "
+                             f"got '{line.strip()}'")
+        out[name.strip()] = dict(zip(NET_DEV_FIELDS, map(int, vals)))
+    return out
+
+
+def counter_delta(a: int, b: int, bits: int | None = None) -> int:
+    """b - a for a counter; a ``bits``-wide counter that went backwards wrapped once."""
+    if bits and b < a:
+        return b + (1 << bits) - a
+    return b - a
+
+
+def softnet_delta(a: dict[int, dict[str, int]], b: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    """Per CPU present in both: counters differenced with u32 wrap, gauges as read at b."""
+    return {c: {k: (v if k in SOFTNET_GAUGES else counter_delta(a[c].get(k, v), v, 32)) for k, v in b[c].items()}
+            for c in b if c in a}
 
 
 def snapshot(root: Path = Path("/proc")) -> dict:
@@ -58,13 +149,14 @@ def snapshot(root: Path = Path("/proc")) -> dict:
 
 
 def delta(a: dict, b: dict) -> dict:
-    """b - a for every counter of two snapshots (per CPU)."""
+    """b - a for every counter of two snapshots (per CPU present in both)."""
     return {
-        "softirqs": {k: [y - x for x, y in zip(a["softirqs"][k], b["softirqs"][k])] for k in b["softirqs"]},
+        # softirq counts are unsigned int per CPU in the kernel: they wrap at 2^32.
+        "softirqs": {k: {c: counter_delta(a["softirqs"].get(k, {}).get(c, 0), v, 32) for c, v in per_cpu.items()}
+                     for k, per_cpu in b["softirqs"].items()},
         "cpu_ticks": {c: {k: b["cpu_ticks"][c][k] - a["cpu_ticks"][c].get(k, 0) for k in b["cpu_ticks"][c]}
                       for c in b["cpu_ticks"] if c in a["cpu_ticks"]},
-        "softnet": {c: {k: b["softnet"][c][k] - a["softnet"][c].get(k, 0) for k in b["softnet"][c]}
-                    for c in b["softnet"] if c in a["softnet"]},
+        "softnet": softnet_delta(a["softnet"], b["softnet"]),
     }
 
 

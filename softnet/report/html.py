@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from softnet import __version__
+from softnet.analysis import kernel_stats
 from softnet.campaign.analysis import Configuration, analyze_path
 from softnet.store.results import DB_NAME, Store
 
@@ -485,8 +486,51 @@ def _searches_section(summaries: Sequence, workdir: Path, keep_dir: Path | None)
     return "\n".join(out)
 
 
+def _kernel_section(kernel: Sequence[tuple[str, list[dict]]], workdir: Path, keep_dir: Path | None) -> str:
+    """Per configuration: the WiFi-AP study's four panels per load level and
+    its Table I (normalized utilization and cycles, or CPU time, per Mbps)."""
+    kernel = [(label, levels) for label, levels in kernel if levels]
+    if not kernel:
+        return ""
+    out = ["<h2>Kernel statistics</h2>",
+           '<p class="note">Sampled during every trial (softnet.collect.sampler), rates over the measurement '
+           "window, mean over the valid runs of each load. Utilization: non-idle share of /proc/stat ticks "
+           "(what mpstat reports; tick-sampled, so short softirqs in the idle context are missed). CPU time: "
+           "100 × (1 − idle / wall), with the kernel's nohz idle time, which interrupt and softirq "
+           "work interrupts. Normalized per Mbps of frames (incl. FCS) forwarded, summed over the SUT's "
+           "CPUs: the WiFi-AP study's Table I.</p>",
+           "<table><tr><th>configuration</th><th>metric (% per Mbps)</th>"]
+    levels_max = max(len(levels) for _, levels in kernel)
+    out.append("".join(f"<th>level {i + 1}</th>" for i in range(levels_max)) + "</tr>")
+    for label, levels in kernel:
+        basis = levels[0].get("cost_basis") or "cycles"
+        for name, key in (("utilization", "utilization_per_mbps"),
+                          ("cycles" if basis == "cycles" else "CPU time (no cycle counter)", "cycles_per_mbps")):
+            cells = "".join(
+                f"<td>{'-' if lv['normalized'].get(key) is None else format(lv['normalized'][key], '.4f')}"
+                f"<br><span class=\"note\">{lv['throughput_mbps']:,.0f} Mbps</span></td>" for lv in levels)
+            out.append(f"<tr><td>{e(label)}</td><td>{e(name)}</td>{cells}</tr>")
+    out.append("</table>")
+    target = keep_dir if keep_dir is not None else workdir
+    for i, (label, levels) in enumerate(kernel):
+        title = f"kernel statistics: {label}"
+        files = plots.plot_kernel(levels, title, target / f"kernel{i + 1:02d}",
+                                  formats=plots.FORMATS if keep_dir is not None else ("png",))
+        png = next(p for p in files if p.suffix == ".png")
+        sut = levels[0].get("sut_cpus")
+        ppsirq = ", ".join(
+            f"{lv['throughput_mbps']:,.0f} Mbps: " + "/".join(
+                "-" if c.get("pkts_per_rx_softirq") is None else f"{c['pkts_per_rx_softirq']:.1f}"
+                for _, c in sorted(lv["per_cpu"].items())) for lv in levels)
+        out.append(f"<figure>{_img(png, title)}<figcaption class=\"note\">{e(title)}; SUT CPUs {e(sut)}. "
+                   f"Packets per RX softirq per CPU (dev_weight {e(levels[0].get('dev_weight'))}): "
+                   f"{e(ppsirq)}.</figcaption></figure>")
+    return "\n".join(out)
+
+
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
-                  provenance: dict | None = None, plots_dir: Path | None = None, searches: Sequence = ()) -> str:
+                  provenance: dict | None = None, plots_dir: Path | None = None, searches: Sequence = (),
+                  kernel: Sequence[tuple[str, list[dict]]] = ()) -> str:
     """The complete HTML document (a string) for analysed configurations.
 
     ``provenance``: ``softnet_provenance(results_dir)`` for softnet results.
@@ -494,7 +538,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     folder is used and removed).
     """
     configs = list(configs)
-    if not configs and not searches:
+    if not configs and not searches and not kernel:
         raise ValueError("no configuration to report")
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     sources = sorted({c.source for c in configs} | ({"softnet"} if searches else set()))
@@ -502,6 +546,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
         figures = _figures(configs, Path(tmp), keep) if configs else ""
         search_html = _searches_section(searches, Path(tmp), keep)
+        kernel_html = _kernel_section(kernel, Path(tmp), keep)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -514,11 +559,28 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
           if configs else ()),
         *(_config_section(i, c, provenance) for i, c in enumerate(configs)),
         search_html,
+        kernel_html,
         _flag_glossary(configs),
         _campaign_provenance(provenance),
         "</main></body></html>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def kernel_levels(store: Store, campaign_ids: Sequence[str]) -> list[tuple[str, list[dict]]]:
+    """(configuration label, per-load kernel summaries) of every sweep cell
+    whose trials carry kernel statistics."""
+    out = []
+    for cid in campaign_ids:
+        for cell in store.cells(cid):
+            if cell["spec"].get("method", {}).get("kind", "sweep") != "sweep":
+                continue  # a search's trials sit at loads of its own choosing: no levels
+            levels = kernel_stats.summarize_by_load(store.trial_results(cid, cell["cell_id"]))
+            if levels:
+                knobs = ", ".join(f"{k}={_fmt_knob(v)}" for k, v in cell["knobs"].items())
+                out.append((f"{cell['spec'].get('name', cid)} cell {cell['cell_id']}" + (f" ({knobs})" if knobs else ""),
+                            levels))
+    return out
 
 
 def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
@@ -534,12 +596,13 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     src = Path(path_or_results_dir)
     configs = analyze_path(src, **analysis_kw)
     is_results = (src / DB_NAME).exists()
-    searches = []
+    searches, kernel = [], []
     if is_results:
         with Store(src, read_only=True) as store:
             ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
                 [c["campaign_id"] for c in store.campaigns()]
             searches = [s for cid in ids for s in summarize_searches(store, cid, with_trials=True)]
+            kernel = kernel_levels(store, ids)
     prov = softnet_provenance(src) if is_results else None
     if prov is not None:  # only the campaigns reported on
         ids = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in searches}
@@ -554,7 +617,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
         out_file = src / "report.html" if is_results else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
     text = render_report(configs, title=title, source=str(src), provenance=prov, plots_dir=plots_dir,
-                         searches=searches)
+                         searches=searches, kernel=kernel)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

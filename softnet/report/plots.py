@@ -432,3 +432,71 @@ def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, flo
 
 def plot_search(trials, bounds, title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     return save_figure(search_figure(trials, bounds, title), out_base, formats)
+
+
+def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
+    """The WiFi-AP study's four panels (Figs. 4, 5, 8, 9) for one configuration,
+    per load level (``kernel_stats.summarize_by_load``): (a) IRQs and RX/TX
+    softirqs per second per CPU, (b) utilization per CPU (/proc/stat ticks,
+    as mpstat) next to CPU time (wall minus nohz idle), (c) cycles per CPU, or
+    CPU time where the host counts no cycles, (d) power, or why there is none."""
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(10.0, 7.2), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(2, 2)
+        cpus = sorted({c for lv in levels for c in lv["per_cpu"]})
+        x = np.arange(len(levels))
+        xt = [f"{lv['throughput_mbps']:,.0f} Mbps\n{format_rate(lv['load_pps'])}" for lv in levels]
+        colors = _colors(max(len(cpus), 1) * 3)
+
+        def bars(ax, series: list[tuple[str, list[float | None]]]):
+            n = len(series)
+            w = 0.8 / max(n, 1)
+            for i, (label, vals) in enumerate(series):
+                y = [np.nan if v is None else v for v in vals]
+                ax.bar(x - 0.4 + w * (i + 0.5), y, w, label=label, color=colors[i % len(colors)])
+            ax.set_xticks(x, xt)
+            ax.legend(fontsize=7.5, frameon=False)
+
+        def per(c, m):
+            return [lv["per_cpu"].get(c, {}).get(m) for lv in levels]
+
+        ax = axes[0][0]
+        bars(ax, [(f"{what} CPU {c}", per(c, m)) for c in cpus
+                  for what, m in (("IRQs", "irqs_per_s"), ("RX softirqs", "net_rx_softirqs_per_s"),
+                                  ("TX softirqs", "net_tx_softirqs_per_s"))])
+        ax.set_yscale("symlog", linthresh=10)
+        ax.set_ylabel("per second")
+        ax.set_title("(a) IRQs and softirqs", loc="left")
+        ax = axes[0][1]
+        bars(ax, [(f"{what} CPU {c}", per(c, m)) for c in cpus
+                  for what, m in (("utilization", "utilization_pct"), ("CPU time", "cpu_time_pct"))])
+        ax.set_ylabel("% of one CPU")
+        ax.set_title("(b) utilization (/proc/stat ticks) vs CPU time", loc="left")
+        ax = axes[1][0]
+        has_cycles = all(per(c, "cycles_per_s")[0] is not None for c in cpus) if cpus and levels else False
+        if has_cycles:
+            bars(ax, [(f"CPU {c}", per(c, "cycles_per_s")) for c in cpus])
+            ax.set_ylabel("cycles per second")
+            ax.set_title("(c) cycles", loc="left")
+        else:
+            bars(ax, [(f"CPU {c}", per(c, "cpu_time_pct")) for c in cpus])
+            ax.set_ylabel("CPU time, % of one CPU")
+            ax.set_title("(c) CPU time (no cycle counter on this host)", loc="left")
+        ax = axes[1][1]
+        power = [lv["normalized"].get("power_mw_per_mbps") for lv in levels]
+        if any(p is not None for p in power):
+            bars(ax, [("mW per Mbps", power)])
+            ax.set_ylabel("mW per Mbps")
+            ax.set_title("(d) power", loc="left")
+        else:
+            why = (levels[0].get("missing", {}).get("power") if levels else None) or "no power counters"
+            ax.axis("off")
+            ax.text(0.02, 0.5, "(d) power: not measured\n" + why, transform=ax.transAxes, va="center",
+                    fontsize=9, wrap=True)
+        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
+        return fig
+
+
+def plot_kernel(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    return save_figure(kernel_figure(levels, title), out_base, formats)

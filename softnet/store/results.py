@@ -9,6 +9,11 @@ That is what makes `softnet run` resumable after a kill -9.
 A search (method kind "search") stores its trials the same way, load_index
 being the trial's sequence number in the search and run_index the repeat;
 its result goes to `searches`, one row per goal, once the search is complete.
+
+A trial's kernel statistics time series (softnet.collect.sampler) is kept in
+its raw file and, one row per sample and counter (raw values, cpu -1 for
+host-wide ones), in `kernel_samples`; the trial row's result_json leaves it
+out (it is the bulk of a trial) and keeps the per-trial aggregates.
 A search is a function of its trials, so an interrupted one is resumed by
 replaying its stored trials (campaign/runner.py).
 """
@@ -19,6 +24,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 DB_NAME = "softnet.duckdb"
 
@@ -41,6 +47,9 @@ CREATE TABLE IF NOT EXISTS trials (
     kernel VARCHAR, cpu_model VARCHAR, softnet_version VARCHAR, spec_hash VARCHAR,
     started_unix_s DOUBLE, raw_path VARCHAR, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, load_index, run_index));
+CREATE TABLE IF NOT EXISTS kernel_samples (
+    campaign_id VARCHAR, cell_id INTEGER, load_index INTEGER, run_index INTEGER,
+    t_s DOUBLE, source VARCHAR, item VARCHAR, cpu INTEGER, value DOUBLE);
 CREATE TABLE IF NOT EXISTS searches (
     campaign_id VARCHAR, cell_id INTEGER, run_index INTEGER, goal VARCHAR, loss_ratio DOUBLE,
     status VARCHAR, value_pps DOUBLE, lower_bound_pps DOUBLE, upper_bound_pps DOUBLE,
@@ -124,9 +133,39 @@ class Store:
                   json.dumps(record["knobs"]), *(r.get(c) for c in TRIAL_COLUMNS),
                   r.get("diagnosis", {}).get("ingress_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
                   prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
-                  r.get("started_unix_s"), str(path), json.dumps(r, default=str)]
+                  r.get("started_unix_s"), str(path),
+                  json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str)]
         marks = ", ".join("?" * len(values))
-        self.db.execute(f"INSERT INTO trials VALUES ({marks}) ON CONFLICT DO NOTHING", values)
+        self.db.execute("BEGIN TRANSACTION")
+        try:
+            inserted = self.db.execute(f"INSERT INTO trials VALUES ({marks}) ON CONFLICT DO NOTHING RETURNING 1",
+                                       values).fetchall()
+            if inserted and r.get("kernel_samples"):
+                key = (record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"])
+                self._insert_samples(key, r["kernel_samples"])
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _insert_samples(self, key: tuple, series: dict) -> None:
+        t = series["t_s"]
+        cols: dict[str, list] = {n: [] for n in ("t_s", "source", "item", "cpu", "value")}
+        for (source, item, cpu), values in zip(series["keys"], series["values"]):
+            for ts, v in zip(t, values):
+                if v is not None:
+                    cols["t_s"].append(ts)
+                    cols["source"].append(source)
+                    cols["item"].append(item)
+                    cols["cpu"].append(cpu)
+                    cols["value"].append(float(v))
+        n = len(cols["t_s"])
+        table = pa.table({"campaign_id": [key[0]] * n, "cell_id": pa.array([key[1]] * n, pa.int32()),
+                          "load_index": pa.array([key[2]] * n, pa.int32()),
+                          "run_index": pa.array([key[3]] * n, pa.int32()), **cols})
+        self.db.register("_samples", table)
+        self.db.execute("INSERT INTO kernel_samples SELECT * FROM _samples")
+        self.db.unregister("_samples")
 
     def recover(self, campaign_id: str) -> int:
         """Import raw files whose row is missing (a kill between the two writes)."""
@@ -163,13 +202,22 @@ class Store:
                                "AND load_index >= ?", [campaign_id, cell_id, run_index, first_load_index]).fetchall()
         for (path,) in rows:
             Path(path).unlink(missing_ok=True)
-        self.db.execute("DELETE FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index = ? AND load_index >= ?",
-                        [campaign_id, cell_id, run_index, first_load_index])
+        for table in ("trials", "kernel_samples"):
+            self.db.execute(f"DELETE FROM {table} WHERE campaign_id = ? AND cell_id = ? AND run_index = ? "
+                            "AND load_index >= ?", [campaign_id, cell_id, run_index, first_load_index])
 
-    def trial_results(self, campaign_id: str, cell_id: int, run_index: int) -> list[dict]:
-        rows = self.db.execute("SELECT result_json FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index = ? "
-                               "ORDER BY load_index", [campaign_id, cell_id, run_index]).fetchall()
+    def trial_results(self, campaign_id: str, cell_id: int, run_index: int | None = None) -> list[dict]:
+        """Result dicts of a cell's trials (of one run when ``run_index`` is given)."""
+        sql, args = "SELECT result_json FROM trials WHERE campaign_id = ? AND cell_id = ?", [campaign_id, cell_id]
+        if run_index is not None:
+            sql, args = sql + " AND run_index = ?", args + [run_index]
+        rows = self.db.execute(sql + " ORDER BY load_index, run_index", args).fetchall()
         return [json.loads(r[0]) for r in rows]
+
+    def kernel_samples(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> list[dict]:
+        return self.query("SELECT t_s, source, item, cpu, value FROM kernel_samples WHERE campaign_id = ? AND "
+                          "cell_id = ? AND load_index = ? AND run_index = ? ORDER BY source, item, cpu, t_s",
+                          [campaign_id, cell_id, load_index, run_index])
 
     def add_search(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
         for g in result["goals"]:
@@ -202,7 +250,7 @@ class Store:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for table in ("campaigns", "cells", "trials", "searches"):
+        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples"):
             path = out / f"{table}.{fmt}"
             opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
             self.db.execute(f"COPY {table} TO '{path}' {opts}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, netns
 
+from softnet.collect.sampler import LinkRef
 from softnet.errors import InputError, TestbedError
 from softnet.testbed import hostcmd
 from softnet.testbed.changes import NAME_PREFIX, HostChanges
@@ -260,6 +261,12 @@ class LocalTestbed:
                 out[role] = {k: int(stats.get(k, 0)) for k in
                              ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
         return out
+
+    def sample_links(self) -> list[LinkRef]:
+        """The testbed's interfaces for the kernel statistics sampler."""
+        roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut_in", "sut_out", "sink")
+        ns_of = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}
+        return [LinkRef(role, self.ns[ns_of[role]], self.ifs[role]) for role in roles]
 
     def qdisc_drops(self) -> int:
         """Packets dropped by qdiscs on the SUT's interfaces (veth defaults to

@@ -1,0 +1,201 @@
+"""Per-trial kernel metrics from a sampler series, and the WiFi-AP paper's
+normalized costs (../shared/papers/wifi-ap-packet-switching.md, Obs. 3,
+Tables I-III).
+
+Rates are taken between the series' window marks (samples taken at the
+measurement window's edges), never between arbitrary interval ticks.
+
+Two CPU measures are kept apart on purpose:
+
+- ``utilization_pct``: non-idle ticks over all ticks of /proc/stat, what
+  mpstat and the paper's "utilization" report. The categories are sampled by
+  the tick, so short softirqs run in the idle task's context are missed.
+- ``cpu_time_pct``: 100 x (1 - idle time / wall time). With NO_HZ idle
+  accounting (this kernel) /proc/stat's idle is measured at idle entry and
+  exit, and interrupt and softirq work interrupts it; so this counts the
+  packet work the tick misses. It stands in for cycles when the host has no
+  cycle counter, and the result says which basis was used.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from softnet.collect.procfs import SOFTNET_GAUGES, counter_delta
+from softnet.collect.sampler import Series
+
+USER_HZ = os.sysconf("SC_CLK_TCK")
+U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel
+BUSY_TICKS = ("user", "nice", "system", "irq", "softirq", "steal")
+IDLE_TICKS = ("idle", "iowait")
+
+
+def normalized_utilization(util_pct: list[float], mbps: float) -> float:
+    """Paper, Obs. 3: sum of the packet-switching cores' utilization (%) per Mbps.
+    (6.38 + 11.63) / 500 = 0.0360."""
+    return sum(util_pct) / mbps
+
+
+def normalized_cycles(cycles_per_s: list[float], freq_hz: float, mbps: float) -> float:
+    """Paper, Obs. 3: sum of the cores' cycles as a percentage of one core's
+    frequency, per Mbps. ((182747814 + 926181648) / 1.5e9) x 100 / 500 = 0.1479."""
+    return sum(cycles_per_s) / freq_hz * 100 / mbps
+
+
+def normalized_cpu_time(cpu_time_pct: list[float], mbps: float) -> float:
+    """The cycles formula with CPU time for cycles: sum of busy % per Mbps."""
+    return sum(cpu_time_pct) / mbps
+
+
+def normalized_power_mw(watts: float, mbps: float) -> float:
+    """Paper, Table II: mW per Mbps."""
+    return watts * 1000 / mbps
+
+
+def frame_mbps(pkts: float, frame_bytes: int, seconds: float) -> float:
+    """Throughput in Mbit/s of Ethernet frames incl. FCS (no preamble or gap)."""
+    return pkts * frame_bytes * 8 / seconds / 1e6
+
+
+def dev_weight() -> int | None:
+    try:
+        return int(Path("/proc/sys/net/core/dev_weight").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_freq_hz() -> float | None:
+    """Nominal CPU frequency for the cycles normalization (the paper uses the
+    core's 1.5 GHz): cpufreq's maximum, else /proc/cpuinfo's 'cpu MHz'."""
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) * 1e3
+    except (OSError, ValueError):
+        pass
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("cpu MHz"):
+            return float(line.split(":")[1]) * 1e6
+    return None
+
+
+def window_deltas(series: Series, start: str = "window_start", end: str = "window_end") -> tuple[dict, float]:
+    """({key: counter difference over the window}, window seconds). Gauges
+    (softnet queue lengths) are the value at the end."""
+    i, j = series.marks[start], series.marks[end]
+    a, b = series.samples[i], series.samples[j]
+    out = {}
+    for key, v in b.items():
+        src, item, _ = key
+        if src == "softnet" and item in SOFTNET_GAUGES:
+            out[key] = v
+        elif key in a:
+            out[key] = counter_delta(a[key], v, 32 if src in U32_SOURCES else None)
+    return out, series.t_s[j] - series.t_s[i]
+
+
+def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int, frame_bytes: int,
+                       freq_hz: float | None = None) -> dict:
+    """Per-CPU rates, IRQ sources, packets per RX softirq, and normalized costs
+    over the SUT's CPUs for one trial's measurement window."""
+    d, secs = window_deltas(series)
+    if secs <= 0:
+        raise ValueError("kernel samples: the measurement window has no duration")
+    cpus = sorted({k[2] for k in d if k[0] == "stat" and k[2] >= 0})
+    weight = dev_weight()
+    per_cpu = {}
+    for c in cpus:
+        busy = sum(d.get(("stat", k, c), 0) for k in BUSY_TICKS)
+        idle = sum(d.get(("stat", k, c), 0) for k in IDLE_TICKS)
+        net_rx = d.get(("softirq", "NET_RX", c), 0)
+        processed = d.get(("softnet", "processed", c), 0)
+        row = {
+            "utilization_pct": 100 * busy / (busy + idle) if busy + idle else None,
+            "cpu_time_pct": max(0.0, 100 * (1 - idle / USER_HZ / secs)),
+            "softirq_tick_pct": 100 * d.get(("stat", "softirq", c), 0) / (busy + idle) if busy + idle else None,
+            "irqs_per_s": sum(v for (s, _, cc), v in d.items() if s == "irq" and cc == c) / secs,
+            "net_rx_softirqs_per_s": net_rx / secs,
+            "net_tx_softirqs_per_s": d.get(("softirq", "NET_TX", c), 0) / secs,
+            "softirqs_per_s": {k[1]: v / secs for k, v in d.items() if k[0] == "softirq" and k[2] == c and v},
+            "softnet_processed_per_s": processed / secs,
+            "pkts_per_rx_softirq": processed / net_rx if net_rx else None,
+            "time_squeeze_per_s": d.get(("softnet", "time_squeeze", c), 0) / secs,
+            "softnet_dropped": d.get(("softnet", "dropped", c), 0),
+            "context_switches_per_s": (d[("perf", "context_switches", c)] / secs
+                                       if ("perf", "context_switches", c) in d else None),
+        }
+        if ("perf", "cycles", c) in d:
+            row["cycles_per_s"] = d[("perf", "cycles", c)] / secs
+        per_cpu[c] = row
+    irqs = {}
+    for (src, item, c), v in d.items():
+        if src == "irq" and v:
+            rec = irqs.setdefault(item, {"name": series.irq_names.get(item, ""), "per_s": 0.0, "per_cpu_per_s": {}})
+            rec["per_s"] += v / secs
+            if c >= 0:
+                rec["per_cpu_per_s"][c] = v / secs
+    mbps = frame_mbps(forwarded_pkts, frame_bytes, secs)
+    sut = [c for c in sut_cpus if c in per_cpu]
+    norm: dict = {"cpus": sut, "throughput_mbps": mbps}
+    if mbps > 0 and sut:
+        norm["utilization_per_mbps"] = normalized_utilization([per_cpu[c]["utilization_pct"] or 0 for c in sut], mbps)
+        norm["cpu_time_per_mbps"] = normalized_cpu_time([per_cpu[c]["cpu_time_pct"] for c in sut], mbps)
+        if all("cycles_per_s" in per_cpu[c] for c in sut) and freq_hz:
+            norm["cycles_per_mbps"] = normalized_cycles([per_cpu[c]["cycles_per_s"] for c in sut], freq_hz, mbps)
+            norm["cost_basis"] = "cycles"
+        else:
+            norm["cycles_per_mbps"] = norm["cpu_time_per_mbps"]
+            norm["cost_basis"] = "cpu_time"
+            norm["cost_basis_why"] = series.missing.get("perf.cycles", "no cycle counter") + \
+                "; cycles per Mbps is CPU time (100 x (1 - idle / wall)) per Mbps"
+        energy = [v for (s, _, _), v in d.items() if s == "power"]
+        norm["power_mw_per_mbps"] = normalized_power_mw(sum(energy) / 1e6 / secs, mbps) if energy else None
+    ctxt = d.get(("stat", "ctxt", -1))
+    return {
+        "window_s": secs, "interval_s": series.interval_s, "samples": len(series.samples),
+        "per_cpu": per_cpu, "irqs": irqs, "dev_weight": weight,
+        "context_switches_per_s": ctxt / secs if ctxt is not None else None,
+        "normalized": norm,
+        # bstats of a qdisc count bypassed packets too: the split needs the
+        # qdisc:qdisc_enqueue tracepoint (the eBPF profiler), not counters.
+        "qdisc_enqueued_share": None,
+        "qdisc": {k[1]: v for k, v in d.items() if k[0] == "qdisc"},
+        "missing": dict(series.missing), "sampler": dict(series.sampler),
+    }
+
+
+def summarize_by_load(trials: list[dict]) -> list[dict]:
+    """Mean over the valid runs of each load of a configuration's trials
+    (result dicts with "kernel"): per-CPU rates and the normalized costs.
+    One dict per load, ascending: {load_pps, runs, throughput_mbps, per_cpu
+    {cpu: {metric: mean}}, normalized {metric: mean}, cost_basis, power}."""
+    by_load: dict[float, list[dict]] = {}
+    for t in trials:
+        if t.get("valid") and t.get("kernel"):
+            by_load.setdefault(t["intended_rate_pps"], []).append(t["kernel"])
+    out = []
+    for load, ks in sorted(by_load.items()):
+        cpus = sorted({int(c) for k in ks for c in k["per_cpu"]})
+        per_cpu = {}
+        for c in cpus:
+            rows = [k["per_cpu"].get(c, k["per_cpu"].get(str(c))) for k in ks]
+            rows = [r for r in rows if r]
+            metrics = {m for r in rows for m, v in r.items() if isinstance(v, (int, float))}
+            per_cpu[c] = {m: _mean([r.get(m) for r in rows]) for m in sorted(metrics)}
+        norms = [k["normalized"] for k in ks]
+        out.append({
+            "load_pps": load, "runs": len(ks),
+            "throughput_mbps": _mean([n.get("throughput_mbps") for n in norms]),
+            "sut_cpus": norms[0].get("cpus", []),
+            "per_cpu": per_cpu,
+            "normalized": {m: _mean([n.get(m) for n in norms])
+                           for m in ("utilization_per_mbps", "cycles_per_mbps", "cpu_time_per_mbps",
+                                     "power_mw_per_mbps")},
+            "cost_basis": norms[0].get("cost_basis"), "cost_basis_why": norms[0].get("cost_basis_why"),
+            "dev_weight": ks[0].get("dev_weight"),
+            "missing": ks[0].get("missing", {}),
+        })
+    return out
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None

@@ -1,0 +1,71 @@
+"""Kernel statistics: the WiFi-AP paper's normalized costs (its worked
+examples), window rates from a sampler series (u32 wrap, gauges), and the
+aggregates of a series captured on this machine during a real trial."""
+import json
+from pathlib import Path
+
+import pytest
+
+from softnet.analysis import kernel_stats as ks
+from softnet.collect.sampler import Series
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_normalized_utilization_is_the_papers_worked_example():
+    # Obs. 3: dual-core E2W at 500 Mbps, Core 0 6.38 %, Core 1 11.63 %.
+    assert round(ks.normalized_utilization([6.38, 11.63], 500), 4) == 0.0360
+
+
+def test_normalized_cycles_is_the_papers_worked_example():
+    # Obs. 3: 182747814 and 926181648 cycles in one second at 1.5 GHz, 500 Mbps.
+    assert round(ks.normalized_cycles([182747814, 926181648], 1.5e9, 500), 4) == 0.1479
+
+
+def test_packets_per_rx_softirq_is_the_papers_example():
+    # Obs. 2: 73000 packets/s over 1140 RX softirqs/s, close to dev_weight 64.
+    s = Series(1.0, [0.0, 1.0],
+               [{("stat", "idle", 1): 0, ("softirq", "NET_RX", 1): 0, ("softnet", "processed", 1): 0},
+                {("stat", "idle", 1): 0, ("softirq", "NET_RX", 1): 1140, ("softnet", "processed", 1): 73000}],
+               marks={"window_start": 0, "window_end": 1})
+    k = ks.trial_kernel_stats(s, [1], forwarded_pkts=73000, frame_bytes=64)
+    assert round(k["per_cpu"][1]["pkts_per_rx_softirq"], 1) == 64.0
+
+
+def test_window_rates_handle_u32_wrap_and_keep_gauges():
+    a = {("softnet", "processed", 0): 2**32 - 100, ("softnet", "backlog_len", 0): 900,
+         ("irq", "LOC", 0): 2**32 - 1, ("stat", "idle", 0): 10}
+    b = {("softnet", "processed", 0): 400, ("softnet", "backlog_len", 0): 3,
+         ("irq", "LOC", 0): 249, ("stat", "idle", 0): 60}
+    s = Series(0.5, [1.0, 1.5], [a, b], marks={"window_start": 0, "window_end": 1})
+    d, secs = ks.window_deltas(s)
+    assert secs == 0.5
+    assert d[("softnet", "processed", 0)] == 500 and d[("irq", "LOC", 0)] == 250
+    assert d[("softnet", "backlog_len", 0)] == 3 and d[("stat", "idle", 0)] == 50
+
+
+def test_cycles_fall_back_to_cpu_time_and_say_so():
+    s = Series.from_json(json.loads((DATA / "kernel_samples_ipv4fwd_300kpps.json").read_text()))
+    k = ks.trial_kernel_stats(s, [1], forwarded_pkts=300_000, frame_bytes=64)
+    n = k["normalized"]
+    assert n["cost_basis"] == "cpu_time" and "cycles" in n["cost_basis_why"]
+    assert n["cycles_per_mbps"] == n["cpu_time_per_mbps"]
+    assert n["power_mw_per_mbps"] is None and "power" in k["missing"]
+
+
+def test_captured_trial_series_gives_the_kernel_picture_of_forwarding():
+    # Captured with `softnet trial --sut ipv4-fwd --rate 300kpps --duration 2` on this VM:
+    # the SUT's receive work on CPU 1, the generator on CPU 0.
+    raw = json.loads((DATA / "kernel_samples_ipv4fwd_300kpps.json").read_text())
+    s = Series.from_json(raw)
+    k = ks.trial_kernel_stats(s, [1], forwarded_pkts=round(300_000 * k_window(s)), frame_bytes=64)
+    sut = k["per_cpu"][1]
+    assert sut["net_rx_softirqs_per_s"] > 100
+    assert 250_000 < sut["softnet_processed_per_s"] < 350_000  # every forwarded packet through the stack
+    assert 1 <= sut["pkts_per_rx_softirq"] <= 4 * k["dev_weight"]
+    assert 0 <= sut["utilization_pct"] <= 100 and 0 <= sut["cpu_time_pct"] <= 100
+    assert k["normalized"]["throughput_mbps"] == pytest.approx(300_000 * 64 * 8 / 1e6, rel=0.05)
+
+
+def k_window(s: Series) -> float:
+    return s.t_s[s.marks["window_end"]] - s.t_s[s.marks["window_start"]]

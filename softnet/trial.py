@@ -129,7 +129,9 @@ def _placement(tb: LocalTestbed, gen: dict, sink: dict, window: dict) -> dict:
     # invalid; a real misplacement moves most of them.
     ok = gen["cpu"] == p.gen_cpu and on_requested >= PLACEMENT_MIN_SHARE
     if p.steering == "threaded":
-        ok = ok and all(cpu in p.sut_cpus for t in threads.values() for cpu in t.values() if cpu is not None)
+        def wanted(dev: str) -> list[int]:  # the sink's own NAPI thread (sink_cpu) sits apart from the SUT's
+            return [p.sink_cpu] if dev == tb.ifs["sink"] and p.sink_cpu is not None else p.sut_cpus
+        ok = ok and all(cpu in wanted(dev) for dev, t in threads.items() for cpu in t.values() if cpu is not None)
     return {
         "requested": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu, "steering": p.steering},
         "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus, "sink_share_on_requested_cpus": on_requested,

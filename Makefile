@@ -38,6 +38,7 @@ bench: setup
 	$(VENV)/bin/python bench/gen_bench.py
 	$(VENV)/bin/python bench/search_bench.py --seeds 60
 	$(VENV)/bin/python bench/search_bench.py --real 10
+	$(VENV)/bin/python bench/sampler_bench.py
 
 clean:
 	$(MAKE) -C native clean

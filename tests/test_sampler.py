@@ -100,7 +100,8 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
     spec = load_spec(Path(__file__).parents[1] / "examples" / "wifi-ap-levels.toml")
     spec = spec.model_copy(update={"method": spec.method.model_copy(update={
         "loads": ["100Mbps", "max"], "runs": 1, "duration_s": 0.5, "warmup_s": 0.1, "probe_duration_s": 0.5}),
-        "collect": spec.collect.model_copy(update={"sample_interval_s": 0.5})})
+        "collect": spec.collect.model_copy(update={"sample_interval_s": 0.5}),
+        "matrix": {"testbed.placement": ["single", "split"]}})  # direction: its own test below
     cid = run_campaign(spec, tmp_path / "res")
     with Store(tmp_path / "res", read_only=True) as store:
         cells = store.cells(cid)
@@ -118,3 +119,20 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
     assert html.count("kernel statistics: wifi-ap-levels cell") >= 2
     assert sorted(p.name for p in (tmp_path / "plots").glob("kernel*")) == [
         "kernel01.png", "kernel01.svg", "kernel02.png", "kernel02.svg"]
+
+
+def test_direction_puts_the_other_sides_settings_on_the_receiving_interface(host_unchanged):
+    from softnet.campaign.measurers import TestbedMeasurer
+    from softnet.campaign.spec import CampaignSpec
+
+    spec = CampaignSpec.model_validate({
+        "name": "dir", "testbed": {"sut": "ipv4-fwd", "gen_cpu": 0, "sut_cpus": [1], "direction": "b_to_a",
+                                   "side_a": {"steering": "threaded"}, "side_b": {"steering": "rps"}},
+        "method": {"kind": "sweep", "loads": ["20kpps"], "runs": 1, "duration_s": 0.3, "warmup_s": 0.1},
+        "collect": {"sample": False}})
+    with TestbedMeasurer(spec, 0) as m:
+        mask = hostcmd.read_ns_file(m.tb.ns["sut"], f"/sys/class/net/{m.tb.ifs['sut_in']}/queues/rx-0/rps_cpus")
+        r = m.measure(20_000, 0, 0)
+    assert r["valid"] and r["path"]["sut_in_side"] == "b" and r["path"]["ingress_steering"] == "rps"
+    assert r["placement"]["requested"]["steering"] == "rps" and int(mask, 16) == 0b10
+    assert "kernel" not in r  # collect.sample = false

@@ -83,7 +83,7 @@ class TestbedMeasurer:
             p.gen_cpu = t.gen_cpu
         if t.sut_cpus is not None:
             p.sut_cpus = list(t.sut_cpus)
-        p.sink_cpu, p.steering = t.sink_cpu, t.steering
+        p.sink_cpu, p.steering = t.sink_cpu, t.ingress_steering()
         if t.placement == "split":
             p.sink_cpu = split_egress_cpu(p)
         self.spec, self.placement = spec, p
@@ -106,10 +106,20 @@ class TestbedMeasurer:
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
                          frame_bytes=t.frame_bytes, flows=t.flows,
                          sample_interval_s=c.sample_interval_s if c.sample else None)
-        return run_trial(self.tb, self.ep, spec, self.changes)
+        result = run_trial(self.tb, self.ep, spec, self.changes)
+        result["path"] = self.path()
+        return result
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
         return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s)
+
+    def path(self) -> dict:
+        """Which side of the SUT receives (sut_in) and which sends (sut_out)."""
+        t = self.spec.testbed
+        ingress, egress = t.sides()
+        return {"direction": t.direction, "sut_in_side": ingress, "sut_out_side": egress,
+                "sides": {"a": t.side_a.model_dump(), "b": t.side_b.model_dump()},
+                "placement": t.placement, "ingress_steering": t.ingress_steering()}
 
     def probe_max(self) -> tuple[float, dict]:
         """Flood the SUT and take what it delivered per second as its maximum.

@@ -3,6 +3,8 @@
     name = "ipv4-split-vs-single"
     [testbed]
     sut = "ipv4-fwd"            # ipv4-fwd | ipv6-fwd | none | synthetic
+    placement = "single"        # or "split": egress-side processing on its own CPU
+    direction = "a_to_b"        # or "b_to_a"; per-side settings in [testbed.side_a], [testbed.side_b]
     [traffic]
     frame_bytes = 64
     flows = 1
@@ -44,6 +46,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SideSpec(Strict):
+    """Settings of one side of the SUT (the interface facing network A or B).
+    steering: how packets received on this side reach the SUT's CPUs (None:
+    testbed.steering). On veth only the receiving side's settings act on
+    one-way traffic; the other side's apply when the direction is reversed."""
+
+    steering: Literal["threaded", "rps"] | None = None
+
+
 class TestbedSpec(Strict):
     __test__ = False
     sut: Literal["ipv4-fwd", "ipv6-fwd", "none", "synthetic"] = "ipv4-fwd"
@@ -56,6 +67,19 @@ class TestbedSpec(Strict):
     # egress side (the receive processing its transmit triggers) to a CPU of
     # its own. None: as sink_cpu says.
     placement: Literal["single", "split"] | None = None
+    # The path's direction: generator on side A and sink on side B, or the
+    # reverse (the WiFi-AP study's E2W and W2E), with per-side settings.
+    direction: Literal["a_to_b", "b_to_a"] = "a_to_b"
+    side_a: SideSpec = SideSpec()
+    side_b: SideSpec = SideSpec()
+
+    def sides(self) -> tuple[str, str]:
+        """(ingress side, egress side) of the SUT for this direction."""
+        return ("a", "b") if self.direction == "a_to_b" else ("b", "a")
+
+    def ingress_steering(self) -> str:
+        side = self.side_a if self.sides()[0] == "a" else self.side_b
+        return side.steering or self.steering
 
     @model_validator(mode="after")
     def placement_or_sink_cpu(self):

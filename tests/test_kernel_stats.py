@@ -69,3 +69,19 @@ def test_captured_trial_series_gives_the_kernel_picture_of_forwarding():
 
 def k_window(s: Series) -> float:
     return s.t_s[s.marks["window_end"]] - s.t_s[s.marks["window_start"]]
+
+
+def test_cycles_and_power_are_used_when_the_host_counts_them():
+    # A host with a PMU and RAPL (crafted: this VM has neither): the paper's
+    # dual-core 500 Mbps example as one-second counter deltas on CPUs 0 and 1.
+    frame, secs = 1518, 1.0
+    pkts = 500e6 / (frame * 8)  # 500 Mbps of frames
+    a = {("stat", "idle", 0): 0, ("stat", "idle", 1): 0, ("perf", "cycles", 0): 0, ("perf", "cycles", 1): 0,
+         ("power", "intel-rapl:0", -1): 0}
+    b = {("stat", "idle", 0): 50, ("stat", "idle", 1): 50, ("perf", "cycles", 0): 182747814,
+         ("perf", "cycles", 1): 926181648, ("power", "intel-rapl:0", -1): 757_000}  # 0.757 J in 1 s
+    s = Series(1.0, [0.0, secs], [a, b], marks={"window_start": 0, "window_end": 1})
+    n = ks.trial_kernel_stats(s, [0, 1], forwarded_pkts=round(pkts), frame_bytes=frame, freq_hz=1.5e9)["normalized"]
+    assert n["cost_basis"] == "cycles"
+    assert round(n["cycles_per_mbps"], 4) == 0.1479
+    assert n["power_mw_per_mbps"] == pytest.approx(757 / 500, rel=1e-3)  # Table II's unit: mW per Mbps

@@ -143,6 +143,18 @@ def test_generator_limited_is_flagged(host_unchanged):
     assert r["achieved_ratio"] < 0.995
 
 
+def test_generator_far_behind_schedule_is_stopped_and_flagged_not_fatal(host_unchanged, monkeypatch):
+    """Seen with RPS at the probed maximum: the generator's CPU also runs the
+    SUT ingress NAPI and it falls far behind. The trial must end flagged."""
+    import softnet.trial as trial_mod
+
+    monkeypatch.setattr(trial_mod, "OVERTIME_FACTOR", 0.2)
+    monkeypatch.setattr(trial_mod, "OVERTIME_S", 0.0)
+    r, _ = trial("ipv4-fwd", 10_000, duration_s=3.0, warmup_s=0.0)
+    assert {"interrupted", "generator_limited"} <= set(r["flags"]) and not r["valid"]
+    assert 0 < r["sent_pkts"] < 30_000
+
+
 def test_exception_mid_trial_undoes_everything(host_unchanged, monkeypatch):
     import softnet.trial as trial_mod
 

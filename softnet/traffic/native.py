@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,11 @@ class GeneratorJob:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def interrupt(self) -> None:
+        """Ask it to stop now: it reports what it sent, flagged interrupted."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
 
     def wait(self, timeout: float) -> dict:
         try:

@@ -247,9 +247,13 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         result["valid"] = False
     if sampler:
         series = sampler.series
-        series.marks.setdefault("window_start", series.marks["start"])
-        result["kernel"] = trial_kernel_stats(series, tb.placement.sut_cpus, received, spec.frame_bytes,
-                                              cpu_freq_hz())
+        if "start" in series.marks:
+            series.marks.setdefault("window_start", series.marks["start"])
+        if {"window_start", "window_end"} <= set(series.marks):
+            result["kernel"] = trial_kernel_stats(series, tb.placement.sut_cpus, received, spec.frame_bytes,
+                                                  cpu_freq_hz())
+        else:
+            result["kernel"] = {"missing": dict(series.missing), "sampler": dict(series.sampler)}
         result["kernel_samples"] = series.to_json()
     result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
     result["provenance"]["host_changes_applied"] += trial_changes.applied

@@ -32,6 +32,13 @@ def test_packets_per_rx_softirq_is_the_papers_example():
     assert round(k["per_cpu"][1]["pkts_per_rx_softirq"], 1) == 64.0
 
 
+def test_packets_per_rx_softirq_needs_softirqs_that_could_carry_them():
+    # Threaded NAPI: 200k packets/s through the stack, 0.3 NET_RX softirqs/s on that CPU.
+    assert ks.pkts_per_rx_softirq(200_000, 0.3, 300) is None
+    assert ks.pkts_per_rx_softirq(200_000, 0, 300) is None
+    assert ks.pkts_per_rx_softirq(73_000, 1140, 300) == pytest.approx(64.0, abs=0.1)
+
+
 def test_window_rates_handle_u32_wrap_and_keep_gauges():
     a = {("softnet", "processed", 0): 2**32 - 100, ("softnet", "backlog_len", 0): 900,
          ("irq", "LOC", 0): 2**32 - 1, ("stat", "idle", 0): 10}

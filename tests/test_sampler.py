@@ -136,3 +136,19 @@ def test_direction_puts_the_other_sides_settings_on_the_receiving_interface(host
     assert r["valid"] and r["path"]["sut_in_side"] == "b" and r["path"]["ingress_steering"] == "rps"
     assert r["placement"]["requested"]["steering"] == "rps" and int(mask, 16) == 0b10
     assert "kernel" not in r  # collect.sample = false
+
+
+def test_a_failing_source_does_not_stop_the_trial(host_unchanged, monkeypatch):
+    calls = []
+    real = KernelSampler._read_links
+
+    def flaky(self, out):
+        calls.append(1)
+        if len(calls) > 2:
+            raise OSError("injected: device went away")
+        return real(self, out)
+
+    monkeypatch.setattr(KernelSampler, "_read_links", flaky)
+    r = run(20_000, duration_s=0.6, warmup_s=0.1, sample_interval_s=0.1)
+    assert r["valid"] and "injected" in r["kernel"]["missing"]["sampler"]
+    assert not [t for t in threading.enumerate() if t.name == "softnet-sampler"]

@@ -57,11 +57,26 @@ def frame_mbps(pkts: float, frame_bytes: int, seconds: float) -> float:
     return pkts * frame_bytes * 8 / seconds / 1e6
 
 
-def dev_weight() -> int | None:
+def _sysctl_int(name: str) -> int | None:
     try:
-        return int(Path("/proc/sys/net/core/dev_weight").read_text())
+        return int(Path("/proc/sys/net/core", name).read_text())
     except (OSError, ValueError):
         return None
+
+
+def dev_weight() -> int | None:
+    return _sysctl_int("dev_weight")
+
+
+def pkts_per_rx_softirq(processed: float, net_rx: float, budget: int | None) -> float | None:
+    """Packets through the stack per NET_RX softirq (the paper's 73000/1140).
+    None when the softirqs cannot have carried them: one NET_RX run handles at
+    most netdev_budget packets, so fewer runs than processed / budget means
+    the packets were polled elsewhere (threaded NAPI kthreads), and the ratio
+    would only divide unrelated counts."""
+    if net_rx <= 0 or (budget and processed / net_rx > budget):
+        return None
+    return processed / net_rx
 
 
 def cpu_freq_hz() -> float | None:
@@ -88,6 +103,8 @@ def window_deltas(series: Series, start: str = "window_start", end: str = "windo
         if src == "softnet" and item in SOFTNET_GAUGES:
             out[key] = v
         elif key in a:
+            if src == "power" and v < a[key]:
+                continue  # RAPL energy wrapped (at max_energy_range_uj): this window has no power figure
             out[key] = counter_delta(a[key], v, 32 if src in U32_SOURCES else None)
     return out, series.t_s[j] - series.t_s[i]
 
@@ -100,7 +117,7 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
     if secs <= 0:
         raise ValueError("kernel samples: the measurement window has no duration")
     cpus = sorted({k[2] for k in d if k[0] == "stat" and k[2] >= 0})
-    weight = dev_weight()
+    weight, budget = dev_weight(), _sysctl_int("netdev_budget")
     per_cpu = {}
     for c in cpus:
         busy = sum(d.get(("stat", k, c), 0) for k in BUSY_TICKS)
@@ -116,7 +133,7 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
             "net_tx_softirqs_per_s": d.get(("softirq", "NET_TX", c), 0) / secs,
             "softirqs_per_s": {k[1]: v / secs for k, v in d.items() if k[0] == "softirq" and k[2] == c and v},
             "softnet_processed_per_s": processed / secs,
-            "pkts_per_rx_softirq": processed / net_rx if net_rx else None,
+            "pkts_per_rx_softirq": pkts_per_rx_softirq(processed, net_rx, budget),
             "time_squeeze_per_s": d.get(("softnet", "time_squeeze", c), 0) / secs,
             "softnet_dropped": d.get(("softnet", "dropped", c), 0),
             "context_switches_per_s": (d[("perf", "context_switches", c)] / secs
@@ -151,7 +168,7 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
     ctxt = d.get(("stat", "ctxt", -1))
     return {
         "window_s": secs, "interval_s": series.interval_s, "samples": len(series.samples),
-        "per_cpu": per_cpu, "irqs": irqs, "dev_weight": weight,
+        "per_cpu": per_cpu, "irqs": irqs, "dev_weight": weight, "netdev_budget": budget,
         "context_switches_per_s": ctxt / secs if ctxt is not None else None,
         "normalized": norm,
         # bstats of a qdisc count bypassed packets too: the split needs the
@@ -169,7 +186,7 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
     {cpu: {metric: mean}}, normalized {metric: mean}, cost_basis, power}."""
     by_load: dict[float, list[dict]] = {}
     for t in trials:
-        if t.get("valid") and t.get("kernel"):
+        if t.get("valid") and (t.get("kernel") or {}).get("per_cpu"):
             by_load.setdefault(t["intended_rate_pps"], []).append(t["kernel"])
     out = []
     for load, ks in sorted(by_load.items()):

@@ -88,7 +88,7 @@ def show(r: dict) -> None:
     console.print(f"placement requested: gen CPU {pl['requested']['gen_cpu']}, SUT CPUs {pl['requested']['sut_cpus']} "
                   f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
                   f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}")
-    if r.get("kernel"):
+    if (r.get("kernel") or {}).get("per_cpu"):
         show_kernel(r["kernel"])
     if r["valid"]:
         console.print("[green]valid[/]: no flags")

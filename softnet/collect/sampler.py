@@ -237,7 +237,11 @@ class KernelSampler:
         t0 = time.thread_time()
         with self._lock:
             now = time.monotonic() - self._t0
-            values = self._read()
+            try:
+                values = self._read()
+            except Exception as e:  # noqa: BLE001 - the trial goes on without this sample
+                self.series.missing.setdefault("sampler", f"sample '{mark}' at {now:.2f} s failed: {e}")
+                return
             self.series.t_s.append(now)
             self.series.samples.append(values)
             if mark:
@@ -258,13 +262,22 @@ class KernelSampler:
                 break
             with self._lock:
                 now = time.monotonic() - self._t0
+                try:
+                    values = self._read()
+                except Exception as e:  # noqa: BLE001 - a sampler failure must not stop the trial
+                    self.series.missing["sampler"] = f"sampling stopped at {now:.2f} s: {e}"
+                    break
                 self.series.t_s.append(now)
-                self.series.samples.append(self._read())
+                self.series.samples.append(values)
         self.series.sampler["thread_cpu_s"] = time.thread_time() - t_cpu0
 
     def __enter__(self) -> "KernelSampler":
         c0 = time.thread_time()
-        self._open()
+        try:
+            self._open()
+        except BaseException:
+            self._close()  # whatever was opened before the failure
+            raise
         self.series.sampler["setup_cpu_s"] = time.thread_time() - c0
         self._t0 = time.monotonic()
         self.sample_now("start")

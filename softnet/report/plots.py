@@ -441,7 +441,7 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
     as mpstat) next to CPU time (wall minus nohz idle), (c) cycles per CPU, or
     CPU time where the host counts no cycles, (d) power, or why there is none."""
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(10.0, 7.2), dpi=DPI, layout="constrained")
+        fig = Figure(figsize=(10.0, 8.2), dpi=DPI, layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(2, 2)
         cpus = sorted({c for lv in levels for c in lv["per_cpu"]})
@@ -456,31 +456,34 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
                 y = [np.nan if v is None else v for v in vals]
                 ax.bar(x - 0.4 + w * (i + 0.5), y, w, label=label, color=colors[i % len(colors)])
             ax.set_xticks(x, xt)
-            ax.legend(fontsize=7.5, frameon=False)
+            ax.legend(fontsize=7.5, frameon=False, ncol=min(n, 3), loc="upper center", bbox_to_anchor=(0.5, -0.2))
 
         def per(c, m):
             return [lv["per_cpu"].get(c, {}).get(m) for lv in levels]
 
+        sut = set(levels[0].get("sut_cpus", [])) if levels else set()
+        name = {c: f"CPU {c}" + (" (SUT)" if c in sut else "") for c in cpus}
+
         ax = axes[0][0]
-        bars(ax, [(f"{what} CPU {c}", per(c, m)) for c in cpus
+        bars(ax, [(f"{what} {name[c]}", per(c, m)) for c in cpus
                   for what, m in (("IRQs", "irqs_per_s"), ("RX softirqs", "net_rx_softirqs_per_s"),
                                   ("TX softirqs", "net_tx_softirqs_per_s"))])
         ax.set_yscale("symlog", linthresh=10)
         ax.set_ylabel("per second")
         ax.set_title("(a) IRQs and softirqs", loc="left")
         ax = axes[0][1]
-        bars(ax, [(f"{what} CPU {c}", per(c, m)) for c in cpus
+        bars(ax, [(f"{what} {name[c]}", per(c, m)) for c in cpus
                   for what, m in (("utilization", "utilization_pct"), ("CPU time", "cpu_time_pct"))])
         ax.set_ylabel("% of one CPU")
         ax.set_title("(b) utilization (/proc/stat ticks) vs CPU time", loc="left")
         ax = axes[1][0]
         has_cycles = all(per(c, "cycles_per_s")[0] is not None for c in cpus) if cpus and levels else False
         if has_cycles:
-            bars(ax, [(f"CPU {c}", per(c, "cycles_per_s")) for c in cpus])
+            bars(ax, [(name[c], per(c, "cycles_per_s")) for c in cpus])
             ax.set_ylabel("cycles per second")
             ax.set_title("(c) cycles", loc="left")
         else:
-            bars(ax, [(f"CPU {c}", per(c, "cpu_time_pct")) for c in cpus])
+            bars(ax, [(name[c], per(c, "cpu_time_pct")) for c in cpus])
             ax.set_ylabel("CPU time, % of one CPU")
             ax.set_title("(c) CPU time (no cycle counter on this host)", loc="left")
         ax = axes[1][1]

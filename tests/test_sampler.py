@@ -121,23 +121,6 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
         "kernel01.png", "kernel01.svg", "kernel02.png", "kernel02.svg"]
 
 
-def test_direction_puts_the_other_sides_settings_on_the_receiving_interface(host_unchanged):
-    from softnet.campaign.measurers import TestbedMeasurer
-    from softnet.campaign.spec import CampaignSpec
-
-    spec = CampaignSpec.model_validate({
-        "name": "dir", "testbed": {"sut": "ipv4-fwd", "gen_cpu": 0, "sut_cpus": [1], "direction": "b_to_a",
-                                   "side_a": {"steering": "threaded"}, "side_b": {"steering": "rps"}},
-        "method": {"kind": "sweep", "loads": ["20kpps"], "runs": 1, "duration_s": 0.3, "warmup_s": 0.1},
-        "collect": {"sample": False}})
-    with TestbedMeasurer(spec, 0) as m:
-        mask = hostcmd.read_ns_file(m.tb.ns["sut"], f"/sys/class/net/{m.tb.ifs['sut_in']}/queues/rx-0/rps_cpus")
-        r = m.measure(20_000, 0, 0)
-    assert r["valid"] and r["path"]["sut_in_side"] == "b" and r["path"]["ingress_steering"] == "rps"
-    assert r["placement"]["requested"]["steering"] == "rps" and int(mask, 16) == 0b10
-    assert "kernel" not in r  # collect.sample = false
-
-
 def test_a_failing_source_does_not_stop_the_trial(host_unchanged, monkeypatch):
     calls = []
     real = KernelSampler._read_links

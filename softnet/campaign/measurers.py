@@ -18,7 +18,7 @@ from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.testbed.changes import HostChanges
-from softnet.testbed.local import LocalTestbed, Placement
+from softnet.testbed.local import LocalTestbed, Placement, SideSettings
 from softnet.trial import TrialSpec, run_trial
 
 PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
@@ -91,7 +91,10 @@ class TestbedMeasurer:
     def __enter__(self):
         self.changes = HostChanges().__enter__()
         try:
-            self.tb = LocalTestbed(self.changes, self.spec.testbed.sut, self.placement)
+            t = self.spec.testbed
+            sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp)
+                     for role, name in zip(("sut_in", "sut_out"), t.sides())}
+            self.tb = LocalTestbed(self.changes, t.sut, self.placement, sides)
             self.ep = self.tb.build()
         except BaseException:
             self.changes.__exit__(None, None, None)

@@ -4,7 +4,7 @@
     [testbed]
     sut = "ipv4-fwd"            # ipv4-fwd | ipv6-fwd | none | synthetic
     placement = "single"        # or "split": egress-side processing on its own CPU
-    direction = "a_to_b"        # or "b_to_a"; per-side settings in [testbed.side_a], [testbed.side_b]
+    direction = "a_to_b"        # or "b_to_a"; per-side steering, gro, xdp in [testbed.side_a], [testbed.side_b]
     [traffic]
     frame_bytes = 64
     flows = 1
@@ -49,10 +49,13 @@ class Strict(BaseModel):
 class SideSpec(Strict):
     """Settings of one side of the SUT (the interface facing network A or B).
     steering: how packets received on this side reach the SUT's CPUs (None:
-    testbed.steering). On veth only the receiving side's settings act on
-    one-way traffic; the other side's apply when the direction is reversed."""
+    testbed.steering); gro; xdp = "pass": an XDP program that passes every
+    packet. On veth, one-way traffic meets the receiving side's steering, GRO
+    and XDP; the sending side's act on what it receives (the reverse way)."""
 
     steering: Literal["threaded", "rps"] | None = None
+    gro: bool = True
+    xdp: Literal["none", "pass"] = "none"
 
 
 class TestbedSpec(Strict):
@@ -77,9 +80,19 @@ class TestbedSpec(Strict):
         """(ingress side, egress side) of the SUT for this direction."""
         return ("a", "b") if self.direction == "a_to_b" else ("b", "a")
 
+    def side(self, name: str) -> SideSpec:
+        return self.side_a if name == "a" else self.side_b
+
     def ingress_steering(self) -> str:
-        side = self.side_a if self.sides()[0] == "a" else self.side_b
-        return side.steering or self.steering
+        return self.side(self.sides()[0]).steering or self.steering
+
+    @model_validator(mode="after")
+    def receiving_side_has_napi(self):
+        ingress = self.side(self.sides()[0])
+        if not ingress.gro and ingress.xdp == "none":
+            raise ValueError(f"side_{self.sides()[0]} receives ({self.direction}): gro = false needs xdp = \"pass\" "
+                             "(veth delivers the generator's XDP frames only through NAPI: GRO on or an XDP program)")
+        return self
 
     @model_validator(mode="after")
     def placement_or_sink_cpu(self):

@@ -25,6 +25,7 @@ from softnet.collect.sampler import LinkRef
 from softnet.errors import InputError, TestbedError
 from softnet.testbed import hostcmd
 from softnet.testbed.changes import NAME_PREFIX, HostChanges
+from softnet.traffic.native import bpf_object
 
 OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
 IFA_F_NODAD = 0x02
@@ -75,6 +76,24 @@ class Placement:
 
 
 @dataclass
+class SideSettings:
+    """Settings of one SUT interface. gro: GRO on the interface; xdp: "pass"
+    attaches an XDP program that passes every packet (what XDP alone costs).
+    The receiving interface needs veth NAPI for the generator's XDP frames:
+    GRO on, or an XDP program."""
+
+    gro: bool = True
+    xdp: str = "none"  # none | pass
+
+    def validate(self, field: str, receiving: bool) -> None:
+        if self.xdp not in ("none", "pass"):
+            raise InputError(f"{field}.xdp", f"'{self.xdp}' unknown; accepted: none, pass")
+        if receiving and not self.gro and self.xdp == "none":
+            raise InputError(f"{field}.gro", "false on the receiving side needs xdp = \"pass\": veth delivers "
+                             "the generator's XDP frames only through NAPI (GRO on or an XDP program)")
+
+
+@dataclass
 class Endpoints:
     """What the generator and the sink need to know about the testbed."""
 
@@ -96,13 +115,19 @@ def cpu_mask(cpus: list[int]) -> str:
 class LocalTestbed:
     """Builds the namespaces on enter; every change goes through `changes`."""
 
-    def __init__(self, changes: HostChanges, sut: str = "ipv4-fwd", placement: Placement | None = None):
+    def __init__(self, changes: HostChanges, sut: str = "ipv4-fwd", placement: Placement | None = None,
+                 sides: dict[str, SideSettings] | None = None):
+        """``sides``: settings of the SUT's receiving ("sut_in") and sending
+        ("sut_out") interfaces; defaults: GRO on, no XDP."""
         if sut not in SUTS:
             raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
         self.changes = changes
         self.sut = sut
         self.placement = placement or Placement.default()
         self.placement.validate()
+        self.sides = {"sut_in": SideSettings(), "sut_out": SideSettings(), **(sides or {})}
+        for role, side in self.sides.items():
+            side.validate(f"sides.{role}", receiving=role == "sut_in")
         self.ip_version = 6 if sut == "ipv6-fwd" else 4
         self.run_id = secrets.token_hex(3)
         p = f"{NAME_PREFIX}{self.run_id}"
@@ -136,6 +161,9 @@ class LocalTestbed:
         self._steer(rx_ns, rx_if, self.placement.sut_cpus)
         if self.sut != "none" and self.placement.sink_cpu is not None:
             self._steer("sink", "sink", [self.placement.sink_cpu])
+        if self.sut != "none":
+            for role, side in self.sides.items():
+                self._apply_side(role, side)
         return Endpoints(
             gen_ns=self.ns["gen"], gen_if=self.ifs["gen"], anchor_if=self.ifs["anchor"],
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
@@ -220,6 +248,18 @@ class LocalTestbed:
         hostcmd.write_ns_file(ns, path, value)
         self.changes.record(f"{ns}:{path} = {value} (was {old})",
                             lambda: Path("/run/netns", ns).exists() and hostcmd.write_ns_file(ns, path, old))
+
+    def _apply_side(self, role: str, side: SideSettings) -> None:
+        ns, dev = self.ns["sut"], self.ifs[role]
+        if side.xdp == "pass":
+            obj = str(bpf_object("xdp_pass"))
+            self.changes.record(f"{ns}/{dev}: xdp pass ({obj})",
+                                lambda: Path("/run/netns", ns).exists() and hostcmd.in_netns(
+                                    ns, ["ip", "link", "set", "dev", dev, "xdp", "off"], check=False))
+            hostcmd.in_netns(ns, ["ip", "link", "set", "dev", dev, "xdpdrv", "obj", obj, "sec", "xdp"])
+        state = "on" if side.gro else "off"
+        hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", state])
+        self.changes.record(f"{ns}/{dev}: gro {state}", lambda: None)  # dies with the veth
 
     # ---- CPU placement --------------------------------------------------
     def _steer(self, ns_role: str, if_role: str, cpus: list[int]) -> None:

@@ -28,6 +28,14 @@ def tool(name: str) -> Path:
     return path
 
 
+def bpf_object(name: str) -> Path:
+    """A BPF object built by native/Makefile (loaded by ip(8))."""
+    path = native_dir() / f"{name}.bpf.o"
+    if not path.exists():
+        raise TestbedError(f"{path} is missing: build it with `make setup` (or `make -C native`)")
+    return path
+
+
 def _read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""

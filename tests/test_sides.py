@@ -1,0 +1,62 @@
+"""The path's direction and per-side settings of the SUT (steering, GRO,
+XDP) on the real testbed: the receiving interface gets its side's settings."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from softnet.campaign.measurers import TestbedMeasurer
+from softnet.campaign.spec import CampaignSpec, load_spec
+from softnet.errors import InputError
+from softnet.testbed import hostcmd
+from tests.conftest import needs_root
+
+pytestmark = [needs_root, pytest.mark.netns]
+
+
+def spec(**testbed) -> CampaignSpec:
+    return CampaignSpec.model_validate({
+        "name": "dir", "testbed": {"sut": "ipv4-fwd", "gen_cpu": 0, "sut_cpus": [1], **testbed},
+        "method": {"kind": "sweep", "loads": ["20kpps"], "runs": 1, "duration_s": 0.3, "warmup_s": 0.1},
+        "collect": {"sample": False}})
+
+
+def test_direction_puts_the_other_sides_settings_on_the_receiving_interface(host_unchanged):
+    s = spec(direction="b_to_a", side_a={"steering": "threaded"}, side_b={"steering": "rps"})
+    with TestbedMeasurer(s, 0) as m:
+        mask = hostcmd.read_ns_file(m.tb.ns["sut"], f"/sys/class/net/{m.tb.ifs['sut_in']}/queues/rx-0/rps_cpus")
+        r = m.measure(20_000, 0, 0)
+    assert r["valid"] and r["path"]["sut_in_side"] == "b" and r["path"]["ingress_steering"] == "rps"
+    assert r["placement"]["requested"]["steering"] == "rps" and int(mask, 16) == 0b10
+    assert "kernel" not in r  # collect.sample = false
+
+
+
+def link(m, role: str) -> dict:
+    return json.loads(hostcmd.in_netns(m.tb.ns["sut"], ["ip", "-j", "link", "show", "dev", m.tb.ifs[role]]))[0]
+
+
+def gro(m, role: str) -> str:
+    out = hostcmd.in_netns(m.tb.ns["sut"], ["ethtool", "-k", m.tb.ifs[role]])
+    return next(line.split(":")[1].split()[0] for line in out.splitlines() if "generic-receive-offload" in line)
+
+
+def test_xdp_pass_and_gro_off_on_the_receiving_side(host_unchanged):
+    s = spec(direction="b_to_a", side_b={"gro": False, "xdp": "pass"}, side_a={"gro": False, "xdp": "none"})
+    with TestbedMeasurer(s, 0) as m:
+        r = m.measure(20_000, 0, 0)
+        assert "xdp" in link(m, "sut_in") and "xdp" not in link(m, "sut_out")
+        assert gro(m, "sut_in") == "off" and gro(m, "sut_out") == "off"
+    # Forwarding still works through XDP_PASS with GRO off: nothing lost on the path.
+    assert r["valid"] and r["received_pkts"] >= r["sent_pkts"] - r["diagnosis"]["ingress_ring_full_pkts"] - 5
+    assert r["path"]["sides"]["b"] == {"steering": None, "gro": False, "xdp": "pass"}
+
+
+def test_receiving_side_without_napi_is_refused_before_anything_changes(tmp_path, host_unchanged):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "x"\n[testbed]\nside_a = { gro = false }\n[method]\nloads = ["1kpps"]\n')
+    with pytest.raises(InputError, match="testbed.*gro = false needs xdp"):
+        load_spec(path)
+    # Sending side: allowed (it receives nothing of the test traffic).
+    assert spec(side_b={"gro": False}).testbed.side_b.gro is False

@@ -14,8 +14,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import cpu_freq_hz, trial_kernel_stats
 from softnet.collect import procfs
+from softnet.collect.profiler import Profiler
+from softnet.collect.profiler import delta as profiler_delta
+from softnet.collect.profiler import name_drops
 from softnet.collect.sampler import INTERVAL_RANGE_S, KernelSampler
 from softnet.errors import InputError
 from softnet.provenance import provenance
@@ -48,6 +52,7 @@ class TrialSpec:
     frame_bytes: int = 64
     flows: int = 1
     sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
+    profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -159,6 +164,20 @@ def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta, qdisc0
     }
 
 
+def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict) -> dict:
+    """Per-CPU eBPF times over the window, drops by reason and device (host-wide:
+    the sink's XDP drops of skbs count too, on its device), and the audit
+    against the same window's /proc/stat ticks."""
+    d = profiler_delta(reads.get("window_start", reads["start"]), reads["window_end"])
+    per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d["cpus"])) if cpu in window["cpu_ticks"]}
+    return {
+        "plan": profiler.plan, "window_s": d["wall_ns"] / 1e9, "per_cpu": per_cpu,
+        "drops": name_drops(d["drops"], profiler.drop_reasons, tb.interface_ids()),
+        "drop_keys_full": sum(c["drop_keys_full"] for c in d["cpus"]),
+        "audit": {cpu: audit_cpu(m, window["cpu_ticks"][cpu]) for cpu, m in per_cpu.items()},
+    }
+
+
 def _sampler(tb: LocalTestbed, spec: TrialSpec):
     """The kernel statistics sampler, pinned away from the SUT's CPUs (or a no-op)."""
     if spec.sample_interval_s is None:
@@ -177,6 +196,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
+        profiler = Profiler(trial_changes) if spec.profile else None
+        prof = {"start": profiler.read()} if profiler else {}
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()
         gen_job = GeneratorJob.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
@@ -188,6 +209,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             elapsed = time.time() - started
             if kw0 is None and elapsed >= spec.warmup_s:
                 kw0 = procfs.snapshot()
+                if profiler:
+                    prof["window_start"] = profiler.read()
                 if sampler:
                     sampler.sample_now("window_start")
             if progress:
@@ -199,6 +222,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
                 break
             time.sleep(0.05)
         kw1 = procfs.snapshot()
+        if profiler:
+            prof["window_end"] = profiler.read()
         if sampler:
             sampler.sample_now("window_end")
         gen = gen_job.wait(timeout=5)
@@ -255,6 +280,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         else:
             result["kernel"] = {"missing": dict(series.missing), "sampler": dict(series.sampler)}
         result["kernel_samples"] = series.to_json()
+    if profiler:
+        result["profile"] = _profile(tb, profiler, prof, window_delta)
     result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
     result["provenance"]["host_changes_applied"] += trial_changes.applied
     return result

@@ -43,13 +43,14 @@ def trial(
     sink_cpu: int = typer.Option(None, help="pin the sink's NAPI to this CPU (default: where the SUT sends it)"),
     steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps"),
     sample_interval: float = typer.Option(1.0, help="kernel statistics sampling interval, s (0.1..10; 0: off)"),
+    profile: bool = typer.Option(False, "--profile", help="eBPF packet-path profile and CPU accounting audit"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
     need_root()
     trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                  sample_interval or None)
+                  sample_interval or None, profile)
 
 
 @app.command()

@@ -36,11 +36,12 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
 
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
-        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0) -> dict:
+        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
-                         warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s)
+                         warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
+                         profile=profile)
         spec.validate(tb.ip_version)  # all input checked before the host is changed
         ep = tb.build()
         if as_json:
@@ -90,6 +91,8 @@ def show(r: dict) -> None:
                   f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}")
     if (r.get("kernel") or {}).get("per_cpu"):
         show_kernel(r["kernel"])
+    if r.get("profile"):
+        show_profile(r["profile"])
     if r["valid"]:
         console.print("[green]valid[/]: no flags")
     else:
@@ -120,3 +123,24 @@ def show_kernel(k: dict) -> None:
                       f"{n['cycles_per_mbps']:.4f} %/Mbps (dev_weight {k['dev_weight']})")
     if k["missing"]:
         console.print(f"[dim]not sampled: {'; '.join(f'{s}: {why}' for s, why in sorted(k['missing'].items()))}[/]")
+
+
+def show_profile(p: dict) -> None:
+    """eBPF-measured packet-path time per CPU against /proc/stat, and drops."""
+    t = Table(title=f"eBPF profile over the {p['window_s']:.2f} s window ({p['plan']}) and the CPU accounting audit",
+              header_style="bold")
+    for col in ("CPU", "busy % (eBPF)", "busy % (/proc/stat)", "softirq % (eBPF)", "softirq % (ticks)",
+                "NET_RX % by context", "NAPI polls/s", "pkts/poll"):
+        t.add_column(col, justify="right")
+    for cpu, m in sorted(p["per_cpu"].items(), key=lambda kv: int(kv[0])):
+        a = p["audit"][cpu]
+        ctx = ", ".join(f"{k} {v:.1f}" for k, v in m["net_rx_pct_by_context"].items() if v >= 0.05) or "-"
+        t.add_row(str(cpu), f"{m['busy_pct']:.1f}", f"{a.get('reported_busy_pct', float('nan')):.1f}",
+                  f"{m['softirq_pct']:.1f}", f"{a.get('reported_softirq_pct', float('nan')):.1f}", ctx,
+                  f"{m['napi_polls_per_s']:,.0f}",
+                  "-" if m["napi_work_per_poll"] is None else f"{m['napi_work_per_poll']:.1f}")
+    console.print(t)
+    for cpu, a in sorted(p["audit"].items(), key=lambda kv: int(kv[0])):
+        console.print(f"audit CPU {cpu}: {a['verdict']}")
+    for d in p["drops"][:5]:
+        console.print(f"dropped: {d['skbs']:,} skbs, {d['reason']} on {d['device']}")

@@ -308,6 +308,17 @@ class LocalTestbed:
         ns_of = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}
         return [LinkRef(role, self.ns[ns_of[role]], self.ifs[role]) for role in roles]
 
+    def interface_ids(self) -> dict[tuple[int, int], str]:
+        """(netns inode, ifindex) -> "role (ns/ifname)" of the testbed's
+        interfaces: how kernel-side records name a device."""
+        out = {}
+        for link in self.sample_links():
+            with IPRoute(netns=link.ns) as ipr:
+                idx = ipr.link_lookup(ifname=link.ifname)
+            if idx:
+                out[(os.stat(f"/run/netns/{link.ns}").st_ino, idx[0])] = f"{link.role} ({link.ns}/{link.ifname})"
+        return out
+
     def qdisc_drops(self) -> int:
         """Packets dropped by qdiscs on the SUT's interfaces (veth defaults to
         noqueue, so this moves only when a qdisc was configured)."""

@@ -36,7 +36,7 @@ def bpf_object(name: str) -> Path:
     return path
 
 
-def _read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
+def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""
     if not line:
@@ -55,7 +55,7 @@ class Sink:
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        hello = _read_json_line(self.proc, "softnet-sink did not start", 10)
+        hello = read_json_line(self.proc, "softnet-sink did not start", 10)
         self.prog_id = hello["prog_id"]
 
     def read(self) -> dict:
@@ -63,7 +63,7 @@ class Sink:
             raise TestbedError(f"softnet-sink died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
         self.proc.stdin.write("read\n")
         self.proc.stdin.flush()
-        return _read_json_line(self.proc, "softnet-sink read", 5)
+        return read_json_line(self.proc, "softnet-sink read", 5)
 
     def close(self) -> None:
         if self.proc is None:

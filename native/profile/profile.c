@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+/* softnet-profile: attaches the packet-path tracepoint programs (tp_btf) and
+ * answers "read" on stdin with one JSON line of per-CPU aggregates. The
+ * attachments are bpf_links owned by this process: they go when it exits,
+ * kill -9 included. The first line names the kernel's drop reasons (enum
+ * skb_drop_reason, read from the kernel's BTF). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "../common/sn_util.h"
+#include "profile.h"
+#include "profile.skel.h"
+
+static const char *const vec_names[PROF_NVEC] = { "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK",
+						  "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU" };
+static const char *const ctx_names[PROF_NCTX] = { "idle", "ksoftirqd", "napi_thread", "other_task" };
+
+static void on_signal(int sig) { (void)sig; }
+
+static void print_drop_reasons(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, "skb_drop_reason", BTF_KIND_ENUM) : -1;
+
+	printf("\"drop_reasons\": {");
+	if (id > 0) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e = btf_enum(t);
+		for (int i = 0; i < btf_vlen(t); i++)
+			printf("%s\"%d\": \"%s\"", i ? ", " : "", e[i].val, btf__name_by_offset(btf, e[i].name_off));
+	}
+	printf("}");
+	btf__free(btf);
+}
+
+static void u64s(const char *name, const __u64 *v, int n)
+{
+	printf("\"%s\": [", name);
+	for (int i = 0; i < n; i++)
+		printf("%s%llu", i ? ", " : "", (unsigned long long)v[i]);
+	printf("]");
+}
+
+static void print_stats(struct profile_bpf *skel, int ncpu)
+{
+	struct prof_stats s[ncpu];
+	struct cpu_state st[ncpu];
+	__u64 d[ncpu];
+	__u32 k = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, s) ||
+	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.state), &k, st))
+		sn_die("read stats: %s", strerror(errno));
+	/* busy/idle are summed at context switches: add the interval still open
+	 * on each CPU, so that two reads bracket exactly the time between them. */
+	__u64 now = sn_now_ns();
+	for (int c = 0; c < ncpu; c++) {
+		if (!st[c].last_switch || st[c].last_switch > now)
+			continue;
+		if (st[c].cur_idle)
+			s[c].idle_ns += now - st[c].last_switch;
+		else
+			s[c].busy_ns += now - st[c].last_switch;
+	}
+	printf("{\"cpus\": [");
+	for (int c = 0; c < ncpu; c++) {
+		printf("%s{\"softirq_ns\": {", c ? ", " : "");
+		for (int v = 0; v < PROF_NVEC; v++) {
+			printf("%s\"%s\": {", v ? ", " : "", vec_names[v]);
+			for (int x = 0; x < PROF_NCTX; x++)
+				printf("%s\"%s\": [%llu, %llu]", x ? ", " : "", ctx_names[x],
+				       (unsigned long long)s[c].softirq_ns[v][x], (unsigned long long)s[c].softirq_cnt[v][x]);
+			printf("}");
+		}
+		printf("}, ");
+#define F(f) printf("\"" #f "\": %llu, ", (unsigned long long)s[c].f)
+		F(hardirq_ns); F(hardirq_cnt); F(busy_ns); F(idle_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
+		F(ctx_switches); F(napi_polls); F(napi_work); F(napi_budget_exhausted); F(rx_skbs);
+		F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
+#undef F
+		u64s("napi_work_hist", s[c].napi_work_hist, PROF_NAPI_BUCKETS);
+		printf("}");
+	}
+	printf("], \"drops\": [");
+	int first = 1, fd = bpf_map__fd(skel->maps.drops);
+	struct drop_key key, next, *prev = NULL;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		__u64 n = 0;
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, d))
+			continue; /* deleted meanwhile: nothing deletes, but never trust a race */
+		for (int c = 0; c < ncpu; c++)
+			n += d[c];
+		printf("%s[%u, %u, %u, %llu]", first ? "" : ", ", key.reason, key.ifindex, key.netns_ino,
+		       (unsigned long long)n);
+		first = 0;
+	}
+	printf("], \"monotonic_ns\": %llu}\n", (unsigned long long)now);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1)
+		sn_die("usage: softnet-profile (then \"read\" or \"quit\" lines on stdin)");
+	sn_die_with_parent();
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: unblocks fgets */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	libbpf_set_print(NULL);
+	struct profile_bpf *skel = profile_bpf__open_and_load();
+	if (!skel)
+		sn_die("load BPF programs: %s", strerror(errno));
+	if (profile_bpf__attach(skel))
+		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
+	int ncpu = libbpf_num_possible_cpus();
+	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)\", ", ncpu);
+	print_drop_reasons();
+	printf("}\n");
+	fflush(stdout);
+
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "read", 4))
+			print_stats(skel, ncpu);
+		else if (!strncmp(line, "quit", 4))
+			break;
+	}
+	profile_bpf__destroy(skel);
+	return 0;
+}

@@ -1,0 +1,79 @@
+"""softnet-profile (native/profile): per-CPU packet-path aggregates from BTF
+tracepoints, read at chosen instants; `delta()` of two reads is what happened
+between them.
+
+The attach plan is fixed to what this kernel allows everywhere softnet runs:
+tp_btf tracepoints (softirq entry/exit, irq handler entry/exit, sched_switch,
+napi_poll, netif_receive_skb, consume_skb, kfree_skb with its reason). They
+need neither tracefs nor kprobes nor fentry (all unavailable here).
+"""
+from __future__ import annotations
+
+import subprocess
+
+from softnet.errors import TestbedError
+from softnet.testbed.changes import HostChanges
+from softnet.traffic.native import read_json_line, tool
+
+CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
+COUNTERS = ("hardirq_ns", "hardirq_cnt", "busy_ns", "idle_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
+            "ctx_switches", "napi_polls", "napi_work", "napi_budget_exhausted", "rx_skbs", "consumed_skbs",
+            "dropped_skbs", "unmatched_exits", "drop_keys_full")
+
+
+class Profiler:
+    """The tracepoint programs, attached while this object lives (a change
+    recorded in ``changes``: detached however the run ends)."""
+
+    def __init__(self, changes: HostChanges):
+        self.proc = None
+        changes.record("softnet-profile tracepoint programs", self.close)
+        self.proc = subprocess.Popen([str(tool("profile"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        hello = read_json_line(self.proc, "softnet-profile did not start", 15)
+        self.plan = hello["plan"]
+        self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
+
+    def read(self) -> dict:
+        if self.proc.poll() is not None:
+            raise TestbedError(f"softnet-profile died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
+        self.proc.stdin.write("read\n")
+        self.proc.stdin.flush()
+        return read_json_line(self.proc, "softnet-profile read", 5)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
+
+
+def delta(a: dict, b: dict) -> dict:
+    """b - a per CPU (the counters only grow while the programs are attached)."""
+    cpus = []
+    for ca, cb in zip(a["cpus"], b["cpus"]):
+        d = {k: cb[k] - ca[k] for k in COUNTERS}
+        d["napi_work_hist"] = [y - x for x, y in zip(ca["napi_work_hist"], cb["napi_work_hist"])]
+        d["softirq_ns"] = {vec: {ctx: [cb["softirq_ns"][vec][ctx][i] - ca["softirq_ns"][vec][ctx][i] for i in (0, 1)]
+                                 for ctx in CTXS} for vec in cb["softirq_ns"]}
+        cpus.append(d)
+    before = {(r, i, ns): n for r, i, ns, n in a["drops"]}
+    drops = [(r, i, ns, n - before.get((r, i, ns), 0)) for r, i, ns, n in b["drops"]
+             if n - before.get((r, i, ns), 0)]
+    return {"cpus": cpus, "drops": drops, "wall_ns": b["monotonic_ns"] - a["monotonic_ns"]}
+
+
+def name_drops(drops: list, reasons: dict[int, str], devices: dict[tuple[int, int], str]) -> list[dict]:
+    """[(reason, ifindex, netns inode, count)] -> rows with the reason's name
+    (the kernel's enum) and the device's testbed role where it is one."""
+    rows = [{"reason": reasons.get(r, f"reason {r}"), "device": devices.get((ns, i), f"ifindex {i} (netns {ns})"),
+             "skbs": n} for r, i, ns, n in drops]
+    return sorted(rows, key=lambda row: -row["skbs"])

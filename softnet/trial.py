@@ -53,6 +53,7 @@ class TrialSpec:
     flows: int = 1
     sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
     profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
+    profile_per_packet: bool = True  # its once-per-packet tracepoints (drop reasons); off: cheaper
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -196,7 +197,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
-        profiler = Profiler(trial_changes) if spec.profile else None
+        profiler = Profiler(trial_changes, spec.profile_per_packet) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()

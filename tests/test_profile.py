@@ -75,3 +75,16 @@ def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
     # Cross-check: the generator's CPU is busy all the time, which ticks and eBPF both see.
     assert gen["busy_pct"] > 90 and p["audit"][0]["verdict"].startswith("no misaccounting found")
     assert p["drop_keys_full"] == 0 and all(m["unmatched_exits"] <= 2 for m in p["per_cpu"].values())
+
+
+@needs_root
+@pytest.mark.netns
+def test_profile_without_per_packet_tracepoints(host_unchanged):
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
+        ep = tb.build()
+        r = run_trial(tb, ep, TrialSpec(rate_pps=20_000, duration_s=0.5, warmup_s=0.1, profile=True,
+                                        profile_per_packet=False, sample_interval_s=None), ch)
+    p = r["profile"]
+    assert p["plan"].endswith("without per-packet ones") and p["drops"] == []
+    assert p["per_cpu"][1]["napi_polls_per_s"] > 0  # the per-poll and per-softirq programs still run

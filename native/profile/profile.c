@@ -107,22 +107,32 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 
 int main(int argc, char **argv)
 {
-	(void)argv;
-	if (argc != 1)
-		sn_die("usage: softnet-profile (then \"read\" or \"quit\" lines on stdin)");
+	/* --no-per-packet: leave out the tracepoints hit once per packet
+	 * (netif_receive_skb, consume_skb, kfree_skb): cheaper, no drop reasons. */
+	int per_packet = !(argc == 2 && !strcmp(argv[1], "--no-per-packet"));
+	if (argc > 2 || (argc == 2 && per_packet))
+		sn_die("usage: softnet-profile [--no-per-packet] (then \"read\" or \"quit\" lines on stdin)");
 	sn_die_with_parent();
 	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: unblocks fgets */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 
 	libbpf_set_print(NULL);
-	struct profile_bpf *skel = profile_bpf__open_and_load();
+	struct profile_bpf *skel = profile_bpf__open();
 	if (!skel)
+		sn_die("open BPF programs: %s", strerror(errno));
+	if (!per_packet) {
+		bpf_program__set_autoload(skel->progs.sn_netif_receive_skb, false);
+		bpf_program__set_autoload(skel->progs.sn_consume_skb, false);
+		bpf_program__set_autoload(skel->progs.sn_kfree_skb, false);
+	}
+	if (profile_bpf__load(skel))
 		sn_die("load BPF programs: %s", strerror(errno));
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
 	int ncpu = libbpf_num_possible_cpus();
-	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)\", ", ncpu);
+	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s\", ", ncpu,
+	       per_packet ? "" : " without per-packet ones");
 	print_drop_reasons();
 	printf("}\n");
 	fflush(stdout);

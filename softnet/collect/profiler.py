@@ -25,10 +25,13 @@ class Profiler:
     """The tracepoint programs, attached while this object lives (a change
     recorded in ``changes``: detached however the run ends)."""
 
-    def __init__(self, changes: HostChanges):
+    def __init__(self, changes: HostChanges, per_packet: bool = True):
+        """``per_packet``: also the tracepoints hit once per packet
+        (netif_receive_skb, consume_skb, kfree_skb: drop reasons)."""
         self.proc = None
         changes.record("softnet-profile tracepoint programs", self.close)
-        self.proc = subprocess.Popen([str(tool("profile"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        argv = [str(tool("profile"))] + ([] if per_packet else ["--no-per-packet"])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         hello = read_json_line(self.proc, "softnet-profile did not start", 15)
         self.plan = hello["plan"]

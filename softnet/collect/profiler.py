@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import subprocess
 
-from softnet.errors import TestbedError
 from softnet.testbed.changes import HostChanges
-from softnet.traffic.native import read_json_line, tool
+from softnet.traffic.native import quit_tool, read_json_line, read_tool, tool
 
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
 COUNTERS = ("hardirq_ns", "hardirq_cnt", "busy_ns", "idle_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
@@ -38,25 +37,10 @@ class Profiler:
         self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
 
     def read(self) -> dict:
-        if self.proc.poll() is not None:
-            raise TestbedError(f"softnet-profile died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
-        self.proc.stdin.write("read\n")
-        self.proc.stdin.flush()
-        return read_json_line(self.proc, "softnet-profile read", 5)
+        return read_tool(self.proc, "softnet-profile")
 
     def close(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            f.close()
+        quit_tool(self.proc)
 
 
 def delta(a: dict, b: dict) -> dict:

@@ -36,6 +36,32 @@ def bpf_object(name: str) -> Path:
     return path
 
 
+def read_tool(proc: subprocess.Popen, name: str) -> dict:
+    """Ask a native tool that reads commands on stdin for its counters ("read")."""
+    if proc.poll() is not None:
+        raise TestbedError(f"{name} died (exit {proc.returncode}): {proc.stderr.read().strip()}")
+    proc.stdin.write("read\n")
+    proc.stdin.flush()
+    return read_json_line(proc, f"{name} read", 5)
+
+
+def quit_tool(proc: subprocess.Popen | None) -> None:
+    """Stop a native tool that reads commands on stdin ("quit"), killing it if
+    it does not go within 5 s, and close its pipes."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            proc.stdin.write("quit\n")
+            proc.stdin.flush()
+            proc.wait(timeout=5)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        f.close()
+
+
 def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""
@@ -59,25 +85,10 @@ class Sink:
         self.prog_id = hello["prog_id"]
 
     def read(self) -> dict:
-        if self.proc.poll() is not None:
-            raise TestbedError(f"softnet-sink died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
-        self.proc.stdin.write("read\n")
-        self.proc.stdin.flush()
-        return read_json_line(self.proc, "softnet-sink read", 5)
+        return read_tool(self.proc, "softnet-sink")
 
     def close(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            f.close()
+        quit_tool(self.proc)
 
 
 @dataclass

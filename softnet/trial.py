@@ -172,7 +172,8 @@ def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict) ->
     d = profiler_delta(reads.get("window_start", reads["start"]), reads["window_end"])
     per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d["cpus"])) if cpu in window["cpu_ticks"]}
     return {
-        "plan": profiler.plan, "window_s": d["wall_ns"] / 1e9, "per_cpu": per_cpu,
+        "plan": profiler.plan, "window_s": d["wall_ns"] / 1e9, "window_monotonic_ns": d["monotonic_ns"],
+        "per_cpu": per_cpu,
         "drops": name_drops(d["drops"], profiler.drop_reasons, tb.interface_ids()),
         "drop_keys_full": sum(c["drop_keys_full"] for c in d["cpus"]),
         "audit": {cpu: audit_cpu(m, window["cpu_ticks"][cpu]) for cpu, m in per_cpu.items()},

@@ -129,6 +129,45 @@ int sn_irq_exit(__u64 *ctx)
 	return 0;
 }
 
+/* x86 system vectors: handler time without device IRQs' irq_handler_* events.
+ * The softirqs an IPI raises run after the exit event (irq_exit): not counted twice. */
+static __always_inline int sv_entry(void)
+{
+	struct cpu_state *c = cs();
+
+	if (c)
+		c->sv_start = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int sv_exit(void)
+{
+	struct cpu_state *c = cs();
+	struct prof_stats *s = st();
+
+	if (!c || !s)
+		return 0;
+	if (!c->sv_start) {
+		s->unmatched_exits++;
+		return 0;
+	}
+	s->sysvec_ns += bpf_ktime_get_ns() - c->sv_start;
+	s->sysvec_cnt++;
+	c->sv_start = 0;
+	return 0;
+}
+
+#define SYSVEC(name)                                                  \
+	SEC("tp_btf/" #name "_entry")                                 \
+	int sn_##name##_entry(__u64 *ctx) { (void)ctx; return sv_entry(); } \
+	SEC("tp_btf/" #name "_exit")                                  \
+	int sn_##name##_exit(__u64 *ctx) { (void)ctx; return sv_exit(); }
+SYSVEC(call_function)
+SYSVEC(call_function_single)
+SYSVEC(reschedule)
+SYSVEC(local_timer)
+SYSVEC(irq_work)
+
 SEC("tp_btf/sched_switch")
 int sn_sched_switch(__u64 *ctx)
 {

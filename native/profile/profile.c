@@ -79,7 +79,7 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 		}
 		printf("}, ");
 #define F(f) printf("\"" #f "\": %llu, ", (unsigned long long)s[c].f)
-		F(hardirq_ns); F(hardirq_cnt); F(busy_ns); F(idle_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
+		F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
 		F(ctx_switches); F(napi_polls); F(napi_work); F(napi_budget_exhausted); F(rx_skbs);
 		F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
 #undef F
@@ -121,6 +121,17 @@ int main(int argc, char **argv)
 	struct profile_bpf *skel = profile_bpf__open();
 	if (!skel)
 		sn_die("open BPF programs: %s", strerror(errno));
+	/* The x86 system-vector tracepoints exist only there: left out elsewhere. */
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	int has_sysvec = vmlinux && btf__find_by_name(vmlinux, "btf_trace_call_function_single_entry") > 0;
+	btf__free(vmlinux);
+	if (!has_sysvec) {
+		struct bpf_program *p;
+		bpf_object__for_each_program(p, skel->obj)
+			if (strstr(bpf_program__name(p), "_entry") != NULL || strstr(bpf_program__name(p), "_exit") != NULL)
+				if (strncmp(bpf_program__name(p), "sn_softirq", 10) && strncmp(bpf_program__name(p), "sn_irq", 6))
+					bpf_program__set_autoload(p, false);
+	}
 	if (!per_packet) {
 		bpf_program__set_autoload(skel->progs.sn_netif_receive_skb, false);
 		bpf_program__set_autoload(skel->progs.sn_consume_skb, false);
@@ -131,8 +142,8 @@ int main(int argc, char **argv)
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
 	int ncpu = libbpf_num_possible_cpus();
-	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s\", ", ncpu,
-	       per_packet ? "" : " without per-packet ones");
+	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", ", ncpu,
+	       has_sysvec ? "" : " without x86 system vectors", per_packet ? "" : " without per-packet ones");
 	print_drop_reasons();
 	printf("}\n");
 	fflush(stdout);

@@ -26,6 +26,8 @@ struct prof_stats {
 	__u64 softirq_cnt[PROF_NVEC][PROF_NCTX];
 	__u64 hardirq_ns;
 	__u64 hardirq_cnt;
+	__u64 sysvec_ns;       /* x86 system vectors: IPIs (call function, reschedule), local timer, irq work */
+	__u64 sysvec_cnt;
 	__u64 busy_ns;         /* a task other than the idle task on the CPU (irq time inside it included) */
 	__u64 idle_ns;         /* the idle task on the CPU (irq and softirq time inside it included) */
 	__u64 hardirq_in_idle_ns;
@@ -49,6 +51,7 @@ struct cpu_state {
 	__u32 sirq_vec;
 	__u32 sirq_ctx;
 	__u64 hirq_start;
+	__u64 sv_start;
 	__u32 hirq_in_idle;
 	__u32 cur_idle;
 	__u64 last_switch;

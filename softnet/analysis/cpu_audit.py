@@ -36,6 +36,7 @@ def cpu_profile(d: dict, cpu: int) -> dict:
         "softirq_pct": 100 * sirq_total / wall,
         "net_softirq_pct": 100 * net / wall,
         "hardirq_pct": 100 * c["hardirq_ns"] / wall,
+        "sysvec_pct": 100 * c.get("sysvec_ns", 0) / wall,  # IPIs (RPS hands packets over by IPI), local timer
         "busy_pct": 100 * busy / wall,
         "softirq_in_idle_pct": 100 * c["softirq_in_idle_ns"] / wall,
         "softirq_pct_by_context": {ctx: 100 * sum(sirq[v][ctx] for v in sirq) / wall

@@ -3,7 +3,8 @@ tracepoints, read at chosen instants; `delta()` of two reads is what happened
 between them.
 
 The attach plan is fixed to what this kernel allows everywhere softnet runs:
-tp_btf tracepoints (softirq entry/exit, irq handler entry/exit, sched_switch,
+tp_btf tracepoints (softirq entry/exit, irq handler entry/exit, the x86
+system vectors' entry/exit (IPIs, local timer, irq work), sched_switch,
 napi_poll, netif_receive_skb, consume_skb, kfree_skb with its reason). They
 need neither tracefs nor kprobes nor fentry (all unavailable here).
 """
@@ -15,7 +16,7 @@ from softnet.testbed.changes import HostChanges
 from softnet.traffic.native import quit_tool, read_json_line, read_tool, tool
 
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
-COUNTERS = ("hardirq_ns", "hardirq_cnt", "busy_ns", "idle_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
+COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
             "ctx_switches", "napi_polls", "napi_work", "napi_budget_exhausted", "rx_skbs", "consumed_skbs",
             "dropped_skbs", "unmatched_exits", "drop_keys_full")
 
@@ -55,7 +56,8 @@ def delta(a: dict, b: dict) -> dict:
     before = {(r, i, ns): n for r, i, ns, n in a["drops"]}
     drops = [(r, i, ns, n - before.get((r, i, ns), 0)) for r, i, ns, n in b["drops"]
              if n - before.get((r, i, ns), 0)]
-    return {"cpus": cpus, "drops": drops, "wall_ns": b["monotonic_ns"] - a["monotonic_ns"]}
+    return {"cpus": cpus, "drops": drops, "wall_ns": b["monotonic_ns"] - a["monotonic_ns"],
+            "monotonic_ns": [a["monotonic_ns"], b["monotonic_ns"]]}
 
 
 def name_drops(drops: list, reasons: dict[int, str], devices: dict[tuple[int, int], str]) -> list[dict]:

@@ -1,0 +1,59 @@
+"""A CPU-bound victim pinned to one CPU: the eBPF-profile paper's cross-check
+(sec. V). What packet processing takes from that CPU shows up twice: as the
+victim's lost throughput, and as the softirq and hardirq time the profiler
+measures there. The victim prints (CLOCK_MONOTONIC seconds, iterations so
+far) every 50 ms; `rate()` gives its iterations per second over any span.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from softnet.testbed.changes import HostChanges
+
+# The loop: batches of ~1 ms of pure interpreter work between clock reads.
+_VICTIM = """
+import os, sys, time
+os.sched_setaffinity(0, [int(sys.argv[1])])
+end = time.monotonic() + float(sys.argv[2])
+n, nxt = 0, time.monotonic()
+while True:
+    for _ in range(20000):
+        n += 1
+    t = time.monotonic()
+    if t >= nxt:
+        print(t, n, flush=True)
+        nxt += 0.05
+    if t >= end:
+        break
+"""
+
+
+class Victim:
+    """Runs for ``seconds`` on ``cpu`` (stopped with the run however it ends)."""
+
+    def __init__(self, changes: HostChanges, cpu: int, seconds: float):
+        self.proc = None
+        changes.record(f"victim workload on CPU {cpu}", self.stop)
+        self.proc = subprocess.Popen([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.started = time.monotonic()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def series(self, timeout: float) -> np.ndarray:
+        """Wait for it to end; [[t_s, iterations], ...]."""
+        out, _ = self.proc.communicate(timeout=timeout)
+        return np.array([[float(a), float(b)] for a, b in (line.split() for line in out.splitlines())])
+
+
+def rate(series: np.ndarray, t0: float, t1: float) -> float:
+    """Iterations per second between two instants (interpolated)."""
+    n0, n1 = np.interp([t0, t1], series[:, 0], series[:, 1])
+    return (n1 - n0) / (t1 - t0)

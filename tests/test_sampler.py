@@ -92,7 +92,7 @@ def test_kernel_samples_are_stored_and_queryable(tmp_path, host_unchanged):
 
 def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, host_unchanged):
     """The example spec's shape, shortened: 100 Mbps and the probed maximum,
-    single vs split placement; the report gets the kernel section."""
+    single vs split placement, profiled; the report gets the kernel and audit sections."""
     from softnet.campaign.runner import run_campaign
     from softnet.campaign.spec import load_spec
     from softnet.report.html import write_report
@@ -100,7 +100,8 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
     spec = load_spec(Path(__file__).parents[1] / "examples" / "wifi-ap-levels.toml")
     spec = spec.model_copy(update={"method": spec.method.model_copy(update={
         "loads": ["100Mbps", "max"], "runs": 1, "duration_s": 0.5, "warmup_s": 0.1, "probe_duration_s": 0.5}),
-        "collect": spec.collect.model_copy(update={"sample_interval_s": 0.5}),
+        "collect": spec.collect.model_copy(update={"sample_interval_s": 0.5, "profile": True,
+                                                   "profile_per_packet": False}),
         "matrix": {"testbed.placement": ["single", "split"]}})  # direction: its own test below
     cid = run_campaign(spec, tmp_path / "res")
     with Store(tmp_path / "res", read_only=True) as store:
@@ -117,6 +118,9 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
     html = write_report(tmp_path / "res", tmp_path / "report.html", plots_dir=tmp_path / "plots").read_text()
     assert "<h2>Kernel statistics</h2>" in html and "CPU time (no cycle counter)" in html
     assert html.count("kernel statistics: wifi-ap-levels cell") >= 2
+    # profile = true: the audit table, a row per configuration, load and CPU.
+    audit = html[html.index("<h2>CPU accounting audit (eBPF profile)</h2>"):]
+    assert audit.count("<tr><td>wifi-ap-levels cell") == 2 * 2 * 2
     assert sorted(p.name for p in (tmp_path / "plots").glob("kernel*")) == [
         "kernel01.png", "kernel01.svg", "kernel02.png", "kernel02.svg"]
 

@@ -75,3 +75,32 @@ def audit_cpu(measured: dict, ticks: dict[str, int]) -> dict:
     else:
         out["verdict"] = f"over-reported by {-gap:.1f} points (tick sampling charges whole ticks to short bursts)"
     return out
+
+
+def summarize_audit(trials: list[dict]) -> list[dict]:
+    """Per load and CPU over the valid profiled trials of one configuration:
+    measured against reported busy and softirq shares (mean, and the gap's
+    range over runs: the tick's error is not steady, so its spread matters)."""
+    rows: dict[tuple[float, int], list[tuple[dict, dict]]] = {}
+    for t in trials:
+        p = t.get("profile")
+        if not (t.get("valid") and p):
+            continue
+        for cpu, m in p["per_cpu"].items():
+            rows.setdefault((t["intended_rate_pps"], int(cpu)), []).append((m, p["audit"][cpu]))
+    out = []
+    for (load, cpu), pairs in sorted(rows.items()):
+        gaps = [a["misaccounted_pct"] for _, a in pairs if "misaccounted_pct" in a]
+
+        def mean(xs):
+            xs = [x for x in xs if x is not None]
+            return sum(xs) / len(xs) if xs else None
+
+        out.append({"load_pps": load, "cpu": cpu, "runs": len(pairs),
+                    "measured_busy_pct": mean([m["busy_pct"] for m, _ in pairs]),
+                    "reported_busy_pct": mean([a.get("reported_busy_pct") for _, a in pairs]),
+                    "measured_softirq_pct": mean([m["softirq_pct"] for m, _ in pairs]),
+                    "reported_softirq_pct": mean([a.get("reported_softirq_pct") for _, a in pairs]),
+                    "gap_min": min(gaps, default=None), "gap_max": max(gaps, default=None),
+                    "napi_work_per_poll": mean([m["napi_work_per_poll"] for m, _ in pairs])})
+    return out

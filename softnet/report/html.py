@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 from softnet import __version__
 from softnet.analysis import kernel_stats
+from softnet.analysis.cpu_audit import summarize_audit
 from softnet.campaign.analysis import Configuration, analyze_path
 from softnet.store.results import DB_NAME, Store
 
@@ -528,9 +529,38 @@ def _kernel_section(kernel: Sequence[tuple[str, list[dict]]], workdir: Path, kee
     return "\n".join(out)
 
 
+def _audit_section(audits: Sequence[tuple[str, list[dict]]]) -> str:
+    """Per configuration, load and CPU: eBPF-measured against /proc/stat busy
+    and softirq shares, with the gap's range over runs."""
+    audits = [(label, rows) for label, rows in audits if rows]
+    if not audits:
+        return ""
+    out = ["<h2>CPU accounting audit (eBPF profile)</h2>",
+           '<p class="note">softnet-profile (BTF tracepoints) against /proc/stat over each trial\'s window. '
+           "Measured busy: a task other than idle on the CPU, plus irq and softirq time inside the idle task. "
+           "Gap = measured - reported, in points of one CPU; its range over runs shows how steady the "
+           "tick's error is.</p>",
+           "<table><tr><th>configuration</th><th>load</th><th>CPU</th><th>runs</th><th>busy % eBPF</th>"
+           "<th>busy % ticks</th><th>gap range</th><th>softirq % eBPF</th><th>softirq % ticks</th>"
+           "<th>pkts / NAPI poll</th></tr>"]
+
+    def f(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    for label, rows in audits:
+        for r in rows:
+            out.append(f"<tr><td>{e(label)}</td><td>{e(_rate_pair(r['load_pps']))}</td><td>{r['cpu']}</td>"
+                       f"<td>{r['runs']}</td><td>{f(r['measured_busy_pct'])}</td><td>{f(r['reported_busy_pct'])}</td>"
+                       f"<td>{f(r['gap_min'], '{:+.1f}')} .. {f(r['gap_max'], '{:+.1f}')}</td>"
+                       f"<td>{f(r['measured_softirq_pct'])}</td><td>{f(r['reported_softirq_pct'])}</td>"
+                       f"<td>{f(r['napi_work_per_poll'])}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
                   provenance: dict | None = None, plots_dir: Path | None = None, searches: Sequence = (),
-                  kernel: Sequence[tuple[str, list[dict]]] = ()) -> str:
+                  kernel: Sequence[tuple[str, list[dict]]] = (), audits: Sequence[tuple[str, list[dict]]] = ()) -> str:
     """The complete HTML document (a string) for analysed configurations.
 
     ``provenance``: ``softnet_provenance(results_dir)`` for softnet results.
@@ -538,7 +568,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     folder is used and removed).
     """
     configs = list(configs)
-    if not configs and not searches and not kernel:
+    if not configs and not searches and not kernel and not audits:
         raise ValueError("no configuration to report")
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     sources = sorted({c.source for c in configs} | ({"softnet"} if searches else set()))
@@ -560,6 +590,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         *(_config_section(i, c, provenance) for i, c in enumerate(configs)),
         search_html,
         kernel_html,
+        _audit_section(audits),
         _flag_glossary(configs),
         _campaign_provenance(provenance),
         "</main></body></html>",
@@ -567,20 +598,24 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     return "\n".join(p for p in parts if p)
 
 
-def kernel_levels(store: Store, campaign_ids: Sequence[str]) -> list[tuple[str, list[dict]]]:
-    """(configuration label, per-load kernel summaries) of every sweep cell
-    whose trials carry kernel statistics."""
-    out = []
+def kernel_levels(store: Store, campaign_ids: Sequence[str]) -> tuple[list, list]:
+    """(configuration label, per-load kernel summaries) and (label, per-load
+    audit rows) of every sweep cell whose trials carry them."""
+    levels_out, audits_out = [], []
     for cid in campaign_ids:
         for cell in store.cells(cid):
             if cell["spec"].get("method", {}).get("kind", "sweep") != "sweep":
                 continue  # a search's trials sit at loads of its own choosing: no levels
-            levels = kernel_stats.summarize_by_load(store.trial_results(cid, cell["cell_id"]))
+            trials = store.trial_results(cid, cell["cell_id"])
+            knobs = ", ".join(f"{k}={_fmt_knob(v)}" for k, v in cell["knobs"].items())
+            label = f"{cell['spec'].get('name', cid)} cell {cell['cell_id']}" + (f" ({knobs})" if knobs else "")
+            levels = kernel_stats.summarize_by_load(trials)
             if levels:
-                knobs = ", ".join(f"{k}={_fmt_knob(v)}" for k, v in cell["knobs"].items())
-                out.append((f"{cell['spec'].get('name', cid)} cell {cell['cell_id']}" + (f" ({knobs})" if knobs else ""),
-                            levels))
-    return out
+                levels_out.append((label, levels))
+            audit = summarize_audit(trials)
+            if audit:
+                audits_out.append((label, audit))
+    return levels_out, audits_out
 
 
 def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
@@ -596,13 +631,13 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     src = Path(path_or_results_dir)
     configs = analyze_path(src, **analysis_kw)
     is_results = (src / DB_NAME).exists()
-    searches, kernel = [], []
+    searches, kernel, audits = [], [], []
     if is_results:
         with Store(src, read_only=True) as store:
             ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
                 [c["campaign_id"] for c in store.campaigns()]
             searches = [s for cid in ids for s in summarize_searches(store, cid, with_trials=True)]
-            kernel = kernel_levels(store, ids)
+            kernel, audits = kernel_levels(store, ids)
     prov = softnet_provenance(src) if is_results else None
     if prov is not None:  # only the campaigns reported on
         ids = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in searches}
@@ -617,7 +652,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
         out_file = src / "report.html" if is_results else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
     text = render_report(configs, title=title, source=str(src), provenance=prov, plots_dir=plots_dir,
-                         searches=searches, kernel=kernel)
+                         searches=searches, kernel=kernel, audits=audits)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -20,7 +20,8 @@ say 1-4%).
 """
 from __future__ import annotations
 
-from softnet.analysis.kernel_stats import BUSY_TICKS, IDLE_TICKS
+from softnet.analysis.kernel_stats import mean_of
+from softnet.collect.procfs import IDLE_TICKS, busy_ratio, tick_total
 
 AGREE_PCT = 2.0  # |measured - reported| within this many points of one CPU: no misaccounting found
 
@@ -53,10 +54,10 @@ def cpu_profile(d: dict, cpu: int) -> dict:
 
 def audit_cpu(measured: dict, ticks: dict[str, int]) -> dict:
     """Measured (``cpu_profile``) against one CPU's /proc/stat tick deltas."""
-    total = sum(ticks.get(k, 0) for k in BUSY_TICKS + IDLE_TICKS)
+    total = tick_total(ticks)
     if total <= 0:
         return {"verdict": "no ticks in the window"}
-    reported_busy = 100 * sum(ticks.get(k, 0) for k in BUSY_TICKS) / total
+    reported_busy = 100 * busy_ratio(ticks)
     reported_sirq = 100 * ticks.get("softirq", 0) / total
     gap = measured["busy_pct"] - reported_busy
     out = {"reported_busy_pct": reported_busy, "reported_softirq_pct": reported_sirq,
@@ -91,16 +92,11 @@ def summarize_audit(trials: list[dict]) -> list[dict]:
     out = []
     for (load, cpu), pairs in sorted(rows.items()):
         gaps = [a["misaccounted_pct"] for _, a in pairs if "misaccounted_pct" in a]
-
-        def mean(xs):
-            xs = [x for x in xs if x is not None]
-            return sum(xs) / len(xs) if xs else None
-
         out.append({"load_pps": load, "cpu": cpu, "runs": len(pairs),
-                    "measured_busy_pct": mean([m["busy_pct"] for m, _ in pairs]),
-                    "reported_busy_pct": mean([a.get("reported_busy_pct") for _, a in pairs]),
-                    "measured_softirq_pct": mean([m["softirq_pct"] for m, _ in pairs]),
-                    "reported_softirq_pct": mean([a.get("reported_softirq_pct") for _, a in pairs]),
+                    "measured_busy_pct": mean_of([m["busy_pct"] for m, _ in pairs]),
+                    "reported_busy_pct": mean_of([a.get("reported_busy_pct") for _, a in pairs]),
+                    "measured_softirq_pct": mean_of([m["softirq_pct"] for m, _ in pairs]),
+                    "reported_softirq_pct": mean_of([a.get("reported_softirq_pct") for _, a in pairs]),
                     "gap_min": min(gaps, default=None), "gap_max": max(gaps, default=None),
-                    "napi_work_per_poll": mean([m["napi_work_per_poll"] for m, _ in pairs])})
+                    "napi_work_per_poll": mean_of([m["napi_work_per_poll"] for m, _ in pairs])})
     return out

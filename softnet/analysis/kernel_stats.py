@@ -21,13 +21,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from softnet.collect.procfs import SOFTNET_GAUGES, counter_delta
+from softnet.collect.procfs import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
 from softnet.collect.sampler import Series
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel
-BUSY_TICKS = ("user", "nice", "system", "irq", "softirq", "steal")
-IDLE_TICKS = ("idle", "iowait")
 
 
 def normalized_utilization(util_pct: list[float], mbps: float) -> float:
@@ -120,14 +118,15 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
     weight, budget = dev_weight(), _sysctl_int("netdev_budget")
     per_cpu = {}
     for c in cpus:
-        busy = sum(d.get(("stat", k, c), 0) for k in BUSY_TICKS)
-        idle = sum(d.get(("stat", k, c), 0) for k in IDLE_TICKS)
+        ticks = {k: d.get(("stat", k, c), 0) for k in STAT_FIELDS}
+        total, util = tick_total(ticks), busy_ratio(ticks)
+        idle = sum(ticks[k] for k in IDLE_TICKS)
         net_rx = d.get(("softirq", "NET_RX", c), 0)
         processed = d.get(("softnet", "processed", c), 0)
         row = {
-            "utilization_pct": 100 * busy / (busy + idle) if busy + idle else None,
+            "utilization_pct": None if util is None else 100 * util,
             "cpu_time_pct": max(0.0, 100 * (1 - idle / USER_HZ / secs)),
-            "softirq_tick_pct": 100 * d.get(("stat", "softirq", c), 0) / (busy + idle) if busy + idle else None,
+            "softirq_tick_pct": 100 * ticks["softirq"] / total if total > 0 else None,
             "irqs_per_s": sum(v for (s, _, cc), v in d.items() if s == "irq" and cc == c) / secs,
             "net_rx_softirqs_per_s": net_rx / secs,
             "net_tx_softirqs_per_s": d.get(("softirq", "NET_TX", c), 0) / secs,
@@ -196,14 +195,14 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
             rows = [k["per_cpu"].get(c, k["per_cpu"].get(str(c))) for k in ks]
             rows = [r for r in rows if r]
             metrics = {m for r in rows for m, v in r.items() if isinstance(v, (int, float))}
-            per_cpu[c] = {m: _mean([r.get(m) for r in rows]) for m in sorted(metrics)}
+            per_cpu[c] = {m: mean_of([r.get(m) for r in rows]) for m in sorted(metrics)}
         norms = [k["normalized"] for k in ks]
         out.append({
             "load_pps": load, "runs": len(ks),
-            "throughput_mbps": _mean([n.get("throughput_mbps") for n in norms]),
+            "throughput_mbps": mean_of([n.get("throughput_mbps") for n in norms]),
             "sut_cpus": norms[0].get("cpus", []),
             "per_cpu": per_cpu,
-            "normalized": {m: _mean([n.get(m) for n in norms])
+            "normalized": {m: mean_of([n.get(m) for n in norms])
                            for m in ("utilization_per_mbps", "cycles_per_mbps", "cpu_time_per_mbps",
                                      "power_mw_per_mbps")},
             "cost_basis": norms[0].get("cost_basis"), "cost_basis_why": norms[0].get("cost_basis_why"),
@@ -213,6 +212,7 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
     return out
 
 
-def _mean(values) -> float | None:
+def mean_of(values) -> float | None:
+    """Mean of the values that are not None (None when there are none)."""
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None

@@ -160,13 +160,21 @@ def delta(a: dict, b: dict) -> dict:
     }
 
 
+IDLE_TICKS = ("idle", "iowait")
+
+
+def tick_total(ticks: dict[str, int]) -> int:
+    """All ticks of one CPU (guest time is already counted in user/nice)."""
+    return sum(ticks.values()) - ticks.get("guest", 0) - ticks.get("guest_nice", 0)
+
+
 def busy_ratio(ticks: dict[str, int]) -> float | None:
     """Share of non-idle ticks on one CPU. Tick-sampled: softirq time is
     misattributed without CONFIG_IRQ_TIME_ACCOUNTING (see `softnet doctor`)."""
-    total = sum(ticks.values()) - ticks.get("guest", 0) - ticks.get("guest_nice", 0)
+    total = tick_total(ticks)
     if total <= 0:
         return None
-    return 1 - (ticks.get("idle", 0) + ticks.get("iowait", 0)) / total
+    return 1 - sum(ticks.get(k, 0) for k in IDLE_TICKS) / total
 
 
 def thread_cpu(pid: int) -> int | None:

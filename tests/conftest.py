@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from softnet.testbed.changes import HostChanges
+from softnet.testbed.local import LocalTestbed, Placement
+from softnet.trial import TrialSpec, run_trial
+
 ROOT_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/core/netdev_max_backlog",
                 "net/core/rps_sock_flow_entries")
 
@@ -78,3 +82,14 @@ def run_until_interrupted(monkeypatch, run, after_trials: int) -> None:
     with pytest.raises(KeyboardInterrupt):
         run()
     monkeypatch.setattr(Store, "add_trial", real_add)
+
+
+def split_trial(rate: float, setup=None, **spec) -> dict:
+    """One kernel IPv4 forwarding trial, generator on CPU 0 and SUT on CPU 1;
+    ``setup(tb)`` runs after the testbed is built."""
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
+        ep = tb.build()
+        if setup:
+            setup(tb)
+        return run_trial(tb, ep, TrialSpec(rate_pps=rate, **spec), ch)

@@ -10,10 +10,7 @@ import pytest
 
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.collect.profiler import delta, name_drops
-from softnet.testbed.changes import HostChanges
-from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
-from tests.conftest import needs_root
+from tests.conftest import needs_root, split_trial
 
 CAPTURED = json.loads((Path(__file__).parent / "data" / "profile_reads_ipv4fwd_20kpps.json").read_text())
 
@@ -57,10 +54,7 @@ def test_audit_verdicts():
 @needs_root
 @pytest.mark.netns
 def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
-    with HostChanges() as ch:
-        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
-        ep = tb.build()
-        r = run_trial(tb, ep, TrialSpec(rate_pps=50_000, duration_s=1.0, warmup_s=0.2, profile=True), ch)
+    r = split_trial(50_000, duration_s=1.0, warmup_s=0.2, profile=True)
     p = r["profile"]
     assert r["valid"] and p["plan"] == "tracepoints (tp_btf)"
     sut, gen = p["per_cpu"][1], p["per_cpu"][0]
@@ -81,11 +75,8 @@ def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
 @needs_root
 @pytest.mark.netns
 def test_profile_without_per_packet_tracepoints(host_unchanged):
-    with HostChanges() as ch:
-        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
-        ep = tb.build()
-        r = run_trial(tb, ep, TrialSpec(rate_pps=20_000, duration_s=0.5, warmup_s=0.1, profile=True,
-                                        profile_per_packet=False, sample_interval_s=None), ch)
+    r = split_trial(20_000, duration_s=0.5, warmup_s=0.1, profile=True, profile_per_packet=False,
+                    sample_interval_s=None)
     p = r["profile"]
     assert p["plan"].endswith("without per-packet ones") and p["drops"] == []
     assert p["per_cpu"][1]["napi_polls_per_s"] > 0  # the per-poll and per-softirq programs still run

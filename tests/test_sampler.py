@@ -13,21 +13,11 @@ from softnet.collect.sampler import KernelSampler
 from softnet.errors import InputError
 from softnet.store.results import Store
 from softnet.testbed import hostcmd
-from softnet.testbed.changes import HostChanges
-from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
+from softnet.trial import TrialSpec
 from tests.conftest import needs_root
+from tests.conftest import split_trial as run
 
 pytestmark = [needs_root, pytest.mark.netns]
-
-
-def run(rate: float, setup=None, **spec):
-    with HostChanges() as ch:
-        tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
-        ep = tb.build()
-        if setup:
-            setup(tb)
-        return run_trial(tb, ep, TrialSpec(rate_pps=rate, **spec), ch)
 
 
 def test_trial_samples_the_kernel_path_of_the_forwarded_packets(host_unchanged):

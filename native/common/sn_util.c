@@ -68,3 +68,23 @@ uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t m
 		       (unsigned long long)min, (unsigned long long)max, val);
 	return v;
 }
+
+static void on_stop_signal(int sig) { (void)sig; }
+
+void sn_catch_stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal }; /* no SA_RESTART: unblocks fgets */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+void sn_serve_reads(void (*read)(void *), void *arg)
+{
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strncmp(line, "read", 4))
+			read(arg);
+		else if (!strncmp(line, "quit", 4))
+			break;
+	}
+}

@@ -6,7 +6,6 @@
  * skb_drop_reason, read from the kernel's BTF). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <bpf/bpf.h>
@@ -19,8 +18,6 @@
 static const char *const vec_names[PROF_NVEC] = { "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK",
 						  "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU" };
 static const char *const ctx_names[PROF_NCTX] = { "idle", "ksoftirqd", "napi_thread", "other_task" };
-
-static void on_signal(int sig) { (void)sig; }
 
 static void print_drop_reasons(void)
 {
@@ -105,6 +102,17 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 	fflush(stdout);
 }
 
+struct reader {
+	struct profile_bpf *skel;
+	int ncpu;
+};
+
+static void read_cb(void *arg)
+{
+	struct reader *r = arg;
+	print_stats(r->skel, r->ncpu);
+}
+
 int main(int argc, char **argv)
 {
 	/* --no-per-packet: leave out the tracepoints hit once per packet
@@ -113,9 +121,7 @@ int main(int argc, char **argv)
 	if (argc > 2 || (argc == 2 && per_packet))
 		sn_die("usage: softnet-profile [--no-per-packet] (then \"read\" or \"quit\" lines on stdin)");
 	sn_die_with_parent();
-	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: unblocks fgets */
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	sn_catch_stop_signals();
 
 	libbpf_set_print(NULL);
 	struct profile_bpf *skel = profile_bpf__open();
@@ -148,13 +154,8 @@ int main(int argc, char **argv)
 	printf("}\n");
 	fflush(stdout);
 
-	char line[64];
-	while (fgets(line, sizeof(line), stdin)) {
-		if (!strncmp(line, "read", 4))
-			print_stats(skel, ncpu);
-		else if (!strncmp(line, "quit", 4))
-			break;
-	}
+	struct reader r = { skel, ncpu };
+	sn_serve_reads(read_cb, &r);
 	profile_bpf__destroy(skel);
 	return 0;
 }

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <net/if.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +24,6 @@ static const char *const names[SINK_NCOUNTERS] = {
 	[SINK_LAT_SUM_NS] = "latency_sum_ns", [SINK_LAT_MAX_NS] = "latency_max_ns",
 	[SINK_LAT_MIN_NS] = "latency_min_ns", [SINK_OTHER] = "other_pkts",
 };
-
-static void on_signal(int sig) { (void)sig; }
 
 static void print_counters(struct sink_bpf *skel, int ncpu)
 {
@@ -67,6 +64,17 @@ static void print_counters(struct sink_bpf *skel, int ncpu)
 	fflush(stdout);
 }
 
+struct reader {
+	struct sink_bpf *skel;
+	int ncpu;
+};
+
+static void read_cb(void *arg)
+{
+	struct reader *r = arg;
+	print_counters(r->skel, r->ncpu);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "netns", 1, 0, 'n' }, { "ifname", 1, 0, 'i' },
@@ -88,9 +96,7 @@ int main(int argc, char **argv)
 	if (!ifname || !count)
 		sn_die("usage: softnet-sink --netns NS --ifname DEV --count N [--warmup N]");
 	sn_die_with_parent();
-	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: unblocks fgets */
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	sn_catch_stop_signals();
 	if (netns)
 		sn_enter_netns(netns);
 	unsigned ifindex = if_nametoindex(ifname);
@@ -116,13 +122,8 @@ int main(int argc, char **argv)
 	printf("{\"ready\": true, \"prog_id\": %u, \"ncpu\": %d}\n", info.id, ncpu);
 	fflush(stdout);
 
-	char line[64];
-	while (fgets(line, sizeof(line), stdin)) {
-		if (!strncmp(line, "read", 4))
-			print_counters(skel, ncpu);
-		else if (!strncmp(line, "quit", 4))
-			break;
-	}
+	struct reader r = { skel, ncpu };
+	sn_serve_reads(read_cb, &r);
 	bpf_link__destroy(link);
 	sink_bpf__destroy(skel);
 	return 0;

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
+from softnet.analysis.stages import stage_breakdown
 from softnet.analysis.kernel_stats import cpu_freq_hz, trial_kernel_stats
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
@@ -165,18 +166,24 @@ def _diagnosis(tb: LocalTestbed, links0, links1, eth0, eth1, trial_delta, qdisc0
     }
 
 
-def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict) -> dict:
+def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict, packets: int) -> dict:
     """Per-CPU eBPF times over the window, drops by reason and device (host-wide:
     the sink's XDP drops of skbs count too, on its device), and the audit
     against the same window's /proc/stat ticks."""
     d = profiler_delta(reads.get("window_start", reads["start"]), reads["window_end"])
     per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d["cpus"])) if cpu in window["cpu_ticks"]}
+    transitions = {cpu: [[profiler.events[f], profiler.events[t], ns, n] for f, t, ns, n in d["cpus"][cpu]["transitions"]]
+                   for cpu in per_cpu}
     return {
         "plan": profiler.plan, "window_s": d["wall_ns"] / 1e9, "window_monotonic_ns": d["monotonic_ns"],
         "per_cpu": per_cpu,
         "drops": name_drops(d["drops"], profiler.drop_reasons, tb.interface_ids()),
         "drop_keys_full": sum(c["drop_keys_full"] for c in d["cpus"]),
         "audit": {cpu: audit_cpu(m, window["cpu_ticks"][cpu]) for cpu, m in per_cpu.items()},
+        # the stage clock's raw (from event, to event, ns, count), named, and the stages
+        "transitions": transitions,
+        "stages": {cpu: stage_breakdown(d["cpus"][cpu], transitions[cpu], d["wall_ns"] / 1e9, packets)
+                   for cpu in per_cpu},
     }
 
 
@@ -283,7 +290,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             result["kernel"] = {"missing": dict(series.missing), "sampler": dict(series.sampler)}
         result["kernel_samples"] = series.to_json()
     if profiler:
-        result["profile"] = _profile(tb, profiler, prof, window_delta)
+        result["profile"] = _profile(tb, profiler, prof, window_delta, result["received_pkts"])
     result["provenance"] = provenance(changes, spec=asdict(spec), sut=tb.sut)
     result["provenance"]["host_changes_applied"] += trial_changes.applied
     return result

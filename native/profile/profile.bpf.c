@@ -30,6 +30,13 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stage_matrix);
+} stages SEC(".maps");
+
 static __always_inline struct prof_stats *st(void)
 {
 	__u32 k = 0;
@@ -42,19 +49,109 @@ static __always_inline struct cpu_state *cs(void)
 	return bpf_map_lookup_elem(&state, &k);
 }
 
+/* tp_btf arguments are typed kernel pointers: read directly (the verifier
+ * makes each load fault-safe), cheaper than bpf_probe_read_kernel calls. */
 static __always_inline __u32 task_ctx(struct task_struct *t)
 {
-	char comm[16];
+	const char *comm = t->comm;
 
-	if (BPF_CORE_READ(t, pid) == 0)
+	if (t->pid == 0)
 		return PROF_CTX_IDLE;
-	BPF_CORE_READ_STR_INTO(&comm, t, comm);
 	if (comm[0] == 'k' && comm[1] == 's' && comm[2] == 'o' && comm[3] == 'f' && comm[4] == 't' &&
 	    comm[5] == 'i' && comm[6] == 'r' && comm[7] == 'q' && comm[8] == 'd')
 		return PROF_CTX_KSOFTIRQD;
 	if (comm[0] == 'n' && comm[1] == 'a' && comm[2] == 'p' && comm[3] == 'i' && comm[4] == '/')
 		return PROF_CTX_NAPI;
 	return PROF_CTX_OTHER;
+}
+
+
+/* ---- the stage clock (see profile.h) ---- */
+
+#define NET_RX_VEC 3
+#define NET_TX_VEC 2
+#define PAUSE_IRQ 1
+#define PAUSE_SIRQ 2
+
+static __always_inline void clk_charge(struct cpu_state *c, __u32 ev, __u64 now)
+{
+	__u32 k = 0, prev = c->ev;
+	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
+
+	if (m && prev < PROF_NEV && ev < PROF_NEV) {
+		m->ns[prev][ev] += now - c->clk_ts;
+		m->cnt[prev][ev]++;
+	}
+	c->ev = ev;
+	c->clk_ts = now;
+}
+
+static __always_inline void clk_open(struct cpu_state *c, __u32 clk, __u32 ev, __u64 now)
+{
+	c->clk = clk;
+	c->ev = ev;
+	c->clk_ts = now;
+	c->in_pause = 0;
+}
+
+/* Interrupts and other softirq vectors stop the clock: their time is not
+ * part of the interval they interrupt. */
+static __always_inline void clk_pause(struct cpu_state *c, __u32 why, __u64 now)
+{
+	if (c->clk == CLK_OFF || (c->in_pause & why))
+		return;
+	if (!c->in_pause)
+		c->pause_ts = now;
+	c->in_pause |= why;
+}
+
+static __always_inline void clk_resume(struct cpu_state *c, __u32 why, __u64 now)
+{
+	if (!(c->in_pause & why))
+		return;
+	c->in_pause &= ~why;
+	if (!c->in_pause)
+		c->clk_ts += now - c->pause_ts;
+}
+
+/* A packet-path event: closes the open interval, opens the next. */
+static __always_inline void clk_event(__u32 ev)
+{
+	struct cpu_state *c = cs();
+
+	if (c && c->clk >= CLK_THREAD && !c->in_pause)
+		clk_charge(c, ev, bpf_ktime_get_ns());
+}
+
+static __always_inline void clk_irq_entry(struct cpu_state *c, __u64 now)
+{
+	if (c->irq_ts)
+		return; /* nested: the outer one times it */
+	c->irq_ts = now;
+	c->irq_raised = 0;
+	clk_pause(c, PAUSE_IRQ, now);
+}
+
+static __always_inline void clk_irq_exit(struct cpu_state *c, __u64 now)
+{
+	__u32 k = 0;
+	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
+
+	if (!c->irq_ts)
+		return;
+	__u64 d = now - c->irq_ts;
+	c->irq_ts = 0;
+	clk_resume(c, PAUSE_IRQ, now);
+	if (!m)
+		return;
+	if (c->clk >= CLK_THREAD) { /* inside packet processing */
+		m->ns[EV_IRQ][EV_IRQ_EXIT] += d;
+		m->cnt[EV_IRQ][EV_IRQ_EXIT]++;
+	} else if (c->irq_raised) { /* an RX IRQ: its softirq follows at irq_exit */
+		m->ns[EV_RXIRQ][EV_IRQ_EXIT] += d;
+		m->cnt[EV_RXIRQ][EV_IRQ_EXIT]++;
+		clk_open(c, CLK_ARMED, EV_IRQ_EXIT, now);
+	}
 }
 
 SEC("tp_btf/softirq_entry")
@@ -65,9 +162,34 @@ int sn_softirq_entry(__u64 *ctx)
 
 	if (!c || vec >= PROF_NVEC)
 		return 0;
-	c->sirq_start = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns();
+	c->sirq_start = now;
 	c->sirq_vec = vec;
 	c->sirq_ctx = task_ctx(bpf_get_current_task_btf());
+	if (vec != NET_RX_VEC && vec != NET_TX_VEC) {
+		clk_pause(c, PAUSE_SIRQ, now);
+		return 0;
+	}
+	__u32 ev = vec == NET_RX_VEC ? EV_SIRQ_RX : EV_SIRQ_TX;
+	if (c->clk == CLK_OFF) {
+		clk_open(c, CLK_SIRQ, ev, now);
+		c->clk_outer = CLK_OFF;
+		return 0;
+	}
+	c->clk_outer = c->clk == CLK_THREAD ? CLK_THREAD : CLK_OFF;
+	clk_charge(c, ev, now); /* from an RX IRQ's exit, ksoftirqd's switch-in, or the NAPI kthread */
+	c->clk = CLK_SIRQ;
+	return 0;
+}
+
+SEC("tp_btf/softirq_raise")
+int sn_softirq_raise(__u64 *ctx)
+{
+	unsigned int vec = (unsigned int)ctx[0];
+	struct cpu_state *c = cs();
+
+	if (c && c->irq_ts && (vec == NET_RX_VEC || vec == NET_TX_VEC))
+		c->irq_raised = 1;
 	return 0;
 }
 
@@ -80,11 +202,18 @@ int sn_softirq_exit(__u64 *ctx)
 
 	if (!c || !s || vec >= PROF_NVEC)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (vec != NET_RX_VEC && vec != NET_TX_VEC)
+		clk_resume(c, PAUSE_SIRQ, now);
+	else if (c->clk == CLK_SIRQ) {
+		clk_charge(c, EV_SIRQ_EXIT, now);
+		c->clk = c->clk_outer; /* back in the NAPI kthread, or off */
+	}
 	if (!c->sirq_start || c->sirq_vec != vec) {
 		s->unmatched_exits++;
 		return 0;
 	}
-	__u64 d = bpf_ktime_get_ns() - c->sirq_start;
+	__u64 d = now - c->sirq_start;
 	__u32 x = c->sirq_ctx & (PROF_NCTX - 1);
 	s->softirq_ns[vec][x] += d;
 	s->softirq_cnt[vec][x]++;
@@ -104,6 +233,7 @@ int sn_irq_entry(__u64 *ctx)
 		return 0;
 	c->hirq_start = bpf_ktime_get_ns();
 	c->hirq_in_idle = c->cur_idle;
+	clk_irq_entry(c, c->hirq_start);
 	return 0;
 }
 
@@ -116,11 +246,13 @@ int sn_irq_exit(__u64 *ctx)
 
 	if (!c || !s)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	clk_irq_exit(c, now);
 	if (!c->hirq_start) {
 		s->unmatched_exits++;
 		return 0;
 	}
-	__u64 d = bpf_ktime_get_ns() - c->hirq_start;
+	__u64 d = now - c->hirq_start;
 	s->hardirq_ns += d;
 	s->hardirq_cnt++;
 	if (c->hirq_in_idle)
@@ -135,8 +267,10 @@ static __always_inline int sv_entry(void)
 {
 	struct cpu_state *c = cs();
 
-	if (c)
+	if (c) {
 		c->sv_start = bpf_ktime_get_ns();
+		clk_irq_entry(c, c->sv_start);
+	}
 	return 0;
 }
 
@@ -147,11 +281,13 @@ static __always_inline int sv_exit(void)
 
 	if (!c || !s)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	clk_irq_exit(c, now);
 	if (!c->sv_start) {
 		s->unmatched_exits++;
 		return 0;
 	}
-	s->sysvec_ns += bpf_ktime_get_ns() - c->sv_start;
+	s->sysvec_ns += now - c->sv_start;
 	s->sysvec_cnt++;
 	c->sv_start = 0;
 	return 0;
@@ -159,9 +295,9 @@ static __always_inline int sv_exit(void)
 
 #define SYSVEC(name)                                                  \
 	SEC("tp_btf/" #name "_entry")                                 \
-	int sn_##name##_entry(__u64 *ctx) { (void)ctx; return sv_entry(); } \
+	int sn_sv_##name##_entry(__u64 *ctx) { (void)ctx; return sv_entry(); } \
 	SEC("tp_btf/" #name "_exit")                                  \
-	int sn_##name##_exit(__u64 *ctx) { (void)ctx; return sv_exit(); }
+	int sn_sv_##name##_exit(__u64 *ctx) { (void)ctx; return sv_exit(); }
 SYSVEC(call_function)
 SYSVEC(call_function_single)
 SYSVEC(reschedule)
@@ -179,14 +315,27 @@ int sn_sched_switch(__u64 *ctx)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (c->last_switch) {
-		if (BPF_CORE_READ(prev, pid) == 0)
+		if (prev->pid == 0)
 			s->idle_ns += now - c->last_switch;
 		else
 			s->busy_ns += now - c->last_switch;
+		if (task_ctx(prev) == PROF_CTX_NAPI)
+			s->napi_thread_ns += now - c->last_switch;
 	}
 	c->last_switch = now;
-	c->cur_idle = BPF_CORE_READ(next, pid) == 0;
+	c->cur_idle = next->pid == 0;
 	s->ctx_switches++;
+	if (c->clk == CLK_THREAD)
+		clk_charge(c, EV_THREAD_OUT, now);
+	c->clk = CLK_OFF;
+	switch (task_ctx(next)) {
+	case PROF_CTX_NAPI:
+		clk_open(c, CLK_THREAD, EV_THREAD_IN, now);
+		break;
+	case PROF_CTX_KSOFTIRQD:
+		clk_open(c, CLK_ARMED, EV_KSOFTIRQD_IN, now);
+		break;
+	}
 	return 0;
 }
 
@@ -206,44 +355,69 @@ int sn_napi_poll(__u64 *ctx)
 	for (int w = work; w > 0 && b < PROF_NAPI_BUCKETS - 1; w >>= 1)
 		b++;
 	s->napi_work_hist[b]++;
+	clk_event(EV_NAPI_POLL);
 	return 0;
 }
 
+/* The once-per-packet tracepoints (prefix sn_pp_: left out by --no-per-packet). */
+#define PP_EVENT(tp, ev)                                     \
+	SEC("tp_btf/" #tp)                                   \
+	int sn_pp_##tp(__u64 *ctx) { (void)ctx; clk_event(ev); return 0; }
+PP_EVENT(napi_gro_receive_entry, EV_GRO)
+PP_EVENT(napi_gro_receive_exit, EV_GRO_EXIT)
+PP_EVENT(netif_receive_skb_entry, EV_RCV)
+PP_EVENT(netif_receive_skb_exit, EV_RCV_EXIT)
+PP_EVENT(netif_receive_skb_list_entry, EV_LIST)
+PP_EVENT(netif_receive_skb_list_exit, EV_LIST_EXIT)
+PP_EVENT(netif_rx_entry, EV_NETIF_RX)
+PP_EVENT(fib_table_lookup, EV_FIB)
+PP_EVENT(net_dev_queue, EV_QUEUE)
+PP_EVENT(qdisc_enqueue, EV_ENQ)
+PP_EVENT(qdisc_dequeue, EV_DEQ)
+PP_EVENT(net_dev_start_xmit, EV_START_XMIT)
+PP_EVENT(net_dev_xmit, EV_XMIT)
+
 SEC("tp_btf/netif_receive_skb")
-int sn_netif_receive_skb(__u64 *ctx)
+int sn_pp_netif_receive_skb(__u64 *ctx)
 {
 	(void)ctx;
 	struct prof_stats *s = st();
 
 	if (s)
 		s->rx_skbs++;
+	clk_event(EV_CORE);
 	return 0;
 }
 
 SEC("tp_btf/consume_skb")
-int sn_consume_skb(__u64 *ctx)
+int sn_pp_consume_skb(__u64 *ctx)
 {
 	(void)ctx;
 	struct prof_stats *s = st();
 
 	if (s)
 		s->consumed_skbs++;
+	clk_event(EV_CONSUME);
 	return 0;
 }
 
 SEC("tp_btf/kfree_skb")
-int sn_kfree_skb(__u64 *ctx)
+int sn_pp_kfree_skb(__u64 *ctx)
 {
-	struct sk_buff *skb = (struct sk_buff *)ctx[0];
+	struct sk_buff *skb = (struct sk_buff *)ctx[0]; /* a typed pointer: tp_btf arguments carry their BTF type */
 	struct prof_stats *s = st();
 	struct drop_key k = { .reason = (__u32)ctx[2] };
 	__u64 one = 1, *n;
 
 	if (!s)
 		return 0;
+	clk_event(EV_KFREE);
 	s->dropped_skbs++;
-	k.ifindex = BPF_CORE_READ(skb, dev, ifindex);
-	k.netns_ino = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	struct net_device *dev = skb->dev;
+	if (dev) {
+		k.ifindex = dev->ifindex;
+		k.netns_ino = dev->nd_net.net->ns.inum;
+	}
 	n = bpf_map_lookup_elem(&drops, &k);
 	if (n)
 		(*n)++;

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -18,6 +19,11 @@
 static const char *const vec_names[PROF_NVEC] = { "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK",
 						  "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU" };
 static const char *const ctx_names[PROF_NCTX] = { "idle", "ksoftirqd", "napi_thread", "other_task" };
+/* enum prof_event, in order */
+static const char *const ev_names[PROF_NEV] = {
+	"none", "softirq_rx", "softirq_tx", "softirq_exit", "thread_in", "thread_out", "ksoftirqd_in",
+	"irq", "rx_irq", "irq_exit", "gro", "gro_exit", "rcv", "rcv_exit", "list", "list_exit", "netif_rx",
+	"core", "fib", "queue", "enqueue", "dequeue", "start_xmit", "xmit", "napi_poll", "consume", "kfree" };
 
 static void print_drop_reasons(void)
 {
@@ -47,11 +53,15 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 {
 	struct prof_stats s[ncpu];
 	struct cpu_state st[ncpu];
+	struct stage_matrix *m = calloc(ncpu, sizeof(*m)); /* 10 KB per CPU: not on the stack */
 	__u64 d[ncpu];
 	__u32 k = 0;
 
+	if (!m)
+		sn_die("out of memory");
 	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, s) ||
-	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.state), &k, st))
+	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.state), &k, st) ||
+	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.stages), &k, m))
 		sn_die("read stats: %s", strerror(errno));
 	/* busy/idle are summed at context switches: add the interval still open
 	 * on each CPU, so that two reads bracket exactly the time between them. */
@@ -63,6 +73,8 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 			s[c].idle_ns += now - st[c].last_switch;
 		else
 			s[c].busy_ns += now - st[c].last_switch;
+		if (st[c].clk == CLK_THREAD || (st[c].clk == CLK_SIRQ && st[c].clk_outer == CLK_THREAD))
+			s[c].napi_thread_ns += now - st[c].last_switch;
 	}
 	printf("{\"cpus\": [");
 	for (int c = 0; c < ncpu; c++) {
@@ -76,12 +88,22 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 		}
 		printf("}, ");
 #define F(f) printf("\"" #f "\": %llu, ", (unsigned long long)s[c].f)
-		F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
+		F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(napi_thread_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
 		F(ctx_switches); F(napi_polls); F(napi_work); F(napi_budget_exhausted); F(rx_skbs);
 		F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
 #undef F
 		u64s("napi_work_hist", s[c].napi_work_hist, PROF_NAPI_BUCKETS);
-		printf("}");
+		/* the stage clock: the non-zero (from, to) pairs as [from, to, ns, count] */
+		printf(", \"transitions\": [");
+		int first = 1;
+		for (int a = 0; a < PROF_NEV; a++)
+			for (int b = 0; b < PROF_NEV; b++)
+				if (m[c].cnt[a][b]) {
+					printf("%s[%d, %d, %llu, %llu]", first ? "" : ", ", a, b,
+					       (unsigned long long)m[c].ns[a][b], (unsigned long long)m[c].cnt[a][b]);
+					first = 0;
+				}
+		printf("]}");
 	}
 	printf("], \"drops\": [");
 	int first = 1, fd = bpf_map__fd(skel->maps.drops);
@@ -100,6 +122,7 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 	}
 	printf("], \"monotonic_ns\": %llu}\n", (unsigned long long)now);
 	fflush(stdout);
+	free(m);
 }
 
 struct reader {
@@ -134,14 +157,14 @@ int main(int argc, char **argv)
 	if (!has_sysvec) {
 		struct bpf_program *p;
 		bpf_object__for_each_program(p, skel->obj)
-			if (strstr(bpf_program__name(p), "_entry") != NULL || strstr(bpf_program__name(p), "_exit") != NULL)
-				if (strncmp(bpf_program__name(p), "sn_softirq", 10) && strncmp(bpf_program__name(p), "sn_irq", 6))
-					bpf_program__set_autoload(p, false);
+			if (!strncmp(bpf_program__name(p), "sn_sv_", 6))
+				bpf_program__set_autoload(p, false);
 	}
 	if (!per_packet) {
-		bpf_program__set_autoload(skel->progs.sn_netif_receive_skb, false);
-		bpf_program__set_autoload(skel->progs.sn_consume_skb, false);
-		bpf_program__set_autoload(skel->progs.sn_kfree_skb, false);
+		struct bpf_program *p;
+		bpf_object__for_each_program(p, skel->obj)
+			if (!strncmp(bpf_program__name(p), "sn_pp_", 6))
+				bpf_program__set_autoload(p, false);
 	}
 	if (profile_bpf__load(skel))
 		sn_die("load BPF programs: %s", strerror(errno));
@@ -151,7 +174,10 @@ int main(int argc, char **argv)
 	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", ", ncpu,
 	       has_sysvec ? "" : " without x86 system vectors", per_packet ? "" : " without per-packet ones");
 	print_drop_reasons();
-	printf("}\n");
+	printf(", \"events\": [");
+	for (int e = 0; e < PROF_NEV; e++)
+		printf("%s\"%s\"", e ? ", " : "", ev_names[e]);
+	printf("]}\n");
 	fflush(stdout);
 
 	struct reader r = { skel, ncpu };

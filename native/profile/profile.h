@@ -30,6 +30,7 @@ struct prof_stats {
 	__u64 sysvec_cnt;
 	__u64 busy_ns;         /* a task other than the idle task on the CPU (irq time inside it included) */
 	__u64 idle_ns;         /* the idle task on the CPU (irq and softirq time inside it included) */
+	__u64 napi_thread_ns;  /* NAPI kthreads on the CPU (irq and softirq time inside them included) */
 	__u64 hardirq_in_idle_ns;
 	__u64 softirq_in_idle_ns;
 	__u64 ctx_switches;
@@ -44,6 +45,53 @@ struct prof_stats {
 	__u64 drop_keys_full;  /* drops not itemized: the (reason, device) map was full */
 };
 
+/* The stage clock: per CPU, the time between consecutive packet-path events
+ * while the CPU does packet processing (a NET_RX/NET_TX softirq or a NAPI
+ * kthread), summed per (previous event, next event) pair. User space names
+ * the pairs as stages (softnet/analysis/stages.py). Interrupts and other
+ * softirq vectors inside are paused out of the interval they interrupt. */
+enum prof_event {
+	EV_NONE,
+	EV_SIRQ_RX,      /* softirq_entry NET_RX */
+	EV_SIRQ_TX,      /* softirq_entry NET_TX */
+	EV_SIRQ_EXIT,    /* softirq_exit of NET_RX/NET_TX */
+	EV_THREAD_IN,    /* a NAPI kthread switched in */
+	EV_THREAD_OUT,   /* ... and out */
+	EV_KSOFTIRQD_IN, /* ksoftirqd switched in (closed by its NET softirq's entry) */
+	EV_IRQ,          /* hardirq or system vector entry inside packet processing */
+	EV_RXIRQ,        /* hardirq or system vector entry that raised NET_RX/NET_TX */
+	EV_IRQ_EXIT,
+	EV_GRO,          /* napi_gro_receive_entry */
+	EV_GRO_EXIT,
+	EV_RCV,          /* netif_receive_skb_entry */
+	EV_RCV_EXIT,
+	EV_LIST,         /* netif_receive_skb_list_entry */
+	EV_LIST_EXIT,
+	EV_NETIF_RX,     /* netif_rx_entry: enqueue to a backlog (RPS or non-NAPI veth) */
+	EV_CORE,         /* net:netif_receive_skb: __netif_receive_skb_core */
+	EV_FIB,          /* fib:fib_table_lookup */
+	EV_QUEUE,        /* net:net_dev_queue: __dev_queue_xmit */
+	EV_ENQ,          /* qdisc:qdisc_enqueue */
+	EV_DEQ,          /* qdisc:qdisc_dequeue */
+	EV_START_XMIT,   /* net:net_dev_start_xmit: the driver's ndo_start_xmit begins */
+	EV_XMIT,         /* net:net_dev_xmit: ... and returned */
+	EV_NAPI_POLL,    /* napi:napi_poll: a driver poll returned */
+	EV_CONSUME,      /* skb:consume_skb */
+	EV_KFREE,        /* skb:kfree_skb */
+	PROF_NEV
+};
+
+struct stage_matrix {
+	__u64 ns[PROF_NEV][PROF_NEV];  /* [previous event][next event] */
+	__u64 cnt[PROF_NEV][PROF_NEV];
+};
+
+/* The stage clock's state. */
+#define CLK_OFF 0
+#define CLK_ARMED 1  /* after an RX IRQ or ksoftirqd's switch-in: kept if a NET softirq follows */
+#define CLK_THREAD 2 /* in a NAPI kthread */
+#define CLK_SIRQ 3   /* in a NET_RX/NET_TX softirq */
+
 /* Per-CPU bookkeeping of the programs (read by the loader for the open
  * busy/idle interval). */
 struct cpu_state {
@@ -55,6 +103,16 @@ struct cpu_state {
 	__u32 hirq_in_idle;
 	__u32 cur_idle;
 	__u64 last_switch;
+	/* stage clock */
+	__u64 clk_ts;     /* when the open interval began (shifted past pauses) */
+	__u64 pause_ts;   /* an interrupt or another softirq vector began */
+	__u64 irq_ts;     /* the current interrupt began */
+	__u32 clk;        /* CLK_* */
+	__u32 clk_outer;  /* the state a NET softirq returns to */
+	__u32 ev;         /* the event that opened the interval */
+	__u32 irq_raised; /* the current interrupt raised NET_RX/NET_TX */
+	__u32 in_pause;
+	__u32 pad;
 };
 
 #endif

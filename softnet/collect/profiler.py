@@ -16,7 +16,7 @@ from softnet.testbed.changes import HostChanges
 from softnet.traffic.native import quit_tool, read_json_line, read_tool, tool
 
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
-COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
+COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "napi_thread_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
             "ctx_switches", "napi_polls", "napi_work", "napi_budget_exhausted", "rx_skbs", "consumed_skbs",
             "dropped_skbs", "unmatched_exits", "drop_keys_full")
 
@@ -36,6 +36,7 @@ class Profiler:
         hello = read_json_line(self.proc, "softnet-profile did not start", 15)
         self.plan = hello["plan"]
         self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
+        self.events = hello["events"]  # the stage clock's event names, by number
 
     def read(self) -> dict:
         return read_tool(self.proc, "softnet-profile")
@@ -50,6 +51,9 @@ def delta(a: dict, b: dict) -> dict:
     for ca, cb in zip(a["cpus"], b["cpus"]):
         d = {k: cb[k] - ca[k] for k in COUNTERS}
         d["napi_work_hist"] = [y - x for x, y in zip(ca["napi_work_hist"], cb["napi_work_hist"])]
+        before = {(f, t): (ns, n) for f, t, ns, n in ca["transitions"]}
+        d["transitions"] = [[f, t, ns - before.get((f, t), (0, 0))[0], n - before.get((f, t), (0, 0))[1]]
+                            for f, t, ns, n in cb["transitions"] if n != before.get((f, t), (0, 0))[1]]
         d["softirq_ns"] = {vec: {ctx: [cb["softirq_ns"][vec][ctx][i] - ca["softirq_ns"][vec][ctx][i] for i in (0, 1)]
                                  for ctx in CTXS} for vec in cb["softirq_ns"]}
         cpus.append(d)

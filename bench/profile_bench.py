@@ -13,7 +13,8 @@ time (100 x (1 - nohz idle / wall), from the sampler) over the forwarded
 packets, on minus off, in ns per packet.
 
 Writes bench/results/profile_bench-<UTC>.json and profile_latest.json.
-Run as root: .venv/bin/python bench/profile_bench.py [--repeats N] [--no-per-packet]
+Run as root: .venv/bin/python bench/profile_bench.py [--repeats N] [--duty F | --no-per-packet]
+(--duty: the share of time the stage events are attached, default 0.1 as in trials)
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def welch(on: list[float], off: list[float]) -> dict:
 def main() -> None:
     repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else REPEATS
     per_packet = "--no-per-packet" not in sys.argv
+    duty = float(sys.argv[sys.argv.index("--duty") + 1]) if "--duty" in sys.argv else 0.1
     t0 = time.time()
     runs = []
     with HostChanges() as changes:
@@ -59,7 +61,7 @@ def main() -> None:
             for rate in (OVERLOAD_PPS, LOAD_PPS):
                 for profile in ((False, True) if rep % 2 == 0 else (True, False)):  # alternate the order too
                     r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=WINDOW_S, warmup_s=0.5,
-                                                    profile=profile, profile_per_packet=per_packet,
+                                                    profile=profile, profile_per_packet=per_packet, profile_duty=duty,
                                                     sample_interval_s=1.0), changes)
                     sut = r["kernel"]["per_cpu"].get("1", r["kernel"]["per_cpu"].get(1))
                     runs.append({"repeat": rep, "rate_pps": rate, "profile": profile, "valid": r["valid"],
@@ -76,13 +78,14 @@ def main() -> None:
     ns = {p: [r["sut_cpu_time_pct"] / 100 * r["window_s"] * 1e9 / r["received_pkts"] for r in load
               if r["profile"] == p] for p in (False, True)}
     cpu = welch(ns[True], ns[False])
-    out = {"benchmark": "profile_overhead", "repeats": repeats, "per_packet_tracepoints": per_packet, "overload_pps": OVERLOAD_PPS, "load_pps": LOAD_PPS,
+    out = {"benchmark": "profile_overhead", "repeats": repeats, "per_packet_tracepoints": per_packet,
+           "stage_duty": duty if per_packet else None, "overload_pps": OVERLOAD_PPS, "load_pps": LOAD_PPS,
            "capacity_forwarded_pps": cap, "capacity_drop": drop, "target_drop": TARGET_DROP,
            "pass": bool(drop < TARGET_DROP), "sut_cpu_ns_per_pkt": cpu, "added_ns_per_pkt": cpu["diff"],
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="profile_overhead")}
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    tag = "" if per_packet else "_no_per_packet"
+    tag = f"_duty{duty:g}" if per_packet else "_no_per_packet"
     for path in (RESULTS / f"profile_bench{tag}-{stamp}.json", RESULTS / f"profile{tag}_latest.json"):
         path.write_text(json.dumps(out, indent=1))
     Console().print(f"capacity under {OVERLOAD_PPS:,.0f} pps offered: off {cap['mean_off']:,.0f} pps, on "

@@ -54,7 +54,8 @@ class TrialSpec:
     flows: int = 1
     sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
     profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
-    profile_per_packet: bool = True  # its once-per-packet tracepoints (drop reasons); off: cheaper
+    profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
+    profile_duty: float = 0.1  # share of time the stage events are attached (1: every packet; bench/profile_bench.py)
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -69,6 +70,8 @@ class TrialSpec:
         if not (1 <= self.flows <= 64511):
             raise InputError("--flows", f"{self.flows} is outside [1, 64511] (UDP source ports 1024..65534)")
         lo, hi = INTERVAL_RANGE_S
+        if not 0.01 <= self.profile_duty <= 1:
+            raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
         if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
             raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
         if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
@@ -177,13 +180,16 @@ def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict, pa
     return {
         "plan": profiler.plan, "window_s": d["wall_ns"] / 1e9, "window_monotonic_ns": d["monotonic_ns"],
         "per_cpu": per_cpu,
-        "drops": name_drops(d["drops"], profiler.drop_reasons, tb.interface_ids()),
+        # drops: counted while kfree_skb was attached (all the window at duty 1), and estimated over the window
+        "drops": name_drops(d["drops"], profiler.drop_reasons, tb.interface_ids(),
+                            d["wall_ns"] / d["sampled_ns"] if d["sampled_ns"] else 0.0),
         "drop_keys_full": sum(c["drop_keys_full"] for c in d["cpus"]),
         "audit": {cpu: audit_cpu(m, window["cpu_ticks"][cpu]) for cpu, m in per_cpu.items()},
         # the stage clock's raw (from event, to event, ns, count), named, and the stages
         "transitions": transitions,
-        "stages": {cpu: stage_breakdown(d["cpus"][cpu], transitions[cpu], d["wall_ns"] / 1e9, packets)
-                   for cpu in per_cpu},
+        "duty": profiler.duty,
+        "stages": {cpu: stage_breakdown(d["cpus"][cpu], d["sampled_cpus"][cpu], transitions[cpu], d["wall_ns"] / 1e9,
+                                        d["sampled_ns"] / 1e9, packets) for cpu in per_cpu},
     }
 
 
@@ -205,7 +211,7 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
-        profiler = Profiler(trial_changes, spec.profile_per_packet) if spec.profile else None
+        profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()

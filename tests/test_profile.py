@@ -21,7 +21,8 @@ CAPTURED_RPS = json.loads((DATA / "profile_reads_ipv4fwd_rps_100kpps.json").read
 def captured_stages(cap: dict, cpu: int) -> dict:
     d = delta(cap["read_window_start"], cap["read_window_end"])
     named = [[cap["events"][f], cap["events"][t], ns, n] for f, t, ns, n in d["cpus"][cpu]["transitions"]]
-    return stage_breakdown(d["cpus"][cpu], named, d["wall_ns"] / 1e9, cap["received_pkts"])
+    return stage_breakdown(d["cpus"][cpu], d["sampled_cpus"][cpu], named, d["wall_ns"] / 1e9, d["sampled_ns"] / 1e9,
+                           cap["received_pkts"])
 
 
 def by_stage(rows: list) -> dict:
@@ -109,9 +110,9 @@ def test_audit_verdicts():
 @needs_root
 @pytest.mark.netns
 def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
-    r = split_trial(50_000, duration_s=1.0, warmup_s=0.2, profile=True)
+    r = split_trial(50_000, duration_s=1.0, warmup_s=0.2, profile=True, profile_duty=1.0)  # every packet timed
     p = r["profile"]
-    assert r["valid"] and p["plan"] == "tracepoints (tp_btf)"
+    assert r["valid"] and p["plan"] == "tracepoints (tp_btf)" and p["duty"] == 1
     sut, gen = p["per_cpu"][1], p["per_cpu"][0]
     # Every forwarded packet went through two NAPI polls on the SUT CPU: the SUT ingress
     # (in its napi kthread) and the sink's veth, which the SUT's transmit schedules there.
@@ -120,18 +121,34 @@ def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
     assert sut["net_rx_pct_by_context"]["napi_thread"] > 0
     # The sink's XDP drops the packets: the kernel names that device for (about) every one of them.
     sink = [d for d in p["drops"] if d["device"].startswith("sink ")]
-    assert sink and sink[0]["skbs"] == pytest.approx(r["received_pkts"], rel=0.15)
+    assert sink and sink[0]["skbs"] == sink[0]["estimated_skbs"] == pytest.approx(r["received_pkts"], rel=0.15)
     # Cross-check: the generator's CPU is busy all the time, which ticks and eBPF both see.
     assert gen["busy_pct"] > 90 and p["audit"][0]["verdict"].startswith("no misaccounting found")
     assert gen["sysvec_pct"] > 0  # the busy CPU's local timer ticks (x86 system vectors) are timed too
     assert p["drop_keys_full"] == 0 and all(m["unmatched_exits"] <= 2 for m in p["per_cpu"].values())
     # Stages: the named stages account for the SUT CPU's softirq and NAPI-thread time, and the
-    # transmit stage ran twice (__dev_queue_xmit to ndo_start_xmit, then the driver) per forwarded packet.
+    # transmit stage (__dev_queue_xmit to the driver's return) ran once per forwarded packet.
     s = p["stages"][1]
     assert 0.95 <= s["coverage"] <= 1.02
     w = {row["stage"]: row for row in s["wifi_ap"]}
-    assert w["Init Xmit"]["intervals"] == pytest.approx(2 * r["received_pkts"], rel=0.1)
+    assert w["Init Xmit"]["sampled_intervals"] == pytest.approx(r["received_pkts"], rel=0.1)
     assert w["IP Stack"]["ns"] > 0 and w["Poll Function"]["ns"] > 0
+
+
+@needs_root
+@pytest.mark.netns
+def test_sampled_stages_estimate_the_whole_window(host_unchanged):
+    # The default plan: the per-packet events attached 10% of the time (in 100 ms periods).
+    r = split_trial(100_000, duration_s=2.0, warmup_s=0.2, profile=True, sample_interval_s=None)
+    p, s = r["profile"], r["profile"]["stages"][1]
+    assert p["duty"] == pytest.approx(0.1) and 0.03 < s["sampled_share"] < 0.12
+    assert 0.95 <= s["coverage"] <= 1.02 and s["unsampled_ns"] > 0
+    # scaled to the window, the stages add up to the packet time measured over all of it
+    inside = sum(row["ns"] for row in s["wifi_ap"] if row["stage"] not in ("Init RX-IRQ", "Init ksoftirqd"))
+    assert inside == pytest.approx(s["coverage"] * s["packet_time_ns"])
+    sink = [d for d in p["drops"] if d["device"].startswith("sink ")]
+    assert sink[0]["skbs"] < 0.2 * r["received_pkts"]  # counted only while attached...
+    assert sink[0]["estimated_skbs"] == pytest.approx(r["received_pkts"], rel=0.35)  # ...and scaled
 
 
 @needs_root

@@ -37,6 +37,11 @@ struct {
 	__type(value, struct stage_matrix);
 } stages SEC(".maps");
 
+/* Set by the loader (see profile.h): the generation changes at each attach
+ * and detach of the once-per-packet programs. */
+volatile __u32 sample_gen;
+volatile __u32 sampling;
+
 static __always_inline struct prof_stats *st(void)
 {
 	__u32 k = 0;
@@ -79,11 +84,14 @@ static __always_inline void clk_charge(struct cpu_state *c, __u32 ev, __u64 now)
 	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
 
 	if (m && prev < PROF_NEV && ev < PROF_NEV) {
+		if (!sampling || c->clk_gen != sample_gen)
+			prev = ev = EV_NONE; /* not inside one sampled period: its boundaries may be missing */
 		m->ns[prev][ev] += now - c->clk_ts;
 		m->cnt[prev][ev]++;
 	}
 	c->ev = ev;
 	c->clk_ts = now;
+	c->clk_gen = sample_gen;
 }
 
 static __always_inline void clk_open(struct cpu_state *c, __u32 clk, __u32 ev, __u64 now)
@@ -91,6 +99,7 @@ static __always_inline void clk_open(struct cpu_state *c, __u32 clk, __u32 ev, _
 	c->clk = clk;
 	c->ev = ev;
 	c->clk_ts = now;
+	c->clk_gen = sample_gen;
 	c->in_pause = 0;
 }
 
@@ -128,8 +137,23 @@ static __always_inline void clk_irq_entry(struct cpu_state *c, __u64 now)
 	if (c->irq_ts)
 		return; /* nested: the outer one times it */
 	c->irq_ts = now;
-	c->irq_raised = 0;
+	c->irq_gen = sample_gen;
 	clk_pause(c, PAUSE_IRQ, now);
+}
+
+/* irq_exit runs pending softirqs at once: a longer gap means the NET softirq
+ * was raised elsewhere, not by that interrupt. */
+#define IRQ_SOFTIRQ_MAX_GAP_NS 20000
+
+static __always_inline void clk_irq_commit(struct cpu_state *c)
+{
+	__u32 k = 0, e = sampling && c->irq_pending_gen == sample_gen ? EV_RXIRQ : EV_NONE;
+	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
+
+	if (!m)
+		return;
+	m->ns[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT] += c->irq_pending_ns;
+	m->cnt[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT]++;
 }
 
 static __always_inline void clk_irq_exit(struct cpu_state *c, __u64 now)
@@ -145,13 +169,16 @@ static __always_inline void clk_irq_exit(struct cpu_state *c, __u64 now)
 	if (!m)
 		return;
 	if (c->clk >= CLK_THREAD) { /* inside packet processing */
-		m->ns[EV_IRQ][EV_IRQ_EXIT] += d;
-		m->cnt[EV_IRQ][EV_IRQ_EXIT]++;
-	} else if (c->irq_raised) { /* an RX IRQ: its softirq follows at irq_exit */
-		m->ns[EV_RXIRQ][EV_IRQ_EXIT] += d;
-		m->cnt[EV_RXIRQ][EV_IRQ_EXIT]++;
-		clk_open(c, CLK_ARMED, EV_IRQ_EXIT, now);
+		__u32 e = sampling && c->irq_gen == sample_gen ? EV_IRQ : EV_NONE;
+		m->ns[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT] += d;
+		m->cnt[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT]++;
+		return;
 	}
+	/* Outside packet processing: an RX IRQ if irq_exit runs a NET softirq
+	 * next (softirq_entry commits it), else forgotten. */
+	clk_open(c, CLK_ARMED, EV_IRQ_EXIT, now);
+	c->irq_pending_ns = d;
+	c->irq_pending_gen = c->irq_gen;
 }
 
 SEC("tp_btf/softirq_entry")
@@ -167,10 +194,18 @@ int sn_softirq_entry(__u64 *ctx)
 	c->sirq_vec = vec;
 	c->sirq_ctx = task_ctx(bpf_get_current_task_btf());
 	if (vec != NET_RX_VEC && vec != NET_TX_VEC) {
+		if (c->clk == CLK_ARMED && c->ev == EV_IRQ_EXIT)
+			c->clk = CLK_OFF; /* that interrupt raised another softirq first: not taken as an RX IRQ */
 		clk_pause(c, PAUSE_SIRQ, now);
 		return 0;
 	}
 	__u32 ev = vec == NET_RX_VEC ? EV_SIRQ_RX : EV_SIRQ_TX;
+	if (c->clk == CLK_ARMED && c->ev == EV_IRQ_EXIT) {
+		if (now - c->clk_ts > IRQ_SOFTIRQ_MAX_GAP_NS)
+			c->clk = CLK_OFF; /* not run by that interrupt's irq_exit */
+		else
+			clk_irq_commit(c);
+	}
 	if (c->clk == CLK_OFF) {
 		clk_open(c, CLK_SIRQ, ev, now);
 		c->clk_outer = CLK_OFF;
@@ -182,16 +217,6 @@ int sn_softirq_entry(__u64 *ctx)
 	return 0;
 }
 
-SEC("tp_btf/softirq_raise")
-int sn_softirq_raise(__u64 *ctx)
-{
-	unsigned int vec = (unsigned int)ctx[0];
-	struct cpu_state *c = cs();
-
-	if (c && c->irq_ts && (vec == NET_RX_VEC || vec == NET_TX_VEC))
-		c->irq_raised = 1;
-	return 0;
-}
 
 SEC("tp_btf/softirq_exit")
 int sn_softirq_exit(__u64 *ctx)
@@ -374,7 +399,6 @@ PP_EVENT(fib_table_lookup, EV_FIB)
 PP_EVENT(net_dev_queue, EV_QUEUE)
 PP_EVENT(qdisc_enqueue, EV_ENQ)
 PP_EVENT(qdisc_dequeue, EV_DEQ)
-PP_EVENT(net_dev_start_xmit, EV_START_XMIT)
 PP_EVENT(net_dev_xmit, EV_XMIT)
 
 SEC("tp_btf/netif_receive_skb")
@@ -401,6 +425,8 @@ int sn_pp_consume_skb(__u64 *ctx)
 	return 0;
 }
 
+/* Duty-cycled like the stage events: drop counts are exact at duty 1,
+ * counted over the sampled periods otherwise. */
 SEC("tp_btf/kfree_skb")
 int sn_pp_kfree_skb(__u64 *ctx)
 {

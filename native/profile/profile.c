@@ -3,9 +3,18 @@
  * answers "read" on stdin with one JSON line of per-CPU aggregates. The
  * attachments are bpf_links owned by this process: they go when it exits,
  * kill -9 included. The first line names the kernel's drop reasons (enum
- * skb_drop_reason, read from the kernel's BTF). */
+ * skb_drop_reason, read from the kernel's BTF).
+ *
+ * The once-per-packet programs (sn_pp_*: the stage clock's packet events and
+ * kfree_skb) cost about 100 ns per event each on this VM (kernel.bpf_stats). With --duty F < 1 a thread attaches them
+ * for F of every SAMPLE_PERIOD_MS and detaches them for the rest; the stage
+ * clock keeps only intervals inside one attached period (profile.h), and the
+ * counters over those periods are summed apart ("sampled") so that user space
+ * can scale the stages and measure their coverage over the same time. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,20 +58,126 @@ static void u64s(const char *name, const __u64 *v, int n)
 	printf("]");
 }
 
-static void print_stats(struct profile_bpf *skel, int ncpu)
+#define SAMPLE_PERIOD_MS 100
+#define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
+
+struct profiler {
+	struct profile_bpf *skel;
+	int ncpu;
+	double duty;
+	pthread_mutex_t mu;      /* the sampler thread against reads */
+	volatile int stop;
+	int on;                  /* the per-packet programs are attached */
+	__u64 on_since, sampled_ns;
+	struct prof_stats *at_on, *sampled; /* per CPU: counters when attached, sums over attached periods */
+	struct bpf_link *links[64];
+	int nlinks;
+};
+
+static void read_maps(struct profiler *p, struct prof_stats *s, struct cpu_state *st, struct stage_matrix *m)
 {
-	struct prof_stats s[ncpu];
+	__u32 k = 0;
+	if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stats), &k, s) ||
+	    (st && bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.state), &k, st)) ||
+	    (m && bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stages), &k, m)))
+		sn_die("read stats: %s", strerror(errno));
+}
+
+/* acc += b - a, field by field (every field of prof_stats is a __u64 counter) */
+static void add_delta(struct prof_stats *acc, const struct prof_stats *a, const struct prof_stats *b, int ncpu)
+{
+	for (int c = 0; c < ncpu; c++)
+		for (size_t i = 0; i < NSTAT; i++)
+			((__u64 *)&acc[c])[i] += ((const __u64 *)&b[c])[i] - ((const __u64 *)&a[c])[i];
+}
+
+static void set_sampling(struct profiler *p, int on)
+{
+	struct prof_stats now[p->ncpu];
+	struct bpf_program *prog;
+
+	if (on) { /* attach first, then open the generation: no sampled interval misses a boundary */
+		p->nlinks = 0;
+		bpf_object__for_each_program(prog, p->skel->obj)
+			if (!strncmp(bpf_program__name(prog), "sn_pp_", 6) && p->nlinks < 64) {
+				p->links[p->nlinks] = bpf_program__attach(prog);
+				if (!p->links[p->nlinks])
+					sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
+				p->nlinks++;
+			}
+	}
+	read_maps(p, now, NULL, NULL);
+	__u64 t = sn_now_ns();
+	p->skel->bss->sample_gen++;
+	p->skel->bss->sampling = on;
+	if (on) {
+		memcpy(p->at_on, now, sizeof(now));
+		p->on_since = t;
+	} else {
+		add_delta(p->sampled, p->at_on, now, p->ncpu);
+		p->sampled_ns += t - p->on_since;
+		for (int i = 0; i < p->nlinks; i++)
+			bpf_link__destroy(p->links[i]);
+		p->nlinks = 0;
+	}
+	p->on = on;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void *sampler_main(void *arg)
+{
+	struct profiler *p = arg;
+	long on_ms = (long)(p->duty * SAMPLE_PERIOD_MS + 0.5), off_ms = SAMPLE_PERIOD_MS - on_ms;
+
+	while (!p->stop) {
+		pthread_mutex_lock(&p->mu);
+		set_sampling(p, 1);
+		pthread_mutex_unlock(&p->mu);
+		nap_ms(on_ms);
+		pthread_mutex_lock(&p->mu);
+		set_sampling(p, 0);
+		pthread_mutex_unlock(&p->mu);
+		nap_ms(off_ms);
+	}
+	return NULL;
+}
+
+static void print_cpu(const struct prof_stats *s)
+{
+	printf("{\"softirq_ns\": {");
+	for (int v = 0; v < PROF_NVEC; v++) {
+		printf("%s\"%s\": {", v ? ", " : "", vec_names[v]);
+		for (int x = 0; x < PROF_NCTX; x++)
+			printf("%s\"%s\": [%llu, %llu]", x ? ", " : "", ctx_names[x],
+			       (unsigned long long)s->softirq_ns[v][x], (unsigned long long)s->softirq_cnt[v][x]);
+		printf("}");
+	}
+	printf("}, ");
+#define F(f) printf("\"" #f "\": %llu, ", (unsigned long long)s->f)
+	F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(napi_thread_ns);
+	F(hardirq_in_idle_ns); F(softirq_in_idle_ns); F(ctx_switches); F(napi_polls); F(napi_work);
+	F(napi_budget_exhausted); F(rx_skbs); F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
+#undef F
+	u64s("napi_work_hist", s->napi_work_hist, PROF_NAPI_BUCKETS);
+}
+
+static void print_stats(struct profiler *p)
+{
+	int ncpu = p->ncpu;
+	struct prof_stats s[ncpu], sampled[ncpu];
 	struct cpu_state st[ncpu];
 	struct stage_matrix *m = calloc(ncpu, sizeof(*m)); /* 10 KB per CPU: not on the stack */
 	__u64 d[ncpu];
-	__u32 k = 0;
 
 	if (!m)
 		sn_die("out of memory");
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, s) ||
-	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.state), &k, st) ||
-	    bpf_map_lookup_elem(bpf_map__fd(skel->maps.stages), &k, m))
-		sn_die("read stats: %s", strerror(errno));
+	pthread_mutex_lock(&p->mu);
+	read_maps(p, s, st, m);
 	/* busy/idle are summed at context switches: add the interval still open
 	 * on each CPU, so that two reads bracket exactly the time between them. */
 	__u64 now = sn_now_ns();
@@ -76,23 +191,18 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 		if (st[c].clk == CLK_THREAD || (st[c].clk == CLK_SIRQ && st[c].clk_outer == CLK_THREAD))
 			s[c].napi_thread_ns += now - st[c].last_switch;
 	}
+	memcpy(sampled, p->sampled, sizeof(sampled));
+	__u64 sampled_ns = p->sampled_ns;
+	if (p->on) { /* the attached period in progress */
+		add_delta(sampled, p->at_on, s, ncpu);
+		sampled_ns += now - p->on_since;
+	}
+	pthread_mutex_unlock(&p->mu);
+
 	printf("{\"cpus\": [");
 	for (int c = 0; c < ncpu; c++) {
-		printf("%s{\"softirq_ns\": {", c ? ", " : "");
-		for (int v = 0; v < PROF_NVEC; v++) {
-			printf("%s\"%s\": {", v ? ", " : "", vec_names[v]);
-			for (int x = 0; x < PROF_NCTX; x++)
-				printf("%s\"%s\": [%llu, %llu]", x ? ", " : "", ctx_names[x],
-				       (unsigned long long)s[c].softirq_ns[v][x], (unsigned long long)s[c].softirq_cnt[v][x]);
-			printf("}");
-		}
-		printf("}, ");
-#define F(f) printf("\"" #f "\": %llu, ", (unsigned long long)s[c].f)
-		F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(napi_thread_ns); F(hardirq_in_idle_ns); F(softirq_in_idle_ns);
-		F(ctx_switches); F(napi_polls); F(napi_work); F(napi_budget_exhausted); F(rx_skbs);
-		F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
-#undef F
-		u64s("napi_work_hist", s[c].napi_work_hist, PROF_NAPI_BUCKETS);
+		printf("%s", c ? ", " : "");
+		print_cpu(&s[c]);
 		/* the stage clock: the non-zero (from, to) pairs as [from, to, ns, count] */
 		printf(", \"transitions\": [");
 		int first = 1;
@@ -105,8 +215,14 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 				}
 		printf("]}");
 	}
+	printf("], \"sampled_ns\": %llu, \"sampled_cpus\": [", (unsigned long long)sampled_ns);
+	for (int c = 0; c < ncpu; c++) {
+		printf("%s", c ? ", " : "");
+		print_cpu(&sampled[c]);
+		printf("}");
+	}
 	printf("], \"drops\": [");
-	int first = 1, fd = bpf_map__fd(skel->maps.drops);
+	int first = 1, fd = bpf_map__fd(p->skel->maps.drops);
 	struct drop_key key, next, *prev = NULL;
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		__u64 n = 0;
@@ -125,24 +241,34 @@ static void print_stats(struct profile_bpf *skel, int ncpu)
 	free(m);
 }
 
-struct reader {
-	struct profile_bpf *skel;
-	int ncpu;
-};
-
 static void read_cb(void *arg)
 {
-	struct reader *r = arg;
-	print_stats(r->skel, r->ncpu);
+	print_stats(arg);
+}
+
+static void usage(void)
+{
+	sn_die("usage: softnet-profile [--no-per-packet] [--duty F] (then \"read\" or \"quit\" lines on stdin)");
 }
 
 int main(int argc, char **argv)
 {
-	/* --no-per-packet: leave out the tracepoints hit once per packet
-	 * (netif_receive_skb, consume_skb, kfree_skb): cheaper, no drop reasons. */
-	int per_packet = !(argc == 2 && !strcmp(argv[1], "--no-per-packet"));
-	if (argc > 2 || (argc == 2 && per_packet))
-		sn_die("usage: softnet-profile [--no-per-packet] (then \"read\" or \"quit\" lines on stdin)");
+	/* --no-per-packet: leave out the tracepoints hit once per packet (the
+	 * stage clock's packet events, kfree_skb): cheaper, no stages, no drop reasons.
+	 * --duty F: the share of time the stage clock's packet events are attached. */
+	int per_packet = 1;
+	double duty = 1.0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--no-per-packet"))
+			per_packet = 0;
+		else if (!strcmp(argv[i], "--duty") && i + 1 < argc) {
+			char *end;
+			duty = strtod(argv[++i], &end);
+			if (*end || !(duty >= 0.01 && duty <= 1.0))
+				sn_die("--duty: '%s' is not a share between 0.01 and 1", argv[i]);
+		} else
+			usage();
+	}
 	sn_die_with_parent();
 	sn_catch_stop_signals();
 
@@ -154,25 +280,34 @@ int main(int argc, char **argv)
 	struct btf *vmlinux = btf__load_vmlinux_btf();
 	int has_sysvec = vmlinux && btf__find_by_name(vmlinux, "btf_trace_call_function_single_entry") > 0;
 	btf__free(vmlinux);
-	if (!has_sysvec) {
-		struct bpf_program *p;
-		bpf_object__for_each_program(p, skel->obj)
-			if (!strncmp(bpf_program__name(p), "sn_sv_", 6))
-				bpf_program__set_autoload(p, false);
-	}
-	if (!per_packet) {
-		struct bpf_program *p;
-		bpf_object__for_each_program(p, skel->obj)
-			if (!strncmp(bpf_program__name(p), "sn_pp_", 6))
-				bpf_program__set_autoload(p, false);
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, skel->obj) {
+		const char *name = bpf_program__name(prog);
+		if ((!has_sysvec && !strncmp(name, "sn_sv_", 6)) ||
+		    (!per_packet && !strncmp(name, "sn_pp_", 6)))
+			bpf_program__set_autoload(prog, false);
+		else if (!strncmp(name, "sn_pp_", 6))
+			bpf_program__set_autoattach(prog, false); /* attached by set_sampling */
 	}
 	if (profile_bpf__load(skel))
 		sn_die("load BPF programs: %s", strerror(errno));
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
-	int ncpu = libbpf_num_possible_cpus();
-	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", ", ncpu,
-	       has_sysvec ? "" : " without x86 system vectors", per_packet ? "" : " without per-packet ones");
+	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = per_packet ? duty : 0 };
+	pthread_mutex_init(&p.mu, NULL);
+	p.at_on = calloc(p.ncpu, sizeof(struct prof_stats));
+	p.sampled = calloc(p.ncpu, sizeof(struct prof_stats));
+	if (!p.at_on || !p.sampled)
+		sn_die("out of memory");
+	pthread_t sampler;
+	int threaded = per_packet && duty < 1.0;
+	if (per_packet && !threaded)
+		set_sampling(&p, 1); /* always on */
+	if (threaded && pthread_create(&sampler, NULL, sampler_main, &p))
+		sn_die("start the sampling thread: %s", strerror(errno));
+
+	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", \"duty\": %g, ", p.ncpu,
+	       has_sysvec ? "" : " without x86 system vectors", per_packet ? "" : " without per-packet ones", p.duty);
 	print_drop_reasons();
 	printf(", \"events\": [");
 	for (int e = 0; e < PROF_NEV; e++)
@@ -180,8 +315,13 @@ int main(int argc, char **argv)
 	printf("]}\n");
 	fflush(stdout);
 
-	struct reader r = { skel, ncpu };
-	sn_serve_reads(read_cb, &r);
+	sn_serve_reads(read_cb, &p);
+	if (threaded) {
+		p.stop = 1;
+		pthread_join(sampler, NULL);
+	}
+	if (p.on)
+		set_sampling(&p, 0);
 	profile_bpf__destroy(skel);
 	return 0;
 }

@@ -113,14 +113,25 @@ def packet_time_ns(cpu: dict) -> float:
     return net + cpu["napi_thread_ns"] - other_in_thread
 
 
-def stage_breakdown(cpu: dict, transitions: list, window_s: float, packets: int | None = None) -> dict:
-    """One CPU's stages over a window. `cpu`: the profiler delta's CPU entry;
-    `transitions`: [from name, to name, ns, count]; `packets`: forwarded
-    packets, for nanoseconds per packet."""
+def stage_breakdown(cpu: dict, sampled_cpu: dict, transitions: list, window_s: float, sampled_s: float,
+                    packets: int | None = None) -> dict:
+    """One CPU's stages over a window. `cpu` / `sampled_cpu`: the profiler
+    delta's counters for this CPU over the window / over the periods the stage
+    events were attached in it (`sampled_s` seconds: all of it at duty 1);
+    `transitions`: [from name, to name, ns, count], sampled; `packets`:
+    forwarded packets, for nanoseconds per packet.
+
+    Stage times are scaled to the whole window by the packet-processing time
+    measured over the window against over the sampled periods; coverage is
+    measured over the sampled periods only."""
     wifi: dict[str, list] = {}  # stage: [ns, intervals]
     ebpf: dict[str, list] = {}
     unattributed: dict[str, float] = {}
+    unsampled = 0
     for frm, to, ns, n in transitions:
+        if frm == "none":
+            unsampled += ns  # an interval that crossed an attach or detach
+            continue
         stage = stage_of(frm, to)
         if stage is None:
             unattributed[f"{frm}->{to}"] = unattributed.get(f"{frm}->{to}", 0) + ns
@@ -131,25 +142,30 @@ def stage_breakdown(cpu: dict, transitions: list, window_s: float, packets: int 
                 acc[0] += ns
                 acc[1] += n
     inside = sum(ns for s, (ns, _) in wifi.items() if s not in OUTSIDE)
-    measured = packet_time_ns(cpu)
+    measured, measured_sampled = packet_time_ns(cpu), packet_time_ns(sampled_cpu)
+    scale = measured / measured_sampled if measured_sampled else None
     wall = window_s * 1e9
 
     def rows(times: dict, catalogue: dict) -> list[dict]:
         out = []
         for s, (ex, why) in catalogue.items():
             ns, n = times.get(s, (0, 0))
-            out.append({"stage": s, "exactness": ex, "why": why, "ns": ns, "intervals": n,
-                        "pct_of_cpu": 100 * ns / wall if wall else None,
-                        "ns_per_packet": ns / packets if packets else None})
+            est = ns * scale if scale else 0.0
+            out.append({"stage": s, "exactness": ex, "why": why, "ns": est, "sampled_ns": ns, "sampled_intervals": n,
+                        "pct_of_cpu": 100 * est / wall if wall else None,
+                        "ns_per_packet": est / packets if packets else None})
         return out
 
     return {
         "wifi_ap": rows(wifi, WIFI_STAGES),
         "ebpf_profile": rows(ebpf, EBPF_STAGES),
+        "sampled_share": sampled_s / window_s if window_s else None,
+        "scale": scale,
         "unattributed_ns": sum(unattributed.values()),
         "unattributed": dict(sorted(unattributed.items(), key=lambda kv: -kv[1])[:10]),
+        "unsampled_ns": unsampled,
         "packet_time_ns": measured,
         "packet_time_pct": 100 * measured / wall if wall else None,
         # named stage time inside softirqs / NAPI kthreads over the same time measured independently
-        "coverage": inside / measured if measured else None,
+        "coverage": inside / measured_sampled if measured_sampled else None,
     }

@@ -109,7 +109,7 @@ class TestbedMeasurer:
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
                          frame_bytes=t.frame_bytes, flows=t.flows,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
-                         profile_per_packet=c.profile_per_packet)
+                         profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty)
         result = run_trial(self.tb, self.ep, spec, self.changes)
         result["path"] = self.path()
         return result

@@ -188,7 +188,8 @@ class CollectSpec(Strict):
     sample_interval_s: float | None = Field(1.0, ge=0.1, le=10)  # None (omit with sample = false): off
     sample: bool = True
     profile: bool = False  # eBPF packet-path profiler and CPU accounting audit (softnet-profile)
-    profile_per_packet: bool = True  # its once-per-packet tracepoints (drop reasons); ~340 ns/packet more
+    profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
+    profile_duty: float = Field(0.1, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
 
 
 class AnalysisSpec(Strict):

@@ -25,16 +25,18 @@ class Profiler:
     """The tracepoint programs, attached while this object lives (a change
     recorded in ``changes``: detached however the run ends)."""
 
-    def __init__(self, changes: HostChanges, per_packet: bool = True):
-        """``per_packet``: also the tracepoints hit once per packet
-        (netif_receive_skb, consume_skb, kfree_skb: drop reasons)."""
+    def __init__(self, changes: HostChanges, per_packet: bool = True, duty: float = 1.0):
+        """``per_packet``: also the tracepoints hit once per packet (the stage
+        clock's packet events, kfree_skb: drop reasons); ``duty``: the share of
+        time the stage events are attached (sampled in 100 ms periods)."""
         self.proc = None
         changes.record("softnet-profile tracepoint programs", self.close)
-        argv = [str(tool("profile"))] + ([] if per_packet else ["--no-per-packet"])
+        argv = [str(tool("profile"))] + (["--duty", f"{duty:g}"] if per_packet else ["--no-per-packet"])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         hello = read_json_line(self.proc, "softnet-profile did not start", 15)
         self.plan = hello["plan"]
+        self.duty = hello["duty"]
         self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
         self.events = hello["events"]  # the stage clock's event names, by number
 
@@ -47,26 +49,35 @@ class Profiler:
 
 def delta(a: dict, b: dict) -> dict:
     """b - a per CPU (the counters only grow while the programs are attached)."""
-    cpus = []
-    for ca, cb in zip(a["cpus"], b["cpus"]):
-        d = {k: cb[k] - ca[k] for k in COUNTERS}
-        d["napi_work_hist"] = [y - x for x, y in zip(ca["napi_work_hist"], cb["napi_work_hist"])]
+    cpus = [_counters(ca, cb) for ca, cb in zip(a["cpus"], b["cpus"])]
+    for d, ca, cb in zip(cpus, a["cpus"], b["cpus"]):
         before = {(f, t): (ns, n) for f, t, ns, n in ca["transitions"]}
         d["transitions"] = [[f, t, ns - before.get((f, t), (0, 0))[0], n - before.get((f, t), (0, 0))[1]]
                             for f, t, ns, n in cb["transitions"] if n != before.get((f, t), (0, 0))[1]]
-        d["softirq_ns"] = {vec: {ctx: [cb["softirq_ns"][vec][ctx][i] - ca["softirq_ns"][vec][ctx][i] for i in (0, 1)]
-                                 for ctx in CTXS} for vec in cb["softirq_ns"]}
-        cpus.append(d)
     before = {(r, i, ns): n for r, i, ns, n in a["drops"]}
     drops = [(r, i, ns, n - before.get((r, i, ns), 0)) for r, i, ns, n in b["drops"]
              if n - before.get((r, i, ns), 0)]
     return {"cpus": cpus, "drops": drops, "wall_ns": b["monotonic_ns"] - a["monotonic_ns"],
-            "monotonic_ns": [a["monotonic_ns"], b["monotonic_ns"]]}
+            "monotonic_ns": [a["monotonic_ns"], b["monotonic_ns"]],
+            # the same counters summed over the periods the stage events were attached
+            "sampled_cpus": [_counters(ca, cb) for ca, cb in zip(a["sampled_cpus"], b["sampled_cpus"])],
+            "sampled_ns": b["sampled_ns"] - a["sampled_ns"]}
 
 
-def name_drops(drops: list, reasons: dict[int, str], devices: dict[tuple[int, int], str]) -> list[dict]:
+def _counters(ca: dict, cb: dict) -> dict:
+    d = {k: cb[k] - ca[k] for k in COUNTERS}
+    d["napi_work_hist"] = [y - x for x, y in zip(ca["napi_work_hist"], cb["napi_work_hist"])]
+    d["softirq_ns"] = {vec: {ctx: [cb["softirq_ns"][vec][ctx][i] - ca["softirq_ns"][vec][ctx][i] for i in (0, 1)]
+                             for ctx in CTXS} for vec in cb["softirq_ns"]}
+    return d
+
+
+def name_drops(drops: list, reasons: dict[int, str], devices: dict[tuple[int, int], str],
+               scale: float = 1.0) -> list[dict]:
     """[(reason, ifindex, netns inode, count)] -> rows with the reason's name
-    (the kernel's enum) and the device's testbed role where it is one."""
+    (the kernel's enum) and the device's testbed role where it is one.
+    ``scale``: window / sampled time, for the estimate over the whole window
+    when kfree_skb was attached only part of the time (1: counted exactly)."""
     rows = [{"reason": reasons.get(r, f"reason {r}"), "device": devices.get((ns, i), f"ifindex {i} (netns {ns})"),
-             "skbs": n} for r, i, ns, n in drops]
+             "skbs": n, "estimated_skbs": round(n * scale)} for r, i, ns, n in drops]
     return sorted(rows, key=lambda row: -row["skbs"])

@@ -39,8 +39,9 @@ bench: setup
 	$(VENV)/bin/python bench/search_bench.py --seeds 60
 	$(VENV)/bin/python bench/search_bench.py --real 10
 	$(VENV)/bin/python bench/sampler_bench.py
-	$(VENV)/bin/python bench/profile_bench.py --repeats 15
-	$(VENV)/bin/python bench/profile_bench.py --repeats 15 --no-per-packet
+	$(VENV)/bin/python bench/profile_bench.py --repeats 20
+	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --duty 1
+	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --no-per-packet
 	$(VENV)/bin/python bench/victim_check.py
 
 clean:

@@ -123,9 +123,12 @@ static __always_inline void clk_resume(struct cpu_state *c, __u32 why, __u64 now
 		c->clk_ts += now - c->pause_ts;
 }
 
-/* A packet-path event: closes the open interval, opens the next. */
+/* A packet-path event: closes the open interval, opens the next. Outside a
+ * sampled period (attached, settling) nothing would be kept: return at once. */
 static __always_inline void clk_event(__u32 ev)
 {
+	if (!sampling)
+		return;
 	struct cpu_state *c = cs();
 
 	if (c && c->clk >= CLK_THREAD && !c->in_pause)
@@ -407,7 +410,7 @@ int sn_pp_netif_receive_skb(__u64 *ctx)
 	(void)ctx;
 	struct prof_stats *s = st();
 
-	if (s)
+	if (s && sampling)
 		s->rx_skbs++;
 	clk_event(EV_CORE);
 	return 0;
@@ -419,7 +422,7 @@ int sn_pp_consume_skb(__u64 *ctx)
 	(void)ctx;
 	struct prof_stats *s = st();
 
-	if (s)
+	if (s && sampling)
 		s->consumed_skbs++;
 	clk_event(EV_CONSUME);
 	return 0;
@@ -435,7 +438,7 @@ int sn_pp_kfree_skb(__u64 *ctx)
 	struct drop_key k = { .reason = (__u32)ctx[2] };
 	__u64 one = 1, *n;
 
-	if (!s)
+	if (!s || !sampling) /* attached but not yet (or no longer) counted: outside the sampled time */
 		return 0;
 	clk_event(EV_KFREE);
 	s->dropped_skbs++;

@@ -59,6 +59,7 @@ static void u64s(const char *name, const __u64 *v, int n)
 }
 
 #define SAMPLE_PERIOD_MS 100
+#define SETTLE_MS 3
 #define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
 
 struct profiler {
@@ -91,6 +92,12 @@ static void add_delta(struct prof_stats *acc, const struct prof_stats *a, const 
 			((__u64 *)&acc[c])[i] += ((const __u64 *)&b[c])[i] - ((const __u64 *)&a[c])[i];
 }
 
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
 static void set_sampling(struct profiler *p, int on)
 {
 	struct prof_stats now[p->ncpu];
@@ -105,6 +112,10 @@ static void set_sampling(struct profiler *p, int on)
 					sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
 				p->nlinks++;
 			}
+		/* Attaching stalls the CPUs briefly (code patching), and they then
+		 * drain a backlog faster than the offered rate: let them catch up
+		 * before the sampled period opens. */
+		nap_ms(SETTLE_MS);
 	}
 	read_maps(p, now, NULL, NULL);
 	__u64 t = sn_now_ns();
@@ -121,12 +132,6 @@ static void set_sampling(struct profiler *p, int on)
 		p->nlinks = 0;
 	}
 	p->on = on;
-}
-
-static void nap_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
 }
 
 static void *sampler_main(void *arg)

@@ -38,6 +38,7 @@ def cpu_profile(d: dict, cpu: int) -> dict:
         "net_softirq_pct": 100 * net / wall,
         "hardirq_pct": 100 * c["hardirq_ns"] / wall,
         "sysvec_pct": 100 * c.get("sysvec_ns", 0) / wall,  # IPIs (RPS hands packets over by IPI), local timer
+        "interrupts_per_s": (c["hardirq_cnt"] + c.get("sysvec_cnt", 0)) / (wall / 1e9),  # device IRQs + system vectors
         "busy_pct": 100 * busy / wall,
         "softirq_in_idle_pct": 100 * c["softirq_in_idle_ns"] / wall,
         "softirq_pct_by_context": {ctx: 100 * sum(sirq[v][ctx] for v in sirq) / wall

@@ -79,18 +79,20 @@ def stage_of(frm: str, to: str) -> str | None:
         return "Init ksoftirqd"
     if frm == "thread_in" or to == "thread_out" or frm == "softirq_exit" or (frm == "napi_poll" and to in SOFTIRQ):
         return "NAPI thread"  # the last three happen only inside a NAPI kthread
+    if frm == "fib" or (frm == "core" and to != "core") or (frm == "xmit" and to == "queue"):
+        return "IP Stack"  # up to the transmit, or to a drop in the stack
+    if frm == "queue":
+        return "Init Xmit"  # to the driver's return, the qdisc, or a drop there
+    if frm == "softirq_tx" or (frm == "xmit" and to == "softirq_exit"):
+        return "TX SoftIRQ"  # net_tx_action up to its first dequeue, and after its last transmit
+    if frm in ("enqueue", "dequeue") or to in ("enqueue", "dequeue"):
+        return "TX Qdisc"  # qdisc_run: dequeue, transmit, next dequeue
     if frm in RELEASE or to in RELEASE:
         return "TX Reclaim"
-    if frm == "softirq_tx":
-        return "TX SoftIRQ"
-    if frm in ("enqueue", "dequeue"):
-        return "TX Qdisc"
-    if frm == "queue" or (frm == "start_xmit" and to == "xmit"):
-        return "Init Xmit"
     if frm == "softirq_rx" or (frm == "napi_poll" and (to in HANDOFF or to in ("core", "napi_poll", "softirq_exit"))):
         return "RX SoftIRQ"
-    if frm == "core" and to in ("fib", "queue") or frm == "fib" or (frm == "xmit" and to == "queue"):
-        return "IP Stack"
+    if frm == "start_xmit" and to == "xmit":
+        return "Init Xmit"
     if to in HANDOFF or to in HANDOFF_EXIT or to in ("core", "napi_poll"):
         return "Poll Function"
     return None
@@ -128,7 +130,11 @@ def stage_breakdown(cpu: dict, sampled_cpu: dict, transitions: list, window_s: f
     ebpf: dict[str, list] = {}
     unattributed: dict[str, float] = {}
     unsampled = 0
+    enqueued = direct = 0  # transmits through the qdisc / straight to the driver (the WiFi-AP study's bypass)
     for frm, to, ns, n in transitions:
+        if frm == "queue":
+            enqueued += n if to == "enqueue" else 0
+            direct += n if to in ("xmit", "start_xmit") else 0
         if frm == "none":
             unsampled += ns  # an interval that crossed an attach or detach
             continue
@@ -164,6 +170,8 @@ def stage_breakdown(cpu: dict, sampled_cpu: dict, transitions: list, window_s: f
         "unattributed_ns": sum(unattributed.values()),
         "unattributed": dict(sorted(unattributed.items(), key=lambda kv: -kv[1])[:10]),
         "unsampled_ns": unsampled,
+        "transmits_enqueued": enqueued, "transmits_direct": direct,
+        "qdisc_enqueued_share": enqueued / (enqueued + direct) if enqueued + direct else None,
         "packet_time_ns": measured,
         "packet_time_pct": 100 * measured / wall if wall else None,
         # named stage time inside softirqs / NAPI kthreads over the same time measured independently

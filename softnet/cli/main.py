@@ -120,6 +120,57 @@ def search(
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
 
 
+@app.command()
+def profile(
+    sut: str = typer.Option("ipv4-fwd", help="SUT personality: ipv4-fwd, ipv6-fwd, none"),
+    loads: str = typer.Option("50kpps,100kpps,200kpps,300kpps",
+                              help="comma-separated offered loads (pps or bit rates), or max (the probed maximum)"),
+    runs: int = typer.Option(3, help="runs per load"),
+    duration: float = typer.Option(2.0, help="measurement window per run, seconds"),
+    warmup: float = typer.Option(0.5, help="warm-up before each window, seconds"),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+    steering: str = typer.Option("threaded", help="threaded (NAPI kthread) or rps"),
+    placement: str = typer.Option("single", help="single: egress-side processing on the SUT CPU; split: apart"),
+    duty: float = typer.Option(0.05, help="share of time the per-packet stage events are attached (1: every packet)"),
+    pdr: float = typer.Option(0.005, help="loss ratio of the PDR the prediction is compared with"),
+    name: str = typer.Option("profile", help="campaign name in the results store"),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Profile the kernel's packet path over a load sweep: stages, CPU audit, cost fits, predicted capacity."""
+    from pydantic import ValidationError
+
+    from softnet.campaign.spec import CampaignSpec, spec_error
+    from softnet.cli import profile_cmd
+
+    if not 0 < pdr < 1:
+        raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
+    try:
+        spec = CampaignSpec.model_validate({
+            "name": name, "testbed": {"sut": sut, "steering": steering, "placement": placement},
+            "traffic": {"frame_bytes": size},
+            "method": {"kind": "sweep", "loads": [x.strip() for x in loads.split(",") if x.strip()], "runs": runs,
+                       "duration_s": duration, "warmup_s": warmup},
+            "collect": {"profile": True, "profile_duty": duty}})
+        spec.loads_pps(-1.0)  # rates parse before anything runs
+    except ValidationError as exc:
+        raise profile_error(spec_error(exc)) from None
+    except InputError as exc:
+        raise profile_error(exc) from None
+    if sut == "synthetic":
+        raise InputError("--sut", "the synthetic SUT has no kernel path to profile")
+    need_root()
+    profile_cmd.run(spec, results, pdr, as_json)
+
+
+def profile_error(exc: InputError) -> InputError:
+    option = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
+              "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
+              "testbed.placement": "--placement", "traffic.frame_bytes": "--size", "collect.profile_duty": "--duty",
+              "name": "--name"}
+    return InputError(option.get(exc.field, exc.field), exc.message)
+
+
 def cli_error(exc: InputError) -> InputError:
     """Name the command-line option instead of the spec field (method.width -> --width)."""
     option = {"method.goals": "--goals", "method.width": "--width", "method.min_load": "--min-load",

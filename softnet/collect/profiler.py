@@ -76,8 +76,9 @@ def name_drops(drops: list, reasons: dict[int, str], devices: dict[tuple[int, in
                scale: float = 1.0) -> list[dict]:
     """[(reason, ifindex, netns inode, count)] -> rows with the reason's name
     (the kernel's enum) and the device's testbed role where it is one.
-    ``scale``: window / sampled time, for the estimate over the whole window
-    when kfree_skb was attached only part of the time (1: counted exactly)."""
+    ``scale``: all packets over those polled while sampled, for the estimate
+    over the whole window when kfree_skb counted only part of the time (1:
+    counted exactly)."""
     rows = [{"reason": reasons.get(r, f"reason {r}"), "device": devices.get((ns, i), f"ifindex {i} (netns {ns})"),
              "skbs": n, "estimated_skbs": round(n * scale)} for r, i, ns, n in drops]
     return sorted(rows, key=lambda row: -row["skbs"])

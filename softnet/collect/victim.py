@@ -3,6 +3,10 @@
 victim's lost throughput, and as the softirq and hardirq time the profiler
 measures there. The victim prints (CLOCK_MONOTONIC seconds, iterations so
 far) every 50 ms; `rate()` gives its iterations per second over any span.
+
+Two victims: the Python loop (the interpreter's working set lives in the
+caches, so interruptions also cost it cache refills) and softnet-victim, a C
+loop on a few registers that loses only the CPU time taken from it.
 """
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ import time
 import numpy as np
 
 from softnet.testbed.changes import HostChanges
+from softnet.traffic.native import tool
+
+KINDS = ("python", "c")
 
 # The loop: batches of ~1 ms of pure interpreter work between clock reads.
 _VICTIM = """
@@ -33,13 +40,17 @@ while True:
 
 
 class Victim:
-    """Runs for ``seconds`` on ``cpu`` (stopped with the run however it ends)."""
+    """Runs for ``seconds`` on ``cpu`` (stopped with the run however it ends);
+    ``kind``: "python" or "c" (softnet-victim)."""
 
-    def __init__(self, changes: HostChanges, cpu: int, seconds: float):
+    def __init__(self, changes: HostChanges, cpu: int, seconds: float, kind: str = "python"):
+        if kind not in KINDS:
+            raise ValueError(f"victim kind '{kind}': expected one of {', '.join(KINDS)}")
         self.proc = None
         changes.record(f"victim workload on CPU {cpu}", self.stop)
-        self.proc = subprocess.Popen([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)],
-                                     stdout=subprocess.PIPE, text=True)
+        argv = ([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)] if kind == "python"
+                else [str(tool("victim")), str(cpu), str(int(seconds + 0.999))])
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.started = time.monotonic()
 
     def stop(self) -> None:

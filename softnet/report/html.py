@@ -25,6 +25,8 @@ from typing import Iterable, Sequence
 from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.stage_models import cost_models, stage_levels
+from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.analysis import Configuration, analyze_path
 from softnet.store.results import DB_NAME, Store
 
@@ -529,6 +531,58 @@ def _kernel_section(kernel: Sequence[tuple[str, list[dict]]], workdir: Path, kee
     return "\n".join(out)
 
 
+def _stages_section(stages: Sequence[tuple[str, dict]], workdir: Path, keep_dir: Path | None) -> str:
+    """Per configuration: stacked stage bars per load (the WiFi-AP study's
+    Fig. 10), the coverage cross-check, and the cost-vs-load fits with the
+    capacity they predict against the measured PDR."""
+    if not stages:
+        return ""
+    out = ["<h2>Packet-path stages (eBPF stage clock)</h2>",
+           '<p class="note">softnet-profile times the interval between consecutive packet-path tracepoints '
+           "inside NET softirqs and NAPI kthreads, names each pair as a stage (WiFi-AP study, Table V) and sums "
+           "per CPU; the per-packet events are attached a share of the time (duty) and scaled to the window. "
+           "Coverage checks the clock: named stage time over the softirq and NAPI-thread time that the "
+           "softirq entry/exit and sched_switch counters measure independently. Stage timing labels:</p>",
+           "<table><tr><th>stage</th><th>timing</th><th>boundaries and why</th></tr>"]
+    out += [f"<tr><td>{e(s)}</td><td>{e(ex)}</td><td class=\"note\">{e(why)}</td></tr>"
+            for s, (ex, why) in WIFI_STAGES.items()]
+    out.append("</table>")
+    target = keep_dir if keep_dir is not None else workdir
+    for i, (label, st) in enumerate(stages):
+        levels, models = st["levels"], st["models"]
+        title = f"stages: {label}"
+        files = plots.plot_stages(levels, title, target / f"stages{i + 1:02d}",
+                                  formats=plots.FORMATS if keep_dir is not None else ("png",))
+        png = next(p for p in files if p.suffix == ".png")
+        cov = ", ".join(f"{plots.format_rate(lv['load_pps'])}: "
+                        f"{'-' if lv['coverage_min'] is None else format(100 * lv['coverage_min'], '.1f') + '%'}"
+                        for lv in levels)
+        out.append(f"<figure>{_img(png, title)}<figcaption class=\"note\">{e(title)}. Coverage (lowest over runs "
+                   f"and CPUs with packet work): {e(cov)}. Stage events attached "
+                   f"{100 * (levels[0].get('duty') or 1):.0f}% of the time.</figcaption></figure>")
+        if not models.get("stages"):
+            out.append('<p class="note">Fewer than 3 runs below saturation: no cost-vs-load fit.</p>')
+            continue
+        used = ", ".join(plots.format_rate(x) for x in models["loads_used_pps"])
+        out.append(f"<table><tr><th colspan=\"4\">{e(label)}: CPU time vs forwarded load, linear fit over the runs "
+                   f"below saturation ({e(used)})</th></tr><tr><th>stage</th><th>ns per packet (slope)</th>"
+                   "<th>% of one CPU at no load</th><th>R²</th></tr>")
+        rows = list(models["stages"].items()) + ([("SUT CPUs busy (eBPF)", models["sut_busy"])]
+                                                 if models["sut_busy"] else [])
+        out += [f"<tr><td>{e(s)}</td><td>{m['ns_per_packet']:,.0f}</td><td>{m['intercept_pct']:.2f}</td>"
+                f"<td>{m['r2']:.3f}</td></tr>" for s, m in rows]
+        pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
+        measured = ("not reached on the swept loads" if pdr["upper_pps"] is None and pdr["lower_pps"] is not None
+                    else "below the lowest load" if pdr["lower_pps"] is None
+                    else f"between {plots.format_rate(pdr['lower_pps'])} and {plots.format_rate(pdr['upper_pps'])}")
+        ratio = models.get("predicted_over_pdr")
+        out.append(f"<tr><td colspan=\"4\">Predicted capacity (SUT CPUs {e(models['sut_cpus'])} busy 100%): "
+                   f"<b>{'-' if pred is None else e(plots.format_rate(pred))}</b>; measured "
+                   f"PDR{100 * pdr['loss_ratio']:g}% on the sweep's grid: <b>{e(measured)}</b>"
+                   + (f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "") + "</td></tr></table>")
+    return "\n".join(out)
+
+
 def _audit_section(audits: Sequence[tuple[str, list[dict]]]) -> str:
     """Per configuration, load and CPU: eBPF-measured against /proc/stat busy
     and softirq shares, with the gap's range over runs."""
@@ -560,7 +614,8 @@ def _audit_section(audits: Sequence[tuple[str, list[dict]]]) -> str:
 
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
                   provenance: dict | None = None, plots_dir: Path | None = None, searches: Sequence = (),
-                  kernel: Sequence[tuple[str, list[dict]]] = (), audits: Sequence[tuple[str, list[dict]]] = ()) -> str:
+                  kernel: Sequence[tuple[str, list[dict]]] = (), audits: Sequence[tuple[str, list[dict]]] = (),
+                  stages: Sequence[tuple[str, dict]] = ()) -> str:
     """The complete HTML document (a string) for analysed configurations.
 
     ``provenance``: ``softnet_provenance(results_dir)`` for softnet results.
@@ -568,7 +623,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     folder is used and removed).
     """
     configs = list(configs)
-    if not configs and not searches and not kernel and not audits:
+    if not configs and not searches and not kernel and not audits and not stages:
         raise ValueError("no configuration to report")
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     sources = sorted({c.source for c in configs} | ({"softnet"} if searches else set()))
@@ -577,6 +632,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         figures = _figures(configs, Path(tmp), keep) if configs else ""
         search_html = _searches_section(searches, Path(tmp), keep)
         kernel_html = _kernel_section(kernel, Path(tmp), keep)
+        stages_html = _stages_section(stages, Path(tmp), keep)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -591,6 +647,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         search_html,
         kernel_html,
         _audit_section(audits),
+        stages_html,
         _flag_glossary(configs),
         _campaign_provenance(provenance),
         "</main></body></html>",
@@ -598,10 +655,11 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     return "\n".join(p for p in parts if p)
 
 
-def kernel_levels(store: Store, campaign_ids: Sequence[str]) -> tuple[list, list]:
-    """(configuration label, per-load kernel summaries) and (label, per-load
-    audit rows) of every sweep cell whose trials carry them."""
-    levels_out, audits_out = [], []
+def kernel_levels(store: Store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> tuple[list, list, list]:
+    """(configuration label, per-load kernel summaries), (label, per-load
+    audit rows) and (label, {"levels": stage levels, "models": cost models})
+    of every sweep cell whose trials carry them."""
+    levels_out, audits_out, stages_out = [], [], []
     for cid in campaign_ids:
         for cell in store.cells(cid):
             if cell["spec"].get("method", {}).get("kind", "sweep") != "sweep":
@@ -615,7 +673,10 @@ def kernel_levels(store: Store, campaign_ids: Sequence[str]) -> tuple[list, list
             audit = summarize_audit(trials)
             if audit:
                 audits_out.append((label, audit))
-    return levels_out, audits_out
+            stage_lv = stage_levels(trials)
+            if stage_lv:
+                stages_out.append((label, {"levels": stage_lv, "models": cost_models(trials, pdr_loss_ratio)}))
+    return levels_out, audits_out, stages_out
 
 
 def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
@@ -631,13 +692,13 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     src = Path(path_or_results_dir)
     configs = analyze_path(src, **analysis_kw)
     is_results = (src / DB_NAME).exists()
-    searches, kernel, audits = [], [], []
+    searches, kernel, audits, stages = [], [], [], []
     if is_results:
         with Store(src, read_only=True) as store:
             ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
                 [c["campaign_id"] for c in store.campaigns()]
             searches = [s for cid in ids for s in summarize_searches(store, cid, with_trials=True)]
-            kernel, audits = kernel_levels(store, ids)
+            kernel, audits, stages = kernel_levels(store, ids, analysis_kw.get("pdr_loss_ratio", 0.005))
     prov = softnet_provenance(src) if is_results else None
     if prov is not None:  # only the campaigns reported on
         ids = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in searches}
@@ -652,7 +713,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
         out_file = src / "report.html" if is_results else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
     text = render_report(configs, title=title, source=str(src), provenance=prov, plots_dir=plots_dir,
-                         searches=searches, kernel=kernel, audits=audits)
+                         searches=searches, kernel=kernel, audits=audits, stages=stages)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

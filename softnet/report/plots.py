@@ -503,3 +503,42 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
 
 def plot_kernel(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     return save_figure(kernel_figure(levels, title), out_base, formats)
+
+
+def stage_figure(levels: Sequence[dict], title: str) -> Figure:
+    """The WiFi-AP study's Fig. 10 for one configuration, per load
+    (``stage_models.stage_levels``): (a) CPU per forwarded packet by stage,
+    stacked, (b) the stages' share of one CPU, stacked. Hatched stages are
+    approximate (their boundaries are the nearest tracepoints); stages with
+    no time at any load are left out of the legend."""
+    from softnet.analysis.stages import WIFI_STAGES
+
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(10.0, 4.6), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, 2)
+        x = np.arange(len(levels))
+        xt = [format_rate(lv["load_pps"]) for lv in levels]
+        shown = [s for s in WIFI_STAGES if any(lv["stages_ns_per_packet"][s] > 0 for lv in levels)]
+        colors = _colors(max(len(shown), 1))
+        for ax, key, ylabel, panel in ((axes[0], "stages_ns_per_packet", "ns of CPU per forwarded packet",
+                                        "(a) cost per packet by stage"),
+                                       (axes[1], "stages_pct_of_cpu", "% of one CPU", "(b) CPU share by stage")):
+            bottom = np.zeros(len(levels))
+            for i, s in enumerate(shown):
+                y = np.array([lv[key][s] for lv in levels])
+                ax.bar(x, y, 0.6, bottom=bottom, label=s, color=colors[i % len(colors)],
+                       hatch="//" if WIFI_STAGES[s][0] == "approximate" else None, edgecolor="white", linewidth=0.3)
+                bottom += y
+            ax.set_xticks(x, xt)
+            ax.set_xlabel("offered load")
+            ax.set_ylabel(ylabel)
+            ax.set_title(panel, loc="left")
+        axes[1].legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       title="stage (hatched: approximate)", title_fontsize=7.5)
+        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
+        return fig
+
+
+def plot_stages(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    return save_figure(stage_figure(levels, title), out_base, formats)

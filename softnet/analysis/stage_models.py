@@ -1,0 +1,140 @@
+"""Stages across loads: the WiFi-AP study's Fig. 10 (stage cost per packet at
+each load), per-stage cost-vs-load linear fits, and the capacity they predict
+(the load where the SUT's CPUs reach 100%) against the PDR the same sweep
+measured.
+
+Input: one configuration's trial results (dicts with "profile" from a
+profiled trial). Stage times are summed over all CPUs, as the study's "total
+cycles consumed by all the cores"; busy time for the capacity is the SUT's
+CPUs' only.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from softnet.analysis.kernel_stats import mean_of
+from softnet.analysis.stages import WIFI_STAGES
+
+BUSY_LINEAR_MAX_PCT = 90.0  # per SUT CPU: above, queues and batching bend the cost curve
+
+
+def _cpu_key(d: dict, cpu: int):
+    return d.get(cpu, d.get(str(cpu)))
+
+
+def _profiled(trials: list[dict]) -> list[dict]:
+    return [t for t in trials if t.get("valid") and (t.get("profile") or {}).get("stages")]
+
+
+def sut_cpus(trial: dict) -> list[int]:
+    return list(trial["placement"]["requested"]["sut_cpus"])
+
+
+def _stage_sums(trial: dict, key: str) -> dict[str, float]:
+    """stage -> `key` ("pct_of_cpu" or "ns_per_packet") summed over the CPUs."""
+    out: dict[str, float] = {}
+    for s in trial["profile"]["stages"].values():
+        for row in s["wifi_ap"]:
+            if row[key] is not None:
+                out[row["stage"]] = out.get(row["stage"], 0.0) + row[key]
+    return out
+
+
+def sut_busy_pct(trial: dict) -> float:
+    """eBPF-measured busy time of the SUT's CPUs, summed (100 = one CPU)."""
+    return sum(_cpu_key(trial["profile"]["per_cpu"], c)["busy_pct"] for c in sut_cpus(trial))
+
+
+def forwarded_pps(trial: dict) -> float:
+    return trial["received_pkts"] / trial["duration_s"]
+
+
+def stage_levels(trials: list[dict]) -> list[dict]:
+    """Per load (ascending), the mean over the valid profiled runs: stage ns
+    per forwarded packet and % of one CPU (summed over CPUs), coverage (the
+    lowest over runs and CPUs doing packet work), and the SUT CPUs' busy %."""
+    by_load: dict[float, list[dict]] = {}
+    for t in _profiled(trials):
+        by_load.setdefault(t["intended_rate_pps"], []).append(t)
+    out = []
+    for load, ts in sorted(by_load.items()):
+        per_pkt = [_stage_sums(t, "ns_per_packet") for t in ts]
+        pct = [_stage_sums(t, "pct_of_cpu") for t in ts]
+        coverages = [s["coverage"] for t in ts for s in t["profile"]["stages"].values()
+                     if s["coverage"] is not None and (s["packet_time_pct"] or 0) >= 1.0]
+        out.append({
+            "load_pps": load, "runs": len(ts),
+            "forwarded_pps": mean_of([forwarded_pps(t) for t in ts]),
+            "loss_ratio": mean_of([t["loss_ratio"] for t in ts]),
+            "stages_ns_per_packet": {s: mean_of([p.get(s) for p in per_pkt]) or 0.0 for s in WIFI_STAGES},
+            "stages_pct_of_cpu": {s: mean_of([p.get(s) for p in pct]) or 0.0 for s in WIFI_STAGES},
+            "coverage_min": min(coverages, default=None),
+            "sut_busy_pct": mean_of([sut_busy_pct(t) for t in ts]),
+            "duty": ts[0]["profile"].get("duty"),
+        })
+    return out
+
+
+def _fit(x: np.ndarray, y: np.ndarray) -> dict | None:
+    if len(x) < 3 or np.ptp(x) == 0:
+        return None
+    f = stats.linregress(x, y)
+    return {"slope": float(f.slope), "intercept": float(f.intercept), "r2": float(f.rvalue ** 2),
+            "slope_stderr": float(f.stderr), "points": int(len(x))}
+
+
+def measured_pdr(trials: list[dict], loss_ratio: float) -> dict:
+    """The sweep's PDR on its own grid: the highest load whose valid runs'
+    mean loss is at most `loss_ratio`, below the lowest load where it is not
+    (the PDR lies between them: the grid's resolution)."""
+    by_load: dict[float, list[float]] = {}
+    for t in trials:
+        if t.get("valid"):
+            by_load.setdefault(t["intended_rate_pps"], []).append(t["loss_ratio"])
+    lower = upper = None
+    for load, losses in sorted(by_load.items()):
+        if np.mean(losses) > loss_ratio:
+            upper = load
+            break
+        lower = load
+    return {"loss_ratio": loss_ratio, "lower_pps": lower, "upper_pps": upper}
+
+
+def cost_models(trials: list[dict], pdr_loss_ratio: float = 0.005) -> dict:
+    """Per-stage CPU time as a linear function of the forwarded load, from
+    every valid profiled run below saturation (loss at most `pdr_loss_ratio`
+    and each SUT CPU under BUSY_LINEAR_MAX_PCT busy); the capacity predicted
+    where the SUT CPUs' busy time reaches 100% each; the sweep's measured PDR.
+
+    Slopes are ns of CPU per forwarded packet; intercepts % of one CPU at no
+    load; R² says how linear the stage is over the loads."""
+    ts = _profiled(trials)
+    if not ts:
+        return {}
+    n_sut = len(sut_cpus(ts[0]))
+    linear = [t for t in ts if t["loss_ratio"] <= pdr_loss_ratio and sut_busy_pct(t) < BUSY_LINEAR_MAX_PCT * n_sut]
+    x = np.array([forwarded_pps(t) for t in linear])
+    stages = {}
+    for s in WIFI_STAGES:
+        fit = _fit(x, np.array([_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear]))
+        if fit and any(_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear):
+            stages[s] = {"ns_per_packet": fit["slope"] * 1e7, "intercept_pct": fit["intercept"], "r2": fit["r2"],
+                         "points": fit["points"]}
+    busy = _fit(x, np.array([sut_busy_pct(t) for t in linear]))
+    predicted = None
+    if busy and busy["slope"] > 0:
+        predicted = (100.0 * n_sut - busy["intercept"]) / busy["slope"]
+    pdr = measured_pdr(trials, pdr_loss_ratio)
+    return {
+        "loads_used_pps": sorted({t["intended_rate_pps"] for t in linear}),
+        "stages": stages,
+        "sut_cpus": sut_cpus(ts[0]),
+        "sut_busy": None if busy is None else {"ns_per_packet": busy["slope"] * 1e7,
+                                               "intercept_pct": busy["intercept"], "r2": busy["r2"],
+                                               "points": busy["points"]},
+        "predicted_capacity_pps": predicted,
+        "measured_pdr": pdr,
+        # predicted / measured: above 1, something other than the SUT CPU's time limits the rate first
+        "predicted_over_pdr": (predicted / pdr["lower_pps"]) if predicted and pdr["lower_pps"] else None,
+    }

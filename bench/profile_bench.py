@@ -14,7 +14,7 @@ packets, on minus off, in ns per packet.
 
 Writes bench/results/profile_bench-<UTC>.json and profile_latest.json.
 Run as root: .venv/bin/python bench/profile_bench.py [--repeats N] [--duty F | --no-per-packet]
-(--duty: the share of time the stage events are attached, default 0.05 as in trials)
+(--duty: the share of time the stage events are attached, default 0.02 as in trials)
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def welch(on: list[float], off: list[float]) -> dict:
 def main() -> None:
     repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else REPEATS
     per_packet = "--no-per-packet" not in sys.argv
-    duty = float(sys.argv[sys.argv.index("--duty") + 1]) if "--duty" in sys.argv else 0.05
+    duty = float(sys.argv[sys.argv.index("--duty") + 1]) if "--duty" in sys.argv else 0.02
     t0 = time.time()
     runs = []
     with HostChanges() as changes:

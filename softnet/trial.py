@@ -55,7 +55,7 @@ class TrialSpec:
     sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
     profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
-    profile_duty: float = 0.05  # share of time the stage events are attached (1: every packet; bench/profile_bench.py)
+    profile_duty: float = 0.02  # share of time the stage events are attached (1: every packet; bench/profile_bench.py)
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -193,7 +193,11 @@ def _profile(tb: LocalTestbed, profiler: Profiler, reads: dict, window: dict, pa
         "transitions": transitions,
         "duty": profiler.duty,
         "stages": {cpu: stage_breakdown(d["cpus"][cpu], d["sampled_cpus"][cpu], transitions[cpu], d["wall_ns"] / 1e9,
-                                        d["sampled_ns"] / 1e9, packets) for cpu in per_cpu},
+                                        d["sampled_ns"] / 1e9, packets) for cpu in per_cpu} if d["sampled_ns"] else {},
+        "stages_missing": None if d["sampled_ns"] else (
+            "no stage events: the light plan (no per-packet tracepoints)" if profiler.duty == 0 else
+            f"no sampled period fell inside the {d['wall_ns'] / 1e9:.2f} s window (stage events attached "
+            f"{100 * profiler.duty:g}% of every {profiler.period_ms} ms): use a longer window or duty 1"),
     }
 
 
@@ -215,7 +219,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
-        profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty) if spec.profile else None
+        profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty,
+                            avoid_cpus=tb.placement.sut_cpus) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()

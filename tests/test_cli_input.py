@@ -28,6 +28,7 @@ CASES = [
     (["--rate", "100kpps", "--flows", "0"], "--flows"),
     (["--rate", "100kpps", "--steering", "magic"], "--steering"),
     (["--rate", "10Mpps", "--duration", "3000"], "--duration"),  # beyond the sink's bitmap
+    (["--rate", "100kpps", "--profile", "--duty", "0"], "--duty"),
 ]
 
 

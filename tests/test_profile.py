@@ -160,17 +160,17 @@ def test_a_qdisc_on_the_egress_shows_as_tx_qdisc_stage(host_unchanged):
 @needs_root
 @pytest.mark.netns
 def test_sampled_stages_estimate_the_whole_window(host_unchanged):
-    # The default plan: the per-packet events attached 5% of the time (in 100 ms periods).
+    # The default plan: the per-packet events sampled 2% of the time (in 500 ms periods).
     r = split_trial(100_000, duration_s=2.0, warmup_s=0.2, profile=True, sample_interval_s=None)
     p, s = r["profile"], r["profile"]["stages"][1]
-    assert p["duty"] == pytest.approx(0.05) and 0.01 < s["sampled_share"] < 0.07
+    assert p["duty"] == pytest.approx(0.02) and 0.005 < s["sampled_share"] < 0.04
     assert 0.95 <= s["coverage"] <= 1.02 and s["unsampled_ns"] > 0
     # scaled to the window, the stages add up to the packet time measured over all of it
     inside = sum(row["ns"] for row in s["wifi_ap"] if row["stage"] not in ("Init RX-IRQ", "Init ksoftirqd"))
     assert inside == pytest.approx(s["coverage"] * s["packet_time_ns"])
     sink = [d for d in p["drops"] if d["device"].startswith("sink ")]
-    assert sink[0]["skbs"] < 0.1 * r["received_pkts"]  # counted only while attached...
-    assert sink[0]["estimated_skbs"] == pytest.approx(r["received_pkts"], rel=0.35)  # ...and scaled
+    assert sink[0]["skbs"] < 0.05 * r["received_pkts"]  # counted only while sampled...
+    assert sink[0]["estimated_skbs"] == pytest.approx(r["received_pkts"], rel=0.15)  # ...and scaled
 
 
 @needs_root
@@ -180,6 +180,7 @@ def test_profile_without_per_packet_tracepoints(host_unchanged):
                     sample_interval_s=None)
     p = r["profile"]
     assert p["plan"].endswith("without per-packet ones") and p["drops"] == []
+    assert p["stages"] == {} and "light plan" in p["stages_missing"]
     assert p["per_cpu"][1]["napi_polls_per_s"] > 0  # the per-poll and per-softirq programs still run
 
 
@@ -204,6 +205,15 @@ def test_profile_command_sweeps_fits_and_reports(tmp_path, host_unchanged):
     assert cell["audit"] and {a["cpu"] for a in cell["audit"]} == {0, 1}
     html = write_report(tmp_path).read_text()
     assert "<h2>Packet-path stages (eBPF stage clock)</h2>" in html and "Predicted capacity" in html
+
+
+@needs_root
+@pytest.mark.netns
+def test_trial_prints_the_stage_table(host_unchanged):
+    r = subprocess.run(softnet_cmd("trial", "--rate", "50kpps", "--duration", "0.5", "--warmup", "0.1", "--profile",
+                                   "--duty", "1"), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "packet-path stages" in r.stdout and "IP Stack" in r.stdout and "stage coverage" in r.stdout
 
 
 def test_profile_command_rejects_bad_input_before_touching_the_host():

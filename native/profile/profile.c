@@ -7,7 +7,7 @@
  *
  * The once-per-packet programs (sn_pp_*: the stage clock's packet events and
  * kfree_skb) cost about 100 ns per event each on this VM (kernel.bpf_stats). With --duty F < 1 a thread attaches them
- * for F of every SAMPLE_PERIOD_MS and detaches them for the rest; the stage
+ * for F of every period (--period-ms, default SAMPLE_PERIOD_MS) and detaches them for the rest; the stage
  * clock keeps only intervals inside one attached period (profile.h), and the
  * counters over those periods are summed apart ("sampled") so that user space
  * can scale the stages and measure their coverage over the same time. */
@@ -58,7 +58,7 @@ static void u64s(const char *name, const __u64 *v, int n)
 	printf("]");
 }
 
-#define SAMPLE_PERIOD_MS 100
+#define SAMPLE_PERIOD_MS 500
 #define SETTLE_MS 3
 #define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
 
@@ -66,6 +66,7 @@ struct profiler {
 	struct profile_bpf *skel;
 	int ncpu;
 	double duty;
+	long period_ms;
 	pthread_mutex_t mu;      /* the sampler thread against reads */
 	volatile int stop;
 	int on;                  /* the per-packet programs are attached */
@@ -137,7 +138,10 @@ static void set_sampling(struct profiler *p, int on)
 static void *sampler_main(void *arg)
 {
 	struct profiler *p = arg;
-	long on_ms = (long)(p->duty * SAMPLE_PERIOD_MS + 0.5), off_ms = SAMPLE_PERIOD_MS - on_ms;
+	long on_ms = (long)(p->duty * p->period_ms + 0.5);
+	if (on_ms < 1)
+		on_ms = 1;
+	long off_ms = p->period_ms - on_ms;
 
 	while (!p->stop) {
 		pthread_mutex_lock(&p->mu);
@@ -253,7 +257,7 @@ static void read_cb(void *arg)
 
 static void usage(void)
 {
-	sn_die("usage: softnet-profile [--no-per-packet] [--duty F] (then \"read\" or \"quit\" lines on stdin)");
+	sn_die("usage: softnet-profile [--no-per-packet] [--duty F] [--period-ms N] [--cpu N] (then \"read\" or \"quit\" lines on stdin)");
 }
 
 int main(int argc, char **argv)
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
 	 * --duty F: the share of time the stage clock's packet events are attached. */
 	int per_packet = 1;
 	double duty = 1.0;
+	long period_ms = SAMPLE_PERIOD_MS;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--no-per-packet"))
 			per_packet = 0;
@@ -271,7 +276,11 @@ int main(int argc, char **argv)
 			duty = strtod(argv[++i], &end);
 			if (*end || !(duty >= 0.01 && duty <= 1.0))
 				sn_die("--duty: '%s' is not a share between 0.01 and 1", argv[i]);
-		} else
+		} else if (!strcmp(argv[i], "--period-ms") && i + 1 < argc)
+			period_ms = (long)sn_parse_u64("--period-ms", argv[++i], 20, 10000);
+		else if (!strcmp(argv[i], "--cpu") && i + 1 < argc)
+			sn_pin_cpu((int)sn_parse_u64("--cpu", argv[++i], 0, 4095)); /* off the SUT's CPUs: its threads too */
+		else
 			usage();
 	}
 	sn_die_with_parent();
@@ -298,7 +307,8 @@ int main(int argc, char **argv)
 		sn_die("load BPF programs: %s", strerror(errno));
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
-	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = per_packet ? duty : 0 };
+	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = per_packet ? duty : 0,
+				.period_ms = period_ms };
 	pthread_mutex_init(&p.mu, NULL);
 	p.at_on = calloc(p.ncpu, sizeof(struct prof_stats));
 	p.sampled = calloc(p.ncpu, sizeof(struct prof_stats));
@@ -311,8 +321,9 @@ int main(int argc, char **argv)
 	if (threaded && pthread_create(&sampler, NULL, sampler_main, &p))
 		sn_die("start the sampling thread: %s", strerror(errno));
 
-	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", \"duty\": %g, ", p.ncpu,
-	       has_sysvec ? "" : " without x86 system vectors", per_packet ? "" : " without per-packet ones", p.duty);
+	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", \"duty\": %g, "
+	       "\"period_ms\": %ld, ", p.ncpu, has_sysvec ? "" : " without x86 system vectors",
+	       per_packet ? "" : " without per-packet ones", p.duty, p.period_ms);
 	print_drop_reasons();
 	printf(", \"events\": [");
 	for (int e = 0; e < PROF_NEV; e++)

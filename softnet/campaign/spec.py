@@ -189,7 +189,7 @@ class CollectSpec(Strict):
     sample: bool = True
     profile: bool = False  # eBPF packet-path profiler and CPU accounting audit (softnet-profile)
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
-    profile_duty: float = Field(0.05, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
+    profile_duty: float = Field(0.02, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
 
 
 class AnalysisSpec(Strict):

@@ -44,13 +44,14 @@ def trial(
     steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps"),
     sample_interval: float = typer.Option(1.0, help="kernel statistics sampling interval, s (0.1..10; 0: off)"),
     profile: bool = typer.Option(False, "--profile", help="eBPF packet-path profile and CPU accounting audit"),
+    duty: float = typer.Option(0.02, help="with --profile: share of time the per-packet stage events are attached"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
     need_root()
     trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                  sample_interval or None, profile)
+                  sample_interval or None, profile, duty)
 
 
 @app.command()
@@ -131,7 +132,7 @@ def profile(
     size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
     steering: str = typer.Option("threaded", help="threaded (NAPI kthread) or rps"),
     placement: str = typer.Option("single", help="single: egress-side processing on the SUT CPU; split: apart"),
-    duty: float = typer.Option(0.05, help="share of time the per-packet stage events are attached (1: every packet)"),
+    duty: float = typer.Option(0.02, help="share of time the per-packet stage events are attached (1: every packet)"),
     pdr: float = typer.Option(0.005, help="loss ratio of the PDR the prediction is compared with"),
     name: str = typer.Option("profile", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),

@@ -36,12 +36,13 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
 
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
-        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False) -> dict:
+        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
+        profile_duty: float = 0.02) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
                          warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                         profile=profile)
+                         profile=profile, profile_duty=profile_duty)
         spec.validate(tb.ip_version)  # all input checked before the host is changed
         ep = tb.build()
         if as_json:
@@ -143,4 +144,37 @@ def show_profile(p: dict) -> None:
     for cpu, a in sorted(p["audit"].items(), key=lambda kv: int(kv[0])):
         console.print(f"audit CPU {cpu}: {a['verdict']}")
     for d in p["drops"][:5]:
-        console.print(f"dropped: {d['skbs']:,} skbs, {d['reason']} on {d['device']}")
+        exact = d["skbs"] == d["estimated_skbs"]
+        console.print(f"dropped: {d['estimated_skbs']:,} skbs{'' if exact else ' (estimated from ' + format(d['skbs'], ',') + ' counted while sampled)'}, "
+                      f"{d['reason']} on {d['device']}")
+    show_stages(p)
+
+
+def show_stages(p: dict) -> None:
+    """The stage clock's breakdown on the CPUs that did packet work."""
+    if p.get("stages_missing"):
+        console.print(f"[dim]stages: {p['stages_missing']}[/]")
+    cpus = sorted((c for c, s in p.get("stages", {}).items() if (s["packet_time_pct"] or 0) >= 1.0), key=int)
+    if not cpus:
+        return
+    st = p["stages"]
+    t = Table(title=f"packet-path stages (stage events attached {100 * p['duty']:.0f}% of the time, scaled to the "
+                    "window)", header_style="bold")
+    t.add_column("stage")
+    t.add_column("timing")
+    for c in cpus:
+        t.add_column(f"CPU {c} ns/pkt", justify="right")
+        t.add_column(f"CPU {c} %", justify="right")
+    for i, row in enumerate(st[cpus[0]]["wifi_ap"]):
+        rows = [st[c]["wifi_ap"][i] for c in cpus]
+        if not any(r["ns"] for r in rows) and row["exactness"] != "unavailable":
+            continue
+        cells = [x for r in rows for x in ("-" if r["ns_per_packet"] is None else f"{r['ns_per_packet']:,.0f}",
+                                              f"{r['pct_of_cpu']:.2f}")]
+        t.add_row(row["stage"], row["exactness"], *cells)
+    console.print(t)
+    for c in cpus:
+        s = st[c]
+        q = "" if s.get("qdisc_enqueued_share") is None else f"; transmits through the qdisc {100 * s['qdisc_enqueued_share']:.1f}%"
+        console.print(f"CPU {c}: softirq + NAPI-thread time {s['packet_time_pct']:.1f}%, stage coverage "
+                      f"{100 * s['coverage']:.1f}%{q}")

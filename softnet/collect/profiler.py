@@ -10,6 +10,7 @@ need neither tracefs nor kprobes nor fentry (all unavailable here).
 """
 from __future__ import annotations
 
+import os
 import subprocess
 
 from softnet.testbed.changes import HostChanges
@@ -25,18 +26,24 @@ class Profiler:
     """The tracepoint programs, attached while this object lives (a change
     recorded in ``changes``: detached however the run ends)."""
 
-    def __init__(self, changes: HostChanges, per_packet: bool = True, duty: float = 1.0):
+    def __init__(self, changes: HostChanges, per_packet: bool = True, duty: float = 1.0,
+                 avoid_cpus: list[int] | None = None):
         """``per_packet``: also the tracepoints hit once per packet (the stage
         clock's packet events, kfree_skb: drop reasons); ``duty``: the share of
-        time the stage events are attached (sampled in 100 ms periods)."""
+        time the stage events are attached (sampled in 500 ms periods);
+        ``avoid_cpus``: keep the loader (its attach/detach work) off these."""
         self.proc = None
         changes.record("softnet-profile tracepoint programs", self.close)
         argv = [str(tool("profile"))] + (["--duty", f"{duty:g}"] if per_packet else ["--no-per-packet"])
+        allowed = sorted(set(os.sched_getaffinity(0)) - set(avoid_cpus or []))
+        if allowed:
+            argv += ["--cpu", str(allowed[0])]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         hello = read_json_line(self.proc, "softnet-profile did not start", 15)
         self.plan = hello["plan"]
         self.duty = hello["duty"]
+        self.period_ms = hello["period_ms"]
         self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
         self.events = hello["events"]  # the stage clock's event names, by number
 

@@ -74,10 +74,12 @@ def main() -> None:
                          "stolen_by_victim_pct": stolen_victim, "stolen_by_ebpf_pct": stolen_ebpf,
                          "softirq_pct_by_context": m["softirq_pct_by_context"], "sysvec_pct": m["sysvec_pct"],
                          "interrupts_per_s": m["interrupts_per_s"], "gap_us_per_interrupt": hidden_us,
+                         "steal_pct": r["profile"]["audit"][SUT_CPU]["reported_steal_pct"],
                          "reported_softirq_pct": r["profile"]["audit"][SUT_CPU]["reported_softirq_pct"]})
             print(f"{kind:>6} victim {load:>7,} pps rep {rep}: lost {stolen_victim:5.1f}% of CPU {SUT_CPU}, eBPF "
                   f"softirq+hardirq+IPI {stolen_ebpf:5.1f}% (IPI {m['sysvec_pct']:.1f}), "
-                  f"{m['interrupts_per_s']:,.0f} interrupts/s, gap {hidden_us:.2f} us per interrupt", flush=True)
+                  f"{m['interrupts_per_s']:,.0f} interrupts/s, gap {hidden_us:.2f} us per interrupt, "
+                  f"steal {runs[-1]['steal_pct']:.1f}%", flush=True)
     summary = []
     for kind, load in ((k, x) for k in KINDS for x in LOADS_PPS):
         sel = [r for r in runs if r["load_pps"] == load and r["victim"] == kind]
@@ -88,6 +90,7 @@ def main() -> None:
                         "diff_points_max_abs": float(abs(v - e).max()),
                         "interrupts_per_s_mean": float(np.mean([r["interrupts_per_s"] for r in sel])),
                         "gap_us_per_interrupt_mean": float(np.mean([r["gap_us_per_interrupt"] for r in sel])),
+                        "steal_pct_mean": float(np.mean([r["steal_pct"] for r in sel])),
                         "reported_softirq_pct_mean": float(np.mean([r["reported_softirq_pct"] for r in sel]))})
     fits = {}
     for kind in KINDS:
@@ -106,12 +109,13 @@ def main() -> None:
         path.write_text(json.dumps(out, indent=1))
     t = Table(title=f"CPU {SUT_CPU} taken by packet processing: victim throughput vs eBPF", header_style="bold")
     for col in ("victim", "load", "victim lost %", "eBPF softirq+irq+IPI %", "diff (points)", "interrupts/s",
-                "gap per interrupt (us)", "/proc/stat softirq %"):
+                "gap per interrupt (us)", "steal %", "/proc/stat softirq %"):
         t.add_column(col, justify="right")
     for s in summary:
         t.add_row(s["victim"], f"{s['load_pps']:,}", f"{s['victim_pct_mean']:.1f}", f"{s['ebpf_pct_mean']:.1f}",
                   f"{s['diff_points_mean']:+.1f}", f"{s['interrupts_per_s_mean']:,.0f}",
-                  f"{s['gap_us_per_interrupt_mean']:.2f}", f"{s['reported_softirq_pct_mean']:.1f}")
+                  f"{s['gap_us_per_interrupt_mean']:.2f}", f"{s['steal_pct_mean']:.1f}",
+                  f"{s['reported_softirq_pct_mean']:.1f}")
     Console().print(t)
     Console().print(out["victim_vs_ebpf_fit"])
 

@@ -76,13 +76,30 @@ struct profiler {
 	int nlinks;
 };
 
-static void read_maps(struct profiler *p, struct prof_stats *s, struct cpu_state *st, struct stage_matrix *m)
+/* The counters now (and the stage matrix if m), returning the instant. busy,
+ * idle and NAPI-thread time are summed at context switches: the interval
+ * still open on each CPU is added, so that two reads bracket exactly the time
+ * between them (a NAPI kthread that never sleeps would otherwise show none). */
+static __u64 read_maps(struct profiler *p, struct prof_stats *s, struct stage_matrix *m)
 {
+	struct cpu_state st[p->ncpu];
 	__u32 k = 0;
 	if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stats), &k, s) ||
-	    (st && bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.state), &k, st)) ||
+	    bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.state), &k, st) ||
 	    (m && bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stages), &k, m)))
 		sn_die("read stats: %s", strerror(errno));
+	__u64 now = sn_now_ns();
+	for (int c = 0; c < p->ncpu; c++) {
+		if (!st[c].last_switch || st[c].last_switch > now)
+			continue;
+		if (st[c].cur_idle)
+			s[c].idle_ns += now - st[c].last_switch;
+		else
+			s[c].busy_ns += now - st[c].last_switch;
+		if (st[c].clk == CLK_THREAD || (st[c].clk == CLK_SIRQ && st[c].clk_outer == CLK_THREAD))
+			s[c].napi_thread_ns += now - st[c].last_switch;
+	}
+	return now;
 }
 
 /* acc += b - a, field by field (every field of prof_stats is a __u64 counter) */
@@ -118,8 +135,7 @@ static void set_sampling(struct profiler *p, int on)
 		 * before the sampled period opens. */
 		nap_ms(SETTLE_MS);
 	}
-	read_maps(p, now, NULL, NULL);
-	__u64 t = sn_now_ns();
+	__u64 t = read_maps(p, now, NULL);
 	p->skel->bss->sample_gen++;
 	p->skel->bss->sampling = on;
 	if (on) {
@@ -179,27 +195,13 @@ static void print_stats(struct profiler *p)
 {
 	int ncpu = p->ncpu;
 	struct prof_stats s[ncpu], sampled[ncpu];
-	struct cpu_state st[ncpu];
 	struct stage_matrix *m = calloc(ncpu, sizeof(*m)); /* 10 KB per CPU: not on the stack */
 	__u64 d[ncpu];
 
 	if (!m)
 		sn_die("out of memory");
 	pthread_mutex_lock(&p->mu);
-	read_maps(p, s, st, m);
-	/* busy/idle are summed at context switches: add the interval still open
-	 * on each CPU, so that two reads bracket exactly the time between them. */
-	__u64 now = sn_now_ns();
-	for (int c = 0; c < ncpu; c++) {
-		if (!st[c].last_switch || st[c].last_switch > now)
-			continue;
-		if (st[c].cur_idle)
-			s[c].idle_ns += now - st[c].last_switch;
-		else
-			s[c].busy_ns += now - st[c].last_switch;
-		if (st[c].clk == CLK_THREAD || (st[c].clk == CLK_SIRQ && st[c].clk_outer == CLK_THREAD))
-			s[c].napi_thread_ns += now - st[c].last_switch;
-	}
+	__u64 now = read_maps(p, s, m);
 	memcpy(sampled, p->sampled, sizeof(sampled));
 	__u64 sampled_ns = p->sampled_ns;
 	if (p->on) { /* the attached period in progress */

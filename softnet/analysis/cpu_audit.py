@@ -64,6 +64,8 @@ def audit_cpu(measured: dict, ticks: dict[str, int]) -> dict:
     out = {"reported_busy_pct": reported_busy, "reported_softirq_pct": reported_sirq,
            "reported_system_pct": 100 * ticks.get("system", 0) / total,
            "reported_idle_pct": 100 * sum(ticks.get(k, 0) for k in IDLE_TICKS) / total,
+           # time the hypervisor ran something else on this vCPU: invisible to in-guest tracing
+           "reported_steal_pct": 100 * ticks.get("steal", 0) / total,
            "measured_busy_pct": measured["busy_pct"], "measured_softirq_pct": measured["softirq_pct"],
            "misaccounted_pct": gap}
     if abs(gap) <= AGREE_PCT:

@@ -46,6 +46,14 @@ def sut_busy_pct(trial: dict) -> float:
     return sum(_cpu_key(trial["profile"]["per_cpu"], c)["busy_pct"] for c in sut_cpus(trial))
 
 
+def sut_nohz_cpu_time_pct(trial: dict) -> float | None:
+    """The same busy time by another mechanism: the SUT CPUs' wall minus nohz
+    idle time from /proc/stat (the kernel sampler), summed; None unsampled."""
+    per_cpu = (trial.get("kernel") or {}).get("per_cpu") or {}
+    vals = [(_cpu_key(per_cpu, c) or {}).get("cpu_time_pct") for c in sut_cpus(trial)]
+    return None if not vals or any(v is None for v in vals) else sum(vals)
+
+
 def forwarded_pps(trial: dict) -> float:
     return trial["received_pkts"] / trial["duration_s"]
 
@@ -71,13 +79,18 @@ def stage_levels(trials: list[dict]) -> list[dict]:
             "stages_pct_of_cpu": {s: mean_of([p.get(s) for p in pct]) or 0.0 for s in WIFI_STAGES},
             "coverage_min": min(coverages, default=None),
             "sut_busy_pct": mean_of([sut_busy_pct(t) for t in ts]),
+            # cross-check: eBPF busy (sched_switch + irq/softirq in idle) against nohz CPU time (/proc/stat)
+            "sut_nohz_cpu_time_pct": mean_of([sut_nohz_cpu_time_pct(t) for t in ts]),
             "duty": ts[0]["profile"].get("duty"),
         })
     return out
 
 
-def _fit(x: np.ndarray, y: np.ndarray) -> dict | None:
-    if len(x) < 3 or np.ptp(x) == 0:
+MIN_LOADS = 3  # distinct loads a fit needs
+
+
+def _fit(x: np.ndarray, y: np.ndarray, loads: int) -> dict | None:
+    if loads < MIN_LOADS:
         return None
     f = stats.linregress(x, y)
     return {"slope": float(f.slope), "intercept": float(f.intercept), "r2": float(f.rvalue ** 2),
@@ -103,9 +116,10 @@ def measured_pdr(trials: list[dict], loss_ratio: float) -> dict:
 
 def cost_models(trials: list[dict], pdr_loss_ratio: float = 0.005) -> dict:
     """Per-stage CPU time as a linear function of the forwarded load, from
-    every valid profiled run below saturation (loss at most `pdr_loss_ratio`
-    and each SUT CPU under BUSY_LINEAR_MAX_PCT busy); the capacity predicted
-    where the SUT CPUs' busy time reaches 100% each; the sweep's measured PDR.
+    every valid profiled run below saturation (each SUT CPU under
+    BUSY_LINEAR_MAX_PCT busy; loss does not matter: the load is what was
+    forwarded); the capacity predicted where the SUT CPUs' busy time reaches
+    100% each; the sweep's measured PDR and highest forwarded rate.
 
     Slopes are ns of CPU per forwarded packet; intercepts % of one CPU at no
     load; R² says how linear the stage is over the loads."""
@@ -113,15 +127,16 @@ def cost_models(trials: list[dict], pdr_loss_ratio: float = 0.005) -> dict:
     if not ts:
         return {}
     n_sut = len(sut_cpus(ts[0]))
-    linear = [t for t in ts if t["loss_ratio"] <= pdr_loss_ratio and sut_busy_pct(t) < BUSY_LINEAR_MAX_PCT * n_sut]
+    linear = [t for t in ts if sut_busy_pct(t) < BUSY_LINEAR_MAX_PCT * n_sut]
     x = np.array([forwarded_pps(t) for t in linear])
+    loads = len({t["intended_rate_pps"] for t in linear})
     stages = {}
     for s in WIFI_STAGES:
-        fit = _fit(x, np.array([_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear]))
+        fit = _fit(x, np.array([_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear]), loads)
         if fit and any(_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear):
             stages[s] = {"ns_per_packet": fit["slope"] * 1e7, "intercept_pct": fit["intercept"], "r2": fit["r2"],
                          "points": fit["points"]}
-    busy = _fit(x, np.array([sut_busy_pct(t) for t in linear]))
+    busy = _fit(x, np.array([sut_busy_pct(t) for t in linear]), loads)
     predicted = None
     if busy and busy["slope"] > 0:
         predicted = (100.0 * n_sut - busy["intercept"]) / busy["slope"]
@@ -135,6 +150,16 @@ def cost_models(trials: list[dict], pdr_loss_ratio: float = 0.005) -> dict:
                                                "points": busy["points"]},
         "predicted_capacity_pps": predicted,
         "measured_pdr": pdr,
+        "max_forwarded_pps": max(forwarded_pps(t) for t in ts),
         # predicted / measured: above 1, something other than the SUT CPU's time limits the rate first
         "predicted_over_pdr": (predicted / pdr["lower_pps"]) if predicted and pdr["lower_pps"] else None,
     }
+
+
+def pdr_text(pdr: dict, fmt) -> str:
+    """measured_pdr() in words; `fmt` formats a rate."""
+    if pdr["lower_pps"] is None:
+        return f"none: loss above {100 * pdr['loss_ratio']:g}% already at the lowest load ({fmt(pdr['upper_pps'])})"
+    if pdr["upper_pps"] is None:
+        return f"at least {fmt(pdr['lower_pps'])} (not exceeded on the swept loads)"
+    return f"between {fmt(pdr['lower_pps'])} and {fmt(pdr['upper_pps'])}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.table import Table
 
 from softnet.analysis.cpu_audit import summarize_audit
-from softnet.analysis.stage_models import cost_models, stage_levels
+from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
@@ -40,6 +40,23 @@ def run(spec: CampaignSpec, results: Path, pdr_loss_ratio: float, as_json: bool)
     return cells
 
 
+def show_audit(rows: list[dict]) -> None:
+    """The WiFi-AP study's misaccounting, per load and CPU: eBPF against ticks."""
+    if not rows:
+        return
+    t = Table(title="CPU accounting audit: eBPF-measured against /proc/stat ticks (mean over runs)",
+              header_style="bold")
+    for col in ("load", "CPU", "busy % eBPF", "busy % ticks", "gap range (points)", "softirq % eBPF",
+                "softirq % ticks"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        f = (lambda v, fmt="{:.1f}": "-" if v is None else fmt.format(v))
+        t.add_row(format_rate(r["load_pps"]), str(r["cpu"]), f(r["measured_busy_pct"]), f(r["reported_busy_pct"]),
+                  f"{f(r['gap_min'], '{:+.1f}')} .. {f(r['gap_max'], '{:+.1f}')}", f(r["measured_softirq_pct"]),
+                  f(r["reported_softirq_pct"]))
+    console.print(t)
+
+
 def show(c: dict) -> None:
     levels, models = c["levels"], c["models"]
     if not levels:
@@ -57,12 +74,15 @@ def show(c: dict) -> None:
     t.add_row("coverage (min)", "", *("-" if lv["coverage_min"] is None else f"{100 * lv['coverage_min']:.1f}%"
                                       for lv in levels))
     t.add_row("SUT CPUs busy (eBPF)", "", *(f"{lv['sut_busy_pct']:.1f}%" for lv in levels))
+    t.add_row("  cross-check: nohz CPU time", "", *("-" if lv["sut_nohz_cpu_time_pct"] is None
+                                                    else f"{lv['sut_nohz_cpu_time_pct']:.1f}%" for lv in levels))
     t.add_row("loss", "", *(f"{100 * lv['loss_ratio']:.3f}%" for lv in levels))
     console.print(t)
     console.print(f"[dim]stage events attached {100 * (levels[0]['duty'] or 1):.0f}% of the time; "
                   "coverage: named stage time / softirq and NAPI-thread time measured independently[/]")
+    show_audit(c["audit"])
     if not models.get("stages"):
-        console.print("[yellow]fewer than 3 runs below saturation: no cost-vs-load fit[/]")
+        console.print("[yellow]fewer than 3 loads below saturation (SUT CPUs under 90% busy): no cost-vs-load fit[/]")
         return
     f = Table(title=f"cost vs forwarded load, linear fit over loads {', '.join(format_rate(x) for x in models['loads_used_pps'])}",
               header_style="bold")
@@ -75,8 +95,6 @@ def show(c: dict) -> None:
         f.add_row("[bold]SUT CPUs busy[/]", f"{b['ns_per_packet']:,.0f}", f"{b['intercept_pct']:.2f}", f"{b['r2']:.3f}")
     console.print(f)
     pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
-    measured = ("not reached on the swept loads" if pdr["upper_pps"] is None and pdr["lower_pps"] is not None else
-                "below the lowest load" if pdr["lower_pps"] is None else
-                f"between {format_rate(pdr['lower_pps'])} and {format_rate(pdr['upper_pps'])}")
     console.print(f"predicted capacity (SUT CPUs {models['sut_cpus']} at 100%): "
-                  f"{'-' if pred is None else format_rate(pred)}; measured PDR{100 * pdr['loss_ratio']:g}%: {measured}")
+                  f"{'-' if pred is None else format_rate(pred)}; measured PDR{100 * pdr['loss_ratio']:g}%: "
+                  f"{pdr_text(pdr, format_rate)}; highest forwarded rate {format_rate(models['max_forwarded_pps'])}")

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.cpu_audit import summarize_audit
-from softnet.analysis.stage_models import cost_models, stage_levels
+from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.analysis import Configuration, analyze_path
 from softnet.store.results import DB_NAME, Store
@@ -557,11 +557,16 @@ def _stages_section(stages: Sequence[tuple[str, dict]], workdir: Path, keep_dir:
         cov = ", ".join(f"{plots.format_rate(lv['load_pps'])}: "
                         f"{'-' if lv['coverage_min'] is None else format(100 * lv['coverage_min'], '.1f') + '%'}"
                         for lv in levels)
+        busy = ", ".join(f"{plots.format_rate(lv['load_pps'])}: {lv['sut_busy_pct']:.1f}% / "
+                         + ("-" if lv["sut_nohz_cpu_time_pct"] is None else f"{lv['sut_nohz_cpu_time_pct']:.1f}%")
+                         for lv in levels)
         out.append(f"<figure>{_img(png, title)}<figcaption class=\"note\">{e(title)}. Coverage (lowest over runs "
-                   f"and CPUs with packet work): {e(cov)}. Stage events attached "
+                   f"and CPUs with packet work): {e(cov)}. Cross-check, SUT CPUs busy by eBPF / by nohz CPU time "
+                   f"(/proc/stat, wall minus idle): {e(busy)}. Stage events attached "
                    f"{100 * (levels[0].get('duty') or 1):.0f}% of the time.</figcaption></figure>")
         if not models.get("stages"):
-            out.append('<p class="note">Fewer than 3 runs below saturation: no cost-vs-load fit.</p>')
+            out.append('<p class="note">Fewer than 3 loads below saturation (SUT CPUs under 90% busy): no '
+                       "cost-vs-load fit.</p>")
             continue
         used = ", ".join(plots.format_rate(x) for x in models["loads_used_pps"])
         out.append(f"<table><tr><th colspan=\"4\">{e(label)}: CPU time vs forwarded load, linear fit over the runs "
@@ -572,14 +577,12 @@ def _stages_section(stages: Sequence[tuple[str, dict]], workdir: Path, keep_dir:
         out += [f"<tr><td>{e(s)}</td><td>{m['ns_per_packet']:,.0f}</td><td>{m['intercept_pct']:.2f}</td>"
                 f"<td>{m['r2']:.3f}</td></tr>" for s, m in rows]
         pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
-        measured = ("not reached on the swept loads" if pdr["upper_pps"] is None and pdr["lower_pps"] is not None
-                    else "below the lowest load" if pdr["lower_pps"] is None
-                    else f"between {plots.format_rate(pdr['lower_pps'])} and {plots.format_rate(pdr['upper_pps'])}")
         ratio = models.get("predicted_over_pdr")
         out.append(f"<tr><td colspan=\"4\">Predicted capacity (SUT CPUs {e(models['sut_cpus'])} busy 100%): "
                    f"<b>{'-' if pred is None else e(plots.format_rate(pred))}</b>; measured "
-                   f"PDR{100 * pdr['loss_ratio']:g}% on the sweep's grid: <b>{e(measured)}</b>"
-                   + (f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "") + "</td></tr></table>")
+                   f"PDR{100 * pdr['loss_ratio']:g}% on the sweep's grid: <b>{e(pdr_text(pdr, plots.format_rate))}</b>"
+                   + (f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "")
+                   + f"; highest forwarded rate {e(plots.format_rate(models['max_forwarded_pps']))}</td></tr></table>")
     return "\n".join(out)
 
 

@@ -201,7 +201,12 @@ def test_profile_command_sweeps_fits_and_reports(tmp_path, host_unchanged):
     # the SUT CPU's busy time grows with the load: a positive slope, and a capacity above the top load
     assert models["sut_busy"]["ns_per_packet"] > 0 and models["predicted_capacity_pps"] > 120_000
     assert set(models["stages"]) >= {"IP Stack", "Init Xmit", "Poll Function"}
-    assert models["measured_pdr"]["lower_pps"] == 120_000 and models["measured_pdr"]["upper_pps"] is None
+    # the PDR on the grid is where the swept loads' mean loss first exceeds 0.5% (this VM loses
+    # packets at random even at low load, so which load that is varies)
+    pdr, loss = models["measured_pdr"], {lv["load_pps"]: lv["loss_ratio"] for lv in levels}
+    first_bad = next((x for x in sorted(loss) if loss[x] > 0.005), None)
+    assert pdr["upper_pps"] == first_bad
+    assert pdr["lower_pps"] == max((x for x in loss if first_bad is None or x < first_bad), default=None)
     assert cell["audit"] and {a["cpu"] for a in cell["audit"]} == {0, 1}
     html = write_report(tmp_path).read_text()
     assert "<h2>Packet-path stages (eBPF stage clock)</h2>" in html and "Predicted capacity" in html

@@ -222,6 +222,8 @@ def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty,
                             avoid_cpus=tb.placement.sut_cpus) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
+        if profiler and sampler:
+            sampler.add_source("ebpf", profiler.series_values)  # the profiler's times at every sample too
         links0, eth0, q0, k0 = tb.link_stats(), tb.ethtool_stats("gen"), tb.qdisc_drops(), procfs.snapshot()
         started = time.time()
         gen_job = GeneratorJob.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,

@@ -226,3 +226,18 @@ def test_profile_command_rejects_bad_input_before_touching_the_host():
                         (["--placement", "both"], "--placement"), (["--sut", "synthetic"], "--sut")):
         r = subprocess.run(softnet_cmd("profile", *args), capture_output=True, text=True)
         assert r.returncode != 0 and field in r.stderr, (args, r.stderr)
+
+
+@needs_root
+@pytest.mark.netns
+def test_profiler_times_are_a_series_at_every_sample(host_unchanged):
+    r = split_trial(50_000, duration_s=1.5, warmup_s=0.2, profile=True, sample_interval_s=0.5)
+    raw = r["kernel_samples"]
+    keys = {tuple(k): v for k, v in zip(raw["keys"], raw["values"])}
+    busy = keys[("ebpf", "busy_ns", 1)]
+    got = [v for v in busy if v is not None]
+    assert len(got) >= 4 and got == sorted(got)  # cumulative, read at every sample from the profiler's start
+    m = raw["marks"]
+    window_busy = 100 * (busy[m["window_end"]] - busy[m["window_start"]]) / (r["profile"]["window_s"] * 1e9)
+    assert window_busy == pytest.approx(r["profile"]["per_cpu"][1]["busy_pct"], abs=3)
+    assert ("ebpf", "softirq_NET_RX_ns", 1) in keys and "ebpf" not in r["kernel"]["missing"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 
 from softnet.testbed.changes import HostChanges
 from softnet.traffic.native import quit_tool, read_json_line, read_tool, tool
@@ -20,6 +21,7 @@ CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
 COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "napi_thread_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",
             "ctx_switches", "napi_polls", "napi_work", "napi_budget_exhausted", "rx_skbs", "consumed_skbs",
             "dropped_skbs", "unmatched_exits", "drop_keys_full")
+SERIES_COUNTERS = ("busy_ns", "idle_ns", "napi_thread_ns", "hardirq_ns", "sysvec_ns", "napi_polls", "napi_work")
 
 
 class Profiler:
@@ -33,6 +35,7 @@ class Profiler:
         time the stage events are attached (sampled in 500 ms periods);
         ``avoid_cpus``: keep the loader (its attach/detach work) off these."""
         self.proc = None
+        self._lock = threading.Lock()
         changes.record("softnet-profile tracepoint programs", self.close)
         argv = [str(tool("profile"))] + (["--duty", f"{duty:g}"] if per_packet else ["--no-per-packet"])
         allowed = sorted(set(os.sched_getaffinity(0)) - set(avoid_cpus or []))
@@ -48,7 +51,19 @@ class Profiler:
         self.events = hello["events"]  # the stage clock's event names, by number
 
     def read(self) -> dict:
-        return read_tool(self.proc, "softnet-profile")
+        with self._lock:  # the trial and the kernel sampler's thread both read
+            return read_tool(self.proc, "softnet-profile")
+
+    def series_values(self) -> dict:
+        """One read as kernel-sampler values: per CPU, the cumulative times
+        (ns) and NAPI counts, source "ebpf" (a time series at every sample)."""
+        out = {}
+        for cpu, c in enumerate(self.read()["cpus"]):
+            for k in SERIES_COUNTERS:
+                out[("ebpf", k, cpu)] = c[k]
+            for vec in ("NET_RX", "NET_TX"):
+                out[("ebpf", f"softirq_{vec}_ns", cpu)] = sum(ns for ns, _ in c["softirq_ns"][vec].values())
+        return out
 
     def close(self) -> None:
         quit_tool(self.proc)

@@ -33,6 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pyroute2 import IPRoute
 from pyroute2.ethtool.ioctl import IoctlEthtool
@@ -123,6 +124,7 @@ class KernelSampler:
         self._qdisc_links: list[tuple[LinkRef, int]] = []
         self._ethtool: dict[str, IoctlEthtool] = {}
         self._perf: PerfCounters | None = None
+        self._sources: dict[str, Callable[[], dict[Key, float]]] = {}
         self._cpu_s = 0.0
 
     # ---- sources --------------------------------------------------------
@@ -197,7 +199,19 @@ class KernelSampler:
                 out[("power", f.parent.name, -1)] = int(f.read_text())
             except OSError:
                 pass
+        for name, read in list(self._sources.items()):
+            try:
+                out.update(read())
+            except Exception as e:  # noqa: BLE001 - a source failing mid-trial is recorded, not fatal
+                self.series.missing.setdefault(name, f"read failed: {e}")
+                del self._sources[name]
         return out
+
+    def add_source(self, name: str, read: Callable[[], dict[Key, float]]) -> None:
+        """Another counter source read at every sample from now on (e.g. the
+        eBPF profiler's per-CPU times): ``read()`` -> {(source, item, cpu): value}."""
+        with self._lock:
+            self._sources[name] = read
 
     def _read_links(self, out: dict[Key, float]) -> None:
         dev = {}

@@ -148,33 +148,35 @@ static __always_inline void clk_irq_entry(struct cpu_state *c, __u64 now)
  * was raised elsewhere, not by that interrupt. */
 #define IRQ_SOFTIRQ_MAX_GAP_NS 20000
 
-static __always_inline void clk_irq_commit(struct cpu_state *c)
+/* An interrupt's handler time, as the pair (from, irq_exit); unsampled if its
+ * generation is not the current sampled one. */
+static __always_inline void clk_add_irq(__u32 from, __u32 gen, __u64 d)
 {
-	__u32 k = 0, e = sampling && c->irq_pending_gen == sample_gen ? EV_RXIRQ : EV_NONE;
+	__u32 k = 0, to = EV_IRQ_EXIT;
 	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
 
 	if (!m)
 		return;
-	m->ns[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT] += c->irq_pending_ns;
-	m->cnt[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT]++;
+	if (!sampling || gen != sample_gen)
+		from = to = EV_NONE;
+	m->ns[from][to] += d;
+	m->cnt[from][to]++;
+}
+
+static __always_inline void clk_irq_commit(struct cpu_state *c)
+{
+	clk_add_irq(EV_RXIRQ, c->irq_pending_gen, c->irq_pending_ns);
 }
 
 static __always_inline void clk_irq_exit(struct cpu_state *c, __u64 now)
 {
-	__u32 k = 0;
-	struct stage_matrix *m = bpf_map_lookup_elem(&stages, &k);
-
 	if (!c->irq_ts)
 		return;
 	__u64 d = now - c->irq_ts;
 	c->irq_ts = 0;
 	clk_resume(c, PAUSE_IRQ, now);
-	if (!m)
-		return;
 	if (c->clk >= CLK_THREAD) { /* inside packet processing */
-		__u32 e = sampling && c->irq_gen == sample_gen ? EV_IRQ : EV_NONE;
-		m->ns[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT] += d;
-		m->cnt[e][e == EV_NONE ? EV_NONE : EV_IRQ_EXIT]++;
+		clk_add_irq(EV_IRQ, c->irq_gen, d);
 		return;
 	}
 	/* Outside packet processing: an RX IRQ if irq_exit runs a NET softirq

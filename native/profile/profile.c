@@ -167,7 +167,8 @@ static void *sampler_main(void *arg)
 		pthread_mutex_lock(&p->mu);
 		set_sampling(p, 0);
 		pthread_mutex_unlock(&p->mu);
-		nap_ms(off_ms);
+		for (long t = 0; t < off_ms && !p->stop; t += 10) /* "quit" is answered within 10 ms */
+			nap_ms(off_ms - t < 10 ? off_ms - t : 10);
 	}
 	return NULL;
 }

@@ -36,7 +36,7 @@ test: setup
 
 bench: setup
 	$(VENV)/bin/python bench/gen_bench.py
-	$(VENV)/bin/python bench/search_bench.py --seeds 60
+	$(VENV)/bin/python bench/search_bench.py --seeds 120
 	$(VENV)/bin/python bench/search_bench.py --real 10
 	$(VENV)/bin/python bench/sampler_bench.py
 	$(VENV)/bin/python bench/profile_bench.py --repeats 20

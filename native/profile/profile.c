@@ -130,9 +130,9 @@ static void set_sampling(struct profiler *p, int on)
 					sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
 				p->nlinks++;
 			}
-		/* Attaching stalls the CPUs briefly (code patching), and they then
-		 * drain a backlog faster than the offered rate: let them catch up
-		 * before the sampled period opens. */
+		/* Right after attaching, the CPUs process packets faster than the
+		 * offered rate (measured: 17-35% more packets per second in a period
+		 * opened at once), as after a stall: let them catch up first. */
 		nap_ms(SETTLE_MS);
 	}
 	__u64 t = read_maps(p, now, NULL);

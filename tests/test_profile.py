@@ -208,8 +208,12 @@ def test_profile_command_sweeps_fits_and_reports(tmp_path, host_unchanged):
     assert pdr["upper_pps"] == first_bad
     assert pdr["lower_pps"] == max((x for x in loss if first_bad is None or x < first_bad), default=None)
     assert cell["audit"] and {a["cpu"] for a in cell["audit"]} == {0, 1}
+    # threaded NAPI: the SUT CPU's NET_RX runs in the NAPI kthread (the sink's poll inside it)
+    sut = [a for a in cell["audit"] if a["cpu"] == 1]
+    assert all(a["net_rx_pct_by_context"]["napi_thread"] > 0 for a in sut)
     html = write_report(tmp_path).read_text()
     assert "<h2>Packet-path stages (eBPF stage clock)</h2>" in html and "Predicted capacity" in html
+    assert "NET_RX % by context" in html and "napi_thread" in html
 
 
 @needs_root

@@ -101,5 +101,13 @@ def summarize_audit(trials: list[dict]) -> list[dict]:
                     "measured_softirq_pct": mean_of([m["softirq_pct"] for m, _ in pairs]),
                     "reported_softirq_pct": mean_of([a.get("reported_softirq_pct") for _, a in pairs]),
                     "gap_min": min(gaps, default=None), "gap_max": max(gaps, default=None),
-                    "napi_work_per_poll": mean_of([m["napi_work_per_poll"] for m, _ in pairs])})
+                    "napi_work_per_poll": mean_of([m["napi_work_per_poll"] for m, _ in pairs]),
+                    # where NET_RX ran: the idle task (the WiFi-AP study's misaccounting), ksoftirqd, a NAPI kthread
+                    "net_rx_pct_by_context": {ctx: mean_of([m["net_rx_pct_by_context"][ctx] for m, _ in pairs])
+                                              for ctx in pairs[0][0]["net_rx_pct_by_context"]}})
     return out
+
+
+def by_context(pct: dict) -> str:
+    """{"idle": 35.2, "ksoftirqd": 0.01, ...} -> "idle 35.2, ..." (shares under 0.05% left out)."""
+    return ", ".join(f"{ctx} {v:.1f}" for ctx, v in pct.items() if v is not None and v >= 0.05) or "-"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.cpu_audit import by_context, summarize_audit
 from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.spec import CampaignSpec
@@ -47,13 +47,13 @@ def show_audit(rows: list[dict]) -> None:
     t = Table(title="CPU accounting audit: eBPF-measured against /proc/stat ticks (mean over runs)",
               header_style="bold")
     for col in ("load", "CPU", "busy % eBPF", "busy % ticks", "gap range (points)", "softirq % eBPF",
-                "softirq % ticks"):
+                "softirq % ticks", "NET_RX % by context"):
         t.add_column(col, justify="right")
     for r in rows:
         f = (lambda v, fmt="{:.1f}": "-" if v is None else fmt.format(v))
         t.add_row(format_rate(r["load_pps"]), str(r["cpu"]), f(r["measured_busy_pct"]), f(r["reported_busy_pct"]),
                   f"{f(r['gap_min'], '{:+.1f}')} .. {f(r['gap_max'], '{:+.1f}')}", f(r["measured_softirq_pct"]),
-                  f(r["reported_softirq_pct"]))
+                  f(r["reported_softirq_pct"]), by_context(r["net_rx_pct_by_context"]))
     console.print(t)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from softnet.analysis.cpu_audit import by_context
 from softnet.cli.output import console, err_console, kv_table, print_json
 from softnet.errors import InputError
 from softnet.testbed.changes import HostChanges
@@ -135,7 +136,7 @@ def show_profile(p: dict) -> None:
         t.add_column(col, justify="right")
     for cpu, m in sorted(p["per_cpu"].items(), key=lambda kv: int(kv[0])):
         a = p["audit"][cpu]
-        ctx = ", ".join(f"{k} {v:.1f}" for k, v in m["net_rx_pct_by_context"].items() if v >= 0.05) or "-"
+        ctx = by_context(m["net_rx_pct_by_context"])
         t.add_row(str(cpu), f"{m['busy_pct']:.1f}", f"{a.get('reported_busy_pct', float('nan')):.1f}",
                   f"{m['softirq_pct']:.1f}", f"{a.get('reported_softirq_pct', float('nan')):.1f}", ctx,
                   f"{m['napi_polls_per_s']:,.0f}",

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 from softnet import __version__
 from softnet.analysis import kernel_stats
-from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.cpu_audit import by_context, summarize_audit
 from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.analysis import Configuration, analyze_path
@@ -599,7 +599,7 @@ def _audit_section(audits: Sequence[tuple[str, list[dict]]]) -> str:
            "tick's error is.</p>",
            "<table><tr><th>configuration</th><th>load</th><th>CPU</th><th>runs</th><th>busy % eBPF</th>"
            "<th>busy % ticks</th><th>gap range</th><th>softirq % eBPF</th><th>softirq % ticks</th>"
-           "<th>pkts / NAPI poll</th></tr>"]
+           "<th>NET_RX % by context</th><th>pkts / NAPI poll</th></tr>"]
 
     def f(v, fmt="{:.1f}"):
         return "-" if v is None else fmt.format(v)
@@ -610,6 +610,7 @@ def _audit_section(audits: Sequence[tuple[str, list[dict]]]) -> str:
                        f"<td>{r['runs']}</td><td>{f(r['measured_busy_pct'])}</td><td>{f(r['reported_busy_pct'])}</td>"
                        f"<td>{f(r['gap_min'], '{:+.1f}')} .. {f(r['gap_max'], '{:+.1f}')}</td>"
                        f"<td>{f(r['measured_softirq_pct'])}</td><td>{f(r['reported_softirq_pct'])}</td>"
+                       f"<td>{e(by_context(r.get('net_rx_pct_by_context') or {}))}</td>"
                        f"<td>{f(r['napi_work_per_poll'])}</td></tr>")
     out.append("</table>")
     return "\n".join(out)

@@ -404,6 +404,7 @@ PP_EVENT(fib_table_lookup, EV_FIB)
 PP_EVENT(net_dev_queue, EV_QUEUE)
 PP_EVENT(qdisc_enqueue, EV_ENQ)
 PP_EVENT(qdisc_dequeue, EV_DEQ)
+PP_EVENT(net_dev_start_xmit, EV_START_XMIT)
 PP_EVENT(net_dev_xmit, EV_XMIT)
 
 SEC("tp_btf/netif_receive_skb")

@@ -73,7 +73,7 @@ enum prof_event {
 	EV_QUEUE,        /* net:net_dev_queue: __dev_queue_xmit */
 	EV_ENQ,          /* qdisc:qdisc_enqueue */
 	EV_DEQ,          /* qdisc:qdisc_dequeue */
-	EV_START_XMIT,   /* net:net_dev_start_xmit (not attached: about 100 ns per event on this VM) */
+	EV_START_XMIT,   /* net:net_dev_start_xmit: the driver's ndo_start_xmit begins */
 	EV_XMIT,         /* net:net_dev_xmit: ... and returned */
 	EV_NAPI_POLL,    /* napi:napi_poll: a driver poll returned */
 	EV_CONSUME,      /* skb:consume_skb */

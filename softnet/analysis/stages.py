@@ -33,8 +33,8 @@ WIFI_STAGES = {
                       "its end is net:netif_receive_skb, not ip_rcv, so it excludes tc ingress and rx handlers"),
     "IP Stack": ("approximate", "net:netif_receive_skb to net:net_dev_queue (__dev_queue_xmit), through "
                  "fib:fib_table_lookup; starts at __netif_receive_skb_core rather than ip_rcv"),
-    "Init Xmit": ("exact", "net:net_dev_queue (__dev_queue_xmit) to net:net_dev_xmit (the driver's "
-                  "ndo_start_xmit returned), or to qdisc:qdisc_enqueue"),
+    "Init Xmit": ("exact", "net:net_dev_queue (__dev_queue_xmit) to net:net_dev_start_xmit and on to "
+                  "net:net_dev_xmit (the driver's ndo_start_xmit returned), or to qdisc:qdisc_enqueue"),
     "Init TX-IRQ": ("unavailable", "an interrupt's direction (RX or TX completion) is not visible to "
                     "tracepoints; veth has no TX interrupt, and NIC TX IRQs count under Init RX-IRQ when "
                     "they raise NET_RX"),

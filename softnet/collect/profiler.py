@@ -3,10 +3,13 @@ tracepoints, read at chosen instants; `delta()` of two reads is what happened
 between them.
 
 The attach plan is fixed to what this kernel allows everywhere softnet runs:
-tp_btf tracepoints (softirq entry/exit, irq handler entry/exit, the x86
-system vectors' entry/exit (IPIs, local timer, irq work), sched_switch,
-napi_poll, netif_receive_skb, consume_skb, kfree_skb with its reason). They
-need neither tracefs nor kprobes nor fentry (all unavailable here).
+tp_btf tracepoints, which need neither tracefs nor kprobes nor fentry (all
+unavailable here). Always attached: softirq and irq handler entry/exit, the
+x86 system vectors' entry/exit (IPIs, local timer, irq work), sched_switch,
+napi_poll. The once-per-packet ones (the stage clock's packet events and
+kfree_skb's drop reasons) are attached ``duty`` of every 500 ms; the counters
+over those sampled periods come apart in each read (``sampled_cpus``) so that
+softnet.analysis.stages can scale them to the window.
 """
 from __future__ import annotations
 

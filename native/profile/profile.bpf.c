@@ -407,29 +407,20 @@ PP_EVENT(qdisc_dequeue, EV_DEQ)
 PP_EVENT(net_dev_start_xmit, EV_START_XMIT)
 PP_EVENT(net_dev_xmit, EV_XMIT)
 
-SEC("tp_btf/netif_receive_skb")
-int sn_pp_netif_receive_skb(__u64 *ctx)
-{
-	(void)ctx;
-	struct prof_stats *s = st();
-
-	if (s && sampling)
-		s->rx_skbs++;
-	clk_event(EV_CORE);
-	return 0;
-}
-
-SEC("tp_btf/consume_skb")
-int sn_pp_consume_skb(__u64 *ctx)
-{
-	(void)ctx;
-	struct prof_stats *s = st();
-
-	if (s && sampling)
-		s->consumed_skbs++;
-	clk_event(EV_CONSUME);
-	return 0;
-}
+/* A packet event that is also counted (over the sampled periods). */
+#define PP_COUNTED_EVENT(tp, field, ev)                      \
+	SEC("tp_btf/" #tp)                                   \
+	int sn_pp_##tp(__u64 *ctx)                           \
+	{                                                    \
+		(void)ctx;                                   \
+		struct prof_stats *s = st();                 \
+		if (s && sampling)                           \
+			s->field++;                          \
+		clk_event(ev);                               \
+		return 0;                                    \
+	}
+PP_COUNTED_EVENT(netif_receive_skb, rx_skbs, EV_CORE)
+PP_COUNTED_EVENT(consume_skb, consumed_skbs, EV_CONSUME)
 
 /* Duty-cycled like the stage events: drop counts are exact at duty 1,
  * counted over the sampled periods otherwise. */

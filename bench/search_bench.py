@@ -28,7 +28,7 @@ coefficient of variation and verdict ("unstable" above 5% CV or when a search
 says so). Written to search_real-<UTC>.json / search_real_latest.json.
 
 Writes bench/results/search_bench-<UTC>.json and search_latest.json.
-Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--real 10]
+Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--seed-start 0] [--real 10]
 """
 from __future__ import annotations
 
@@ -122,6 +122,8 @@ def rel_error(value, truth):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--seed-start", type=int, default=0,
+                    help="first seed (fresh seeds check a change that was tuned on others)")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--real", type=int, default=0, help="only the real-testbed repeat benchmark, N searches")
     args = ap.parse_args()
@@ -131,7 +133,7 @@ def main() -> None:
     rows = []
     t0 = time.time()
     for shape in SHAPES:
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             capacity = float(np.exp(np.random.default_rng([seed, 99]).uniform(math.log(5e5), math.log(5e6))))
             truth_sut = SimulatedSut(shape, capacity, seed)
             truths = [truth_sut.truth(x, 0.5, DURATION, MIN_LOAD, MAX_LOAD) for x in LOSS_RATIOS]
@@ -148,7 +150,7 @@ def main() -> None:
                                  "outcome_ok": (v is None) == (t["conservative"] is None),
                                  "trials": out["trials"], "trial_seconds": out["trial_seconds"]})
     summary = summarize(rows, methods)
-    out = {"benchmark": "search", "seeds": args.seeds, "shapes": list(SHAPES),
+    out = {"benchmark": "search", "seeds": args.seeds, "seed_start": args.seed_start, "shapes": list(SHAPES),
            "settings": {"min_load_pps": MIN_LOAD, "max_load_pps": MAX_LOAD, "relative_width": WIDTH,
                         "trial_duration_s": DURATION, "loss_ratios": LOSS_RATIOS, "exceed_ratio": 0.5,
                         "grid_step_pps": GRID_STEP, "grid_runs": GRID_RUNS},

@@ -99,13 +99,19 @@ class _Search:
         kind = PENDING if not trials else (UPPER if 2 * bad >= len(trials) else LOWER)
         return LoadClass(load, kind, trials, bad, c.confidence), False
 
+    def confident(self, g: Goal, load: float, confidence: float | None = None) -> bool:
+        """Classified at the confidence, not by a majority after the trial cap."""
+        c, conclusive = self.load_class(g, load, confidence)
+        return conclusive and not c.majority
+
     # ---- per-goal plan -------------------------------------------------
     def view(self, g: Goal):
         classes = {load: self.load_class(g, load) for load in sorted(self.by_load) if self.valid(load)}
         top_lower = max((ld for ld, (c, ok) in classes.items() if c.kind == LOWER and ok), default=0.0)
-        # A loss inversion (upper below a lower bound) needs the final confidence, not a majority.
+        # A loss inversion (upper below a lower bound) needs the final confidence; a
+        # majority after the trial cap is not enough, at either confidence.
         uppers = [ld for ld, (c, _) in classes.items() if c.kind == UPPER and not (
-            ld < top_lower and (c.majority or not self.load_class(g, ld, self.final_confidence)[1]))]
+            ld < top_lower and not self.confident(g, ld, self.final_confidence))]
         u = uppers[0] if uppers else None
         lowers = [ld for ld, (c, _) in classes.items() if c.kind == LOWER and (u is None or ld < u)]
         lo = lowers[-1] if lowers else None
@@ -246,6 +252,10 @@ class _Search:
         if inversions:
             diagnosis += (f"; loss inversion: the goal fails at {u:,.0f} pps but is met at "
                           f"{inversions[-1]['meets_goal_at_pps']:,.0f} pps (bounds kept below the failing load)")
+        for ld, (c, _) in classes.items():  # upper evidence the inversion rule set aside
+            if c.kind == UPPER and (u is None or ld < u):
+                diagnosis += (f"; {ld:,.0f} pps failed the goal in {c.bad} of {len(c.trials)} trials, short of "
+                              f"the final confidence: a loss inversion there is possible, not confirmed")
         if self.invalid_cap is not None:
             diagnosis += f"; loads above {self.invalid_cap:,.0f} pps could not be offered (invalid trials)"
         return GoalResult(goal=g, status=d.status, lower_bound_pps=lo, upper_bound_pps=u,

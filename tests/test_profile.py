@@ -195,14 +195,15 @@ def test_profile_command_sweeps_fits_and_reports(tmp_path, host_unchanged):
     """`softnet profile`: a profiled sweep stored like a campaign, the stage table
     per load, per-stage linear fits, the predicted capacity against the sweep's
     PDR, and the report's stage section."""
+    # 10% duty, and room for one sampling-boundary stall (test_sampled_stages_estimate_the_whole_window)
     r = subprocess.run(softnet_cmd("profile", "--loads", "20kpps,60kpps,120kpps", "--runs", "1", "--duration", "1",
-                                   "--warmup", "0.2", "--results", str(tmp_path), "--json"),
+                                   "--warmup", "0.2", "--duty", "0.1", "--results", str(tmp_path), "--json"),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     cell = json.loads(r.stdout)["cells"][0]
     levels, models = cell["levels"], cell["models"]
     assert [lv["load_pps"] for lv in levels] == [20_000, 60_000, 120_000]
-    assert all(lv["coverage_min"] >= 0.95 and lv["stages_ns_per_packet"]["IP Stack"] > 0 for lv in levels)
+    assert all(lv["coverage_min"] >= 0.90 and lv["stages_ns_per_packet"]["IP Stack"] > 0 for lv in levels)
     # the SUT CPU's busy time grows with the load: a positive slope, and a capacity above the top load
     assert models["sut_busy"]["ns_per_packet"] > 0 and models["predicted_capacity_pps"] > 120_000
     assert set(models["stages"]) >= {"IP Stack", "Init Xmit", "Poll Function"}

@@ -267,6 +267,26 @@ int sn_irq_entry(__u64 *ctx)
 	return 0;
 }
 
+/* An interrupt's exit (device IRQ or system vector): clocked out of the stage
+ * interval it paused, its time added to (ns, cnt). Returns that time; 0 for an
+ * exit without its entry (attached mid-event: lost, not guessed). */
+static __always_inline __u64 irq_done(struct cpu_state *c, struct prof_stats *s, __u64 *start, __u64 *ns,
+				      __u64 *cnt)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	clk_irq_exit(c, now);
+	if (!*start) {
+		s->unmatched_exits++;
+		return 0;
+	}
+	__u64 d = now - *start;
+	*ns += d;
+	(*cnt)++;
+	*start = 0;
+	return d;
+}
+
 SEC("tp_btf/irq_handler_exit")
 int sn_irq_exit(__u64 *ctx)
 {
@@ -276,18 +296,9 @@ int sn_irq_exit(__u64 *ctx)
 
 	if (!c || !s)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	clk_irq_exit(c, now);
-	if (!c->hirq_start) {
-		s->unmatched_exits++;
-		return 0;
-	}
-	__u64 d = now - c->hirq_start;
-	s->hardirq_ns += d;
-	s->hardirq_cnt++;
+	__u64 d = irq_done(c, s, &c->hirq_start, &s->hardirq_ns, &s->hardirq_cnt);
 	if (c->hirq_in_idle)
 		s->hardirq_in_idle_ns += d;
-	c->hirq_start = 0;
 	return 0;
 }
 
@@ -311,15 +322,7 @@ static __always_inline int sv_exit(void)
 
 	if (!c || !s)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	clk_irq_exit(c, now);
-	if (!c->sv_start) {
-		s->unmatched_exits++;
-		return 0;
-	}
-	s->sysvec_ns += now - c->sv_start;
-	s->sysvec_cnt++;
-	c->sv_start = 0;
+	irq_done(c, s, &c->sv_start, &s->sysvec_ns, &s->sysvec_cnt);
 	return 0;
 }
 

@@ -31,8 +31,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import numpy as np
+
 from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, bound_evidence, classify, pool_monotone
+from softnet.search.knee import crossing_posterior
 from softnet.search.model import Goal, GoalResult, Measurement, SearchResult
+
+KNEE_SPAN = 1.3  # the knee model sees final trials within this factor of the first mixed load
 
 
 @dataclass
@@ -50,7 +55,8 @@ class _Done:
 
 class _Search:
     def __init__(self, measure, goals, min_load, max_load, width, max_trials, max_trial_seconds,
-                 max_trials_per_load, final_confidence, bracket_factor, unstable_width, check_min_load, on_trial):
+                 max_trials_per_load, final_confidence, bracket_factor, unstable_width, check_min_load, on_trial,
+                 knee_trials):
         self.measure, self.goals = measure, [g if g.relative_width else replace(g, relative_width=width) for g in goals]
         self.min_load, self.max_load = float(min_load), float(max_load)
         self.max_trials, self.max_seconds = max_trials, max_trial_seconds
@@ -62,6 +68,9 @@ class _Search:
         self.snap_tol = min(g.relative_width for g in self.goals) / 8
         self.reached_by: dict[float, float] = {}  # load -> relative step of the expansion that chose it
         self.invalid_cap: float | None = None
+        self.knee_trials = knee_trials
+        self.knee_anchor: dict[Goal, float] = {}  # goal -> the mixed load its knee model is centred on
+        self._knee: dict[tuple[Goal, int], tuple[np.ndarray, np.ndarray]] = {}
         self._pools: dict[Goal, tuple[int, dict[float, tuple[int, int]]]] = {}
 
     # ---- evidence ------------------------------------------------------
@@ -93,11 +102,72 @@ class _Search:
         of all their valid trials, short ones included, as a provisional kind."""
         trials = self.valid(load)
         c = classify(g, load, self.final(g, load), self.per_load, confidence, self.pooled(g, load))
+        if (c.kind == PENDING or c.majority) and load in self.knee_region(g):
+            pb = self.knee_prob(g, load)
+            conf = max(pb, 1 - pb)
+            return replace(c, kind=LOWER if pb >= 0.5 else UPPER, confidence=conf,
+                           majority=conf < max(g.confidence, confidence or 0.0)), True
         if c.kind in (LOWER, UPPER):
             return c, True
         bad = sum(g.is_bad(m) for m in trials)
         kind = PENDING if not trials else (UPPER if 2 * bad >= len(trials) else LOWER)
         return LoadClass(load, kind, trials, bad, c.confidence), False
+
+    # ---- knee model ----------------------------------------------------
+    def knee_region(self, g: Goal) -> list[float]:
+        anchor = self.knee_anchor.get(g)
+        if anchor is None:
+            return []
+        base = self.snap(self.min_load)
+        return [ld for ld in sorted(self.by_load)
+                if ld != base and self.final(g, ld) and anchor / KNEE_SPAN <= ld <= anchor * KNEE_SPAN]
+
+    def knee_post(self, g: Goal) -> tuple[np.ndarray, np.ndarray]:
+        key = (g, len(self.trials))
+        if key not in self._knee:
+            near = self.knee_region(g)
+            n = np.array([len(self.final(g, ld)) for ld in near], float)
+            k = np.array([sum(g.is_bad(m) for m in self.final(g, ld)) for ld in near], float)
+            self._knee[key] = crossing_posterior(np.array(near), n, k, g.exceed_ratio)
+        return self._knee[key]
+
+    def knee_prob(self, g: Goal, load: float) -> float:
+        """Posterior probability that the crossing lies above the load (it meets the goal)."""
+        xc, mass = self.knee_post(g)
+        return float(mass[xc > math.log(load)].sum())
+
+    def knee_quantiles(self, g: Goal, qs: tuple[float, ...]) -> list[float]:
+        xc, mass = self.knee_post(g)
+        cdf = np.cumsum(mass)
+        return [math.exp(xc[min(len(xc) - 1, int(np.searchsorted(cdf, q)))]) for q in qs]
+
+    def knee_summary(self, g: Goal) -> dict | None:
+        if g not in self.knee_anchor:
+            return None
+        q10, med, q90 = self.knee_quantiles(g, (0.1, 0.5, 0.9))
+        return {"crossing_pps": med, "interval80_pps": [q10, q90],
+                "trials": sum(len(self.final(g, ld)) for ld in self.knee_region(g))}
+
+    def knee_plan(self, g: Goal, lo: float | None, u: float | None) -> _Step | _Done:
+        """Final trials where the crossing is likeliest: its median, then its
+        quartiles in turn (the spread pins the slope, so a sharp knee resolves
+        in a few trials), on a grid of half the width so loads repeat."""
+        w = g.relative_width
+        k = self.knee_summary(g)
+        q10, q90 = k["interval80_pps"]
+        paired = lo is not None and u is not None and (u - lo) / u <= w
+        if (q90 / q10 - 1 <= w and paired) or k["trials"] >= self.knee_trials:
+            where = (f"knee model: crossing {k['crossing_pps']:,.0f} pps, 80% in {q10:,.0f}..{q90:,.0f} pps "
+                     f"from {k['trials']} trials near it")
+            if q90 / q10 - 1 > self.unstable_width:
+                return _Done("unstable", f"{where}: wider than {self.unstable_width:.0%}, the SUT does not "
+                             "settle on one side")
+            return _Done("found", where)
+        q25, med, q75 = self.knee_quantiles(g, (0.25, 0.5, 0.75))
+        aim = (med, q25, q75)[k["trials"] % 3]
+        anchor, step = self.knee_anchor[g], -math.log(1 - w) / 2
+        target = anchor * math.exp(step * round(math.log(aim / anchor) / step))
+        return _Step(self.snap(target), g.final_trial_duration, "where the knee model puts the crossing")
 
     def confident(self, g: Goal, load: float, confidence: float | None = None) -> bool:
         """Classified at the confidence, not by a majority after the trial cap."""
@@ -144,6 +214,15 @@ class _Search:
             if lo * (1 + w) < hint < u * (1 - w) and self.snap(hint) not in self.by_load:
                 return _Step(self.snap(hint), short, "just above where the forwarding rate points")
             return _Step(self.snap(math.sqrt(lo * u)), short, "bisect (bracketing)")
+        if g not in self.knee_anchor:  # final trials disagree inside the bracket: a knee to model
+            base = self.snap(self.min_load)
+            for ld in classes:
+                fin = self.final(g, ld)
+                if ld != base and lo <= ld <= u and 0 < sum(g.is_bad(m) for m in fin) < len(fin):
+                    self.knee_anchor[g] = ld
+                    break
+        if g in self.knee_anchor:
+            return self.knee_plan(g, lo, u)
         for end in (lo, u):
             if not classes[end][1]:
                 return _Step(end, final, "confirm a bound")
@@ -261,13 +340,14 @@ class _Search:
         return GoalResult(goal=g, status=d.status, lower_bound_pps=lo, upper_bound_pps=u,
                           lower=bound_evidence(classes[lo][0]) if lo is not None else None,
                           upper=bound_evidence(classes[u][0]) if u is not None else None,
-                          diagnosis=diagnosis, mixed_loads_pps=mixed, inversions=inversions)
+                          diagnosis=diagnosis, mixed_loads_pps=mixed, inversions=inversions,
+                          knee=self.knee_summary(g))
 
 
 def search(measure: Callable[[float, float], Measurement], goals: list[Goal], min_load_pps: float,
            max_load_pps: float, relative_width: float = 0.005, *, max_trials: int | None = None,
            max_trial_seconds: float | None = None, max_trials_per_load: int = 11, final_confidence: float = 0.99,
-           bracket_factor: float = 4.0,
+           bracket_factor: float = 4.0, knee_trials: int | None = None,
            unstable_width: float = 0.05, check_min_load: bool = True,
            on_trial: Callable[[Measurement, str], None] | None = None) -> SearchResult:
     """Find lower and upper bounds of each goal's conditional throughput.
@@ -286,6 +366,8 @@ def search(measure: Callable[[float, float], Measurement], goals: list[Goal], mi
         raise ValueError(f"relative_width = {relative_width}: expected in (0, 1)")
     if max_trials_per_load < 2:
         raise ValueError("max_trials_per_load must be >= 2")
+    if knee_trials is not None and knee_trials < 1:
+        raise ValueError(f"knee_trials = {knee_trials}: expected >= 1")
     return _Search(measure, list(goals), min_load_pps, max_load_pps, relative_width, max_trials,
                    max_trial_seconds, max_trials_per_load, final_confidence, bracket_factor, unstable_width, check_min_load,
-                   on_trial).run()
+                   on_trial, knee_trials or 4 * max_trials_per_load).run()

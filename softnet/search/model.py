@@ -113,6 +113,9 @@ class GoalResult:
     diagnosis: str
     mixed_loads_pps: list[float] = field(default_factory=list)  # decided by majority
     inversions: list[dict] = field(default_factory=list)
+    # When trials disagreed inside the final bracket: the knee model's crossing,
+    # its 80% credible interval and the trials it used (knee.py).
+    knee: dict | None = None
 
     @property
     def value_pps(self) -> float | None:

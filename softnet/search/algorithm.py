@@ -1,5 +1,6 @@
 """The search loop: bracket with single short trials, confirm with repeated
-final-duration trials, bisect in log space, check the minimum load.
+final-duration trials, bisect in log space, model the knee where trials
+disagree, check the minimum load.
 
 Every trial is evidence for every goal (a trial is bad or good for each loss
 ratio), so goals share loads. Per goal, each iteration rebuilds a view of the
@@ -14,14 +15,19 @@ measured loads:
 - U is the lowest load classified upper, L the highest lower below U (the
   conservative pair: a lower bound above U is a loss inversion, reported);
 - while U/L is wider than ``bracket_factor`` x width, bisect with one short
-  trial per load; then confirm L and U with final trials; then bisect with
-  final trials until (U - L) / U <= width.
+  trial per load; then, if final trials disagree at a load inside [L, U], the
+  knee is modelled (knee.py): trials go where the posterior puts the crossing
+  and the loads near it are classified by that posterior, until its 80%
+  interval is within the width or ``knee_trials`` are spent; otherwise confirm
+  L and U with final trials and bisect with final trials until
+  (U - L) / U <= width.
 
 The first trial is at the maximum load; its forwarding rate is where the
 search looks for the lower bound first (as RFC 2544 testers and MLRsearch do).
-A load still mixed after ``max_trials_per_load`` trials is decided by the
-majority and its confidence says so; when such mixed loads spread wider than
-``unstable_width``, the goal is *unstable*: bounds are given, no value.
+Away from a modelled knee, a load still mixed after ``max_trials_per_load``
+trials is decided by the majority and its confidence says so; when such mixed
+loads spread wider than ``unstable_width`` (or a modelled knee's interval
+does), the goal is *unstable*: bounds are given, no value.
 After all goals converge, the minimum load is measured too: loss there (and not
 above) is a loss inversion that makes the goal fail conservatively.
 """
@@ -102,7 +108,7 @@ class _Search:
         of all their valid trials, short ones included, as a provisional kind."""
         trials = self.valid(load)
         c = classify(g, load, self.final(g, load), self.per_load, confidence, self.pooled(g, load))
-        if (c.kind == PENDING or c.majority) and load in self.knee_region(g):
+        if load in self.knee_region(g):  # one monotone model decides the whole knee
             pb = self.knee_prob(g, load)
             conf = max(pb, 1 - pb)
             return replace(c, kind=LOWER if pb >= 0.5 else UPPER, confidence=conf,

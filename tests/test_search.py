@@ -247,6 +247,14 @@ def test_bad_goals_name_the_field(kwargs, text):
         Goal(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, text", [
+    ({"knee_trials": 0}, "knee_trials = 0"), ({"max_trials_per_load": 1}, "max_trials_per_load"),
+    ({"relative_width": 1.5}, "relative_width = 1.5")])
+def test_bad_search_settings_name_the_setting(kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        search(flat_capacity(1e6), GOALS, 1e4, 1e7, **kwargs)
+
+
 SEARCH_SPEC = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 400_000, "seed": 3},
                "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "runs": 2, "duration_s": 1.0}}
 

@@ -124,6 +124,18 @@ def test_sharp_knee_resolves_where_a_load_sits_on_the_capacity():
     assert (g.upper_bound_pps - g.lower_bound_pps) / g.upper_bound_pps <= 0.005 + 1e-9
 
 
+@pytest.mark.parametrize("exceed", [0.02, 0.5, 0.98])
+def test_knee_model_at_any_exceed_ratio(exceed):
+    """Floors and ceilings keep clear of the exceed ratio; at the extremes only
+    the plain 0..1 curve is left, never nothing."""
+    loads = 1e6 * np.exp(np.linspace(-0.05, 0.05, 11))
+    bad = np.array([0, 0, 0, 1, 2, 5, 8, 9, 10, 10, 10], float)
+    xc, mass = crossing_posterior(loads, np.full(11, 10.0), bad, exceed)
+    median = math.exp(xc[np.searchsorted(np.cumsum(mass), 0.5)])
+    assert np.isfinite(mass).all() and mass.sum() == pytest.approx(1)
+    assert 0.96e6 < median < 1.04e6 and (exceed != 0.5 or 0.99e6 < median < 1.01e6)
+
+
 def test_knee_model_finds_pastrami_crossings():
     """The knee model on PASTRAMI's published runs (PDR0.5%: a run is bad above
     0.5% loss): where the bad-run share rises monotonically through the knee,

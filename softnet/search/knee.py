@@ -14,9 +14,9 @@ them a floor or a plateau would flatten the fitted slope and move the crossing.
 
 The posterior of (x_c, slope, floor, ceiling) is computed on a grid, with
 flat priors on x_c, floor and ceiling and a log-uniform one on the slope,
-from the binomial
-likelihood of every load's counts; marginalised, it gives the posterior of
-the crossing alone, from which P(crossing above a load) and quantiles follow.
+from the binomial likelihood of every load's counts; marginalised, it gives
+the posterior of the crossing alone, from which P(crossing above a load) and
+quantiles follow.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from scipy.special import expit, logit
 
 # Slope per unit of ln load: at 5 the share goes from 10% to 90% over ~140% of
 # load, at 5000 over 0.09%. Floors and ceilings stay 0.05 clear of the exceed ratio.
-# (Grids this coarse keep a search's model under a second; finer ones changed little.)
+# Coarse on purpose: the model is refitted after every trial near the knee.
 SLOPES = np.geomspace(5.0, 5000.0, 24)
 FLOORS = np.linspace(0.0, 0.4, 5)
 CEILINGS = np.linspace(1.0, 0.6, 5)
@@ -36,8 +36,8 @@ def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed
     """(grid of x_c, posterior mass on it) marginalised over slope, floor and ceiling."""
     x = np.log(loads)
     xc = np.linspace(x.min() - 0.02, x.max() + 0.02, points)
-    lo = FLOORS[FLOORS <= exceed - 0.05]
-    hi = CEILINGS[CEILINGS >= exceed + 0.05]
+    lo = FLOORS[(FLOORS <= exceed - 0.05) | (FLOORS == 0)]
+    hi = CEILINGS[(CEILINGS >= exceed + 0.05) | (CEILINGS == 1)]
     floor, ceil = (a.ravel() for a in np.meshgrid(lo, hi))
     # A knee spans at least half the range: a small step between a high floor and a low
     # ceiling fits any coin-toss region and would pin a crossing the data do not show.

@@ -3,7 +3,6 @@ and one real search on the local testbed."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 
 import numpy as np
@@ -15,7 +14,7 @@ from softnet.search import Goal, Measurement, search
 from softnet.analysis.pastrami_files import list_pastrami_files, read_pastrami_file
 from softnet.search.algorithm import KNEE_SPAN
 from softnet.search.classify import LOWER, PENDING, UPPER, classify, pool_monotone
-from softnet.search.knee import crossing_posterior
+from softnet.search.knee import crossing_posterior, crossing_quantiles
 from softnet.search.simulated import SimulatedSut
 from softnet.store.results import Store
 from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
@@ -131,7 +130,7 @@ def test_knee_model_at_any_exceed_ratio(exceed):
     loads = 1e6 * np.exp(np.linspace(-0.05, 0.05, 11))
     bad = np.array([0, 0, 0, 1, 2, 5, 8, 9, 10, 10, 10], float)
     xc, mass = crossing_posterior(loads, np.full(11, 10.0), bad, exceed)
-    median = math.exp(xc[np.searchsorted(np.cumsum(mass), 0.5)])
+    [median] = crossing_quantiles(xc, mass, (0.5,))
     assert np.isfinite(mass).all() and mass.sum() == pytest.approx(1)
     assert 0.96e6 < median < 1.04e6 and (exceed != 0.5 or 0.99e6 < median < 1.01e6)
 
@@ -159,7 +158,7 @@ def test_knee_model_finds_pastrami_crossings():
             continue  # not monotone through the knee: the model does not apply
         xc, mass = crossing_posterior(np.array(near), np.array([len(by[ld]) for ld in near], float),
                                       np.array([sum(by[ld]) for ld in near], float), 0.5)
-        median = math.exp(xc[np.searchsorted(np.cumsum(mass), 0.5)])
+        [median] = crossing_quantiles(xc, mass, (0.5,))
         below = max(ld for ld in loads[:first_bad] if np.mean(by[ld]) < 0.5)
         slack = (loads[first_bad] - below) / 10
         assert below - slack <= median <= loads[first_bad] + slack, (path.name, list(zip(near, share)), median)

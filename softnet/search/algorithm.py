@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 
 from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, bound_evidence, classify, pool_monotone
-from softnet.search.knee import crossing_posterior
+from softnet.search.knee import crossing_posterior, crossing_quantiles
 from softnet.search.model import Goal, GoalResult, Measurement, SearchResult
 
 KNEE_SPAN = 1.3  # the knee model sees final trials within this factor of the first mixed load
@@ -76,7 +76,8 @@ class _Search:
         self.invalid_cap: float | None = None
         self.knee_trials = knee_trials
         self.knee_anchor: dict[Goal, float] = {}  # goal -> the mixed load its knee model is centred on
-        self._knee: dict[tuple[Goal, int], tuple[np.ndarray, np.ndarray]] = {}
+        # (goal, trials so far) -> (loads near the knee, their final trials, x_c grid, posterior mass)
+        self._knee: dict[tuple[Goal, int], tuple[list[float], int, np.ndarray, np.ndarray]] = {}
         self._pools: dict[Goal, tuple[int, dict[float, tuple[int, int]]]] = {}
 
     # ---- evidence ------------------------------------------------------
@@ -93,12 +94,17 @@ class _Search:
     def final(self, g: Goal, load: float) -> list[Measurement]:
         return [m for m in self.valid(load) if m.duration_s >= g.final_trial_duration]
 
+    def final_counts(self, g: Goal, load: float) -> tuple[int, int]:
+        """(final trials, bad ones) at the load."""
+        f = self.final(g, load)
+        return len(f), sum(g.is_bad(m) for m in f)
+
     def pooled(self, g: Goal, load: float) -> tuple[int, int] | None:
         """The load's (trials, bad) pooled under monotone loss (None: its own)."""
         key, pools = self._pools.get(g, (-1, {}))
         if key != len(self.trials):
             loads = [ld for ld in sorted(self.by_load) if ld != self.snap(self.min_load)]
-            counts = [(len(f), sum(g.is_bad(m) for m in f)) for f in (self.final(g, ld) for ld in loads)]
+            counts = [self.final_counts(g, ld) for ld in loads]
             pools = dict(zip(loads, pool_monotone(counts, g)))
             self._pools[g] = (len(self.trials), pools)
         return pools.get(load)
@@ -120,39 +126,32 @@ class _Search:
         return LoadClass(load, kind, trials, bad, c.confidence), False
 
     # ---- knee model ----------------------------------------------------
-    def knee_region(self, g: Goal) -> list[float]:
-        anchor = self.knee_anchor.get(g)
-        if anchor is None:
-            return []
-        base = self.snap(self.min_load)
-        return [ld for ld in sorted(self.by_load)
-                if ld != base and self.final(g, ld) and anchor / KNEE_SPAN <= ld <= anchor * KNEE_SPAN]
-
-    def knee_post(self, g: Goal) -> tuple[np.ndarray, np.ndarray]:
+    def knee_fit(self, g: Goal) -> tuple[list[float], int, np.ndarray, np.ndarray]:
+        """The knee model of an anchored goal, refitted once per new trial:
+        (loads within KNEE_SPAN of the anchor, their final trials, x_c grid, mass)."""
         key = (g, len(self.trials))
         if key not in self._knee:
-            near = self.knee_region(g)
-            n = np.array([len(self.final(g, ld)) for ld in near], float)
-            k = np.array([sum(g.is_bad(m) for m in self.final(g, ld)) for ld in near], float)
-            self._knee[key] = crossing_posterior(np.array(near), n, k, g.exceed_ratio)
+            anchor, base = self.knee_anchor[g], self.snap(self.min_load)
+            near = [ld for ld in sorted(self.by_load)
+                    if ld != base and self.final(g, ld) and anchor / KNEE_SPAN <= ld <= anchor * KNEE_SPAN]
+            n, bad = (np.array(c, float) for c in zip(*(self.final_counts(g, ld) for ld in near)))
+            self._knee[key] = (near, int(n.sum()), *crossing_posterior(np.array(near), n, bad, g.exceed_ratio))
         return self._knee[key]
+
+    def knee_region(self, g: Goal) -> list[float]:
+        return self.knee_fit(g)[0] if g in self.knee_anchor else []
 
     def knee_prob(self, g: Goal, load: float) -> float:
         """Posterior probability that the crossing lies above the load (it meets the goal)."""
-        xc, mass = self.knee_post(g)
+        _, _, xc, mass = self.knee_fit(g)
         return float(mass[xc > math.log(load)].sum())
-
-    def knee_quantiles(self, g: Goal, qs: tuple[float, ...]) -> list[float]:
-        xc, mass = self.knee_post(g)
-        cdf = np.cumsum(mass)
-        return [math.exp(xc[min(len(xc) - 1, int(np.searchsorted(cdf, q)))]) for q in qs]
 
     def knee_summary(self, g: Goal) -> dict | None:
         if g not in self.knee_anchor:
             return None
-        q10, med, q90 = self.knee_quantiles(g, (0.1, 0.5, 0.9))
-        return {"crossing_pps": med, "interval80_pps": [q10, q90],
-                "trials": sum(len(self.final(g, ld)) for ld in self.knee_region(g))}
+        _, trials, xc, mass = self.knee_fit(g)
+        q10, med, q90 = crossing_quantiles(xc, mass, (0.1, 0.5, 0.9))
+        return {"crossing_pps": med, "interval80_pps": [q10, q90], "trials": trials}
 
     def knee_plan(self, g: Goal, lo: float | None, u: float | None) -> _Step | _Done:
         """Final trials where the crossing is likeliest: its median, then its
@@ -169,7 +168,7 @@ class _Search:
                 return _Done("unstable", f"{where}: wider than {self.unstable_width:.0%}, the SUT does not "
                              "settle on one side")
             return _Done("found", where)
-        q25, med, q75 = self.knee_quantiles(g, (0.25, 0.5, 0.75))
+        q25, med, q75 = crossing_quantiles(*self.knee_fit(g)[2:], (0.25, 0.5, 0.75))
         aim = (med, q25, q75)[k["trials"] % 3]
         anchor, step = self.knee_anchor[g], -math.log(1 - w) / 2
         target = anchor * math.exp(step * round(math.log(aim / anchor) / step))
@@ -223,8 +222,8 @@ class _Search:
         if g not in self.knee_anchor:  # final trials disagree inside the bracket: a knee to model
             base = self.snap(self.min_load)
             for ld in classes:
-                fin = self.final(g, ld)
-                if ld != base and lo <= ld <= u and 0 < sum(g.is_bad(m) for m in fin) < len(fin):
+                n, bad = self.final_counts(g, ld)
+                if ld != base and lo <= ld <= u and 0 < bad < n:
                     self.knee_anchor[g] = ld
                     break
         if g in self.knee_anchor:

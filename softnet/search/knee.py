@@ -20,6 +20,8 @@ quantiles follow.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.special import expit, logit
 
@@ -51,3 +53,9 @@ def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed
     loglik = (bad * np.log(p) + (n - bad) * np.log1p(-p)).sum(axis=-1)
     mass = np.exp(loglik - loglik.max()).sum(axis=(1, 2))
     return xc, mass / mass.sum()
+
+
+def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """Loads (pps) at the posterior quantiles ``qs`` of the crossing."""
+    cdf = np.cumsum(mass)
+    return [math.exp(xc[min(len(xc) - 1, int(np.searchsorted(cdf, q)))]) for q in qs]

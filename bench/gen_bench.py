@@ -40,11 +40,11 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.provenance import provenance  # noqa: E402
-from softnet.testbed.changes import HostChanges  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.traffic import trafgen  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink  # noqa: E402
-from softnet.trial import TrialSpec, drain_sink, run_trial  # noqa: E402
+from softnet.campaign.trial import TrialSpec, drain_sink, run_trial  # noqa: E402
 
 FRAME_BYTES = 64
 GEN_CPU, SINK_CPU = 0, 1

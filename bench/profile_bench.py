@@ -31,9 +31,9 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.provenance import provenance  # noqa: E402
-from softnet.testbed.changes import HostChanges  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
-from softnet.trial import TrialSpec, run_trial  # noqa: E402
+from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 
 REPEATS = 6
 OVERLOAD_PPS, LOAD_PPS, WINDOW_S = 1.5e6, 200e3, 2.0

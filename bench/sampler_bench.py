@@ -29,9 +29,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.provenance import provenance  # noqa: E402
-from softnet.testbed.changes import HostChanges  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed  # noqa: E402
-from softnet.trial import TrialSpec, run_trial  # noqa: E402
+from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 
 INTERVALS_S = (1.0, 0.1)
 TARGETS = {1.0: 0.005, 0.1: 0.03}  # share of one CPU

@@ -167,9 +167,9 @@ def real_bench(repeats: int) -> None:
     import tempfile
 
     from softnet.campaign.runner import run_campaign
-    from softnet.campaign.search_analysis import summarize_searches
+    from softnet.analysis.searches import summarize_searches
     from softnet.campaign.spec import CampaignSpec
-    from softnet.store.results import Store
+    from softnet.results.store import Store
 
     spec = CampaignSpec.model_validate({
         "name": "search-real-bench", "testbed": {"sut": "ipv4-fwd"},

@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.collect.victim import KINDS, Victim, rate  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
-from softnet.testbed.changes import HostChanges  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
-from softnet.trial import TrialSpec, run_trial  # noqa: E402
+from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 
 LOADS_PPS = (25_000, 50_000, 100_000, 150_000)
 REPEATS, BASELINE_S, WINDOW_S, WARMUP_S = 3, 1.5, 2.0, 0.5

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial
 
 ROOT_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/core/netdev_max_backlog",
                 "net/core/rps_sock_flow_entries")
@@ -68,7 +68,7 @@ def run_until_interrupted(monkeypatch, run, after_trials: int) -> None:
     """Call ``run()`` with a KeyboardInterrupt raised right after the
     ``after_trials``-th stored trial (a kill between two trials), then restore
     the store."""
-    from softnet.store.results import Store
+    from softnet.results.store import Store
 
     real_add, calls = Store.add_trial, {"n": 0}
 

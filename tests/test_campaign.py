@@ -10,11 +10,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from softnet.campaign.analysis import analyze_path
+from softnet.analysis.campaigns import analyze_path
 from softnet.campaign.runner import campaign_id, run_campaign
 from softnet.campaign.spec import CampaignSpec, load_spec
 from softnet.errors import InputError
-from softnet.store.results import DB_NAME, Store
+from softnet.results.store import DB_NAME, Store
 from tests.conftest import host_state, needs_root, run_until_interrupted, softnet_cmd, wait_host_state
 
 SYNTH = {"name": "synth", "testbed": {"sut": "synthetic"},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from softnet.analysis import kernel_stats as ks
-from softnet.collect.sampler import Series
+from softnet.results.series import Series
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,7 +13,7 @@ from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.stages import WIFI_STAGES, stage_breakdown, stage_of
 from softnet.collect.profiler import delta, name_drops
 from softnet.report.html import write_report
-from softnet.testbed import hostcmd
+from softnet.tools import hostcmd
 from tests.conftest import needs_root, softnet_cmd, split_trial
 
 DATA = Path(__file__).parent / "data"

@@ -13,11 +13,11 @@ import pytest
 
 from softnet.analysis.pastrami_files import PASTRAMI_DATA_ENV, pastrami_data_dir
 from softnet.analysis.synthetic import LoadLossModel
-from softnet.campaign.analysis import analyze_path
+from softnet.analysis.campaigns import analyze_path
 from softnet.provenance import spec_hash
 from softnet.report import plots
 from softnet.report.html import render_report, write_report
-from softnet.store.results import Store
+from softnet.results.store import Store
 
 CLAB = pastrami_data_dir() / "bare-metal" / "confronto_clab"
 needs_data = pytest.mark.skipif(not CLAB.is_dir(), reason=f"{CLAB} missing (set ${PASTRAMI_DATA_ENV})")
@@ -302,7 +302,7 @@ def test_report_survives_empty_and_single_run_configurations():
 
     from softnet.analysis.saturation import analyze_rows
     from softnet.analysis.synthetic import simulate_sweep
-    from softnet.campaign.analysis import Configuration
+    from softnet.analysis.campaigns import Configuration
 
     model = LoadLossModel(o_sat_pps=500_000)
     starved = [replace(r, tx_pkts=r.tx_pkts // 2)  # generator-limited everywhere: no load left

@@ -11,9 +11,9 @@ import pytest
 
 from softnet.collect.sampler import KernelSampler
 from softnet.errors import InputError
-from softnet.store.results import Store
-from softnet.testbed import hostcmd
-from softnet.trial import TrialSpec
+from softnet.results.store import Store
+from softnet.tools import hostcmd
+from softnet.campaign.trial import TrialSpec
 from tests.conftest import needs_root
 from tests.conftest import split_trial as run
 

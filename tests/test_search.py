@@ -2,8 +2,10 @@
 and one real search on the local testbed."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from softnet.search.algorithm import KNEE_SPAN
 from softnet.search.classify import LOWER, PENDING, UPPER, classify, pool_monotone
 from softnet.search.knee import crossing_posterior, crossing_quantiles
 from softnet.search.simulated import SimulatedSut
-from softnet.store.results import Store
+from softnet.results.store import Store
 from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
 
 GOALS = [Goal(loss_ratio=0.0), Goal(loss_ratio=0.005)]
@@ -264,6 +266,20 @@ def test_bad_goals_name_the_field(kwargs, text):
 def test_bad_search_settings_name_the_setting(kwargs, text):
     with pytest.raises(ValueError, match=text):
         search(flat_capacity(1e6), GOALS, 1e4, 1e7, **kwargs)
+
+
+def test_search_decides_as_recorded():
+    """tests/data/search_golden.json: 16 searches (4 shapes x 3 seeds, a budget
+    in trials and in seconds, no minimum-load check, a small knee budget)
+    recorded by bench/search_golden.py before the search was split into
+    strategies. Every trial, reason and result must come out the same; a
+    deliberate change of method re-records the file."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "search_golden.py"
+    spec = importlib.util.spec_from_file_location("search_golden", path)
+    golden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(golden)
+    moved, total = golden.check(Path(__file__).parent / "data" / "search_golden.json")
+    assert total == 16 and not moved, f"{len(moved)} of {total} searches decide differently: {moved}"
 
 
 SEARCH_SPEC = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 400_000, "seed": 3},

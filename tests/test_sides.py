@@ -9,7 +9,7 @@ import pytest
 from softnet.campaign.measurers import TestbedMeasurer
 from softnet.campaign.spec import CampaignSpec, load_spec
 from softnet.errors import InputError
-from softnet.testbed import hostcmd
+from softnet.tools import hostcmd
 from tests.conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.netns]

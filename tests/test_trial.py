@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from softnet.testbed import hostcmd
-from softnet.testbed.changes import HostChanges
+from softnet.tools import hostcmd
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial
 from tests.conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.netns]
@@ -147,7 +147,7 @@ def test_generator_limited_is_flagged(host_unchanged):
 def test_generator_far_behind_schedule_is_stopped_and_flagged_not_fatal(host_unchanged, monkeypatch):
     """Seen with RPS at the probed maximum: the generator's CPU also runs the
     SUT ingress NAPI and it falls far behind. The trial must end flagged."""
-    import softnet.trial as trial_mod
+    import softnet.campaign.trial as trial_mod
 
     monkeypatch.setattr(trial_mod, "OVERTIME_FACTOR", 0.2)
     monkeypatch.setattr(trial_mod, "OVERTIME_S", 0.0)
@@ -157,7 +157,7 @@ def test_generator_far_behind_schedule_is_stopped_and_flagged_not_fatal(host_unc
 
 
 def test_exception_mid_trial_undoes_everything(host_unchanged, monkeypatch):
-    import softnet.trial as trial_mod
+    import softnet.campaign.trial as trial_mod
 
     def boom(sink):
         raise RuntimeError("injected failure while draining")

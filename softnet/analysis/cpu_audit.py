@@ -21,7 +21,7 @@ say 1-4%).
 from __future__ import annotations
 
 from softnet.analysis.kernel_stats import mean_of
-from softnet.collect.procfs import IDLE_TICKS, busy_ratio, tick_total
+from softnet.analysis.counters import IDLE_TICKS, busy_ratio, tick_total
 
 AGREE_PCT = 2.0  # |measured - reported| within this many points of one CPU: no misaccounting found
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from softnet.collect.procfs import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
-from softnet.collect.sampler import Series
+from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
+from softnet.results.series import Series
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel

@@ -17,9 +17,9 @@ from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.provenance import provenance
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement, SideSettings
-from softnet.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial
 
 PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
 

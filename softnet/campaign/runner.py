@@ -15,7 +15,7 @@ from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
-from softnet.store.results import Store
+from softnet.results.store import Store
 
 
 @dataclass

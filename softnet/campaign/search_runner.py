@@ -15,7 +15,7 @@ from typing import Callable
 
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, search
-from softnet.store.results import Store
+from softnet.results.store import Store
 
 
 def goals_of(spec: CampaignSpec) -> list[Goal]:

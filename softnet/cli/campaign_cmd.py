@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from softnet.campaign.analysis import Configuration, analyze_path
+from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli.output import console, err_console, fmt, print_json
@@ -64,7 +64,7 @@ def show_analysis(configs: list[Configuration], tables: bool = True) -> None:
 def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: bool, tables: bool) -> list:
     """PASTRAMI analysis of sweeps and the summaries of searches. JSON: a list of
     sweep configurations, plus one object per search goal (``"search": true``)."""
-    from softnet.store.results import DB_NAME
+    from softnet.results.store import DB_NAME
 
     configs = analyze_path(path, campaign, pdr_loss_ratio=pdr, eta=eta)
     searches = search_summaries(path, campaign) if (Path(path) / DB_NAME).exists() else []
@@ -79,8 +79,8 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
 
 
 def search_summaries(results_dir: Path, campaign: str | None = None) -> list:
-    from softnet.campaign.search_analysis import summarize_searches
-    from softnet.store.results import Store
+    from softnet.analysis.searches import summarize_searches
+    from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
         ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()]

@@ -12,7 +12,7 @@ from pathlib import Path
 from softnet.cli import trial_cmd  # campaign_cmd (scipy, DuckDB) is imported by the commands using it
 from softnet.cli.output import console, err_console, print_json
 from softnet.errors import InputError, SoftnetError
-from softnet.testbed.changes import Terminated
+from softnet.tools.changes import Terminated
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="softnet: a lab for the Linux packet data path.")
@@ -216,7 +216,7 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
            fmt: str = typer.Option("parquet", "--format", help="csv or parquet"),
            out: Path = typer.Option(None, help="output folder (default RESULTS/export)")) -> None:
     """Export the results tables (campaigns, cells, trials) to CSV or Parquet."""
-    from softnet.store.results import Store
+    from softnet.results.store import Store
 
     if fmt not in ("csv", "parquet"):
         raise InputError("--format", f"'{fmt}': accepted csv, parquet")
@@ -233,7 +233,7 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
 def demo(results: Path = typer.Option(Path("results"), help="results directory"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
-    from softnet.campaign.demo import run_demo
+    from softnet.cli.demo import run_demo
 
     need_root()
     run_demo(results, as_json)

@@ -13,7 +13,7 @@ from softnet.analysis.stages import WIFI_STAGES
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
 from softnet.cli.output import console, print_json
-from softnet.store.results import Store
+from softnet.results.store import Store
 from softnet.units import format_rate
 
 

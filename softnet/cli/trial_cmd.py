@@ -7,9 +7,9 @@ from rich.table import Table
 from softnet.analysis.cpu_audit import by_context
 from softnet.cli.output import console, err_console, kv_table, print_json
 from softnet.errors import InputError
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial
 from softnet.units import format_rate, parse_rate
 
 

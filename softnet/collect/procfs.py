@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# /proc/stat per-CPU columns, in USER_HZ ticks (man 5 proc).
-STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
+# The arithmetic on these counters is pure and lives in analysis/counters.py.
+from softnet.analysis.counters import (IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio,  # noqa: F401
+                                       counter_delta, delta, softnet_delta, tick_total)
+
 # /proc/net/softnet_stat columns (net/core/net-procfs.c softnet_seq_show, 6.x);
 # hex, u32. None: printed as 0 since the counter was removed. Columns a newer
 # kernel adds are kept as col<N>.
 SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze", None, None, None, None, None,
                   None, "received_rps", "flow_limit_count", "backlog_len", "cpu", "input_qlen", "process_qlen")
-# Queue lengths at the instant of reading: levels, not counters (never differenced).
-SOFTNET_GAUGES = frozenset({"backlog_len", "input_qlen", "process_qlen", "cpu"})
 U32 = 1 << 32
 
 
@@ -127,54 +127,12 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def counter_delta(a: int, b: int, bits: int | None = None) -> int:
-    """b - a for a counter; a ``bits``-wide counter that went backwards wrapped once."""
-    if bits and b < a:
-        return b + (1 << bits) - a
-    return b - a
-
-
-def softnet_delta(a: dict[int, dict[str, int]], b: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
-    """Per CPU present in both: counters differenced with u32 wrap, gauges as read at b."""
-    return {c: {k: (v if k in SOFTNET_GAUGES else counter_delta(a[c].get(k, v), v, 32)) for k, v in b[c].items()}
-            for c in b if c in a}
-
-
 def snapshot(root: Path = Path("/proc")) -> dict:
     return {
         "softirqs": parse_softirqs((root / "softirqs").read_text()),
         "cpu_ticks": parse_stat_cpus((root / "stat").read_text()),
         "softnet": parse_softnet_stat((root / "net/softnet_stat").read_text()),
     }
-
-
-def delta(a: dict, b: dict) -> dict:
-    """b - a for every counter of two snapshots (per CPU present in both)."""
-    return {
-        # softirq counts are unsigned int per CPU in the kernel: they wrap at 2^32.
-        "softirqs": {k: {c: counter_delta(a["softirqs"].get(k, {}).get(c, 0), v, 32) for c, v in per_cpu.items()}
-                     for k, per_cpu in b["softirqs"].items()},
-        "cpu_ticks": {c: {k: b["cpu_ticks"][c][k] - a["cpu_ticks"][c].get(k, 0) for k in b["cpu_ticks"][c]}
-                      for c in b["cpu_ticks"] if c in a["cpu_ticks"]},
-        "softnet": softnet_delta(a["softnet"], b["softnet"]),
-    }
-
-
-IDLE_TICKS = ("idle", "iowait")
-
-
-def tick_total(ticks: dict[str, int]) -> int:
-    """All ticks of one CPU (guest time is already counted in user/nice)."""
-    return sum(ticks.values()) - ticks.get("guest", 0) - ticks.get("guest_nice", 0)
-
-
-def busy_ratio(ticks: dict[str, int]) -> float | None:
-    """Share of non-idle ticks on one CPU. Tick-sampled: softirq time is
-    misattributed without CONFIG_IRQ_TIME_ACCOUNTING (see `softnet doctor`)."""
-    total = tick_total(ticks)
-    if total <= 0:
-        return None
-    return 1 - sum(ticks.get(k, 0) for k in IDLE_TICKS) / total
 
 
 def thread_cpu(pid: int) -> int | None:

@@ -17,8 +17,8 @@ import os
 import subprocess
 import threading
 
-from softnet.testbed.changes import HostChanges
-from softnet.traffic.native import quit_tool, read_json_line, read_tool, tool
+from softnet.tools.changes import HostChanges
+from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
 
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
 COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "napi_thread_ns", "hardirq_in_idle_ns", "softirq_in_idle_ns",

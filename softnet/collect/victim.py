@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from softnet.testbed.changes import HostChanges
-from softnet.traffic.native import tool
+from softnet.tools.changes import HostChanges
+from softnet.tools.process import tool
 
 KINDS = ("python", "c")
 
@@ -49,7 +49,7 @@ class Victim:
         self.proc = None
         changes.record(f"victim workload on CPU {cpu}", self.stop)
         argv = ([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)] if kind == "python"
-                else [str(tool("victim")), str(cpu), str(int(seconds + 0.999))])
+                else [str(tool("victim")), "--cpu", str(cpu), "--seconds", str(int(seconds + 0.999))])
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.started = time.monotonic()
 

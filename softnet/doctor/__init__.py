@@ -29,7 +29,7 @@ from softnet.doctor.host import (_probe_af_xdp, _probe_bpf_raw_tracepoint, _prob
 from softnet.doctor.lab import (_Lab, _probe_actions, _probe_classifiers, _probe_netns, _probe_qdiscs,
                                 _probe_root, _probe_rps, _probe_threaded_napi, _probe_veth, _probe_xdp_veth)
 from softnet.errors import TestbedError
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 
 __all__ = ["BTF_KIND_FUNC", "BTF_KIND_TYPEDEF", "NS_PREFIX", "Check", "btf_ids", "check_names", "render_table",
            "run_probes", "tracefs_info"]

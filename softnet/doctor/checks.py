@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from softnet.testbed.changes import NAME_PREFIX
+from softnet.tools.changes import NAME_PREFIX
 
 
 NS_PREFIX = f"{NAME_PREFIX}doctor-"

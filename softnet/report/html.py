@@ -1,7 +1,7 @@
 """One self-contained HTML report of a load-loss analysis.
 
 ``write_report(path)`` analyses a softnet results directory, a PASTRAMI file
-or a folder of them (``softnet.campaign.analysis.analyze_path``) and writes
+or a folder of them (``softnet.analysis.campaigns.analyze_path``) and writes
 one HTML file: CSS inline, figures embedded as base64 PNG, no external asset.
 All text coming from data (labels, knobs, reasons, specs, file names) is
 escaped with ``html.escape``.
@@ -27,8 +27,8 @@ from softnet.analysis import kernel_stats
 from softnet.analysis.cpu_audit import by_context, summarize_audit
 from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import WIFI_STAGES
-from softnet.campaign.analysis import Configuration, analyze_path
-from softnet.store.results import DB_NAME, Store
+from softnet.analysis.campaigns import Configuration, analyze_path
+from softnet.results.store import DB_NAME, Store
 
 from . import plots
 
@@ -691,7 +691,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     confidence). Default ``out_file``: ``<results_dir>/report.html`` for a
     softnet results directory, ``./softnet-report.html`` otherwise.
     """
-    from softnet.campaign.search_analysis import summarize_searches
+    from softnet.analysis.searches import summarize_searches
 
     src = Path(path_or_results_dir)
     configs = analyze_path(src, **analysis_kw)

@@ -1,6 +1,6 @@
 """Load-loss, load-delivery and load-throughput plots (PASTRAMI sec. IV-B, Fig. 5-6).
 
-Every plot compares several configurations (``softnet.campaign.analysis.
+Every plot compares several configurations (``softnet.analysis.campaigns.
 Configuration``) on one figure: the mean per offered load (markers), the
 Student-t confidence interval of the mean (a band), and each configuration's
 verdict in its legend entry. Figures are written as PNG (``DPI``) and SVG (text

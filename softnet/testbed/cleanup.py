@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from softnet.testbed.changes import NAME_PREFIX
+from softnet.tools.changes import NAME_PREFIX
 from softnet.testbed.local import OWNERS_DIR, remove_netns
 
 NETNS_DIR = Path("/run/netns")

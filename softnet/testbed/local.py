@@ -21,11 +21,11 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, netns
 
-from softnet.collect.sampler import LinkRef
+from softnet.tools.links import LinkRef
 from softnet.errors import InputError, TestbedError
-from softnet.testbed import hostcmd
-from softnet.testbed.changes import NAME_PREFIX, HostChanges
-from softnet.traffic.native import bpf_object
+from softnet.tools import hostcmd
+from softnet.tools.changes import NAME_PREFIX, HostChanges
+from softnet.tools.process import bpf_object
 
 OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
 IFA_F_NODAD = 0x02

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from softnet.errors import InputError, TestbedError
-from softnet.testbed.changes import NAME_PREFIX, HostChanges
+from softnet.tools.changes import NAME_PREFIX, HostChanges
 
 SN_UDP_DPORT = 7  # native/common/sn_proto.h
 SN_UDP_SPORT = 1024

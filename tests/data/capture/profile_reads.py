@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 from softnet.collect import profiler
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
-from softnet.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial
 
 reads, events = [], []
 _read = profiler.Profiler.read

@@ -13,7 +13,7 @@ from softnet.analysis.loss_stats import RunPolicy
 from softnet.analysis.pastrami_files import list_pastrami_files, parse_filename, read_pastrami_file
 from softnet.analysis.saturation import Analysis, analyze_rows
 from softnet.errors import InputError
-from softnet.store.results import DB_NAME, Store
+from softnet.results.store import DB_NAME, Store
 
 
 @dataclass(frozen=True)

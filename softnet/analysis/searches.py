@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from softnet.campaign.analysis import cell_label
-from softnet.store.results import Store
+from softnet.analysis.campaigns import cell_label
+from softnet.results.store import Store
 
 UNSTABLE_CV = 0.05
 

@@ -35,7 +35,7 @@ def run_demo(results: Path, as_json: bool) -> None:
                                    as_json=False, tables=not as_json) if not as_json else None
     report = write_report(results, results / f"{cid}.html", campaign_id=cid)
     if as_json:
-        from softnet.campaign.analysis import analyze_path
+        from softnet.analysis.campaigns import analyze_path
 
         print_json({"campaign_id": cid, "report": str(report), "elapsed_s": time.monotonic() - started,
                     "configurations": [c.to_dict() for c in analyze_path(results, cid)]})

@@ -24,7 +24,7 @@ from softnet.collect.profiler import name_drops
 from softnet.collect.sampler import INTERVAL_RANGE_S, KernelSampler
 from softnet.errors import InputError
 from softnet.provenance import provenance
-from softnet.testbed.changes import HostChanges
+from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed
 from softnet.traffic.native import MAX_TRIAL_PKTS, GeneratorJob, Sink
 

@@ -1,0 +1,1 @@
+"""Typed, versioned results, the DuckDB store with raw files, and its readers."""

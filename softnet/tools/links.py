@@ -1,0 +1,11 @@
+"""A testbed interface as the tools that sample it see it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class LinkRef:
+    role: str  # gen | sut_in | sut_out | sink
+    ns: str
+    ifname: str

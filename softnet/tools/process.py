@@ -1,0 +1,68 @@
+"""The process protocol of softnet's native tools (and, later, the remote
+agent): a tool is started with its options, answers "read" on stdin with one
+JSON line of counters, and exits on "quit". Below traffic/ and collect/, so
+both drive their tools the same way, locally or over a pipe."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+from pathlib import Path
+
+from softnet.errors import TestbedError
+
+
+def native_dir() -> Path:
+    env = os.environ.get("SOFTNET_NATIVE_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "native" / "build"
+
+
+def tool(name: str) -> Path:
+    path = native_dir() / f"softnet-{name}"
+    if not os.access(path, os.X_OK):
+        raise TestbedError(f"{path} is missing: build it with `make setup` (or `make -C native`)")
+    return path
+
+
+def bpf_object(name: str) -> Path:
+    """A BPF object built by native/Makefile (loaded by ip(8))."""
+    path = native_dir() / f"{name}.bpf.o"
+    if not path.exists():
+        raise TestbedError(f"{path} is missing: build it with `make setup` (or `make -C native`)")
+    return path
+
+
+def read_tool(proc: subprocess.Popen, name: str) -> dict:
+    """Ask a native tool that reads commands on stdin for its counters ("read")."""
+    if proc.poll() is not None:
+        raise TestbedError(f"{name} died (exit {proc.returncode}): {proc.stderr.read().strip()}")
+    proc.stdin.write("read\n")
+    proc.stdin.flush()
+    return read_json_line(proc, f"{name} read", 5)
+
+
+def quit_tool(proc: subprocess.Popen | None) -> None:
+    """Stop a native tool that reads commands on stdin ("quit"), killing it if
+    it does not go within 5 s, and close its pipes."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            proc.stdin.write("quit\n")
+            proc.stdin.flush()
+            proc.wait(timeout=5)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        f.close()
+
+
+def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        err = proc.stderr.read() if proc.poll() is not None else f"no answer within {timeout} s"
+        raise TestbedError(f"{what}: {err.strip()}")
+    return json.loads(line)

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -10,16 +12,148 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/libbpf.h>
 #include "sn_util.h"
+
+#define SN_MAX_OPTIONS 32
+#define SN_KEY_HELP 'h'
+#define SN_KEY_VERBOSE 'v'
+
+int sn_verbose;
+static const struct sn_tool *cur_tool; /* for the error prefix and the usage hint */
+
+static __attribute__((noreturn, format(printf, 2, 0))) void vdie(const char *hint, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", cur_tool ? cur_tool->name : "softnet");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "%s\n", hint);
+	exit(2);
+}
 
 void sn_die(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
+	vdie("", fmt, ap);
+}
+
+void sn_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vdie(" (see --help)", fmt, ap);
+}
+
+/* libbpf's log, as libbpf-tools print it: warnings (a verifier rejection
+ * included, with the verifier's log) always, debug lines only with -v. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !sn_verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void print_usage(const struct sn_tool *t, const struct sn_option *all)
+{
+	int col = printf("usage: %s", t->name), indent = col;
+	for (const struct sn_option *o = all; o->name; o++)
+		if (o->required) {
+			int w = (int)(strlen(o->name) + strlen(o->value) + 4);
+			if (col + w > 79) /* wrap under the first option: readable on 80 columns */
+				col = printf("\n%*s", indent, "") - 1;
+			col += printf(" --%s %s", o->name, o->value);
+		}
+	printf(" [OPTION]...\n%s\n\noptions:\n", t->about);
+	for (const struct sn_option *o = all; o->name; o++) {
+		char left[64];
+		int n = o->key < 256 ? snprintf(left, sizeof(left), "-%c, --%s", o->key, o->name)
+				     : snprintf(left, sizeof(left), "    --%s", o->name);
+		if (o->value)
+			snprintf(left + n, sizeof(left) - n, " %s", o->value);
+		printf("  %-22s %s\n", left, o->help); /* required ones are in the usage line */
+	}
+	if (t->footer)
+		printf("\n%s\n", t->footer);
+}
+
+void sn_parse_args(const struct sn_tool *tool, int argc, char **argv,
+		   void (*handle)(int key, const char *value, void *arg), void *arg)
+{
+	struct sn_option all[SN_MAX_OPTIONS + 3] = {};
+	struct option lo[SN_MAX_OPTIONS + 3] = {};
+	char shorts[3 * SN_MAX_OPTIONS + 8] = ":"; /* leading ':': a missing value returns ':' */
+	bool seen[SN_MAX_OPTIONS + 3] = {};
+	int n = 0, c, idx;
+
+	cur_tool = tool;
+	for (const struct sn_option *o = tool->options; o->name && n < SN_MAX_OPTIONS; o++)
+		all[n++] = *o;
+	if (tool->bpf)
+		all[n++] = (struct sn_option){ "verbose", SN_KEY_VERBOSE, NULL,
+					       "libbpf's debug log on stderr (loads, verifier)", false };
+	all[n++] = (struct sn_option){ "help", SN_KEY_HELP, NULL, "print this help and exit", false };
+	for (int i = 0; i < n; i++) {
+		lo[i] = (struct option){ all[i].name, all[i].value ? required_argument : no_argument, NULL, all[i].key };
+		if (all[i].key < 256) {
+			size_t len = strlen(shorts);
+			shorts[len] = (char)all[i].key;
+			shorts[len + 1] = all[i].value ? ':' : '\0';
+		}
+	}
+	if (tool->bpf)
+		libbpf_set_print(libbpf_print);
+
+	opterr = 0; /* our own one-line messages */
+	while ((c = getopt_long(argc, argv, shorts, lo, &idx)) != -1) {
+		const char *given = argv[optind - 1];
+		if (c == '?') {
+			if (optopt && optopt < 256 && given[0] == '-' && given[1] != '-')
+				sn_usage_error("unknown option '-%c'", optopt);
+			sn_usage_error("unknown option '%s'", given);
+		}
+		if (c == ':') {
+			for (int i = 0; i < n; i++)
+				if (all[i].key == optopt)
+					sn_usage_error("--%s needs a value (%s)", all[i].name, all[i].value);
+			sn_usage_error("'%s' needs a value", given);
+		}
+		if (c == SN_KEY_HELP) {
+			print_usage(tool, all);
+			exit(0);
+		}
+		for (int i = 0; i < n; i++)
+			if (all[i].key == c)
+				seen[i] = true;
+		if (c == SN_KEY_VERBOSE && tool->bpf)
+			sn_verbose = 1;
+		else
+			handle(c, optarg, arg);
+	}
+	if (optind < argc)
+		sn_usage_error("unexpected argument '%s'", argv[optind]);
+	for (int i = 0; i < n; i++)
+		if (all[i].required && !seen[i])
+			sn_usage_error("--%s %s is required", all[i].name, all[i].value);
+}
+
+uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max)
+{
+	char *endp;
+	errno = 0;
+	unsigned long long v = strtoull(val, &endp, 10);
+	if (errno || *endp || endp == val || val[0] == '-' || v < min || v > max)
+		sn_usage_error("--%s: expected an integer in [%llu, %llu], got '%s'", opt,
+			       (unsigned long long)min, (unsigned long long)max, val);
+	return v;
+}
+
+double sn_parse_double(const char *opt, const char *val, double min, double max)
+{
+	char *endp;
+	double v = strtod(val, &endp);
+	if (*endp || endp == val || !isfinite(v) || !(v >= min && v <= max))
+		sn_usage_error("--%s: expected a number in [%g, %g], got '%s'", opt, min, max, val);
+	return v;
 }
 
 void sn_enter_netns(const char *name)
@@ -56,17 +190,6 @@ uint64_t sn_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max)
-{
-	char *endp;
-	errno = 0;
-	unsigned long long v = strtoull(val, &endp, 10);
-	if (errno || *endp || endp == val || val[0] == '-' || v < min || v > max)
-		sn_die("--%s: expected an integer in [%llu, %llu], got '%s'", opt,
-		       (unsigned long long)min, (unsigned long long)max, val);
-	return v;
 }
 
 static void on_stop_signal(int sig) { (void)sig; }

@@ -1,8 +1,48 @@
 /* Small helpers shared by softnet's native tools (user space only). */
 #ifndef SN_UTIL_H
 #define SN_UTIL_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+
+/* ---- options: one parser for every tool (getopt_long underneath) ---- */
+
+/* One option of a tool. A key below 256 is also its short option (-k). */
+struct sn_option {
+	const char *name;  /* long name, without the dashes */
+	int key;
+	const char *value; /* the value's name in the usage; NULL for a flag */
+	const char *help;  /* one line */
+	bool required;
+};
+
+#define SN_OPTION(name, key, value, help) { name, key, value, help, false }
+#define SN_REQUIRED(name, key, value, help) { name, key, value, help, true }
+
+struct sn_tool {
+	const char *name;    /* "softnet-sink": also the prefix of every error */
+	const char *about;   /* what it does: a line or two for --help */
+	const char *footer;  /* after the options (stdin protocol, output); may be NULL */
+	const struct sn_option *options; /* ends with { 0 } */
+	bool bpf;            /* loads BPF programs: offers -v/--verbose */
+};
+
+extern int sn_verbose; /* -v given */
+
+/* Parses argv, calling handle(key, value, arg) for each option in order.
+ * -h/--help prints the usage and exits 0. With tool->bpf, -v/--verbose sets
+ * sn_verbose, and libbpf's log goes to stderr (debug lines only with -v).
+ * Unknown options, missing values, stray arguments and missing required
+ * options exit 2 with one line naming the option. */
+void sn_parse_args(const struct sn_tool *tool, int argc, char **argv,
+		   void (*handle)(int key, const char *value, void *arg), void *arg);
+/* A bad value or combination of options: one line, exit 2. */
+void sn_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Parse a number option (OPT without dashes) within [min, max] or exit 2 naming it. */
+uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max);
+double sn_parse_double(const char *opt, const char *val, double min, double max);
+
+/* ---- process ---- */
 
 /* Enter the named network namespace (/run/netns/NAME); exits on failure. */
 void sn_enter_netns(const char *name);
@@ -11,14 +51,13 @@ void sn_die_with_parent(void);
 /* Pin the calling thread to one CPU; exits on failure. */
 void sn_pin_cpu(int cpu);
 uint64_t sn_now_ns(void); /* CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads */
-/* Parse a non-negative integer option or exit naming the option. */
-uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max);
 /* SIGTERM/SIGINT interrupt a blocking stdin read instead of killing the
  * process, so a tool can detach its programs and exit cleanly. */
 void sn_catch_stop_signals(void);
 /* The tools' stdin protocol: "read" calls read(arg) (which prints one JSON
  * line), "quit", end of input or a stop signal returns. */
 void sn_serve_reads(void (*read)(void *), void *arg);
+/* A runtime failure: "<tool>: message" on stderr, exit 2. */
 void sn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 #endif

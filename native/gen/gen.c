@@ -18,7 +18,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -55,9 +54,10 @@ struct opts {
 
 static void parse_mac(const char *opt, const char *s, unsigned char *mac)
 {
-	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2],
-		   &mac[3], &mac[4], &mac[5]) != 6)
-		sn_die("--%s: expected a MAC address aa:bb:cc:dd:ee:ff, got '%s'", opt, s);
+	int end = 0;
+	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%n", &mac[0], &mac[1], &mac[2],
+		   &mac[3], &mac[4], &mac[5], &end) != 6 || s[end])
+		sn_usage_error("--%s: expected a MAC address aa:bb:cc:dd:ee:ff, got '%s'", opt, s);
 }
 
 static uint32_t csum_add(uint32_t sum, const void *buf, size_t len)
@@ -98,7 +98,7 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 	if (v6) {
 		struct ipv6hdr *ip6 = (struct ipv6hdr *)(f + l3);
 		if (inet_pton(AF_INET6, o->src_ip, &s6) != 1 || inet_pton(AF_INET6, o->dst_ip, &d6) != 1)
-			sn_die("--src-ip/--dst-ip: expected IPv6 addresses, got '%s' '%s'", o->src_ip, o->dst_ip);
+			sn_usage_error("--src-ip/--dst-ip: expected IPv6 addresses, got '%s' '%s'", o->src_ip, o->dst_ip);
 		ip6->version = 6;
 		ip6->payload_len = htons(udp_len);
 		ip6->nexthdr = IPPROTO_UDP;
@@ -110,7 +110,7 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 	} else {
 		struct iphdr *ip = (struct iphdr *)(f + l3);
 		if (inet_pton(AF_INET, o->src_ip, &s4) != 1 || inet_pton(AF_INET, o->dst_ip, &d4) != 1)
-			sn_die("--src-ip/--dst-ip: expected IPv4 addresses, got '%s' '%s'", o->src_ip, o->dst_ip);
+			sn_usage_error("--src-ip/--dst-ip: expected IPv4 addresses, got '%s' '%s'", o->src_ip, o->dst_ip);
 		ip->version = 4;
 		ip->ihl = 5;
 		ip->tot_len = htons(len - l3);
@@ -133,57 +133,74 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 	return len;
 }
 
-static void usage(void)
+enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR };
+
+static const struct sn_option options[] = {
+	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
+	SN_REQUIRED("ifname", 'i', "DEV", "send on interface DEV"),
+	SN_REQUIRED("src-mac", OPT_SRC_MAC, "MAC", "Ethernet source address"),
+	SN_REQUIRED("dst-mac", OPT_DST_MAC, "MAC", "Ethernet destination (the next hop)"),
+	SN_REQUIRED("src-ip", OPT_SRC_IP, "IP", "IPv4 or IPv6 source address"),
+	SN_REQUIRED("dst-ip", OPT_DST_IP, "IP", "destination address, same IP version"),
+	SN_REQUIRED("size", 's', "BYTES", "frame size with the 4-byte FCS, 64-1518"),
+	SN_REQUIRED("rate", 'r', "PPS", "packets per second (an absolute schedule)"),
+	SN_REQUIRED("count", 'c', "N", "packets to send, warm-up included"),
+	SN_OPTION("warmup", 'w', "N", "the first N packets are warm-up (default 0)"),
+	SN_OPTION("flows", 'f', "N", "UDP source ports used in turn (default 1)"),
+	SN_OPTION("cpu", OPT_CPU, "N", "pin the sending thread to CPU N"),
+	SN_OPTION("batch", OPT_BATCH, "N", "frames per flush, 1-256 (default: from the rate)"),
+	SN_OPTION("anchor", OPT_ANCHOR, "DEV", "idle veth that keeps the program attached"),
+	{ 0 } };
+
+static const struct sn_tool tool = {
+	.name = "softnet-gen",
+	.about = "Sends COUNT UDP test frames at RATE packets per second from a BPF program\n"
+		 "(BPF_PROG_RUN live frames), stamped with sequence number and send time.",
+	.footer = "Prints one JSON line when done: packets sent, schedule lag, interrupted, error.\n"
+		  "SIGINT/SIGTERM stop it early (the report then says interrupted).",
+	.options = options,
+	.bpf = true,
+};
+
+static void on_option(int key, const char *val, void *arg)
 {
-	fprintf(stderr,
-		"usage: softnet-gen --netns NS --ifname DEV --src-mac MAC --dst-mac MAC\n"
-		"                   --src-ip IP --dst-ip IP --size BYTES --rate PPS --count N\n"
-		"                   [--warmup N] [--flows N] [--cpu N] [--batch N] [--anchor DEV]\n");
-	exit(2);
+	struct opts *o = arg;
+	switch (key) {
+	case 'n': o->netns = val; break;
+	case 'i': o->ifname = val; break;
+	case OPT_ANCHOR: o->anchor = val; break;
+	case OPT_SRC_MAC: parse_mac("src-mac", val, o->src_mac); break;
+	case OPT_DST_MAC: parse_mac("dst-mac", val, o->dst_mac); break;
+	case OPT_SRC_IP: o->src_ip = val; break;
+	case OPT_DST_IP: o->dst_ip = val; break;
+	case 's': o->size = sn_parse_u64("size", val, 64, 1518); break;
+	case 'c': o->count = sn_parse_u64("count", val, 1, 1ull << 40); break;
+	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 40); break;
+	case 'f': o->flows = sn_parse_u64("flows", val, 1, 65535 - SN_UDP_SPORT_BASE); break;
+	case OPT_CPU: o->cpu = sn_parse_u64("cpu", val, 0, CPU_SETSIZE - 1); break;
+	case OPT_BATCH: o->batch = sn_parse_u64("batch", val, 1, 256); break;
+	/* below 1e-3 pps the fixed-point interval overflows */
+	case 'r': o->rate = sn_parse_double("rate", val, 1e-3, 1e9); break;
+	}
 }
 
 static void parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{ "netns", 1, 0, 'n' }, { "ifname", 1, 0, 'i' }, { "src-mac", 1, 0, 'a' },
-		{ "dst-mac", 1, 0, 'b' }, { "src-ip", 1, 0, 's' }, { "dst-ip", 1, 0, 'd' },
-		{ "size", 1, 0, 'l' }, { "rate", 1, 0, 'r' }, { "count", 1, 0, 'c' },
-		{ "warmup", 1, 0, 'w' }, { "flows", 1, 0, 'f' }, { "cpu", 1, 0, 'p' },
-		{ "batch", 1, 0, 'u' }, { "anchor", 1, 0, 'A' }, { 0 } };
-	int c, have_mac = 0;
-	char *endp;
 	memset(o, 0, sizeof(*o));
 	o->flows = 1;
 	o->cpu = -1;
 	o->batch = 0; /* auto, from the rate */
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': o->netns = optarg; break;
-		case 'i': o->ifname = optarg; break;
-		case 'A': o->anchor = optarg; break;
-		case 'a': parse_mac("src-mac", optarg, o->src_mac); have_mac |= 1; break;
-		case 'b': parse_mac("dst-mac", optarg, o->dst_mac); have_mac |= 2; break;
-		case 's': o->src_ip = optarg; break;
-		case 'd': o->dst_ip = optarg; break;
-		case 'l': o->size = sn_parse_u64("size", optarg, 64, 1518); break;
-		case 'c': o->count = sn_parse_u64("count", optarg, 1, 1ull << 40); break;
-		case 'w': o->warmup = sn_parse_u64("warmup", optarg, 0, 1ull << 40); break;
-		case 'f': o->flows = sn_parse_u64("flows", optarg, 1, 65535 - SN_UDP_SPORT_BASE); break;
-		case 'p': o->cpu = sn_parse_u64("cpu", optarg, 0, CPU_SETSIZE - 1); break;
-		case 'u': o->batch = sn_parse_u64("batch", optarg, 1, 256); break;
-		case 'r':
-			o->rate = strtod(optarg, &endp);
-			if (*endp || !(o->rate > 0) || !isfinite(o->rate))
-				sn_die("--rate: expected packets per second > 0, got '%s'", optarg);
-			break;
-		default: usage();
-		}
-	}
-	if (!o->ifname || !o->src_ip || !o->dst_ip || !o->size || !o->rate || !o->count || have_mac != 3)
-		usage();
+	sn_parse_args(&tool, argc, argv, on_option, o);
+	int v6 = strchr(o->dst_ip, ':') != NULL;
+	unsigned char addr[16];
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, o->src_ip, addr) != 1 ||
+	    inet_pton(v6 ? AF_INET6 : AF_INET, o->dst_ip, addr) != 1)
+		sn_usage_error("--src-ip/--dst-ip: expected two IPv%d addresses, got '%s' '%s'", v6 ? 6 : 4,
+			       o->src_ip, o->dst_ip);
 	size_t min = (strchr(o->dst_ip, ':') ? 14 + 40 : 14 + 20) + 8 + sizeof(struct sn_payload) + SN_FCS_LEN;
 	if (o->size < min)
-		sn_die("--size: %u B cannot carry the softnet payload; at least %zu B for this IP version", o->size, min);
+		sn_usage_error("--size: %u B cannot carry the softnet payload; at least %zu B for this IP version",
+			       o->size, min);
 }
 
 int main(int argc, char **argv)
@@ -209,7 +226,6 @@ int main(int argc, char **argv)
 		sn_die("--anchor: no interface '%s' in this namespace", o.anchor);
 	size_t len = build_frame(&o, frame, &csum_base, &lay);
 
-	libbpf_set_print(NULL);
 	struct gen_bpf *skel = gen_bpf__open();
 	if (!skel)
 		sn_die("open BPF object: %s", strerror(errno));

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Per-CPU time and counts of the kernel's packet path from BTF tracepoints
  * (tp_btf: no tracefs, no kprobes, no fentry needed). Everything is summed in
- * per-CPU arrays in the kernel; user space reads them when asked. Arguments
- * are read from the raw tracepoint context in the order of the kernel's
- * btf_trace_<name> prototypes (checked against this kernel's BTF). */
+ * per-CPU arrays in the kernel; user space reads them when asked. BPF_PROG
+ * names the arguments of each tracepoint as its btf_trace_<name> prototype
+ * has them (the verifier checks them against the kernel's BTF). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
 #include "profile.h"
+
+/* prof_stats is laid out by softirq vector (profile.h has no vmlinux.h) */
+_Static_assert(PROF_NVEC == NR_SOFTIRQS, "PROF_NVEC must be the kernel's NR_SOFTIRQS");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -73,8 +77,6 @@ static __always_inline __u32 task_ctx(struct task_struct *t)
 
 /* ---- the stage clock (see profile.h) ---- */
 
-#define NET_RX_VEC 3
-#define NET_TX_VEC 2
 #define PAUSE_IRQ 1
 #define PAUSE_SIRQ 2
 
@@ -187,9 +189,8 @@ static __always_inline void clk_irq_exit(struct cpu_state *c, __u64 now)
 }
 
 SEC("tp_btf/softirq_entry")
-int sn_softirq_entry(__u64 *ctx)
+int BPF_PROG(sn_softirq_entry, unsigned int vec)
 {
-	unsigned int vec = (unsigned int)ctx[0];
 	struct cpu_state *c = cs();
 
 	if (!c || vec >= PROF_NVEC)
@@ -198,13 +199,13 @@ int sn_softirq_entry(__u64 *ctx)
 	c->sirq_start = now;
 	c->sirq_vec = vec;
 	c->sirq_ctx = task_ctx(bpf_get_current_task_btf());
-	if (vec != NET_RX_VEC && vec != NET_TX_VEC) {
+	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ) {
 		if (c->clk == CLK_ARMED && c->ev == EV_IRQ_EXIT)
 			c->clk = CLK_OFF; /* that interrupt raised another softirq first: not taken as an RX IRQ */
 		clk_pause(c, PAUSE_SIRQ, now);
 		return 0;
 	}
-	__u32 ev = vec == NET_RX_VEC ? EV_SIRQ_RX : EV_SIRQ_TX;
+	__u32 ev = vec == NET_RX_SOFTIRQ ? EV_SIRQ_RX : EV_SIRQ_TX;
 	if (c->clk == CLK_ARMED && c->ev == EV_IRQ_EXIT) {
 		if (now - c->clk_ts > IRQ_SOFTIRQ_MAX_GAP_NS)
 			c->clk = CLK_OFF; /* not run by that interrupt's irq_exit */
@@ -224,16 +225,15 @@ int sn_softirq_entry(__u64 *ctx)
 
 
 SEC("tp_btf/softirq_exit")
-int sn_softirq_exit(__u64 *ctx)
+int BPF_PROG(sn_softirq_exit, unsigned int vec)
 {
-	unsigned int vec = (unsigned int)ctx[0];
 	struct cpu_state *c = cs();
 	struct prof_stats *s = st();
 
 	if (!c || !s || vec >= PROF_NVEC)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (vec != NET_RX_VEC && vec != NET_TX_VEC)
+	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ)
 		clk_resume(c, PAUSE_SIRQ, now);
 	else if (c->clk == CLK_SIRQ) {
 		clk_charge(c, EV_SIRQ_EXIT, now);
@@ -254,9 +254,8 @@ int sn_softirq_exit(__u64 *ctx)
 }
 
 SEC("tp_btf/irq_handler_entry")
-int sn_irq_entry(__u64 *ctx)
+int BPF_PROG(sn_irq_entry)
 {
-	(void)ctx;
 	struct cpu_state *c = cs();
 
 	if (!c)
@@ -288,9 +287,8 @@ static __always_inline __u64 irq_done(struct cpu_state *c, struct prof_stats *s,
 }
 
 SEC("tp_btf/irq_handler_exit")
-int sn_irq_exit(__u64 *ctx)
+int BPF_PROG(sn_irq_exit)
 {
-	(void)ctx;
 	struct cpu_state *c = cs();
 	struct prof_stats *s = st();
 
@@ -328,9 +326,9 @@ static __always_inline int sv_exit(void)
 
 #define SYSVEC(name)                                                  \
 	SEC("tp_btf/" #name "_entry")                                 \
-	int sn_sv_##name##_entry(__u64 *ctx) { (void)ctx; return sv_entry(); } \
+	int BPF_PROG(sn_sv_##name##_entry) { return sv_entry(); }     \
 	SEC("tp_btf/" #name "_exit")                                  \
-	int sn_sv_##name##_exit(__u64 *ctx) { (void)ctx; return sv_exit(); }
+	int BPF_PROG(sn_sv_##name##_exit) { return sv_exit(); }
 SYSVEC(call_function)
 SYSVEC(call_function_single)
 SYSVEC(reschedule)
@@ -338,9 +336,8 @@ SYSVEC(local_timer)
 SYSVEC(irq_work)
 
 SEC("tp_btf/sched_switch")
-int sn_sched_switch(__u64 *ctx)
+int BPF_PROG(sn_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	struct task_struct *prev = (struct task_struct *)ctx[1], *next = (struct task_struct *)ctx[2];
 	struct cpu_state *c = cs();
 	struct prof_stats *s = st();
 
@@ -373,9 +370,8 @@ int sn_sched_switch(__u64 *ctx)
 }
 
 SEC("tp_btf/napi_poll")
-int sn_napi_poll(__u64 *ctx)
+int BPF_PROG(sn_napi_poll, struct napi_struct *napi, int work, int budget)
 {
-	int work = (int)ctx[1], budget = (int)ctx[2];
 	struct prof_stats *s = st();
 
 	if (!s)
@@ -395,7 +391,7 @@ int sn_napi_poll(__u64 *ctx)
 /* The once-per-packet tracepoints (prefix sn_pp_: left out by --no-per-packet). */
 #define PP_EVENT(tp, ev)                                     \
 	SEC("tp_btf/" #tp)                                   \
-	int sn_pp_##tp(__u64 *ctx) { (void)ctx; clk_event(ev); return 0; }
+	int BPF_PROG(sn_pp_##tp) { clk_event(ev); return 0; }
 PP_EVENT(napi_gro_receive_entry, EV_GRO)
 PP_EVENT(napi_gro_receive_exit, EV_GRO_EXIT)
 PP_EVENT(netif_receive_skb_entry, EV_RCV)
@@ -413,9 +409,8 @@ PP_EVENT(net_dev_xmit, EV_XMIT)
 /* A packet event that is also counted (over the sampled periods). */
 #define PP_COUNTED_EVENT(tp, field, ev)                      \
 	SEC("tp_btf/" #tp)                                   \
-	int sn_pp_##tp(__u64 *ctx)                           \
+	int BPF_PROG(sn_pp_##tp)                             \
 	{                                                    \
-		(void)ctx;                                   \
 		struct prof_stats *s = st();                 \
 		if (s && sampling)                           \
 			s->field++;                          \
@@ -428,11 +423,10 @@ PP_COUNTED_EVENT(consume_skb, consumed_skbs, EV_CONSUME)
 /* Duty-cycled like the stage events: drop counts are exact at duty 1,
  * counted over the sampled periods otherwise. */
 SEC("tp_btf/kfree_skb")
-int sn_pp_kfree_skb(__u64 *ctx)
+int BPF_PROG(sn_pp_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
 {
-	struct sk_buff *skb = (struct sk_buff *)ctx[0]; /* a typed pointer: tp_btf arguments carry their BTF type */
 	struct prof_stats *s = st();
-	struct drop_key k = { .reason = (__u32)ctx[2] };
+	struct drop_key k = { .reason = reason };
 	__u64 one = 1, *n;
 
 	if (!s || !sampling) /* attached but not yet (or no longer) counted: outside the sampled time */

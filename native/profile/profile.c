@@ -6,8 +6,9 @@
  * skb_drop_reason, read from the kernel's BTF).
  *
  * The once-per-packet programs (sn_pp_*: the stage clock's packet events and
- * kfree_skb) cost about 100 ns per event each on this VM (kernel.bpf_stats). With --duty F < 1 a thread attaches them
- * for F of every period (--period-ms, default SAMPLE_PERIOD_MS) and detaches them for the rest; the stage
+ * kfree_skb) cost time on every packet (docs/native-tools.md has figures). With
+ * --duty F < 1 a thread attaches them for F of every period (--period-ms,
+ * default SAMPLE_PERIOD_MS) and detaches them for the rest; the stage
  * clock keeps only intervals inside one attached period (profile.h), and the
  * counters over those periods are summed apart ("sampled") so that user space
  * can scale the stages and measure their coverage over the same time. */
@@ -59,6 +60,8 @@ static void u64s(const char *name, const __u64 *v, int n)
 }
 
 #define SAMPLE_PERIOD_MS 500
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define SETTLE_MS 3
 #define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
 
@@ -131,8 +134,8 @@ static void set_sampling(struct profiler *p, int on)
 				p->nlinks++;
 			}
 		/* Right after attaching, the CPUs process packets faster than the
-		 * offered rate (measured: 17-35% more packets per second in a period
-		 * opened at once), as after a stall: let them catch up first. */
+		 * offered rate, as after a stall: let them catch up first
+		 * (docs/native-tools.md). */
 		nap_ms(SETTLE_MS);
 	}
 	__u64 t = read_maps(p, now, NULL);
@@ -258,38 +261,53 @@ static void read_cb(void *arg)
 	print_stats(arg);
 }
 
-static void usage(void)
+enum { OPT_NO_PER_PACKET = 256, OPT_PERIOD_MS, OPT_CPU };
+
+static const struct sn_option options[] = {
+	/* without the tracepoints hit once per packet: cheaper, but no stages and no drop reasons */
+	SN_OPTION("no-per-packet", OPT_NO_PER_PACKET, NULL, "leave out the once-per-packet tracepoints"),
+	SN_OPTION("duty", 'd', "F", "per-packet tracepoints' duty cycle, 0.01-1 (default 1)"),
+	SN_OPTION("period-ms", OPT_PERIOD_MS, "N", "sampling period of --duty, 20-10000 ms (default " STR(SAMPLE_PERIOD_MS) ")"),
+	SN_OPTION("cpu", OPT_CPU, "N", "pin this loader to CPU N (keep it off the SUT's CPUs)"),
+	{ 0 } };
+
+static const struct sn_tool tool = {
+	.name = "softnet-profile",
+	.about = "Attaches BTF tracepoint programs (tp_btf) on the kernel's packet path and sums,\n"
+		 "per CPU, softirq, interrupt, NAPI and stage times, and drops by reason.",
+	.footer = "Prints {\"ready\": ...} once attached (the plan, drop reason and event names),\n"
+		  "then one JSON line of per-CPU aggregates for each \"read\" line on stdin;\n"
+		  "\"quit\", end of input or SIGTERM detach and exit.",
+	.options = options,
+	.bpf = true,
+};
+
+struct opts {
+	int per_packet, cpu;
+	double duty;
+	long period_ms;
+};
+
+static void on_option(int key, const char *val, void *arg)
 {
-	sn_die("usage: softnet-profile [--no-per-packet] [--duty F] [--period-ms N] [--cpu N] (then \"read\" or \"quit\" lines on stdin)");
+	struct opts *o = arg;
+	switch (key) {
+	case OPT_NO_PER_PACKET: o->per_packet = 0; break;
+	case 'd': o->duty = sn_parse_double("duty", val, 0.01, 1.0); break;
+	case OPT_PERIOD_MS: o->period_ms = (long)sn_parse_u64("period-ms", val, 20, 10000); break;
+	case OPT_CPU: o->cpu = (int)sn_parse_u64("cpu", val, 0, 4095); break;
+	}
 }
 
 int main(int argc, char **argv)
 {
-	/* --no-per-packet: leave out the tracepoints hit once per packet (the
-	 * stage clock's packet events, kfree_skb): cheaper, no stages, no drop reasons.
-	 * --duty F: the share of time the stage clock's packet events are attached. */
-	int per_packet = 1;
-	double duty = 1.0;
-	long period_ms = SAMPLE_PERIOD_MS;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--no-per-packet"))
-			per_packet = 0;
-		else if (!strcmp(argv[i], "--duty") && i + 1 < argc) {
-			char *end;
-			duty = strtod(argv[++i], &end);
-			if (*end || !(duty >= 0.01 && duty <= 1.0))
-				sn_die("--duty: '%s' is not a share between 0.01 and 1", argv[i]);
-		} else if (!strcmp(argv[i], "--period-ms") && i + 1 < argc)
-			period_ms = (long)sn_parse_u64("--period-ms", argv[++i], 20, 10000);
-		else if (!strcmp(argv[i], "--cpu") && i + 1 < argc)
-			sn_pin_cpu((int)sn_parse_u64("--cpu", argv[++i], 0, 4095)); /* off the SUT's CPUs: its threads too */
-		else
-			usage();
-	}
+	struct opts o = { .per_packet = 1, .cpu = -1, .duty = 1.0, .period_ms = SAMPLE_PERIOD_MS };
+	sn_parse_args(&tool, argc, argv, on_option, &o);
+	if (o.cpu >= 0)
+		sn_pin_cpu(o.cpu); /* its threads too: the sampler's attach/detach work stays off the SUT */
 	sn_die_with_parent();
 	sn_catch_stop_signals();
 
-	libbpf_set_print(NULL);
 	struct profile_bpf *skel = profile_bpf__open();
 	if (!skel)
 		sn_die("open BPF programs: %s", strerror(errno));
@@ -301,7 +319,7 @@ int main(int argc, char **argv)
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *name = bpf_program__name(prog);
 		if ((!has_sysvec && !strncmp(name, "sn_sv_", 6)) ||
-		    (!per_packet && !strncmp(name, "sn_pp_", 6)))
+		    (!o.per_packet && !strncmp(name, "sn_pp_", 6)))
 			bpf_program__set_autoload(prog, false);
 		else if (!strncmp(name, "sn_pp_", 6))
 			bpf_program__set_autoattach(prog, false); /* attached by set_sampling */
@@ -310,23 +328,23 @@ int main(int argc, char **argv)
 		sn_die("load BPF programs: %s", strerror(errno));
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
-	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = per_packet ? duty : 0,
-				.period_ms = period_ms };
+	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = o.per_packet ? o.duty : 0,
+				.period_ms = o.period_ms };
 	pthread_mutex_init(&p.mu, NULL);
 	p.at_on = calloc(p.ncpu, sizeof(struct prof_stats));
 	p.sampled = calloc(p.ncpu, sizeof(struct prof_stats));
 	if (!p.at_on || !p.sampled)
 		sn_die("out of memory");
 	pthread_t sampler;
-	int threaded = per_packet && duty < 1.0;
-	if (per_packet && !threaded)
+	int threaded = o.per_packet && o.duty < 1.0;
+	if (o.per_packet && !threaded)
 		set_sampling(&p, 1); /* always on */
 	if (threaded && pthread_create(&sampler, NULL, sampler_main, &p))
 		sn_die("start the sampling thread: %s", strerror(errno));
 
 	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", \"duty\": %g, "
 	       "\"period_ms\": %ld, ", p.ncpu, has_sysvec ? "" : " without x86 system vectors",
-	       per_packet ? "" : " without per-packet ones", p.duty, p.period_ms);
+	       o.per_packet ? "" : " without per-packet ones", p.duty, p.period_ms);
 	print_drop_reasons();
 	printf(", \"events\": [");
 	for (int e = 0; e < PROF_NEV; e++)

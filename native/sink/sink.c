@@ -6,7 +6,6 @@
  * a program on the interface. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,46 +74,64 @@ static void read_cb(void *arg)
 	print_counters(r->skel, r->ncpu);
 }
 
+struct opts {
+	const char *netns, *ifname;
+	__u64 count, warmup;
+};
+
+static const struct sn_option options[] = {
+	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
+	SN_REQUIRED("ifname", 'i', "DEV", "count on interface DEV (an XDP program)"),
+	/* one bit per expected packet: 2^33 bits = 1 GiB is the ceiling */
+	SN_REQUIRED("count", 'c', "N", "packets expected (sequence numbers 0..N-1)"),
+	SN_OPTION("warmup", 'w', "N", "sequence numbers below N are warm-up (default 0)"),
+	{ 0 } };
+
+static const struct sn_tool tool = {
+	.name = "softnet-sink",
+	.about = "Counts softnet test frames on an interface with XDP and drops them: loss,\n"
+		 "duplicates, reordering and one-way delay, from sequence numbers and send times.",
+	.footer = "Prints {\"ready\": ...} once attached, then one JSON line of counters for each\n"
+		  "\"read\" line on stdin; \"quit\", end of input or SIGTERM detach and exit.",
+	.options = options,
+	.bpf = true,
+};
+
+static void on_option(int key, const char *val, void *arg)
+{
+	struct opts *o = arg;
+	switch (key) {
+	case 'n': o->netns = val; break;
+	case 'i': o->ifname = val; break;
+	case 'c': o->count = sn_parse_u64("count", val, 1, 1ull << 33); break;
+	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 33); break;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = { { "netns", 1, 0, 'n' }, { "ifname", 1, 0, 'i' },
-					    { "count", 1, 0, 'c' }, { "warmup", 1, 0, 'w' }, { 0 } };
-	const char *netns = NULL, *ifname = NULL;
-	__u64 count = 0, warmup = 0;
-	int c;
+	struct opts o = {};
+	sn_parse_args(&tool, argc, argv, on_option, &o);
 
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'n': netns = optarg; break;
-		case 'i': ifname = optarg; break;
-		/* one bit per expected packet: 2^33 bits = 1 GiB is the ceiling */
-		case 'c': count = sn_parse_u64("count", optarg, 1, 1ull << 33); break;
-		case 'w': warmup = sn_parse_u64("warmup", optarg, 0, 1ull << 33); break;
-		default: sn_die("usage: softnet-sink --netns NS --ifname DEV --count N [--warmup N]");
-		}
-	}
-	if (!ifname || !count)
-		sn_die("usage: softnet-sink --netns NS --ifname DEV --count N [--warmup N]");
 	sn_die_with_parent();
 	sn_catch_stop_signals();
-	if (netns)
-		sn_enter_netns(netns);
-	unsigned ifindex = if_nametoindex(ifname);
+	if (o.netns)
+		sn_enter_netns(o.netns);
+	unsigned ifindex = if_nametoindex(o.ifname);
 	if (!ifindex)
-		sn_die("--ifname: no interface '%s' in this namespace", ifname);
+		sn_die("--ifname: no interface '%s' in this namespace", o.ifname);
 
-	libbpf_set_print(NULL);
 	struct sink_bpf *skel = sink_bpf__open();
 	if (!skel)
 		sn_die("open BPF object: %s", strerror(errno));
-	skel->rodata->warmup = warmup;
-	skel->rodata->nseq = count;
-	bpf_map__set_max_entries(skel->maps.seen, (count + 63) / 64);
+	skel->rodata->warmup = o.warmup;
+	skel->rodata->nseq = o.count;
+	bpf_map__set_max_entries(skel->maps.seen, (o.count + 63) / 64);
 	if (sink_bpf__load(skel))
 		sn_die("load BPF program: %s", strerror(errno));
 	struct bpf_link *link = bpf_program__attach_xdp(skel->progs.sn_sink, ifindex);
 	if (!link)
-		sn_die("attach XDP to %s: %s", ifname, strerror(errno));
+		sn_die("attach XDP to %s: %s", o.ifname, strerror(errno));
 	int ncpu = libbpf_num_possible_cpus();
 	struct bpf_prog_info info = {};
 	__u32 ilen = sizeof(info);

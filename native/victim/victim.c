@@ -3,21 +3,48 @@
  * paper's cross-check. Unlike the Python victim it touches no memory in its
  * loop (a few registers), so what packet processing takes from it is CPU
  * time alone, not cache refill. Prints "<CLOCK_MONOTONIC s> <iterations>"
- * every 50 ms until <seconds> have passed. */
+ * every 50 ms until --seconds have passed. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include "../common/sn_util.h"
 #include "victim.h"
 
+enum { OPT_CPU = 256, OPT_SECONDS }; /* long only: -c and -s mean count and size elsewhere */
+
+struct opts {
+	int cpu;
+	uint64_t seconds;
+};
+
+static const struct sn_option options[] = {
+	SN_REQUIRED("cpu", OPT_CPU, "N", "pin the loop to CPU N"),
+	SN_REQUIRED("seconds", OPT_SECONDS, "S", "run for S seconds, 1-3600"),
+	{ 0 } };
+
+static const struct sn_tool tool = {
+	.name = "softnet-victim",
+	.about = "A CPU-bound loop pinned to one CPU: the time packet processing takes from it\n"
+		 "shows as fewer iterations.",
+	.footer = "Prints \"<CLOCK_MONOTONIC seconds> <iterations so far>\" every 50 ms.",
+	.options = options,
+};
+
+static void on_option(int key, const char *val, void *arg)
+{
+	struct opts *o = arg;
+	switch (key) {
+	case OPT_CPU: o->cpu = (int)sn_parse_u64("cpu", val, 0, 4095); break;
+	case OPT_SECONDS: o->seconds = sn_parse_u64("seconds", val, 1, 3600); break;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3)
-		sn_die("usage: softnet-victim <cpu> <seconds>");
-	int cpu = (int)sn_parse_u64("cpu", argv[1], 0, 4095);
-	uint64_t seconds = sn_parse_u64("seconds", argv[2], 1, 3600);
+	struct opts o = {};
+	sn_parse_args(&tool, argc, argv, on_option, &o);
 	sn_die_with_parent();
-	sn_pin_cpu(cpu);
-	uint64_t start = sn_now_ns(), end = start + seconds * 1000000000ull, next = start;
+	sn_pin_cpu(o.cpu);
+	uint64_t start = sn_now_ns(), end = start + o.seconds * 1000000000ull, next = start;
 	volatile uint64_t n = 0; /* volatile: the loop is not folded away, and stays in L1 */
 	for (;;) {
 		for (int i = 0; i < VICTIM_BATCH; i++)

@@ -249,9 +249,8 @@ int main(int argc, char **argv)
 	 * to the peer every `batch` iterations, so at low rates a small batch
 	 * bounds the delay a stamped frame waits (~1 us at 16); at high rates up
 	 * to 256 frames sit in the peer's ring, and a pool that small recycles few
-	 * of them: every send then allocates and initialises a fresh page.
-	 * Measured here at 4 Mpps: batch 16 fell up to 380 ms behind schedule,
-	 * batch 256 kept it within 0.5%. */
+	 * of them: every send then allocates and initialises a fresh page
+	 * (docs/measurements.md: how far behind a small batch falls). */
 	if (!o.batch)
 		o.batch = o.rate < 500e3 ? 16 : o.rate < 2e6 ? 64 : 256;
 	struct xdp_md ctx = { .data = 0, .data_end = len, .ingress_ifindex = ifindex };

@@ -35,6 +35,7 @@ test: setup
 	$(VENV)/bin/pytest -q
 
 bench: setup
+	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python bench/gen_bench.py
 	$(VENV)/bin/python bench/search_bench.py --seeds 120
 	$(VENV)/bin/python bench/search_bench.py --real 10

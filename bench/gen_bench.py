@@ -20,7 +20,7 @@ until one does: the highest rate paced within tolerance in every repeat is
   in the window. softnet-gen gets one extra sampled run per rate for it
   (a trial owns its sink), trafgen's REPEATS runs are all sampled.
 
-Writes bench/results/gen_bench-<UTC>.json and bench/results/latest.json.
+Writes bench/results/gen_bench-<UTC>.json (ignored by git).
 Run as root: .venv/bin/python bench/gen_bench.py
 """
 from __future__ import annotations
@@ -397,7 +397,6 @@ def main() -> int:
     text = json.dumps(result, indent=2, default=str)
     path = RESULTS / f"gen_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     path.write_text(text)
-    (RESULTS / "latest.json").write_text(text)
     print_table(result)
     act = result["host_activity"]
     console.print(f"host: other processes used {max(act['foreign_user_cpu_ratio'], 0):.1%} of all CPUs (user time), "

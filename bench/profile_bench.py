@@ -12,7 +12,7 @@ packet comes from the same alternation at 200 kpps (no loss): the SUT CPU's
 time (100 x (1 - nohz idle / wall), from the sampler) over the forwarded
 packets, on minus off, in ns per packet.
 
-Writes bench/results/profile_bench-<UTC>.json and profile_latest.json.
+Writes bench/results/profile_bench<tag>-<UTC>.json (ignored by git).
 Run as root: .venv/bin/python bench/profile_bench.py [--repeats N] [--duty F | --no-per-packet]
 (--duty: the share of time the stage events are attached, default 0.02 as in trials)
 """
@@ -86,8 +86,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     tag = f"_duty{duty:g}" if per_packet else "_no_per_packet"
-    for path in (RESULTS / f"profile_bench{tag}-{stamp}.json", RESULTS / f"profile{tag}_latest.json"):
-        path.write_text(json.dumps(out, indent=1))
+    (RESULTS / f"profile_bench{tag}-{stamp}.json").write_text(json.dumps(out, indent=1))
     Console().print(f"capacity under {OVERLOAD_PPS:,.0f} pps offered: off {cap['mean_off']:,.0f} pps, on "
                     f"{cap['mean_on']:,.0f} pps: drop {drop:.2%} (95% CI of the difference {cap['diff_ci95'][0]:,.0f}"
                     f"..{cap['diff_ci95'][1]:,.0f} pps; target < {TARGET_DROP:.0%})\n"

@@ -12,7 +12,7 @@ counters. Cost = the sampler thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
 plus the window-edge samples taken by the trial's thread, over the
 sampler's wall time: a share of one CPU. REPEATS runs per interval.
 
-Writes bench/results/sampler_bench-<UTC>.json and sampler_latest.json.
+Writes bench/results/sampler_bench-<UTC>.json (ignored by git).
 Run as root: .venv/bin/python bench/sampler_bench.py
 """
 from __future__ import annotations
@@ -68,8 +68,7 @@ def main() -> None:
            "provenance": provenance(None, benchmark="sampler")}
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for path in (RESULTS / f"sampler_bench-{stamp}.json", RESULTS / "sampler_latest.json"):
-        path.write_text(json.dumps(out, indent=1))
+    (RESULTS / f"sampler_bench-{stamp}.json").write_text(json.dumps(out, indent=1))
     t = Table(title="kernel statistics sampler: CPU cost (share of one CPU)", header_style="bold")
     for col in ("interval", "mean", "max", "target", "pass"):
         t.add_column(col, justify="right")

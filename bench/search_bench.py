@@ -25,9 +25,9 @@ number where the truth is "none" or the reverse.
 Real testbed (--real N, root): N independent NDR + PDR0.5% searches on kernel
 IPv4 forwarding (1 s trials, width 2%, at most 30 trials each), their values,
 coefficient of variation and verdict ("unstable" above 5% CV or when a search
-says so). Written to search_real-<UTC>.json / search_real_latest.json.
+says so). Written to search_real-<UTC>.json.
 
-Writes bench/results/search_bench-<UTC>.json and search_latest.json.
+Writes bench/results/search_bench-<UTC>.json (ignored by git).
 Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--seed-start 0] [--real 10]
 """
 from __future__ import annotations
@@ -158,8 +158,7 @@ def main() -> None:
            "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search")}
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for path in (RESULTS / f"search_bench-{stamp}.json", RESULTS / "search_latest.json"):
-        path.write_text(json.dumps(out, indent=1, default=float))
+    (RESULTS / f"search_bench-{stamp}.json").write_text(json.dumps(out, indent=1, default=float))
     show(summary, out["targets"])
 
 
@@ -184,8 +183,7 @@ def real_bench(repeats: int) -> None:
            "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search_real")}
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for path in (RESULTS / f"search_real-{stamp}.json", RESULTS / "search_real_latest.json"):
-        path.write_text(json.dumps(out, indent=1, default=float))
+    (RESULTS / f"search_real-{stamp}.json").write_text(json.dumps(out, indent=1, default=float))
     for s in summaries:
         vals = [r["value_pps"] for r in s["repeats"]]
         print(f"{s['goal']}: verdict {s['verdict']}, CV {s['cv']}, values {vals}, "

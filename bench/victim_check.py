@@ -20,7 +20,7 @@ interrupt that in-guest tracing cannot see (interrupt delivery by the
 hypervisor, VM exits) would show as a steady number of microseconds per
 interrupt across loads and victims.
 
-Writes bench/results/victim_check-<UTC>.json and victim_latest.json.
+Writes bench/results/victim_check-<UTC>.json (ignored by git).
 Run as root: .venv/bin/python bench/victim_check.py
 """
 from __future__ import annotations
@@ -105,8 +105,7 @@ def main() -> None:
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="victim_check")}
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for path in (RESULTS / f"victim_check-{stamp}.json", RESULTS / "victim_latest.json"):
-        path.write_text(json.dumps(out, indent=1))
+    (RESULTS / f"victim_check-{stamp}.json").write_text(json.dumps(out, indent=1))
     t = Table(title=f"CPU {SUT_CPU} taken by packet processing: victim throughput vs eBPF", header_style="bold")
     for col in ("victim", "load", "victim lost %", "eBPF softirq+irq+IPI %", "diff (points)", "interrupts/s",
                 "gap per interrupt (us)", "steal %", "/proc/stat softirq %"):

@@ -10,8 +10,8 @@ from softnet.cli.output import console, print_json
 
 # Around the probed maximum and well beyond it. The probe floods the SUT, and
 # under a flood the receive path forwards less than at moderate overload (the
-# livelock regime): measured here, 791 kpps under the probe's flood but 913 kpps
-# at 949 kpps offered. So the sweep reaches twice the probe to find the knee.
+# livelock regime; figures in docs/measurements.md). So the sweep reaches twice
+# the probe to find the knee.
 DEMO_RELATIVE_LOADS = [0.5, 0.75, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0]
 
 

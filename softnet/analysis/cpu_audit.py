@@ -14,9 +14,8 @@ whatever the tick interrupts; softirqs run inside the idle task between
 ticks are charged to nothing, and the tick-sampled busy share falls short.
 ``misaccounted_pct`` = measured busy % - reported busy %; the cause named
 is the softirq time spent inside the idle task when that explains it, else
-the tick's sampling of short bursts (measured here: a threaded-NAPI kthread
-woken 37k times a second at 20 kpps is busy 12-15% of the CPU, the ticks
-say 1-4%).
+the tick's sampling of short bursts (a kthread woken often for short
+work is mostly missed by the tick; example in docs/measurements.md).
 """
 from __future__ import annotations
 

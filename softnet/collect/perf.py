@@ -3,7 +3,7 @@
 System-wide counters (pid = -1, one per CPU) of software events (context
 switches, cpu-clock) and, when the host has a PMU, hardware events (cycles,
 instructions, cache references and misses). Opening fails cleanly on hosts
-without them (this VM: ENOENT for every hardware event); the caller records
+without them (ENOENT for every hardware event on a VM without a PMU); the caller records
 which events are missing and why. Read with the time the counter was enabled
 and running, so multiplexed hardware counters are scaled and say so.
 

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from softnet.analysis.campaigns import analyze_path
+from softnet.analysis.trial_eval import evaluate
 from softnet.campaign.runner import campaign_id, run_campaign
 from softnet.campaign.spec import CampaignSpec, load_spec
 from softnet.errors import InputError
@@ -171,4 +172,12 @@ warmup_s = 0.1
                db.execute("SELECT result_json FROM trials").fetchall()]
     assert len({len(c) for c in changes}) == 1
     assert sum("XDP sink program" in c for c in changes[0]) == 1
+    # Each raw file holds the trial's reads: re-evaluating them gives the stored result exactly.
+    stored_json = {(l, r): j for l, r, j in db.execute("SELECT load_index, run_index, result_json FROM trials").fetchall()}
+    for path in raw.glob("*/*.json"):
+        rec = json.loads(path.read_text())
+        again = evaluate(rec["raw_trial"]).to_dict()
+        assert json.dumps(again, sort_keys=True, default=str) == json.dumps(rec["result"], sort_keys=True, default=str)
+        again.pop("kernel_samples", None)  # kept in its own table, not in result_json
+        assert json.loads(json.dumps(again, default=str)) == json.loads(stored_json[(rec["load_index"], rec["run_index"])])
     assert wait_host_state(before) == before

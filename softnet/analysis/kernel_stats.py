@@ -107,15 +107,21 @@ def window_deltas(series: Series, start: str = "window_start", end: str = "windo
     return out, series.t_s[j] - series.t_s[i]
 
 
+def host_sysctls() -> dict:
+    """The net.core sysctls trial_kernel_stats needs, as this host has them now."""
+    return {"dev_weight": dev_weight(), "netdev_budget": _sysctl_int("netdev_budget")}
+
+
 def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int, frame_bytes: int,
-                       freq_hz: float | None = None) -> dict:
+                       freq_hz: float | None = None, sysctls: dict | None = None) -> dict:
     """Per-CPU rates, IRQ sources, packets per RX softirq, and normalized costs
     over the SUT's CPUs for one trial's measurement window."""
     d, secs = window_deltas(series)
     if secs <= 0:
         raise ValueError("kernel samples: the measurement window has no duration")
     cpus = sorted({k[2] for k in d if k[0] == "stat" and k[2] >= 0})
-    weight, budget = dev_weight(), _sysctl_int("netdev_budget")
+    sysctls = host_sysctls() if sysctls is None else sysctls  # a raw trial carries its own
+    weight, budget = sysctls["dev_weight"], sysctls["netdev_budget"]
     per_cpu = {}
     for c in cpus:
         ticks = {k: d.get(("stat", k, c), 0) for k in STAT_FIELDS}

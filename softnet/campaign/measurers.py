@@ -3,7 +3,7 @@
 The campaign never knows whether the SUT is real: `TestbedMeasurer` builds the
 local testbed once per cell and runs real trials on it; `SyntheticMeasurer`
 draws counts from the PASTRAMI load-loss model (Eq. 3-5). Both return the same
-result dict as softnet.trial.run_trial (the keys the store and analysis use).
+result dict as softnet.campaign.trial.run_trial (the keys the store and analysis use).
 """
 from __future__ import annotations
 
@@ -110,9 +110,7 @@ class TestbedMeasurer:
                          frame_bytes=t.frame_bytes, flows=t.flows,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty)
-        result = run_trial(self.tb, self.ep, spec, self.changes)
-        result["path"] = self.path()
-        return result
+        return run_trial(self.tb, self.ep, spec, self.changes, keep_raw=True, path=self.path())
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
         return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s)
@@ -131,6 +129,7 @@ class TestbedMeasurer:
         a flood the kernel's receive path forwards less than at moderate
         overload (receive livelock), so relative sweeps should reach beyond 1."""
         r = self._trial(PROBE_RATE_PPS, self.spec.method.probe_duration_s, 0.2)
+        r.pop("raw_trial")  # the probe is a scale, not a stored trial
         return r["received_pkts"] / r["send_span_s"], r
 
 

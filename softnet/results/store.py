@@ -26,6 +26,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from softnet.results.trial import check_schema
+
 DB_NAME = "softnet.duckdb"
 
 SCHEMA = """
@@ -119,8 +121,11 @@ class Store:
                   knobs: dict, result: dict) -> None:
         path = self.raw_path(campaign_id, cell_id, load_index, run_index)
         path.parent.mkdir(parents=True, exist_ok=True)
+        # The raw trial (what was read; evaluate(raw) gives the result again)
+        # goes to the raw file only: taken off the caller's result here.
+        raw = result.pop("raw_trial", None)
         record = {"campaign_id": campaign_id, "cell_id": cell_id, "load_index": load_index,
-                  "run_index": run_index, "knobs": knobs, "result": result}
+                  "run_index": run_index, "knobs": knobs, "result": result, "raw_trial": raw}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, default=str))
         os.replace(tmp, path)
@@ -212,7 +217,10 @@ class Store:
         if run_index is not None:
             sql, args = sql + " AND run_index = ?", args + [run_index]
         rows = self.db.execute(sql + " ORDER BY load_index, run_index", args).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        results = [json.loads(r[0]) for r in rows]
+        for r in results:
+            check_schema(r, f"{self.dir / DB_NAME}: campaign {campaign_id} cell {cell_id}")
+        return results
 
     def kernel_samples(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> list[dict]:
         return self.query("SELECT t_s, source, item, cpu, value FROM kernel_samples WHERE campaign_id = ? AND "

@@ -7,11 +7,10 @@ import subprocess
 from dataclasses import dataclass
 
 from softnet.errors import TestbedError
+from softnet.results.trial import MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # noqa: F401
 
-# A bitmap of one bit per expected packet lives in the sink: 2^33 bits = 1 GiB.
-MAX_TRIAL_PKTS = 1 << 33
 
 
 class Sink:

@@ -1,0 +1,210 @@
+"""evaluate(raw, spec) -> TrialResult: a trial's figures and flags from its raw
+reads, with no I/O, so every rule is testable on captured raw trials.
+
+Loss is computed over the window packets only (sequence numbers >= the
+warm-up count), so packets still in flight at the window edges are neither
+lost nor double counted.
+"""
+from __future__ import annotations
+
+from softnet.analysis import counters
+from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
+from softnet.analysis.kernel_stats import trial_kernel_stats
+from softnet.analysis.profile_reads import delta as profiler_delta
+from softnet.analysis.profile_reads import name_drops
+from softnet.analysis.stages import stage_breakdown
+from softnet.errors import InputError
+from softnet.results.series import Series
+from softnet.results.trial import RAW_SCHEMA_VERSION, SCHEMA_VERSION, TrialResult, TrialSpec
+
+PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
+PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
+
+
+def _int_keys(snap: dict) -> dict:
+    """A procfs snapshot as JSON has string CPU keys: back to ints."""
+    return {"softirqs": {k: {int(c): v for c, v in per_cpu.items()} for k, per_cpu in snap["softirqs"].items()},
+            "cpu_ticks": {int(c): t for c, t in snap["cpu_ticks"].items()},
+            "softnet": {int(c): v for c, v in snap["softnet"].items()}}
+
+
+def latency(sink: dict) -> dict:
+    n = sink["rx_window_pkts"]
+    hist = sink["latency_log2_hist"]
+    out = {"latency_min_ns": sink["latency_min_ns"] if n else None,
+           "latency_mean_ns": sink["latency_sum_ns"] / n if n else None,
+           "latency_max_ns": sink["latency_max_ns"] if n else None}
+    # Percentiles from a log2 histogram are only known to a factor of two:
+    # report the upper edge of the bucket that holds them.
+    for q in (50, 99, 99.9):
+        key = f"latency_p{q:g}_upper_ns".replace(".", "_")
+        out[key] = None
+        if n:
+            acc = 0
+            for b, c in enumerate(hist):
+                acc += c
+                if acc >= n * q / 100:
+                    out[key] = 2 ** (b + 1)
+                    break
+    out["latency_log2_hist"] = hist
+    return out
+
+
+def placement(tb: dict, gen: dict, sink: dict, window: dict) -> dict:
+    """Requested against observed placement. Evidence over configuration: the
+    generator reports the CPU it ran on, the sink counts per CPU, and NET_RX
+    softirqs show where receive work ran. A few stray packets elsewhere do not
+    make a trial invalid; a real misplacement moves most of them."""
+    p = tb["placement"]
+    threads = tb["napi_thread_cpus"]
+    busy = {str(c): counters.busy_ratio(t) for c, t in window["cpu_ticks"].items()}
+    per_cpu = sink["rx_test_pkts_per_cpu"]
+    sink_cpus = [c for c, n in enumerate(per_cpu) if n]
+    receive_cpus = set(p["sut_cpus"]) | ({p["sink_cpu"]} if p["sink_cpu"] is not None else set())
+    on_requested = sum(n for c, n in enumerate(per_cpu) if c in receive_cpus) / max(sum(per_cpu), 1)
+    ok = gen["cpu"] == p["gen_cpu"] and on_requested >= PLACEMENT_MIN_SHARE
+    if p["steering"] == "threaded":
+        def wanted(dev: str) -> list[int]:  # the sink's own NAPI thread (sink_cpu) sits apart from the SUT's
+            return [p["sink_cpu"]] if dev == tb["sink_ifname"] and p["sink_cpu"] is not None else p["sut_cpus"]
+        ok = ok and all(cpu in wanted(dev) for dev, t in threads.items() for cpu in t.values() if cpu is not None)
+    return {
+        "requested": dict(p),
+        "observed": {"gen_cpu": gen["cpu"], "sink_cpus": sink_cpus, "sink_share_on_requested_cpus": on_requested,
+                     "sink_rx_pkts_per_cpu": sink["rx_test_pkts_per_cpu"], "napi_thread_cpus": threads,
+                     "net_rx_softirqs_per_cpu": {str(c): n for c, n in window["softirqs"].get("NET_RX", {}).items()},
+                     "cpu_busy_ratio_per_cpu": busy},
+        "as_requested": ok,
+    }
+
+
+def diagnosis(raw: dict, trial_delta: dict) -> dict:
+    b, a = raw["after"], raw["before"]
+    links = {role: {k: b["links"][role][k] - a["links"][role][k] for k in b["links"][role]} for role in b["links"]}
+    eth0, eth1 = a["ethtool_gen"], b["ethtool_gen"]
+    return {
+        # Frames the generator's XDP transmit could not put into the peer
+        # veth's ring: the SUT's ingress, or the sink's without a SUT.
+        "ingress_ring_of": "sink" if raw["testbed"]["sut"] == "none" else "SUT",
+        "qdisc_dropped_pkts": b["qdisc_drops"] - a["qdisc_drops"],
+        "ingress_ring_full_pkts": eth1.get("tx_queue_0_xdp_xmit_errors", 0) - eth0.get("tx_queue_0_xdp_xmit_errors", 0),
+        "softnet_dropped_pkts": sum(v["dropped"] for v in trial_delta["softnet"].values()),
+        "softnet_time_squeeze": sum(v["time_squeeze"] for v in trial_delta["softnet"].values()),
+        "interface_deltas": links,
+        "interface_rx_dropped_pkts": sum(v["rx_dropped"] for v in links.values()),
+        "interface_tx_dropped_pkts": sum(v["tx_dropped"] for v in links.values()),
+    }
+
+
+def profile(prof: dict, interface_ids: list, window: dict, packets: int) -> dict:
+    """Per-CPU eBPF times over the window, drops by reason and device (host-wide:
+    the sink's XDP drops of skbs count too, on its device), and the audit
+    against the same window's /proc/stat ticks."""
+    reads, events = prof["reads"], prof["events"]
+    reasons = {int(k): v for k, v in prof["drop_reasons"].items()}
+    devices = {(ino, idx): name for ino, idx, name in interface_ids}
+    d = profiler_delta(reads.get("window_start", reads["start"]), reads["window_end"])
+    per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d["cpus"])) if cpu in window["cpu_ticks"]}
+    transitions = {cpu: [[events[f], events[t], ns, n] for f, t, ns, n in d["cpus"][cpu]["transitions"]]
+                   for cpu in per_cpu}
+    polled, polled_sampled = (sum(c["napi_work"] for c in d[k]) for k in ("cpus", "sampled_cpus"))
+    return {
+        "plan": prof["plan"], "window_s": d["wall_ns"] / 1e9, "window_monotonic_ns": d["monotonic_ns"],
+        "per_cpu": per_cpu,
+        # drops: counted while sampled (all the window at duty 1), and estimated over the window by the
+        # packets polled then against in all (not by time: the CPU drains a backlog faster in sampled periods)
+        "drops": name_drops(d["drops"], reasons, devices, polled / polled_sampled if polled_sampled else 0.0),
+        "sampled_time_share": d["sampled_ns"] / d["wall_ns"] if d["wall_ns"] else None,
+        "sampled_packet_share": polled_sampled / polled if polled else None,
+        "drop_keys_full": sum(c["drop_keys_full"] for c in d["cpus"]),
+        "audit": {cpu: audit_cpu(m, window["cpu_ticks"][cpu]) for cpu, m in per_cpu.items()},
+        # the stage clock's raw (from event, to event, ns, count), named, and the stages
+        "transitions": transitions,
+        "duty": prof["duty"],
+        "stages": {cpu: stage_breakdown(d["cpus"][cpu], d["sampled_cpus"][cpu], transitions[cpu], d["wall_ns"] / 1e9,
+                                        d["sampled_ns"] / 1e9, packets) for cpu in per_cpu} if d["sampled_ns"] else {},
+        "stages_missing": None if d["sampled_ns"] else (
+            "no stage events: the light plan (no per-packet tracepoints)" if prof["duty"] == 0 else
+            f"no sampled period fell inside the {d['wall_ns'] / 1e9:.2f} s window (stage events attached "
+            f"{100 * prof['duty']:g}% of every {prof['period_ms']} ms): use a longer window or duty 1"),
+    }
+
+
+def flags(spec: TrialSpec, gen: dict, sent: int, received: int, achieved: float, sink: dict,
+          other_runs: list[str]) -> list[str]:
+    """The validity rules, in the order they are reported."""
+    out = []
+    if gen["sent_pkts"] < spec.warmup_pkts + spec.window_pkts or achieved < (1 - PACING_TOLERANCE) * spec.rate_pps:
+        out.append("generator_limited")
+    elif achieved > (1 + PACING_TOLERANCE) * spec.rate_pps:
+        # Behind schedule at the window start, then catching up back to back:
+        # the SUT saw a higher load than intended.
+        out.append("generator_overshoot")
+    if received > sent or sink["out_of_range_pkts"]:
+        out.append("counters_inconsistent")
+    if gen["interrupted"]:
+        out.append("interrupted")
+    if other_runs:
+        out.append("overlapped_other_run")
+    return out
+
+
+def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
+    """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
+    as measured. ``spec`` defaults to the one the raw trial records."""
+    if raw.get("raw_schema_version") != RAW_SCHEMA_VERSION:
+        raise InputError("raw trial", f"raw schema version {raw.get('raw_schema_version')!r}: this softnet "
+                         f"reads version {RAW_SCHEMA_VERSION}")
+    spec = spec or TrialSpec.from_dict(raw["spec"], "raw trial: spec")
+    tb, gen, sink = raw["testbed"], raw["generator"], raw["sink"]
+    warmup, window_pkts = spec.warmup_pkts, spec.window_pkts
+    before, after = _int_keys(raw["before"]["procfs"]), _int_keys(raw["after"]["procfs"])
+    w0 = _int_keys(raw["window"]["start"]) if raw["window"]["start"] is not None else before
+    window = counters.delta(w0, _int_keys(raw["window"]["end"]))
+
+    sent = max(gen["sent_pkts"] - warmup, 0)
+    received = sink["rx_window_pkts"]
+    span_s = (gen["last_send_ns"] - gen["window_start_ns"]) / 1e9 if sent > 1 else 0.0
+    achieved = (sent - 1) / span_s if span_s > 0 else 0.0
+    other_runs = list(raw.get("other_runs", []))
+    found = flags(spec, gen, sent, received, achieved, sink, other_runs)
+    lost = sent - received if received <= sent else None  # negative loss is never a result
+    place = placement(tb, gen, sink, window)
+    if not place["as_requested"]:
+        found.append("placement_not_as_requested")
+    fields = dict(
+        schema_version=SCHEMA_VERSION,
+        sut=tb["sut"], ip_version=tb["ip_version"],
+        intended_rate_pps=spec.rate_pps, duration_s=spec.duration_s, warmup_s=spec.warmup_s,
+        frame_bytes=spec.frame_bytes, flows=spec.flows,
+        intended_pkts=window_pkts, sent_pkts=sent, warmup_sent_pkts=min(gen["sent_pkts"], warmup),
+        achieved_rate_pps=achieved, achieved_ratio=achieved / spec.rate_pps,
+        send_span_s=span_s, received_pkts=received,
+        lost_pkts=lost, loss_ratio=(lost / sent if sent and lost is not None else None),
+        reordered_pkts=sink["reordered_pkts"], duplicate_pkts=sink["duplicate_pkts"],
+        out_of_range_pkts=sink["out_of_range_pkts"], warmup_received_pkts=sink["rx_warmup_pkts"],
+        **latency(sink),
+        drain_s=raw["drain_s"],
+        generator={k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
+                                       "window_late_pkts", "cpu")},
+        diagnosis=diagnosis(raw, counters.delta(before, after)),
+        placement=place,
+        other_runs=other_runs,
+        flags=found, valid=not found,
+        started_unix_s=raw["started_unix_s"],
+    )
+    if raw.get("series") is not None:
+        series = Series.from_json(raw["series"])
+        if "start" in series.marks:
+            series.marks.setdefault("window_start", series.marks["start"])
+        if {"window_start", "window_end"} <= set(series.marks):
+            fields["kernel"] = trial_kernel_stats(series, tb["placement"]["sut_cpus"], received, spec.frame_bytes,
+                                                  raw["host"]["cpu_freq_hz"], raw["host"]["sysctls"])
+        else:
+            fields["kernel"] = {"missing": dict(series.missing), "sampler": dict(series.sampler)}
+        fields["kernel_samples"] = series.to_json()
+    if raw.get("profile") is not None:
+        fields["profile"] = profile(raw["profile"], tb["interface_ids"], window, received)
+    fields["provenance"] = raw["provenance"]
+    if raw.get("path") is not None:
+        fields["path"] = raw["path"]
+    return TrialResult(**fields)

@@ -1,0 +1,158 @@
+"""A trial's spec, its raw reads and its typed result.
+
+A trial is ``measure`` (softnet.campaign.trial: I/O, gives a raw trial) then
+``evaluate`` (softnet.analysis.trial_eval: pure, gives a TrialResult). The raw
+trial is a JSON document of what was read (tool reports, counters, samples,
+observed placement, host facts); re-evaluating it reproduces the result.
+Every number carries its unit in its name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from softnet.errors import InputError
+from softnet.results.series import INTERVAL_RANGE_S
+
+# 1: results before typed trials (same fields, no schema_version key); 2: typed, with a raw trial.
+SCHEMA_VERSION = 2
+KNOWN_SCHEMA_VERSIONS = (1, 2)
+RAW_SCHEMA_VERSION = 1
+
+# A bitmap of one bit per expected packet lives in the sink: 2^33 bits = 1 GiB.
+MAX_TRIAL_PKTS = 1 << 33
+MTU_FRAME_BYTES = 1518  # 1500 B MTU + 14 B Ethernet header + 4 B FCS
+PAYLOAD_BYTES = 16  # sequence number + send timestamp
+DURATION_RANGE_S = (0.1, 3600.0)
+WARMUP_RANGE_S = (0.0, 60.0)
+
+
+def min_frame_bytes(ip_version: int) -> int:
+    """64 B (the Ethernet minimum), or more when IPv6 + UDP + payload need it."""
+    return max(64, 14 + (20 if ip_version == 4 else 40) + 8 + PAYLOAD_BYTES + 4)
+
+
+@dataclass
+class TrialSpec:
+    rate_pps: float
+    duration_s: float = 5.0
+    warmup_s: float = 1.0
+    frame_bytes: int = 64
+    flows: int = 1
+    sample_interval_s: float | None = 1.0  # kernel statistics sampler; None: off
+    profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
+    profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
+    profile_duty: float = 0.02  # share of time the stage events are attached (1: every packet)
+
+    def validate(self, ip_version: int) -> None:
+        lo = min_frame_bytes(ip_version)
+        if not (lo <= self.frame_bytes <= MTU_FRAME_BYTES):
+            raise InputError("--size", f"{self.frame_bytes} B is outside [{lo}, {MTU_FRAME_BYTES}] B accepted "
+                             f"for IPv{ip_version} (frame incl. FCS; the maximum is the 1500 B MTU)")
+        if not (DURATION_RANGE_S[0] <= self.duration_s <= DURATION_RANGE_S[1]):
+            raise InputError("--duration", f"{self.duration_s} s is outside [{DURATION_RANGE_S[0]}, "
+                             f"{DURATION_RANGE_S[1]:.0f}] s")
+        if not (WARMUP_RANGE_S[0] <= self.warmup_s <= WARMUP_RANGE_S[1]):
+            raise InputError("--warmup", f"{self.warmup_s} s is outside [0, {WARMUP_RANGE_S[1]:.0f}] s")
+        if not (1 <= self.flows <= 64511):
+            raise InputError("--flows", f"{self.flows} is outside [1, 64511] (UDP source ports 1024..65534)")
+        lo, hi = INTERVAL_RANGE_S
+        if not 0.01 <= self.profile_duty <= 1:
+            raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
+        if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
+            raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
+        if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
+            raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
+        total = self.warmup_pkts + self.window_pkts
+        if self.window_pkts < 1:
+            raise InputError("--duration", f"{self.duration_s} s at {self.rate_pps:.0f} pps sends no packet")
+        if total > MAX_TRIAL_PKTS:
+            raise InputError("--duration", f"rate x (warm-up + duration) = {total} packets; at most "
+                             f"{MAX_TRIAL_PKTS} per trial (the sink keeps one bit per packet)")
+
+    @property
+    def warmup_pkts(self) -> int:
+        return round(self.rate_pps * self.warmup_s)
+
+    @property
+    def window_pkts(self) -> int:
+        return round(self.rate_pps * self.duration_s)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "spec") -> "TrialSpec":
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise InputError(where, f"not a trial spec: {exc}") from None
+
+
+# A number as measured: an int stays an int (its JSON is unchanged).
+Number = int | float
+
+
+class TrialResult(BaseModel):
+    """One trial's evaluated result. Fields absent from a trial (no sampler,
+    no profiler) stay unset and are left out of ``to_dict``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    sut: str
+    ip_version: int
+    intended_rate_pps: Number
+    duration_s: Number
+    warmup_s: Number
+    frame_bytes: int
+    flows: int
+    intended_pkts: int
+    sent_pkts: int
+    warmup_sent_pkts: int
+    achieved_rate_pps: Number
+    achieved_ratio: Number
+    send_span_s: Number
+    received_pkts: int
+    lost_pkts: int | None
+    loss_ratio: Number | None
+    reordered_pkts: int
+    duplicate_pkts: int
+    out_of_range_pkts: int
+    warmup_received_pkts: int
+    latency_min_ns: Number | None
+    latency_mean_ns: Number | None
+    latency_max_ns: Number | None
+    latency_p50_upper_ns: Number | None
+    latency_p99_upper_ns: Number | None
+    latency_p99_9_upper_ns: Number | None
+    latency_log2_hist: list[int]
+    drain_s: Number
+    generator: dict[str, Any]
+    diagnosis: dict[str, Any]
+    placement: dict[str, Any]
+    other_runs: list[str] = []  # other softnet runs' namespaces seen during the trial
+    flags: list[str]
+    valid: bool
+    started_unix_s: Number
+    kernel: dict[str, Any] | None = None
+    kernel_samples: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    provenance: dict[str, Any]
+    path: dict[str, Any] | None = None  # which sides of the SUT (campaign trials)
+
+    def to_dict(self) -> dict:
+        return self.model_dump(exclude_unset=True)
+
+
+def check_schema(result: dict, where: str) -> int:
+    """The schema version of a stored trial result; an unknown one is an error
+    naming it (never a guess)."""
+    version = result.get("schema_version", 1)
+    if version not in KNOWN_SCHEMA_VERSIONS:
+        raise InputError(where, f"trial result schema version {version!r}: this softnet reads versions "
+                         f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))} (a newer softnet wrote it?)")
+    return version

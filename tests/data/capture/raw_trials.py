@@ -1,0 +1,68 @@
+"""Capture raw trials (softnet.campaign.trial.measure) for the evaluate tests:
+`python tests/data/capture/raw_trials.py` as root on a quiet host writes
+tests/data/raw_trials/<name>.json, each with the result evaluated at capture."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import softnet.campaign.trial as trial_mod  # noqa: E402
+from softnet.analysis.trial_eval import evaluate  # noqa: E402
+from softnet.campaign.trial import TrialSpec, measure  # noqa: E402
+from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "raw_trials"
+
+CASES = {
+    # name: (placement, spec)
+    "ipv4fwd_100kpps_sampled": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                TrialSpec(rate_pps=100e3, duration_s=2, warmup_s=0.5, sample_interval_s=0.5)),
+    "ipv4fwd_50kpps_profiled": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                TrialSpec(rate_pps=50e3, duration_s=1, warmup_s=0.5, sample_interval_s=0.5,
+                                          profile=True, profile_duty=1)),
+    # beyond what the generator paces on one CPU: generator_limited
+    "ipv4fwd_20Mpps_flood": (Placement(gen_cpu=0, sut_cpus=[1]),
+                             TrialSpec(rate_pps=20e6, duration_s=0.5, warmup_s=0.2, sample_interval_s=None)),
+    # the SUT's NAPI kthread moved to CPU 0 behind softnet's back: placement_not_as_requested
+    "ipv4fwd_30kpps_napi_moved": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                  TrialSpec(rate_pps=30e3, duration_s=0.5, warmup_s=0.1, sample_interval_s=None)),
+    # the generator stopped far behind schedule: interrupted
+    "ipv4fwd_10kpps_interrupted": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                   TrialSpec(rate_pps=10e3, duration_s=3, warmup_s=0.0, sample_interval_s=None)),
+}
+
+
+def move_napi_threads(tb) -> None:
+    for pids in tb.napi_threads.values():
+        for pid in pids:
+            os.sched_setaffinity(pid, [0])
+
+
+def capture(name: str) -> None:
+    placement, spec = CASES[name]
+    overtime = trial_mod.OVERTIME_FACTOR, trial_mod.OVERTIME_S
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd", placement)
+        ep = tb.build()
+        if name.endswith("napi_moved"):
+            move_napi_threads(tb)
+        if name.endswith("interrupted"):
+            trial_mod.OVERTIME_FACTOR, trial_mod.OVERTIME_S = 0.2, 0.0
+        try:
+            raw = measure(tb, ep, spec, ch)
+        finally:
+            trial_mod.OVERTIME_FACTOR, trial_mod.OVERTIME_S = overtime
+    result = evaluate(raw, spec).to_dict()
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps({"raw": raw, "result": result}, default=str) + "\n")
+    print(name, result["flags"], f"loss {result['loss_ratio']}")
+
+
+if __name__ == "__main__":
+    for n in sys.argv[1:] or CASES:
+        capture(n)

@@ -1,0 +1,170 @@
+"""evaluate(raw, spec) and the flag rules, without root, on raw trials captured
+on this machine (tests/data/raw_trials/, tests/data/capture/raw_trials.py).
+A rule is exercised by changing the one read it depends on in a captured raw."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from softnet.analysis.trial_eval import PACING_TOLERANCE, evaluate
+from softnet.errors import InputError
+from softnet.results.trial import SCHEMA_VERSION, TrialResult, TrialSpec, check_schema
+
+DATA = Path(__file__).parent / "data" / "raw_trials"
+CAPTURED = sorted(DATA.glob("*.json"))
+
+
+def load(name: str) -> tuple[dict, dict]:
+    d = json.loads((DATA / f"{name}.json").read_text())
+    return d["raw"], d["result"]
+
+
+def quiet(raw: dict) -> dict:
+    """The same raw trial as if no other softnet run had been on the host."""
+    raw = copy.deepcopy(raw)
+    raw["other_runs"] = []
+    return raw
+
+
+def flags(raw: dict) -> list[str]:
+    return evaluate(raw).flags
+
+
+def test_captures_are_present():
+    assert {p.stem for p in CAPTURED} >= {"ipv4fwd_100kpps_sampled", "ipv4fwd_50kpps_profiled",
+                                         "ipv4fwd_20Mpps_flood", "ipv4fwd_30kpps_napi_moved",
+                                         "ipv4fwd_10kpps_interrupted"}
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.stem)
+def test_reevaluating_a_raw_trial_reproduces_its_result_exactly(path):
+    d = json.loads(path.read_text())
+    again = evaluate(d["raw"]).to_dict()
+    assert json.dumps(again, sort_keys=True, default=str) == json.dumps(d["result"], sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.stem)
+def test_result_validates_against_its_schema(path):
+    r = TrialResult.model_validate(json.loads(path.read_text())["result"])
+    assert r.schema_version == SCHEMA_VERSION
+    assert r.valid == (not r.flags)
+
+
+def test_loss_is_sent_minus_received_over_the_window():
+    raw, _ = load("ipv4fwd_100kpps_sampled")
+    r = evaluate(raw)
+    spec = TrialSpec(**raw["spec"])
+    assert r.sent_pkts == raw["generator"]["sent_pkts"] - spec.warmup_pkts
+    assert r.received_pkts == raw["sink"]["rx_window_pkts"]
+    assert r.lost_pkts == r.sent_pkts - r.received_pkts
+    assert r.loss_ratio == pytest.approx(r.lost_pkts / r.sent_pkts)
+    assert r.intended_pkts == spec.window_pkts
+
+
+def test_a_quiet_trial_at_the_intended_rate_is_valid():
+    raw, _ = load("ipv4fwd_100kpps_sampled")
+    r = evaluate(quiet(raw))
+    assert r.flags == [] and r.valid
+    assert abs(r.achieved_ratio - 1) < PACING_TOLERANCE
+    assert r.kernel is not None and "per_cpu" in r.kernel
+
+
+@pytest.mark.parametrize("ratio, flag", [(0.99, "generator_limited"), (1.01, "generator_overshoot"),
+                                         (0.996, None), (1.004, None)])
+def test_pacing_rule_at_half_a_percent(ratio, flag):
+    """achieved < 99.5% of intended: generator_limited; > 100.5%: overshoot."""
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    g, spec = raw["generator"], TrialSpec(**raw["spec"])
+    sent = g["sent_pkts"] - spec.warmup_pkts
+    g["last_send_ns"] = g["window_start_ns"] + round((sent - 1) / (ratio * spec.rate_pps) * 1e9)
+    r = evaluate(raw)
+    assert r.achieved_ratio == pytest.approx(ratio, rel=1e-6)
+    assert r.flags == ([flag] if flag else [])
+
+
+def test_generator_that_sent_too_few_packets_is_limited():
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    raw["generator"]["sent_pkts"] -= 1
+    assert "generator_limited" in flags(raw)
+
+
+def test_flood_beyond_the_generator_is_limited():
+    raw, result = load("ipv4fwd_20Mpps_flood")
+    r = evaluate(quiet(raw))
+    assert "generator_limited" in r.flags and not r.valid
+    assert r.achieved_ratio < 1 - PACING_TOLERANCE
+
+
+@pytest.mark.parametrize("change", ["more_received", "out_of_range"])
+def test_counters_inconsistent(change):
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    if change == "more_received":
+        raw["sink"]["rx_window_pkts"] = raw["generator"]["sent_pkts"] + 1
+    else:
+        raw["sink"]["out_of_range_pkts"] = 3
+    r = evaluate(raw)
+    assert "counters_inconsistent" in r.flags
+    if change == "more_received":
+        assert r.lost_pkts is None and r.loss_ratio is None  # negative loss is never a result
+
+
+def test_interrupted_generator_is_flagged():
+    r = evaluate(quiet(load("ipv4fwd_10kpps_interrupted")[0]))
+    assert {"interrupted", "generator_limited"} <= set(r.flags)
+
+
+def test_placement_from_evidence():
+    raw = quiet(load("ipv4fwd_30kpps_napi_moved")[0])
+    r = evaluate(raw)
+    assert "placement_not_as_requested" in r.flags
+    assert r.placement["observed"]["sink_share_on_requested_cpus"] < 0.5
+    # the same trial whose generator reports another CPU than requested
+    ok = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    assert "placement_not_as_requested" not in flags(ok)
+    ok["generator"]["cpu"] = 1
+    assert "placement_not_as_requested" in flags(ok)
+
+
+def test_overlap_with_another_softnet_run_is_flagged():
+    raw, _ = load("ipv4fwd_100kpps_sampled")
+    raw = copy.deepcopy(raw)
+    raw["other_runs"] = ["abc123"]
+    r = evaluate(raw)
+    assert "overlapped_other_run" in r.flags and r.other_runs == ["abc123"]
+
+
+def test_latency_percentiles_are_upper_edges_of_log2_buckets():
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    n = raw["sink"]["rx_window_pkts"]
+    hist = [0] * len(raw["sink"]["latency_log2_hist"])
+    hist[10], hist[12] = n - n // 100, n // 100  # 1% in [4096, 8192) ns
+    raw["sink"]["latency_log2_hist"] = hist
+    r = evaluate(raw)
+    assert r.latency_p50_upper_ns == 2 ** 11
+    assert r.latency_p99_upper_ns == 2 ** 11 if n - n // 100 >= 0.99 * n else 2 ** 13
+    assert r.latency_p99_9_upper_ns == 2 ** 13
+
+
+def test_profile_is_evaluated_from_its_reads():
+    raw, _ = load("ipv4fwd_50kpps_profiled")
+    r = evaluate(quiet(raw))
+    assert r.profile is not None and set(r.profile["per_cpu"]) <= {0, 1}
+    assert r.profile["audit"] and r.profile["duty"] == 1
+
+
+def test_unknown_raw_schema_names_the_version():
+    raw = copy.deepcopy(load("ipv4fwd_20Mpps_flood")[0])
+    raw["raw_schema_version"] = 99
+    with pytest.raises(InputError, match="raw schema version 99"):
+        evaluate(raw)
+
+
+def test_unknown_result_schema_names_the_version():
+    _, result = load("ipv4fwd_20Mpps_flood")
+    assert check_schema(result, "x") == SCHEMA_VERSION
+    assert check_schema({k: v for k, v in result.items() if k != "schema_version"}, "x") == 1
+    with pytest.raises(InputError, match="schema version 7"):
+        check_schema(dict(result, schema_version=7), "file.duckdb")

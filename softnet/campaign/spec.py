@@ -30,7 +30,9 @@ Errors name the field path (`method.runs`) and what is accepted.
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +42,9 @@ from softnet.errors import InputError
 from softnet.units import parse_rate
 
 SUT_KINDS = ("ipv4-fwd", "ipv6-fwd", "none", "synthetic")
+# A full factorial grows as the product of its knobs' value counts; beyond this
+# a matrix is a typo (or days of measuring), not a plan.
+MAX_CELLS = 10_000
 
 
 class Strict(BaseModel):
@@ -139,6 +144,13 @@ class MethodSpec(Strict):
     max_trials: int | None = Field(None, ge=1)
     max_trial_seconds: float | None = Field(None, gt=0)
 
+    @field_validator("loads")
+    @classmethod
+    def loads_not_empty(cls, loads):
+        if loads is not None and not loads:
+            raise ValueError("no loads given: list at least one, e.g. 100kpps")
+        return loads
+
     @field_validator("goals")
     @classmethod
     def goals_parse(cls, goals):
@@ -218,24 +230,15 @@ class CampaignSpec(Strict):
                 raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.* or synthetic.* fields")
             if not values:
                 raise ValueError(f"knob '{path}' has no values")
+        n = math.prod(len(v) for v in matrix.values())
+        if n > MAX_CELLS:
+            sizes = " x ".join(f"{p} ({len(v)} values)" for p, v in sorted(matrix.items()))
+            raise ValueError(f"{n:,} cells ({sizes}); at most {MAX_CELLS:,}: fewer knobs or values")
         return matrix
 
-    def cells(self) -> list[tuple[dict[str, Any], "CampaignSpec"]]:
-        """Full-factorial expansion: (knob values, the spec with them applied) per cell."""
-        paths = sorted(self.matrix)
-        out = []
-        for combo in itertools.product(*(self.matrix[p] for p in paths)):
-            data = self.model_dump()
-            data["matrix"] = {}
-            knobs = dict(zip(paths, combo))
-            for path, value in knobs.items():
-                section, _, key = path.partition(".")
-                data[section][key] = value
-            try:
-                out.append((knobs, CampaignSpec.model_validate(data)))
-            except ValidationError as exc:
-                raise spec_error(exc, prefix=f"matrix cell {knobs}: ") from None
-        return out
+    def cells(self) -> "Cells":
+        """Full-factorial expansion: (knob values, the spec with them applied) per cell, built on demand."""
+        return Cells(self)
 
     def search_range_pps(self) -> tuple[float, float]:
         m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
@@ -276,23 +279,74 @@ class CampaignSpec(Strict):
         return [start + i * step for i in range(n)]
 
 
+class Cells(Sequence):
+    """The matrix cells of a spec, lazily: its length is a product, a cell is
+    built when iterated or indexed (a listed full factorial can fill memory)."""
+
+    def __init__(self, spec: CampaignSpec):
+        self.spec, self.paths = spec, sorted(spec.matrix)
+        self.values = [spec.matrix[p] for p in self.paths]
+        self.base = spec.model_dump()
+        self.base["matrix"] = {}
+
+    def __len__(self) -> int:
+        return math.prod(len(v) for v in self.values)
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], CampaignSpec]]:
+        return (self._cell(combo) for combo in itertools.product(*self.values))
+
+    def __getitem__(self, index: int) -> tuple[dict[str, Any], CampaignSpec]:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(index)
+        index %= n
+        combo = []
+        for values in reversed(self.values):  # the last knob varies fastest, as in itertools.product
+            index, i = divmod(index, len(values))
+            combo.append(values[i])
+        return self._cell(tuple(reversed(combo)))
+
+    def _cell(self, combo: tuple) -> tuple[dict[str, Any], CampaignSpec]:
+        knobs = dict(zip(self.paths, combo))
+        data = {k: dict(v) if isinstance(v, dict) else v for k, v in self.base.items()}
+        for path, value in knobs.items():
+            section, _, key = path.partition(".")
+            data[section][key] = value
+        try:
+            return knobs, CampaignSpec.model_validate(data)
+        except ValidationError as exc:
+            raise spec_error(exc, prefix=f"matrix cell {knobs}: ") from None
+
+
 def _is_max(v) -> bool:
     return isinstance(v, str) and v.strip().lower() == "max"
 
 
-def spec_error(exc: ValidationError, prefix: str = "") -> InputError:
-    first = exc.errors()[0]
-    path = ".".join(str(p) for p in first["loc"]) or "spec"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return InputError(prefix + path, first["msg"].removeprefix("Value error, ") + more)
+def spec_error(exc: ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> InputError:
+    """Every error pydantic found, each naming its field (or, through
+    ``names``, the command-line option that set it): the first is the error's field."""
+    names = names or {}
+    found = []
+    for e in exc.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "spec"
+        found.append((names.get(path, path), e["msg"].removeprefix("Value error, ")))
+    (field, message), rest = found[0], found[1:]
+    return InputError(prefix + field, "; ".join([message, *(f"{f}: {m}" for f, m in rest)]))
 
 
 def load_spec(path: str | Path) -> CampaignSpec:
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "is a folder; expected a campaign spec file (TOML)") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not a text file (byte {exc.start} is not UTF-8); "
+                                    "expected a campaign spec (TOML)") from None
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(path), f"not valid TOML: {exc}") from None
     try:

@@ -10,7 +10,7 @@ from softnet import __version__
 from pathlib import Path
 
 from softnet.cli import trial_cmd  # campaign_cmd (scipy, DuckDB) is imported by the commands using it
-from softnet.cli.output import console, err_console, print_json
+from softnet.cli.output import console, err_console, print_error, print_json
 from softnet.errors import InputError, SoftnetError
 from softnet.tools.changes import Terminated
 
@@ -21,6 +21,26 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 def need_root() -> None:
     if os.geteuid() != 0:
         raise SoftnetError("softnet needs root to build namespaces and load eBPF programs")
+
+
+def check_store(results: Path) -> None:
+    """Open the results store once, so a corrupt or foreign softnet.duckdb is
+    an error naming the file, whichever command reads it next."""
+    import duckdb
+
+    from softnet.results.store import DB_NAME, Store
+
+    db = Path(results) / DB_NAME
+    if not db.exists():
+        return
+    try:
+        Store(results, read_only=True).close()
+    except (duckdb.Error, OSError) as exc:
+        raise InputError(str(db), f"not a readable softnet results store ({first_line(exc)})") from None
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 @app.command()
@@ -63,6 +83,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
     from softnet.cli import campaign_cmd
 
     s = load_spec(spec)
+    check_store(results)
     if s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix):
         need_root()
     cid = campaign_cmd.run(s, results, as_json)
@@ -92,24 +113,19 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
-    from pydantic import ValidationError
-
-    from softnet.campaign.spec import CampaignSpec, spec_error
     from softnet.cli import campaign_cmd
 
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
               "min_load": min_load, "max_load": max_load, "duration_s": duration,
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
               "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds}
-    try:
-        spec = CampaignSpec.model_validate({"name": name, "testbed": {"sut": sut},
-                                            "traffic": {"frame_bytes": size, "flows": flows}, "method": method})
-    except ValidationError as exc:
-        raise cli_error(spec_error(exc)) from None
+    spec = spec_from_options({"name": name, "testbed": {"sut": sut},
+                              "traffic": {"frame_bytes": size, "flows": flows}, "method": method}, SEARCH_OPTIONS)
     try:
         spec.search_range_pps()
     except InputError as exc:
-        raise cli_error(exc) from None
+        raise option_error(exc, SEARCH_OPTIONS) from None
+    check_store(results)
     if sut != "synthetic":
         need_root()
     cid = campaign_cmd.run(spec, results, as_json)
@@ -139,49 +155,55 @@ def profile(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Profile the kernel's packet path over a load sweep: stages, CPU audit, cost fits, predicted capacity."""
-    from pydantic import ValidationError
-
-    from softnet.campaign.spec import CampaignSpec, spec_error
     from softnet.cli import profile_cmd
 
     if not 0 < pdr < 1:
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
+    spec = spec_from_options({
+        "name": name, "testbed": {"sut": sut, "steering": steering, "placement": placement},
+        "traffic": {"frame_bytes": size},
+        "method": {"kind": "sweep", "loads": [x.strip() for x in loads.split(",") if x.strip()], "runs": runs,
+                   "duration_s": duration, "warmup_s": warmup},
+        "collect": {"profile": True, "profile_duty": duty}}, PROFILE_OPTIONS)
     try:
-        spec = CampaignSpec.model_validate({
-            "name": name, "testbed": {"sut": sut, "steering": steering, "placement": placement},
-            "traffic": {"frame_bytes": size},
-            "method": {"kind": "sweep", "loads": [x.strip() for x in loads.split(",") if x.strip()], "runs": runs,
-                       "duration_s": duration, "warmup_s": warmup},
-            "collect": {"profile": True, "profile_duty": duty}})
         spec.loads_pps(-1.0)  # rates parse before anything runs
-    except ValidationError as exc:
-        raise profile_error(spec_error(exc)) from None
     except InputError as exc:
-        raise profile_error(exc) from None
+        raise option_error(exc, PROFILE_OPTIONS) from None
     if sut == "synthetic":
         raise InputError("--sut", "the synthetic SUT has no kernel path to profile")
+    check_store(results)
     need_root()
     profile_cmd.run(spec, results, pdr, as_json)
 
 
-def profile_error(exc: InputError) -> InputError:
-    option = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
-              "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
-              "testbed.placement": "--placement", "traffic.frame_bytes": "--size", "collect.profile_duty": "--duty",
-              "name": "--name"}
-    return InputError(option.get(exc.field, exc.field), exc.message)
+# Spec fields the search and profile commands set from their options: errors name the option.
+SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.min_load": "--min-load",
+                  "method.max_load": "--max-load", "method.duration_s": "--duration",
+                  "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
+                  "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
+                  "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
+                  "traffic.flows": "--flows", "name": "--name",
+                  "method": "--initial-duration"}  # the only whole-method check a search can fail
+PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
+                   "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
+                   "testbed.placement": "--placement", "traffic.frame_bytes": "--size",
+                   "collect.profile_duty": "--duty", "name": "--name"}
 
 
-def cli_error(exc: InputError) -> InputError:
-    """Name the command-line option instead of the spec field (method.width -> --width)."""
-    option = {"method.goals": "--goals", "method.width": "--width", "method.min_load": "--min-load",
-              "method.max_load": "--max-load", "method.duration_s": "--duration",
-              "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
-              "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
-              "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
-              "traffic.flows": "--flows", "name": "--name",
-              "method": "--initial-duration"}  # the only whole-method check a search can fail
-    return InputError(option.get(exc.field, exc.field), exc.message)
+def spec_from_options(data: dict, options: dict[str, str]):
+    """A CampaignSpec built from command-line options; errors name the options."""
+    from pydantic import ValidationError
+
+    from softnet.campaign.spec import CampaignSpec, spec_error
+
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error(exc, names=options) from None
+
+
+def option_error(exc: InputError, options: dict[str, str]) -> InputError:
+    return InputError(options.get(exc.field, exc.field), exc.message)
 
 
 @app.command()
@@ -198,6 +220,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
     if not eta > 0:
         raise InputError("--eta", f"{eta} must be > 0")
+    check_store(path)
     campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables)
 
 
@@ -208,6 +231,7 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
     from softnet.report.html import write_report
 
+    check_store(path)
     console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta)))
 
 
@@ -220,13 +244,21 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
 
     if fmt not in ("csv", "parquet"):
         raise InputError("--format", f"'{fmt}': accepted csv, parquet")
+    import duckdb
+
+    check_store(results)
     try:
         store = Store(results, read_only=True)
     except FileNotFoundError as exc:
         raise InputError("RESULTS", str(exc)) from None
+    target = out or results / "export"
     with store:
-        for p in store.export(out or results / "export", fmt):
-            console.print(str(p))
+        try:
+            paths = store.export(target, fmt)
+        except (OSError, duckdb.Error) as exc:
+            raise InputError("--out", f"cannot write to {target}: {first_line(exc)}") from None
+    for p in paths:
+        console.print(str(p))
 
 
 @app.command()
@@ -235,6 +267,7 @@ def demo(results: Path = typer.Option(Path("results"), help="results directory")
     """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
     from softnet.cli.demo import run_demo
 
+    check_store(results)
     need_root()
     run_demo(results, as_json)
 
@@ -282,7 +315,7 @@ def main() -> None:
             raise KeyboardInterrupt
         sys.exit(rc if isinstance(rc, int) else 0)
     except SoftnetError as exc:
-        err_console.print(f"[red]softnet: error:[/] {exc}", highlight=False)
+        print_error(exc)
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
         err_console.print("softnet: interrupted; host changes undone")
@@ -297,4 +330,11 @@ def main() -> None:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
+        # Bad input found deep down (a malformed data file, a store DuckDB
+        # cannot read): its message names the file; no traceback.
+        from softnet.analysis.pastrami_files import DataFormatError
+
+        if isinstance(exc, DataFormatError) or type(exc).__module__.partition(".")[0] == "duckdb":
+            print_error(exc)
+            sys.exit(2)
         raise

@@ -19,6 +19,13 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def print_error(exc: BaseException) -> None:
+    """One error line on stderr: the message verbatim (no markup, no wrapping),
+    so a path or a ``[rate_pps, ...]`` in it reads as written."""
+    err_console.print("[red]softnet: error:[/] ", end="")
+    err_console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+
+
 def fmt(v, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"

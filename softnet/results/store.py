@@ -26,6 +26,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, check_search_schema
 from softnet.results.trial import check_schema
 
 DB_NAME = "softnet.duckdb"
@@ -229,14 +230,10 @@ class Store:
 
     def add_search(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
         for g in result["goals"]:
-            lo, b = g.get("lower") or {}, g["goal"]
-            ci = lo.get("loss_ratio_ci95") or (None, None)
-            self.db.execute(
-                "INSERT INTO searches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [campaign_id, cell_id, run_index, b["name"], b["loss_ratio"], g["status"], g["value_pps"],
-                 g["lower_bound_pps"], g["upper_bound_pps"], lo.get("confidence"),
-                 (g.get("upper") or {}).get("confidence"), lo.get("loss_ratio"), ci[0], ci[1], g["diagnosis"],
-                 result["trial_count"], result["trial_seconds"], json.dumps(g, default=str)])
+            row = SearchGoalRow.from_goal(campaign_id, cell_id, run_index, result, g).model_dump()
+            values = [*row.values(), json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)]
+            self.db.execute(f"INSERT INTO searches VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
+                            values)
 
     def done_searches(self, campaign_id: str) -> set[tuple[int, int]]:
         rows = self.db.execute("SELECT DISTINCT cell_id, run_index FROM searches WHERE campaign_id = ?",
@@ -244,8 +241,12 @@ class Store:
         return {tuple(r) for r in rows}
 
     def searches(self, campaign_id: str) -> list[dict]:
-        return self.query("SELECT * EXCLUDE (result_json) FROM searches WHERE campaign_id = ? "
-                          "ORDER BY cell_id, loss_ratio, run_index", [campaign_id])
+        """Stored goals, validated (SearchGoalRow), of every search of a campaign."""
+        rows = self.query("SELECT * FROM searches WHERE campaign_id = ? ORDER BY cell_id, loss_ratio, run_index",
+                          [campaign_id])
+        for r in rows:
+            check_search_schema(json.loads(r.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
+        return [SearchGoalRow.model_validate(r).model_dump() for r in rows]
 
     def query(self, sql: str, args: list | None = None) -> list[dict]:
         cur = self.db.execute(sql, args or [])

@@ -2,22 +2,26 @@
 from __future__ import annotations
 
 import base64
-import html
+import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
+from markupsafe import escape
 
 from softnet.analysis.pastrami_files import PASTRAMI_DATA_ENV, pastrami_data_dir
 from softnet.analysis.synthetic import LoadLossModel
 from softnet.analysis.campaigns import analyze_path
+from softnet.errors import InputError
 from softnet.provenance import spec_hash
-from softnet.report import plots
+from softnet.report import kernel_plots, plots
 from softnet.report.html import render_report, write_report
-from softnet.results.store import Store
+from softnet.results import readers
+from softnet.results.store import DB_NAME, Store
 
 CLAB = pastrami_data_dir() / "bare-metal" / "confronto_clab"
 needs_data = pytest.mark.skipif(not CLAB.is_dir(), reason=f"{CLAB} missing (set ${PASTRAMI_DATA_ENV})")
@@ -31,6 +35,11 @@ CLAB_FILES = [
     "clab_tb3_raw_50_exp_t_10_k5.12_intel_bare-metal_as-is.txt",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def esc(text: str) -> str:
+    """Text as the report's (autoescaped) templates write it."""
+    return str(escape(text))
 
 
 @pytest.fixture(scope="module")
@@ -173,11 +182,11 @@ def test_report_lists_each_configuration(clab_report, clab_configs):
     text = clab_report.read_text(encoding="utf-8")
     for c in clab_configs:
         r = c.analysis.report
-        assert html.escape(c.label) in text
-        assert html.escape(r.reason) in text  # the reason is shown, escaped ('>=' -> '&gt;=')
+        assert esc(c.label) in text
+        assert esc(r.reason) in text  # the reason is shown, escaped ('>=' -> '&gt;=')
         assert re.search(rf'<section class="config" id="cfg-\d+"><h3><span class="badge v-{r.verdict.value}">'
-                         rf"{r.verdict.value}</span> {re.escape(html.escape(c.label))}</h3>", text)
-        assert html.escape(c.meta["path"]) in text  # provenance: the data file
+                         rf"{r.verdict.value}</span> {re.escape(esc(c.label))}</h3>", text)
+        assert esc(c.meta["path"]) in text  # provenance: the data file
     assert "Summary" in text and "5</b>configurations" in text
     assert "low_load_loss" in text and "warm-up or setup artefact" in text
     assert "loss_inversion" in text and "significantly less" in text
@@ -191,7 +200,7 @@ def test_report_escapes_labels(clab_configs, tmp_path):
     c.knobs = {}  # no metadata: the legend uses the label itself, '$' must not break matplotlib
     text = render_report([c, clab_configs[1]], title="<b>t</b>", source="<src>")
     assert "<script" not in text and "<b>t</b>" not in text and "<src>" not in text
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; $HOME &amp; co" in text
+    assert esc('<script>alert("x")</script> $HOME & co') in text
     assert "&lt;b&gt;t&lt;/b&gt;" in text
 
 
@@ -273,15 +282,15 @@ def test_synthetic_store_report(store_dir):
     assert '<span class="badge v-GOOD">GOOD</span> plr_at_sat=0.0' in section
     assert "PDR point (first load with mean PLR &gt; X)</dt><dd>600 kpps (600000 pps)" in section
     assert "PDR@0.5%</dt><dd>500 kpps (500000 pps)" in section
-    assert html.escape(r.reason) in section
+    assert esc(r.reason) in section
     # the fully excluded load and the excluded runs, with their reason in plain words
     assert "every run excluded" in section and "generator_limited \u00d76" in text
     assert "applied a lower load than its nominal one" in section
     # provenance: kernel, CPU, version, spec hash, host changes, the spec
     h = spec_hash({"name": "synthetic-demo", "testbed": {"sut": "synthetic"}, "analysis": ANALYSIS,
                    "method": {"kind": "sweep", "runs": 5, "duration_s": 1.0}})
-    for s in ("6.18.0-synthetic", "Model CPU @ 2GHz", "0.1.0", h, "lab1", html.escape(HOST_CHANGE),
-              "synthetic-demo", "&quot;pdr_loss_ratio&quot;: 0.005"):
+    for s in ("6.18.0-synthetic", "Model CPU @ 2GHz", "0.1.0", h, "lab1", esc(HOST_CHANGE),
+              "synthetic-demo", esc('"pdr_loss_ratio": 0.005')):
         assert s in text, s
     # the second cell: BAD, its knob with markup is escaped in text and did not break the plots
     assert '<span class="badge v-BAD">BAD</span>' in text
@@ -315,3 +324,253 @@ def test_report_survives_empty_and_single_run_configurations():
     assert text.count("every run excluded") == 2
     assert "single_run" in text and "no standard deviation or confidence interval" in text
     assert text.count("data:image/png;base64,") == 3
+
+
+# ---- a store with kernel statistics, profiles and stages -------------------------
+
+KERNEL_LOADS = [50_000.0 * i for i in range(1, 13)]  # 12 loads: the panels must stay readable
+KSTAT_CAPACITY = 450_000.0
+
+
+def _kernel_result(load: float, run: int, rng) -> dict:
+    """A trial result with the sampler's and the profiler's summaries, shaped as
+    softnet.campaign.trial stores them (SUT on CPU 1, generator on CPU 0)."""
+    from softnet.analysis.stages import WIFI_STAGES
+
+    fwd = min(load, KSTAT_CAPACITY) * (1 - 1e-4 * rng.random())
+    busy = min(100.0, 100.0 * fwd / KSTAT_CAPACITY * 0.93 + 2.0 + rng.random())
+    mbps = fwd * 64 * 8 / 1e6
+    per_cpu = {
+        0: {"utilization_pct": 97.0 + rng.random(), "cpu_time_pct": 98.5, "irqs_per_s": 250.0,
+            "net_rx_softirqs_per_s": 12.0, "net_tx_softirqs_per_s": 3.0, "pkts_per_rx_softirq": None,
+            "softirq_tick_pct": 1.0},
+        1: {"utilization_pct": busy * 0.8, "cpu_time_pct": busy, "irqs_per_s": 900.0 + load / 400,
+            "net_rx_softirqs_per_s": fwd / 48, "net_tx_softirqs_per_s": 10.0 + rng.random(),
+            "pkts_per_rx_softirq": 48.0 + rng.random(), "softirq_tick_pct": busy * 0.7}}
+    kernel = {"per_cpu": per_cpu, "dev_weight": 64, "missing": {"power": "no RAPL energy counter (VM)"},
+              "normalized": {"cpus": [1], "throughput_mbps": mbps, "utilization_per_mbps": busy * 0.8 / mbps,
+                             "cpu_time_per_mbps": busy / mbps, "cycles_per_mbps": busy / mbps,
+                             "power_mw_per_mbps": None, "cost_basis": "cpu_time"}}
+    shares = {s: (i % 5 + 1) for i, s in enumerate(WIFI_STAGES)}
+    total = sum(shares.values())
+    rows = [{"stage": s, "pct_of_cpu": busy * 0.9 * w / total, "ns_per_packet": busy * 0.9 * w / total * 1e7 / fwd}
+            for s, w in shares.items() if not s.startswith("IP to")]
+    cpu1 = {"busy_pct": busy, "softirq_pct": busy * 0.85, "net_rx_pct_by_context": {"idle": busy * 0.4,
+            "ksoftirqd": busy * 0.45, "napi_kthread": 0.0, "other": 0.01}, "napi_work_per_poll": 12.0}
+    cpu0 = {"busy_pct": 99.0, "softirq_pct": 1.0, "net_rx_pct_by_context": {"idle": 0.0, "ksoftirqd": 0.0,
+            "napi_kthread": 0.0, "other": 1.0}, "napi_work_per_poll": None}
+    audit = {c: {"reported_busy_pct": m["busy_pct"] - gap, "reported_softirq_pct": m["softirq_pct"] * 0.6,
+                 "misaccounted_pct": gap}
+             for c, m, gap in ((0, cpu0, 0.5), (1, cpu1, 6.0 + rng.random()))}
+    profile = {"per_cpu": {0: cpu0, 1: cpu1}, "audit": audit, "duty": 0.02,
+               "stages": {1: {"wifi_ap": rows, "coverage": 0.9 + 0.05 * rng.random(), "packet_time_pct": busy}}}
+    tx = int(load)
+    rx = int(fwd)
+    return {"intended_rate_pps": load, "achieved_rate_pps": float(tx), "duration_s": 1.0, "sent_pkts": tx,
+            "received_pkts": rx, "lost_pkts": tx - rx, "loss_ratio": (tx - rx) / tx, "flags": [], "valid": True,
+            "kernel": kernel, "profile": profile, "placement": {"requested": {"sut_cpus": [1]}},
+            "provenance": {"kernel": "6.18.0-synthetic", "cpu_model": "Model CPU @ 2GHz", "softnet_version": "0.1.0",
+                           "hostname": "lab1", "host_changes_applied": [HOST_CHANGE]}}
+
+
+def make_kernel_store(root: Path, runs: int = 2, seed: int = 5) -> Path:
+    """A profiled sweep of 12 loads, stored the way the campaign runner does."""
+    rng = np.random.default_rng(seed)
+    spec = {"name": "profiled-demo", "testbed": {"sut": "ipv4-fwd"}, "analysis": ANALYSIS,
+            "method": {"kind": "sweep", "runs": runs, "duration_s": 1.0}}
+    with Store(root) as store:
+        store.register_campaign("k1", "profiled-demo", spec_hash(spec), spec, 1_700_000_000.0)
+        knobs = {"testbed.irq": "rps"}
+        store.register_cell("k1", 0, knobs, {**spec, "analysis": ANALYSIS})
+        for li, load in enumerate(KERNEL_LOADS):
+            for run in range(runs):
+                store.add_trial("k1", 0, li, run, knobs, _kernel_result(load, run, rng))
+    return root
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory) -> Path:
+    return make_kernel_store(tmp_path_factory.mktemp("kernel"))
+
+
+@pytest.fixture(scope="module")
+def kernel_trials(kernel_dir) -> list[dict]:
+    with readers.open_results(kernel_dir) as store:
+        return readers.trial_results(store, "k1", 0)
+
+
+def test_kernel_store_report_has_every_section(kernel_dir, tmp_path):
+    text = write_report(kernel_dir, tmp_path / "k.html").read_text(encoding="utf-8")
+    for head in ("Kernel statistics", "CPU accounting audit (eBPF profile)", "Packet-path stages (eBPF stage clock)",
+                 "Campaigns", "Provenance (softnet trials)"):
+        assert f"<h2>{head}</h2>" in text or f"<h4>{head}</h4>" in text, head
+    assert "level 12</th>" in text and "CPU time (no cycle counter)" in text
+    assert "Packets per RX softirq per CPU (dev_weight 64)" in text
+    assert "Predicted capacity (SUT CPUs [1] busy 100%)" in text
+    assert "idle " in text and "ksoftirqd " in text  # NET_RX time by context
+    assert text.count("data:image/png;base64,") == 5  # loss, delivery, throughput, kernel panels, stages
+
+
+# ---- tick labels must not overprint ---------------------------------------------
+
+def assert_no_tick_overlap(fig) -> None:
+    """After drawing, no two visible x tick labels of an axes meet, nor two y tick labels."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    checked = 0
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        for which, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+            boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text().strip()]
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1:]:
+                    assert not a.overlaps(b), f"{ax.get_title() or ax.get_ylabel()!r}: {which} tick labels overlap"
+            checked += len(boxes)
+    assert checked, "no tick label to check"
+
+
+def test_load_loss_figures_ticks_do_not_overlap(store_dir):
+    configs = analyze_path(store_dir)
+    for fig in (plots.loss_figure(configs), plots.delivery_figure(configs), plots.throughput_figure(configs)):
+        assert_no_tick_overlap(fig)
+
+
+@needs_data
+def test_pastrami_figures_ticks_do_not_overlap(clab_configs):
+    for fig in (plots.loss_figure(clab_configs), plots.throughput_figure(clab_configs)):
+        assert_no_tick_overlap(fig)
+
+
+def test_search_trace_ticks_do_not_overlap():
+    rng = np.random.default_rng(4)
+    loads = np.clip(np.cumsum(rng.normal(0, 3e4, 60)) + 4e5, 5e4, 9e5)
+    trials = [{"intended_rate_pps": float(x), "loss_ratio": float(x > 4.5e5) * 0.01, "valid": i != 7}
+              for i, x in enumerate(loads)]
+    fig = plots.search_figure(trials, [("ndr", 0.0, 4.4e5, 4.6e5), ("pdr0.5", 0.005, 4.5e5, None)], "search: x")
+    assert_no_tick_overlap(fig)
+
+
+def test_kernel_panels_stay_readable_with_12_loads(kernel_trials):
+    from softnet.analysis import kernel_stats
+
+    levels = kernel_stats.summarize_by_load(kernel_trials)
+    assert len(levels) == 12
+    fig = kernel_plots.kernel_figure(levels, "kernel statistics: profiled-demo cell 0 (testbed.irq=rps)")
+    assert_no_tick_overlap(fig)
+    shown = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert shown[0] == "50k\n26" and 4 <= len(shown) <= 12  # engineering form, thinned to fit
+
+
+@pytest.mark.parametrize("n_loads", [3, 12, 30])
+def test_stage_bars_ticks_do_not_overlap(kernel_trials, n_loads):
+    from softnet.analysis.stage_models import stage_levels
+
+    levels = stage_levels(kernel_trials)
+    levels = [dict(levels[i % len(levels)], load_pps=25_000.0 * (i + 1)) for i in range(n_loads)]
+    fig = kernel_plots.stage_figure(levels, "stages: profiled-demo cell 0 (testbed.irq=rps)")
+    assert_no_tick_overlap(fig)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()][0] == "25k"
+
+
+def test_compact_png_is_smaller_and_still_a_png(store_dir, tmp_path):
+    files = plots.plot_loss(analyze_path(store_dir), tmp_path / "loss", formats=("png",))
+    small = plots.compact_png(files[0])
+    assert small.startswith(PNG_MAGIC) and len(small) <= files[0].stat().st_size
+    assert plots.png_data_uri(files[0]).startswith("data:image/png;base64,")
+
+
+# ---- readers -------------------------------------------------------------------------
+
+def test_readers_give_provenance_cells_and_checked_results(kernel_dir):
+    with readers.open_results(kernel_dir) as store:
+        prov = readers.provenance(store)
+        cells = readers.sweep_cells(store, ["k1"])
+    assert [c.campaign_id for c in prov.campaigns] == ["k1"] and prov.campaigns[0].spec["name"] == "profiled-demo"
+    assert len(prov.trial_provenance[("k1", 0)]) == 24
+    assert prov.trial_provenance[("k1", 0)][0]["hostname"] == "lab1"
+    assert [(c.name, c.cell_id, c.knobs) for c in cells] == [("profiled-demo", 0, {"testbed.irq": "rps"})]
+    assert [t["intended_rate_pps"] for t in cells[0].trials][:3] == [50_000.0, 50_000.0, 100_000.0]
+
+
+def test_readers_skip_searches_in_sweep_cells(tmp_path):
+    with Store(tmp_path) as store:
+        store.register_campaign("s1", "s", "h", {}, 1.0)
+        store.register_cell("s1", 0, {}, {"method": {"kind": "search"}})
+    with readers.open_results(tmp_path) as store:
+        assert readers.sweep_cells(store, ["s1"]) == []
+        assert readers.search_trials(store, "s1") == {}
+
+
+def _store_with_version(root: Path, version) -> Path:
+    with Store(root) as store:
+        store.register_campaign("v", "v", "h", {}, 1.0)
+        store.register_cell("v", 0, {}, {"analysis": ANALYSIS})
+        result = {**_result(1e5, 1.0, 100_000, 100_000, [], {"hostname": "h"})}
+        if version is not None:
+            result["schema_version"] = version
+        store.add_trial("v", 0, 0, 0, {}, result)
+    return root
+
+
+@pytest.mark.parametrize("version", [None, 1, 2])
+def test_known_schema_versions_are_read(tmp_path, version):
+    with readers.open_results(_store_with_version(tmp_path, version)) as store:
+        assert readers.trial_results(store, "v", 0)[0]["received_pkts"] == 100_000
+
+
+def test_unknown_schema_version_is_an_error_naming_it(tmp_path):
+    root = _store_with_version(tmp_path, 99)
+    with pytest.raises(InputError, match=r"schema version 99") as exc:
+        write_report(root, tmp_path / "r.html")
+    assert DB_NAME in str(exc.value) and not (tmp_path / "r.html").exists()
+
+
+def test_corrupt_database_is_an_error_naming_the_file(tmp_path):
+    (tmp_path / DB_NAME).write_bytes(b"garbage!" * 100)
+    with pytest.raises(InputError, match="cannot be read as a DuckDB database") as exc:
+        write_report(tmp_path)
+    assert str(tmp_path / DB_NAME) in str(exc.value)
+
+
+def test_foreign_duckdb_is_an_error_naming_the_file(tmp_path):
+    db = duckdb.connect(str(tmp_path / DB_NAME))
+    db.execute("CREATE TABLE campaigns (x INTEGER)")
+    db.close()
+    with pytest.raises(InputError, match=r"not a softnet results database: it lacks campaigns\.campaign_id") as exc:
+        write_report(tmp_path)
+    assert str(tmp_path / DB_NAME) in exc.value.field
+
+
+def make_search_store(root: Path, repeats: int = 2) -> Path:
+    """Stored searches as the search runner leaves them: trials at loads of the
+    search's choosing (load_index = trial order) and one row per goal."""
+    spec = {"name": "search-demo", "testbed": {"sut": "synthetic"}, "analysis": ANALYSIS,
+            "method": {"kind": "search", "goals": ["ndr", "pdr0.5"]}}
+    prov = {"kernel": "6.18.0-synthetic", "hostname": "lab1"}
+    with Store(root) as store:
+        store.register_campaign("s1", "search-demo", spec_hash(spec), spec, 1_700_000_000.0)
+        store.register_cell("s1", 0, {}, spec)
+        for run in range(repeats):
+            loads = [100e3, 800e3, 450e3, 275e3, 362e3, 406e3, 428e3, 417e3]
+            for i, load in enumerate(loads):
+                lost = 0 if load < 410e3 else int(load * 0.01)
+                store.add_trial("s1", 0, i, run, {}, _result(load, 1.0, int(load), int(load) - lost, [], prov))
+            goals = [{"goal": {"name": name, "loss_ratio": x}, "status": "found", "value_pps": 406e3 + run * 1e3,
+                      "lower_bound_pps": 406e3 + run * 1e3, "upper_bound_pps": 417e3,
+                      "lower": {"confidence": 0.99, "loss_ratio": 0.0, "loss_ratio_ci95": [0.0, 9.1e-6]},
+                      "upper": {"confidence": 0.98}, "diagnosis": "bounds within the width"}
+                     for name, x in (("ndr", 0.0), ("pdr0.5", 0.005))]
+            store.add_search("s1", 0, run, {"goals": goals, "trial_count": len(loads), "trial_seconds": 8.0})
+    return root
+
+
+def test_search_store_report(tmp_path):
+    root = make_search_store(tmp_path)
+    text = write_report(root, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<h2>NDR/PDR searches</h2>" in text and "search: synthetic, cell 0, run 1" in text
+    assert "406 kpps (406000 pps) (0.990)" in text and "0.00e+00 [0.0e+00, 9.1e-06]" in text
+    assert text.count("data:image/png;base64,") == 2  # one trace per search; a search has no load-loss curve
+    with readers.open_results(root) as store:
+        trials = readers.search_trials(store, "s1")
+    assert list(trials) == [(0, 0), (0, 1)] and [t["intended_rate_pps"] for t in trials[(0, 1)]][:2] == [1e5, 8e5]

@@ -15,10 +15,14 @@ vertical line of each configuration's colour its PDR point (the first load
 whose mean PLR exceeds X).
 
 Figures stay readable with up to ``MAX_PER_FIGURE`` configurations; callers
-with more split them (see ``group_configurations``).
+with more split them (see ``group_configurations``). The kernel-statistics
+and stage panels are in ``kernel_plots``. ``png_data_uri`` embeds a written
+PNG in HTML, re-encoded smaller (``compact_png``).
 """
 from __future__ import annotations
 
+import base64
+import io
 import math
 from collections import OrderedDict
 from pathlib import Path
@@ -434,111 +438,25 @@ def plot_search(trials, bounds, title: str, out_base: Path, formats: Sequence[st
     return save_figure(search_figure(trials, bounds, title), out_base, formats)
 
 
-def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
-    """The WiFi-AP study's four panels (Figs. 4, 5, 8, 9) for one configuration,
-    per load level (``kernel_stats.summarize_by_load``): (a) IRQs and RX/TX
-    softirqs per second per CPU, (b) utilization per CPU (/proc/stat ticks,
-    as mpstat) next to CPU time (wall minus nohz idle), (c) cycles per CPU, or
-    CPU time where the host counts no cycles, (d) power, or why there is none."""
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(10.0, 8.2), dpi=DPI, layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(2, 2)
-        cpus = sorted({c for lv in levels for c in lv["per_cpu"]})
-        x = np.arange(len(levels))
-        xt = [f"{lv['throughput_mbps']:,.0f} Mbps\n{format_rate(lv['load_pps'])}" for lv in levels]
-        colors = _colors(max(len(cpus), 1) * 3)
+# ---- embedding ----------------------------------------------------------------
 
-        def bars(ax, series: list[tuple[str, list[float | None]]]):
-            n = len(series)
-            w = 0.8 / max(n, 1)
-            for i, (label, vals) in enumerate(series):
-                y = [np.nan if v is None else v for v in vals]
-                ax.bar(x - 0.4 + w * (i + 0.5), y, w, label=label, color=colors[i % len(colors)])
-            ax.set_xticks(x, xt)
-            ax.legend(fontsize=7.5, frameon=False, ncol=min(n, 3), loc="upper center", bbox_to_anchor=(0.5, -0.2))
+def compact_png(path: Path) -> bytes:
+    """The PNG re-encoded with a 256-colour palette (about a third of the size,
+    visually the same for line plots); the original bytes if Pillow fails."""
+    raw = Path(path).read_bytes()
+    try:
+        from PIL import Image
 
-        def per(c, m):
-            return [lv["per_cpu"].get(c, {}).get(m) for lv in levels]
-
-        sut = set(levels[0].get("sut_cpus", [])) if levels else set()
-        name = {c: f"CPU {c}" + (" (SUT)" if c in sut else "") for c in cpus}
-
-        ax = axes[0][0]
-        bars(ax, [(f"{what} {name[c]}", per(c, m)) for c in cpus
-                  for what, m in (("IRQs", "irqs_per_s"), ("RX softirqs", "net_rx_softirqs_per_s"),
-                                  ("TX softirqs", "net_tx_softirqs_per_s"))])
-        ax.set_yscale("symlog", linthresh=10)
-        ax.set_ylabel("per second")
-        ax.set_title("(a) IRQs and softirqs", loc="left")
-        ax = axes[0][1]
-        bars(ax, [(f"{what} {name[c]}", per(c, m)) for c in cpus
-                  for what, m in (("utilization", "utilization_pct"), ("CPU time", "cpu_time_pct"))])
-        ax.set_ylabel("% of one CPU")
-        ax.set_title("(b) utilization (/proc/stat ticks) vs CPU time", loc="left")
-        ax = axes[1][0]
-        has_cycles = all(per(c, "cycles_per_s")[0] is not None for c in cpus) if cpus and levels else False
-        if has_cycles:
-            bars(ax, [(name[c], per(c, "cycles_per_s")) for c in cpus])
-            ax.set_ylabel("cycles per second")
-            ax.set_title("(c) cycles", loc="left")
-        else:
-            bars(ax, [(name[c], per(c, "cpu_time_pct")) for c in cpus])
-            ax.set_ylabel("CPU time, % of one CPU")
-            ax.set_title("(c) CPU time (no cycle counter on this host)", loc="left")
-        ax = axes[1][1]
-        power = [lv["normalized"].get("power_mw_per_mbps") for lv in levels]
-        if any(p is not None for p in power):
-            bars(ax, [("mW per Mbps", power)])
-            ax.set_ylabel("mW per Mbps")
-            ax.set_title("(d) power", loc="left")
-        else:
-            why = (levels[0].get("missing", {}).get("power") if levels else None) or "no power counters"
-            ax.axis("off")
-            ax.text(0.02, 0.5, "(d) power: not measured\n" + why, transform=ax.transAxes, va="center",
-                    fontsize=9, wrap=True)
-        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
-        return fig
+        with Image.open(io.BytesIO(raw)) as im:
+            q = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+            buf = io.BytesIO()
+            q.save(buf, "PNG", optimize=True)
+        small = buf.getvalue()
+        return small if len(small) < len(raw) else raw
+    except Exception:  # Pillow missing or an unexpected image: embed as is
+        return raw
 
 
-def plot_kernel(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    return save_figure(kernel_figure(levels, title), out_base, formats)
-
-
-def stage_figure(levels: Sequence[dict], title: str) -> Figure:
-    """The WiFi-AP study's Fig. 10 for one configuration, per load
-    (``stage_models.stage_levels``): (a) CPU per forwarded packet by stage,
-    stacked, (b) the stages' share of one CPU, stacked. Hatched stages are
-    approximate (their boundaries are the nearest tracepoints); stages with
-    no time at any load are left out of the legend."""
-    from softnet.analysis.stages import WIFI_STAGES
-
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(10.0, 4.6), dpi=DPI, layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(1, 2)
-        x = np.arange(len(levels))
-        xt = [format_rate(lv["load_pps"]) for lv in levels]
-        shown = [s for s in WIFI_STAGES if any(lv["stages_ns_per_packet"][s] > 0 for lv in levels)]
-        colors = _colors(max(len(shown), 1))
-        for ax, key, ylabel, panel in ((axes[0], "stages_ns_per_packet", "ns of CPU per forwarded packet",
-                                        "(a) cost per packet by stage"),
-                                       (axes[1], "stages_pct_of_cpu", "% of one CPU", "(b) CPU share by stage")):
-            bottom = np.zeros(len(levels))
-            for i, s in enumerate(shown):
-                y = np.array([lv[key][s] for lv in levels])
-                ax.bar(x, y, 0.6, bottom=bottom, label=s, color=colors[i % len(colors)],
-                       hatch="//" if WIFI_STAGES[s][0] == "approximate" else None, edgecolor="white", linewidth=0.3)
-                bottom += y
-            ax.set_xticks(x, xt)
-            ax.set_xlabel("offered load")
-            ax.set_ylabel(ylabel)
-            ax.set_title(panel, loc="left")
-        axes[1].legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                       title="stage (hatched: approximate)", title_fontsize=7.5)
-        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
-        return fig
-
-
-def plot_stages(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    return save_figure(stage_figure(levels, title), out_base, formats)
+def png_data_uri(path: Path) -> str:
+    """A written PNG as a data: URI (compacted), for a self-contained page."""
+    return "data:image/png;base64," + base64.b64encode(compact_png(path)).decode("ascii")

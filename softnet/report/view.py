@@ -1,0 +1,355 @@
+"""View data for the HTML report: every number formatted, every table a list
+of rows of text, ready for the templates (softnet/report/templates), which
+only lay it out. No markup here: the templates escape what they show.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from collections import Counter, OrderedDict
+from typing import Sequence
+
+from softnet.analysis.campaigns import Configuration
+from softnet.analysis.cpu_audit import by_context
+from softnet.analysis.stage_models import pdr_text
+from softnet.analysis.stages import WIFI_STAGES
+from softnet.results.readers import ResultsProvenance
+
+from .plots import format_rate, load_unit
+
+DASH = "\u2014"
+
+# ---- plain-language explanations ------------------------------------------
+
+VERDICT_MEANING = {
+    "GOOD": "PDR@X% marks saturation: beyond the PDR point extra load turns into loss, not throughput "
+            "(TIR < \u03b7 on every step checked). The single PDR number is a fair summary of this curve.",
+    "BAD": "Throughput still grows beyond the PDR point (some step has TIR \u2265 \u03b7): loss crossed X before "
+           "the SUT was saturated, so PDR@X% understates what it forwards. Read the whole curve, not the PDR.",
+    "INCONCLUSIVE": "Mean PLR first exceeds X at the highest tested load, so no step above it can be checked: "
+                    "extend the sweep to higher loads.",
+    "NO-SATURATION": "Mean PLR never exceeds X: the PDR lies beyond the highest tested load. Extend the sweep.",
+}
+
+FLAG_MEANING = {
+    "low_load_loss": "Packets were lost at the lowest offered load, where a healthy SUT loses nothing. This is "
+                     "usually a warm-up or setup artefact (first runs after a start, neighbour resolution, cold "
+                     "caches), not a capacity limit. If that loss exceeds X it alone sets the PDR point, and "
+                     "PDR@X% then says nothing about capacity.",
+    "loss_inversion": "A higher load lost significantly less than the load before it (its mean PLR is below the "
+                      "lower confidence limit of the previous load). Loss should not fall when load rises: this "
+                      "points to variability between runs, a change of conditions during the sweep, or too few "
+                      "runs.",
+    "excluded_runs": "Some runs were left out of the statistics because they did not measure the SUT at the "
+                     "intended load (reasons below). The loads shown use the remaining runs; a load with no run "
+                     "left is skipped and TIR spans the gap.",
+    "rx_clamped": "Some runs report a few more packets received than sent: a counter artefact of the traffic "
+                  "generator. They are kept with their loss set to 0, never negative.",
+    "single_run": "Some loads have only one included run: no standard deviation or confidence interval can be "
+                  "given there.",
+}
+
+EXCLUSION_MEANING = {
+    "generator_limited": "the generator sent fewer packets than intended load \u00d7 duration: the run applied "
+                         "a lower load than its nominal one, so its loss is not the SUT's at that load",
+    "generator_overshoot": "the generator sent more packets than intended: the run did not apply its nominal load",
+    "counters_inconsistent": "more packets received than sent beyond a counter artefact, or packets outside the "
+                             "trial's sequence range: the counters cannot be trusted",
+    "placement_not_as_requested": "generator, SUT or sink work did not run on the CPUs the spec asked for (for "
+                                  "example the SUT's softirq processing ran on the generator's CPU), so the run "
+                                  "measured a different setup",
+    "interrupted": "the trial was interrupted (signal or time-out) before it finished",
+}
+UNKNOWN_REASON = "reason recorded by the trial"
+SITES = {"clab": "the CloudLab testbed", "mazinga": "a local server"}
+
+
+# ---- number formatting -----------------------------------------------------
+
+def _finite(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def pct(ratio, digits: int = 3) -> str:
+    if not _finite(ratio):
+        return DASH
+    return "0" if ratio == 0 else f"{ratio * 100:.{digits}g}"
+
+
+def plus_minus(mean: str, half: str | None) -> str:
+    return mean if half in (None, DASH) else f"{mean} \u00b1 {half}"
+
+
+def rate_pair(pps) -> str:
+    """'450 kpps (450000 pps)' for the key numbers."""
+    if not _finite(pps):
+        return DASH
+    exact = f"{int(pps)} pps" if float(pps).is_integer() else f"{pps:.1f} pps"
+    nice = format_rate(pps)
+    return nice if nice == exact else f"{nice} ({exact})"
+
+
+def opt(v, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def utc(unix_s) -> str:
+    if not _finite(unix_s):
+        return DASH
+    return _dt.datetime.fromtimestamp(unix_s, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_knob(v) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return DASH if v is None else str(v)
+
+
+def _ci_half(m) -> float | None:
+    return (m.ci_upper - m.mean) if _finite(m.ci_upper) and _finite(m.mean) else None
+
+
+def sweep_label(name: str, cell_id: int, knobs: dict) -> str:
+    """'profiled-demo cell 0 (irq=rps)': a sweep cell in the kernel sections."""
+    text = ", ".join(f"{k}={fmt_knob(v)}" for k, v in knobs.items())
+    return f"{name} cell {cell_id}" + (f" ({text})" if text else "")
+
+
+# ---- summary and configurations -------------------------------------------------
+
+def summary(configs: Sequence[Configuration]) -> dict:
+    verdicts = Counter(c.analysis.report.verdict.value for c in configs)
+    n_loads = sum(len(c.analysis.stats.loads) + len(c.analysis.stats.empty_loads_pps) for c in configs)
+    n_incl = sum(s.n_runs for c in configs for s in c.analysis.stats.loads)
+    n_excl = sum(len(c.analysis.stats.excluded) for c in configs)
+    cards = [("configurations", len(configs)), ("loads tested", n_loads), ("runs", n_incl + n_excl),
+             ("runs excluded", n_excl)]
+    cards += [(f"verdict {v}", verdicts.get(v, 0)) for v in VERDICT_MEANING if verdicts.get(v)]
+    xs = sorted({c.analysis.report.pdr_loss_ratio for c in configs})
+    rows = [{"anchor": f"cfg-{i}", "label": c.label, "verdict": c.analysis.report.verdict.value,
+             "pdr_point": format_rate(c.analysis.report.pdr_point_load_pps),
+             "pdr": format_rate(c.analysis.report.pdr_load_pps), "ndr": format_rate(c.analysis.report.ndr_load_pps),
+             "saturation": format_rate(c.analysis.report.saturation_load_pps),
+             "flags": ", ".join(f.kind for f in c.analysis.report.flags)} for i, c in enumerate(configs)]
+    return {"cards": cards, "pdr_header": "/".join(f"{v * 100:g}%" for v in xs), "rows": rows,
+            "verdicts": list(VERDICT_MEANING.items())}
+
+
+def _marks(load: float, r) -> list[str]:
+    marks = []
+    if load == r.ndr_load_pps:
+        marks.append("NDR")
+    if load == r.pdr_load_pps:
+        marks.append(f"PDR@{r.pdr_loss_ratio * 100:g}%")
+    if load == r.pdr_point_load_pps:
+        marks.append("PDR point")
+    if load == r.saturation_load_pps:
+        marks.append("saturation")
+    return marks
+
+
+def _tir_cell(step, load: float, checked: set, violations: set) -> dict | None:
+    if step is None:
+        return None
+    title = (f"{format_rate(step.from_load_pps)} \u2192 {format_rate(step.to_load_pps)}"
+             + ("; checked for the verdict" if load in checked else ""))
+    viol = load in violations
+    value = f"{step.tir + 0.0:.3f}" if abs(step.tir) >= 5e-4 else "0.000"
+    return {"title": title, "violation": viol, "text": value + (" \u2265 \u03b7" if viol else "")}
+
+
+def load_table(config: Configuration) -> dict:
+    """The per-load table of one configuration (PASTRAMI statistics, TIR, marks)."""
+    a = config.analysis
+    r = a.report
+    div, unit = load_unit(max((s.load_pps for s in a.stats.loads), default=1.0))
+    steps = {s.from_load_pps: s for s in a.stats.tir_steps}
+    checked = {s.from_load_pps for s in r.steps_checked}
+    violations = {s.from_load_pps for s in r.violations}
+    excluded: dict[float, Counter] = {}
+    for x in a.stats.excluded:
+        excluded.setdefault(x.load_pps, Counter())[x.reason] += 1
+    rows = []
+    loads = [(s.load_pps, s) for s in a.stats.loads] + [(x, None) for x in a.stats.empty_loads_pps]
+    for load, s in sorted(loads, key=lambda t: t[0]):
+        ex = excluded.get(load, Counter())
+        row = {"load": format_rate(load), "marks": ", ".join(_marks(load, r)),
+               "excluded": (f"{sum(ex.values())} (" + ", ".join(f"{k} \u00d7{n}" for k, n in sorted(ex.items()))
+                            + ")" if ex else "0"),
+               "cls": "pdrpoint" if load == r.pdr_point_load_pps else "pdr" if load == r.pdr_load_pps else ""}
+        if s is None:
+            rows.append({**row, "empty": True})
+            continue
+        plr_half, dr_half, t_half = _ci_half(s.plr_ratio), _ci_half(s.dr_ratio), _ci_half(s.throughput_pps)
+        rows.append({**row, "empty": False, "runs": s.n_runs,
+                     "plr": plus_minus(pct(s.plr_ratio.mean), pct(plr_half) if plr_half is not None else None),
+                     "delta_ucl": pct(s.plr_delta_ucl) + ("%" if _finite(s.plr_delta_ucl) else ""),
+                     "dr": plus_minus(pct(s.dr_ratio.mean, 6), pct(dr_half) if dr_half is not None else None),
+                     "throughput": plus_minus(f"{s.throughput_pps.mean / div:.4g}",
+                                              f"{t_half / div:.2g}" if t_half is not None else None),
+                     "tir": _tir_cell(steps.get(load), load, checked, violations)})
+    return {"conf": f"{a.stats.confidence * 100:g}", "unit": unit, "rows": rows, "eta": f"{r.eta:g}"}
+
+
+def flags(config: Configuration) -> list[dict]:
+    excluded = Counter(x.reason for x in config.analysis.stats.excluded)
+    out = []
+    for f in config.analysis.report.flags:
+        out.append({"kind": f.kind, "count": f.count if f.count != 1 else None,
+                    "where": ", ".join(format_rate(x) for x in f.loads_pps),
+                    "meaning": FLAG_MEANING.get(f.kind, "See softnet/analysis/README.md."), "detail": f.message,
+                    "exclusions": [(k, n, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k, n in sorted(excluded.items())]
+                    if f.kind == "excluded_runs" else []})
+    return out
+
+
+def _counted(c: Counter) -> str:
+    return "; ".join(f"{v} ({n} trials)" if len(c) > 1 else str(v) for v, n in c.most_common())
+
+
+def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> dict:
+    if config.source == "pastrami":
+        items = [("file", config.meta.get("path", config.label))]
+        items += [(k, fmt_knob(v)) for k, v in config.knobs.items()]
+        return {"kind": "pastrami", "fields": items, "site": SITES.get(config.knobs.get("site"))}
+    m = config.meta or {}
+    items = [("campaign", m.get("campaign_id")), ("cell", m.get("cell_id")),
+             ("probed max. generator rate", rate_pair(m.get("probe_max_rate_pps")))]
+    items += [(f"knob {k}", fmt_knob(v)) for k, v in config.knobs.items()]
+    trials = config.trials or []
+    cols = OrderedDict((k, Counter(t.get(k) for t in trials if t.get(k) is not None))
+                       for k in ("kernel", "cpu_model", "softnet_version", "spec_hash", "sut"))
+    p_list = prov.trial_provenance.get((m.get("campaign_id"), m.get("cell_id")), []) if prov else []
+    cols["hostname"] = Counter(p.get("hostname") for p in p_list if p.get("hostname"))
+    rows = [(k, _counted(c)) for k, c in cols.items() if c]
+    trial_flags = Counter(f for t in trials for f in (t.get("flags") or []))
+    n_invalid = sum(1 for t in trials if t.get("valid") is False)
+    rows.append(("trials", f"{len(trials)} ({n_invalid} flagged invalid)"))
+    if trial_flags:
+        rows.append(("trial flags", ", ".join(f"{k} \u00d7{n}" for k, n in trial_flags.most_common())))
+    changes = Counter(ch for p in p_list for ch in dict.fromkeys(p.get("host_changes_applied") or []))
+    spec = m.get("spec")
+    return {"kind": "softnet", "fields": items, "rows": rows, "changes": list(changes.items()),
+            "n_results": len(p_list),
+            "spec": json.dumps(spec, indent=2, sort_keys=True, default=str) if spec else None}
+
+
+def configuration(i: int, config: Configuration, prov: ResultsProvenance | None) -> dict:
+    r = config.analysis.report
+    x = f"{r.pdr_loss_ratio * 100:g}%"
+    key = [("verdict", r.verdict.value), ("PDR point (first load with mean PLR > X)", rate_pair(r.pdr_point_load_pps)),
+           (f"PDR@{x}", rate_pair(r.pdr_load_pps)), ("NDR (sweep estimate)", rate_pair(r.ndr_load_pps)),
+           ("saturation load", rate_pair(r.saturation_load_pps)),
+           ("parameters", f"X = {x}, \u03b7 = {r.eta:g}, confidence = {config.analysis.stats.confidence:g}")]
+    return {"anchor": f"cfg-{i}", "label": config.label, "verdict": r.verdict.value, "reason": r.reason,
+            "meaning": VERDICT_MEANING.get(r.verdict.value, ""), "key": key, "table": load_table(config),
+            "flags": flags(config), "provenance": config_provenance(config, prov)}
+
+
+def glossary(configs: Sequence[Configuration]) -> dict | None:
+    kinds = sorted({f.kind for c in configs for f in c.analysis.report.flags})
+    if not kinds:
+        return None
+    reasons = sorted({x.reason for c in configs for x in c.analysis.stats.excluded})
+    return {"flags": [(k, FLAG_MEANING.get(k, "")) for k in kinds],
+            "reasons": [(k, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k in reasons]}
+
+
+def campaigns(prov: ResultsProvenance | None) -> list[dict]:
+    if not prov:
+        return []
+    return [{"name": c.name, "campaign_id": c.campaign_id,
+             "fields": [("created", utc(c.created_unix_s)), ("spec hash", c.spec_hash)],
+             "spec": json.dumps(c.spec, indent=2, sort_keys=True) if c.spec is not None or not c.spec_text
+             else c.spec_text} for c in prov.campaigns]
+
+
+# ---- searches, kernel statistics, audit, stages ------------------------------------
+
+def searches(summaries: Sequence) -> dict:
+    """The verdict per goal over repeats, and one row per search and goal."""
+    verdicts = [{"label": s.label, "goal": s.goal, "searches": len(s.repeats), "verdict": s.verdict,
+                 "value": rate_pair(s.value_pps), "cv": "-" if s.cv is None else f"{s.cv:.2%}"} for s in summaries]
+    runs = []
+    for s in summaries:
+        for r in s.repeats:
+            ci = "-" if r["lower_loss_ratio"] is None else (
+                f"{r['lower_loss_ratio']:.2e} [{r['lower_loss_ci95_low']:.1e}, {r['lower_loss_ci95_high']:.1e}]")
+            conf = [("" if c is None else f" ({c:.3f})") for c in (r["lower_confidence"], r["upper_confidence"])]
+            runs.append({"label": s.label, "goal": s.goal, "run": r["run_index"], "status": r["status"],
+                         "lower": rate_pair(r["lower_bound_pps"]) + conf[0],
+                         "upper": rate_pair(r["upper_bound_pps"]) + conf[1], "loss": ci,
+                         "trials": f"{r['trial_count']} ({r['trial_seconds']:.1f} s)", "diagnosis": r["diagnosis"]})
+    return {"verdicts": verdicts, "runs": runs}
+
+
+def search_plots(summaries: Sequence) -> dict[tuple, tuple[str, list]]:
+    """(campaign, cell, run) -> (label, [(goal, loss ratio, lower pps, upper pps)]): one trace per search."""
+    out: dict = {}
+    for s in summaries:
+        for r in s.repeats:
+            out.setdefault((s.campaign_id, s.cell_id, r["run_index"]), (s.label, []))[1].append(
+                (s.goal, s.loss_ratio, r["lower_bound_pps"], r["upper_bound_pps"]))
+    return out
+
+
+def kernel_table(kernel: Sequence[tuple[str, list[dict]]]) -> dict:
+    """The WiFi-AP study's Table I per configuration: normalized utilization
+    and cycles (or CPU time) per Mbps, per load level."""
+    rows = []
+    for label, levels in kernel:
+        basis = levels[0].get("cost_basis") or "cycles"
+        for name, key in (("utilization", "utilization_per_mbps"),
+                          ("cycles" if basis == "cycles" else "CPU time (no cycle counter)", "cycles_per_mbps")):
+            cells = [("-" if lv["normalized"].get(key) is None else format(lv["normalized"][key], ".4f"),
+                      f"{lv['throughput_mbps']:,.0f} Mbps") for lv in levels]
+            rows.append({"label": label, "metric": name, "cells": cells})
+    return {"levels": max(len(levels) for _, levels in kernel), "rows": rows}
+
+
+def kernel_caption(levels: list[dict]) -> dict:
+    ppsirq = ", ".join(
+        f"{lv['throughput_mbps']:,.0f} Mbps: " + "/".join(
+            "-" if c.get("pkts_per_rx_softirq") is None else f"{c['pkts_per_rx_softirq']:.1f}"
+            for _, c in sorted(lv["per_cpu"].items())) for lv in levels)
+    return {"sut": levels[0].get("sut_cpus"), "dev_weight": levels[0].get("dev_weight"), "pkts_per_softirq": ppsirq}
+
+
+def audit_rows(audits: Sequence[tuple[str, list[dict]]]) -> list[dict]:
+    return [{"label": label, "load": rate_pair(r["load_pps"]), "cpu": r["cpu"], "runs": r["runs"],
+             "busy_ebpf": opt(r["measured_busy_pct"]), "busy_ticks": opt(r["reported_busy_pct"]),
+             "gap": f"{opt(r['gap_min'], '{:+.1f}')} .. {opt(r['gap_max'], '{:+.1f}')}",
+             "softirq_ebpf": opt(r["measured_softirq_pct"]), "softirq_ticks": opt(r["reported_softirq_pct"]),
+             "by_context": by_context(r.get("net_rx_pct_by_context") or {}),
+             "per_poll": opt(r["napi_work_per_poll"])}
+            for label, rows in audits for r in rows]
+
+
+def stage_timings() -> list[tuple[str, str, str]]:
+    return [(s, ex, why) for s, (ex, why) in WIFI_STAGES.items()]
+
+
+def stages(label: str, levels: list[dict], models: dict) -> dict:
+    """Caption figures and the cost-vs-load fit table of one configuration."""
+    cov = ", ".join(f"{format_rate(lv['load_pps'])}: "
+                    f"{'-' if lv['coverage_min'] is None else format(100 * lv['coverage_min'], '.1f') + '%'}"
+                    for lv in levels)
+    busy = ", ".join(f"{format_rate(lv['load_pps'])}: {lv['sut_busy_pct']:.1f}% / "
+                     + ("-" if lv["sut_nohz_cpu_time_pct"] is None else f"{lv['sut_nohz_cpu_time_pct']:.1f}%")
+                     for lv in levels)
+    out = {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].get('duty') or 1):.0f}", "fit": None}
+    if not models.get("stages"):
+        return out
+    rows = list(models["stages"].items()) + ([("SUT CPUs busy (eBPF)", models["sut_busy"])]
+                                             if models["sut_busy"] else [])
+    pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
+    ratio = models.get("predicted_over_pdr")
+    out["fit"] = {
+        "loads": ", ".join(format_rate(x) for x in models["loads_used_pps"]),
+        "rows": [(s, f"{m['ns_per_packet']:,.0f}", f"{m['intercept_pct']:.2f}", f"{m['r2']:.3f}") for s, m in rows],
+        "sut_cpus": models["sut_cpus"], "predicted": "-" if pred is None else format_rate(pred),
+        "pdr_name": f"PDR{100 * pdr['loss_ratio']:g}%", "pdr": pdr_text(pdr, format_rate),
+        "ratio": f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "",
+        "max_forwarded": format_rate(models["max_forwarded_pps"])}
+    return out

@@ -16,11 +16,12 @@ from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
 from softnet.results.store import Store
+from softnet.units import format_rate
 
 
 @dataclass
 class Event:
-    kind: str  # "plan" | "probe" | "trial" | "search"
+    kind: str  # "plan" | "probe" | "start" (a trial or search begins) | "trial" (one ended) | "search"
     done: int
     total: int
     message: str
@@ -58,9 +59,11 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
                     if probe is None:
                         probe, probe_result = m.probe_max()
                         store.set_probe(cid, cell_id, probe, probe_result)
-                    on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{probe:,.0f} pps"))
+                    on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
                 loads = cell.loads_pps(probe)
                 for li, ri in todo:
+                    on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
+                                   f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
                     result = m.measure(loads[li], li, ri)
                     store.add_trial(cid, cell_id, li, ri, knobs, result)
                     count += 1
@@ -70,7 +73,7 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
 
 def trial_text(result: dict) -> str:
     loss = result.get("loss_ratio")
-    return f"load {result['intended_rate_pps']:,.0f} pps: loss {'-' if loss is None else f'{loss:.2e}'}"
+    return f"load {format_rate(result['intended_rate_pps'])}: loss {'-' if loss is None else '0' if loss == 0 else f'{loss:.1e}'}"
 
 
 def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
@@ -99,14 +102,17 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
 
             def on_trial(result: dict, _replayed: bool, cell_id=cell_id) -> None:
                 on_event(Event("trial", count, total, f"cell {cell_id}: {trial_text(result)}"))
+                on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}, "
+                               f"last {trial_text(result)}"))
 
             with measurer_for(cell, cell_id) as m:
                 for run_index in todo:
+                    on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
                     r = run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial)
                     count += 1
                     goals = "; ".join(f"{g['goal']['name']} {g['status']} "
-                                      f"[{g['lower_bound_pps'] or 0:,.0f}, {g['upper_bound_pps'] or 0:,.0f}]"
-                                      for g in r["goals"])
+                                      f"[{format_rate(g['lower_bound_pps'] or 0)}, "
+                                      f"{format_rate(g['upper_bound_pps'] or 0)}]" for g in r["goals"])
                     on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
                                    f"{r['trial_count']} trials: {goals}"))
     return cid

@@ -23,6 +23,27 @@ def need_root() -> None:
         raise SoftnetError("softnet needs root to build namespaces and load eBPF programs")
 
 
+WAIT_HELP = "if another run holds the testbed, wait up to this many seconds for it (0: refuse at once)"
+
+
+def wait_option():
+    return typer.Option(0.0, "--wait", envvar="SOFTNET_WAIT", help=WAIT_HELP)
+
+
+def wide_option():
+    return typer.Option(False, "--wide", help="all table columns (wider than 80 characters)")
+
+
+def measuring(results: Path | None, wait: float):
+    """The testbed lock for a measuring run (softnet.testbed.lock)."""
+    from softnet.testbed.lock import describe, testbed_lock
+
+    if not wait >= 0:
+        raise InputError("--wait", f"{wait} is not a number of seconds >= 0")
+    return testbed_lock(results, wait, on_wait=lambda h: err_console.print(
+        f"waiting up to {wait:g} s for the testbed, in use by {describe(h)}", markup=False, highlight=False))
+
+
 def check_store(results: Path) -> None:
     """Open the results store once, so a corrupt or foreign softnet.duckdb is
     an error naming the file, whichever command reads it next."""
@@ -66,28 +87,38 @@ def trial(
     profile: bool = typer.Option(False, "--profile", help="eBPF packet-path profile and CPU accounting audit"),
     duty: float = typer.Option(0.02, help="with --profile: share of time the per-packet stage events are attached"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    wide: bool = wide_option(),
+    wait: float = wait_option(),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
     need_root()
-    trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                  sample_interval or None, profile, duty)
+    with measuring(None, wait):
+        trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
+                      sample_interval or None, profile, duty, wide=wide)
 
 
 @app.command()
 def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
-        as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done")) -> None:
+        as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done"),
+        wide: bool = wide_option(),
+        wait: float = wait_option()) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
+    from contextlib import nullcontext
+
     from softnet.campaign.spec import load_spec
     from softnet.cli import campaign_cmd
 
     s = load_spec(spec)
     check_store(results)
-    if s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix):
+    real = s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix)
+    if real:
         need_root()
-    cid = campaign_cmd.run(s, results, as_json)
-    campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json, tables=not as_json)
+    with measuring(results, wait) if real else nullcontext():
+        cid = campaign_cmd.run(s, results, as_json)
+    campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json, tables=not as_json,
+                         wide=wide)
     if not as_json:
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
 
@@ -111,6 +142,8 @@ def search(
     name: str = typer.Option("search", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
     as_json: bool = typer.Option(False, "--json"),
+    wide: bool = wide_option(),
+    wait: float = wait_option(),
 ) -> None:
     """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
     from softnet.cli import campaign_cmd
@@ -125,15 +158,18 @@ def search(
         spec.search_range_pps()
     except InputError as exc:
         raise option_error(exc, SEARCH_OPTIONS) from None
+    from contextlib import nullcontext
+
     check_store(results)
     if sut != "synthetic":
         need_root()
-    cid = campaign_cmd.run(spec, results, as_json)
+    with measuring(results, wait) if sut != "synthetic" else nullcontext():
+        cid = campaign_cmd.run(spec, results, as_json)
     summaries = campaign_cmd.search_summaries(results, cid)
     if as_json:
         print_json({"campaign_id": cid, "results_dir": str(results), "searches": [s.to_dict() for s in summaries]})
     else:
-        campaign_cmd.show_searches(summaries)
+        campaign_cmd.show_searches(summaries, wide)
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
 
 
@@ -153,6 +189,8 @@ def profile(
     name: str = typer.Option("profile", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
     as_json: bool = typer.Option(False, "--json"),
+    wide: bool = wide_option(),
+    wait: float = wait_option(),
 ) -> None:
     """Profile the kernel's packet path over a load sweep: stages, CPU audit, cost fits, predicted capacity."""
     from softnet.cli import profile_cmd
@@ -173,7 +211,8 @@ def profile(
         raise InputError("--sut", "the synthetic SUT has no kernel path to profile")
     check_store(results)
     need_root()
-    profile_cmd.run(spec, results, pdr, as_json)
+    with measuring(results, wait):
+        profile_cmd.run(spec, results, pdr, as_json, wide)
 
 
 # Spec fields the search and profile commands set from their options: errors name the option.
@@ -212,7 +251,8 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             pdr: float = typer.Option(0.005, help="PDR loss threshold X as a ratio (0.005 = 0.5%)"),
             eta: float = typer.Option(0.1, help="TIR saturation threshold"),
             tables: bool = typer.Option(True, help="print per-load tables"),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+            as_json: bool = typer.Option(False, "--json"),
+            wide: bool = wide_option()) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
     from softnet.cli import campaign_cmd
 
@@ -221,7 +261,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
     if not eta > 0:
         raise InputError("--eta", f"{eta} must be > 0")
     check_store(path)
-    campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables)
+    campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide)
 
 
 @app.command()
@@ -263,13 +303,15 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
 
 @app.command()
 def demo(results: Path = typer.Option(Path("results"), help="results directory"),
-         as_json: bool = typer.Option(False, "--json")) -> None:
+         as_json: bool = typer.Option(False, "--json"),
+         wait: float = wait_option()) -> None:
     """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
     from softnet.cli.demo import run_demo
 
     check_store(results)
     need_root()
-    run_demo(results, as_json)
+    with measuring(results, wait):
+        run_demo(results, as_json)
 
 
 @app.command()

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from softnet.analysis.cpu_audit import by_context
-from softnet.cli.output import console, err_console, kv_table, print_json
+from softnet.cli.output import Col, console, count, eng, err_console, kv_table, pct, print_json, sci, table
 from softnet.errors import InputError
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
@@ -38,7 +37,7 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
-        profile_duty: float = 0.02) -> dict:
+        profile_duty: float = 0.02, wide: bool = False) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
@@ -58,30 +57,30 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
     if as_json:
         print_json(result)
     else:
-        show(result)
+        show(result, wide)
     return result
 
 
-def show(r: dict) -> None:
+def show(r: dict, wide: bool = False) -> None:
     d = r["diagnosis"]
+    us = (lambda v: eng(None if v is None else v / 1e9, "s"))  # ns -> "12.3 µs"
     rows = [
-        ("intended load", r["intended_rate_pps"], "pps"),
-        ("achieved offered load", r["achieved_rate_pps"], f"pps ({100 * r['achieved_ratio']:.3f}% of intended)"),
-        ("sent (window)", r["sent_pkts"], "packets"),
-        ("received (window)", r["received_pkts"], "packets"),
-        ("lost", r["lost_pkts"], "packets"),
-        ("loss ratio", r["loss_ratio"], ""),
-        ("reordered / duplicated", f"{r['reordered_pkts']:,} / {r['duplicate_pkts']:,}", "packets"),
+        ("intended load", eng(r["intended_rate_pps"], "pps"), ""),
+        ("achieved offered load", eng(r["achieved_rate_pps"], "pps"), f"{100 * r['achieved_ratio']:.3f}% of intended"),
+        ("sent (window)", count(r["sent_pkts"]), "packets"),
+        ("received (window)", count(r["received_pkts"]), "packets"),
+        ("lost", count(r["lost_pkts"]), "packets"),
+        ("loss ratio", sci(r["loss_ratio"]), ""),
+        ("reordered / duplicated", f"{count(r['reordered_pkts'])} / {count(r['duplicate_pkts'])}", "packets"),
         ("one-way latency min / mean / max", " / ".join(
-            "-" if v is None else f"{v / 1000:.1f}" for v in
-            (r["latency_min_ns"], r["latency_mean_ns"], r["latency_max_ns"])), "us"),
-        ("latency p99 (upper bound)", None if r["latency_p99_upper_ns"] is None else r["latency_p99_upper_ns"] / 1000,
-         "us (log2 histogram bucket edge)"),
-        (f"{d['ingress_ring_of']} ingress ring full", d["ingress_ring_full_pkts"], "packets (diagnosis, whole trial)"),
-        ("softnet backlog drops", d["softnet_dropped_pkts"], "packets (diagnosis)"),
-        ("qdisc drops (SUT)", d["qdisc_dropped_pkts"], "packets (diagnosis)"),
-        ("interface rx/tx dropped", f"{d['interface_rx_dropped_pkts']:,} / {d['interface_tx_dropped_pkts']:,}",
-         "packets (diagnosis)"),
+            us(r[k]) for k in ("latency_min_ns", "latency_mean_ns", "latency_max_ns")), ""),
+        ("latency p99 (upper bound)", us(r["latency_p99_upper_ns"]), "log2 histogram bucket edge"),
+        (f"{d['ingress_ring_of']} ingress ring full", count(d["ingress_ring_full_pkts"]),
+         "packets (diagnosis, whole trial)"),
+        ("softnet backlog drops", count(d["softnet_dropped_pkts"]), "packets (diagnosis)"),
+        ("qdisc drops (SUT)", count(d["qdisc_dropped_pkts"]), "packets (diagnosis)"),
+        ("interface rx/tx dropped",
+         f"{count(d['interface_rx_dropped_pkts'])} / {count(d['interface_tx_dropped_pkts'])}", "packets (diagnosis)"),
     ]
     title = (f"{r['sut']} IPv{r['ip_version']}, {r['frame_bytes']} B frames, {r['flows']} flow(s), "
              f"{r['duration_s']} s window after {r['warmup_s']} s warm-up")
@@ -90,68 +89,66 @@ def show(r: dict) -> None:
     obs = pl["observed"]
     console.print(f"placement requested: gen CPU {pl['requested']['gen_cpu']}, SUT CPUs {pl['requested']['sut_cpus']} "
                   f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
-                  f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}")
+                  f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}", highlight=False)
     if (r.get("kernel") or {}).get("per_cpu"):
-        show_kernel(r["kernel"])
+        show_kernel(r["kernel"], wide)
     if r.get("profile"):
-        show_profile(r["profile"])
+        show_profile(r["profile"], wide)
     if r["valid"]:
         console.print("[green]valid[/]: no flags")
     else:
         console.print(f"[red]NOT valid[/]: flags {', '.join(r['flags'])}")
 
 
-def show_kernel(k: dict) -> None:
+KERNEL_COLS = [Col("CPU"), Col("util %"), Col("CPU time %", wide=True), Col("softirq % (tick)"), Col("IRQs/s"),
+               Col("NET_RX/s"), Col("NET_TX/s", wide=True), Col("pkts per NET_RX"), Col("squeeze/s"),
+               Col("ctx sw/s", wide=True)]
+
+
+def show_kernel(k: dict, wide: bool = False) -> None:
     """Per-CPU kernel statistics of the measurement window and the normalized cost."""
-    t = Table(title=f"kernel statistics over the {k['window_s']:.2f} s window ({k['samples']} samples, "
-                    f"every {k['interval_s']:g} s)", header_style="bold")
-    for col in ("CPU", "utilization %", "CPU time %", "softirq (tick) %", "IRQs/s", "NET_RX/s", "NET_TX/s",
-                "pkts / NET_RX", "squeeze/s", "ctx sw/s"):
-        t.add_column(col, justify="right")
-
-    def f(v, fmt="{:,.1f}"):
-        return "-" if v is None else fmt.format(v)
-
-    for cpu, c in sorted(k["per_cpu"].items(), key=lambda kv: int(kv[0])):
-        t.add_row(str(cpu), f(c["utilization_pct"]), f(c["cpu_time_pct"]), f(c["softirq_tick_pct"]),
-                  f(c["irqs_per_s"], "{:,.0f}"), f(c["net_rx_softirqs_per_s"], "{:,.0f}"),
-                  f(c["net_tx_softirqs_per_s"], "{:,.0f}"), f(c["pkts_per_rx_softirq"]),
-                  f(c["time_squeeze_per_s"]), f(c["context_switches_per_s"], "{:,.0f}"))
-    console.print(t)
+    rows = [[str(cpu), pct(c["utilization_pct"]), pct(c["cpu_time_pct"]), pct(c["softirq_tick_pct"]),
+             eng(c["irqs_per_s"]), eng(c["net_rx_softirqs_per_s"]), eng(c["net_tx_softirqs_per_s"]),
+             eng(c["pkts_per_rx_softirq"]), eng(c["time_squeeze_per_s"]), eng(c["context_switches_per_s"])]
+            for cpu, c in sorted(k["per_cpu"].items(), key=lambda kv: int(kv[0]))]
+    console.print(table(f"kernel statistics over the {k['window_s']:.2f} s window ({k['samples']} samples, "
+                        f"every {k['interval_s']:g} s)", KERNEL_COLS, rows, wide))
     n = k["normalized"]
     if "utilization_per_mbps" in n:
-        console.print(f"normalized cost over SUT CPUs {n['cpus']} at {n['throughput_mbps']:,.1f} Mbps: "
-                      f"utilization {n['utilization_per_mbps']:.4f} %/Mbps, {n['cost_basis']} "
-                      f"{n['cycles_per_mbps']:.4f} %/Mbps (dev_weight {k['dev_weight']})")
+        console.print(f"normalized cost over SUT CPUs {n['cpus']} at {eng(n['throughput_mbps'] * 1e6, 'bps')}: "
+                      f"utilization {eng(n['utilization_per_mbps'])} %/Mbps, {n['cost_basis']} "
+                      f"{eng(n['cycles_per_mbps'])} %/Mbps (dev_weight {k['dev_weight']})", highlight=False)
     if k["missing"]:
-        console.print(f"[dim]not sampled: {'; '.join(f'{s}: {why}' for s, why in sorted(k['missing'].items()))}[/]")
+        console.print(f"[dim]not sampled: {'; '.join(f'{s}: {why}' for s, why in sorted(k['missing'].items()))}[/]",
+                      highlight=False)
 
 
-def show_profile(p: dict) -> None:
+PROFILE_COLS = [Col("CPU"), Col("busy % eBPF"), Col("busy % /proc"), Col("softirq % eBPF"),
+                Col("softirq % ticks"), Col("NET_RX % by context", text=True, wide=True), Col("NAPI polls/s"),
+                Col("pkts per poll")]
+
+
+def show_profile(p: dict, wide: bool = False) -> None:
     """eBPF-measured packet-path time per CPU against /proc/stat, and drops."""
-    t = Table(title=f"eBPF profile over the {p['window_s']:.2f} s window ({p['plan']}) and the CPU accounting audit",
-              header_style="bold")
-    for col in ("CPU", "busy % (eBPF)", "busy % (/proc/stat)", "softirq % (eBPF)", "softirq % (ticks)",
-                "NET_RX % by context", "NAPI polls/s", "pkts/poll"):
-        t.add_column(col, justify="right")
+    rows = []
     for cpu, m in sorted(p["per_cpu"].items(), key=lambda kv: int(kv[0])):
         a = p["audit"][cpu]
-        ctx = by_context(m["net_rx_pct_by_context"])
-        t.add_row(str(cpu), f"{m['busy_pct']:.1f}", f"{a.get('reported_busy_pct', float('nan')):.1f}",
-                  f"{m['softirq_pct']:.1f}", f"{a.get('reported_softirq_pct', float('nan')):.1f}", ctx,
-                  f"{m['napi_polls_per_s']:,.0f}",
-                  "-" if m["napi_work_per_poll"] is None else f"{m['napi_work_per_poll']:.1f}")
-    console.print(t)
+        rows.append([str(cpu), pct(m["busy_pct"]), pct(a.get("reported_busy_pct")), pct(m["softirq_pct"]),
+                     pct(a.get("reported_softirq_pct")), by_context(m["net_rx_pct_by_context"]),
+                     eng(m["napi_polls_per_s"]), eng(m["napi_work_per_poll"])])
+    console.print(table(f"eBPF profile over the {p['window_s']:.2f} s window ({p['plan']}) and the CPU accounting "
+                        "audit", PROFILE_COLS, rows, wide))
     for cpu, a in sorted(p["audit"].items(), key=lambda kv: int(kv[0])):
-        console.print(f"audit CPU {cpu}: {a['verdict']}")
+        console.print(f"audit CPU {cpu}: {a['verdict']}", highlight=False)
     for d in p["drops"][:5]:
         exact = d["skbs"] == d["estimated_skbs"]
-        console.print(f"dropped: {d['estimated_skbs']:,} skbs{'' if exact else ' (estimated from ' + format(d['skbs'], ',') + ' counted while sampled)'}, "
-                      f"{d['reason']} on {d['device']}")
-    show_stages(p)
+        console.print(f"dropped: {count(d['estimated_skbs'])} skbs"
+                      f"{'' if exact else ' (estimated from ' + count(d['skbs']) + ' counted while sampled)'}, "
+                      f"{d['reason']} on {d['device']}", highlight=False)
+    show_stages(p, wide)
 
 
-def show_stages(p: dict) -> None:
+def show_stages(p: dict, wide: bool = False) -> None:
     """The stage clock's breakdown on the CPUs that did packet work."""
     if p.get("stages_missing"):
         console.print(f"[dim]stages: {p['stages_missing']}[/]")
@@ -159,23 +156,20 @@ def show_stages(p: dict) -> None:
     if not cpus:
         return
     st = p["stages"]
-    t = Table(title=f"packet-path stages (stage events attached {100 * p['duty']:.0f}% of the time, scaled to the "
-                    "window)", header_style="bold")
-    t.add_column("stage")
-    t.add_column("timing")
-    for c in cpus:
-        t.add_column(f"CPU {c} ns/pkt", justify="right")
-        t.add_column(f"CPU {c} %", justify="right")
+    cols = [Col("stage", text=True), Col("timing", text=True, wide=True)]
+    cols += [x for c in cpus for x in (Col(f"CPU {c} ns/pkt"), Col(f"CPU {c} %"))]
+    rows = []
     for i, row in enumerate(st[cpus[0]]["wifi_ap"]):
-        rows = [st[c]["wifi_ap"][i] for c in cpus]
-        if not any(r["ns"] for r in rows) and row["exactness"] != "unavailable":
+        per_cpu = [st[c]["wifi_ap"][i] for c in cpus]
+        if not any(r["ns"] for r in per_cpu) and row["exactness"] != "unavailable":
             continue
-        cells = [x for r in rows for x in ("-" if r["ns_per_packet"] is None else f"{r['ns_per_packet']:,.0f}",
-                                              f"{r['pct_of_cpu']:.2f}")]
-        t.add_row(row["stage"], row["exactness"], *cells)
-    console.print(t)
+        rows.append([row["stage"], row["exactness"],
+                     *(x for r in per_cpu for x in (eng(r["ns_per_packet"]), pct(r["pct_of_cpu"], 2)))])
+    console.print(table(f"packet-path stages (stage events attached {100 * p['duty']:.0f}% of the time, scaled to "
+                        "the window)", cols, rows, wide))
     for c in cpus:
         s = st[c]
-        q = "" if s.get("qdisc_enqueued_share") is None else f"; transmits through the qdisc {100 * s['qdisc_enqueued_share']:.1f}%"
+        q = "" if s.get("qdisc_enqueued_share") is None else \
+            f"; transmits through the qdisc {100 * s['qdisc_enqueued_share']:.1f}%"
         console.print(f"CPU {c}: softirq + NAPI-thread time {s['packet_time_pct']:.1f}%, stage coverage "
-                      f"{100 * s['coverage']:.1f}%{q}")
+                      f"{100 * s['coverage']:.1f}%{q}", highlight=False)

@@ -1,0 +1,92 @@
+"""One measuring run per testbed host: an flock(2) on a lock file naming its holder.
+
+Two runs at once disturb each other's measurements, so every measuring
+command holds this lock for its whole run. flock belongs to the open file:
+the kernel drops it when the holder exits, however it exits (kill -9
+included), so a lock left by a dead run is simply taken over. The holder
+(pid, command line, start time, results directory) is written into the file
+for whoever is refused.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from softnet.errors import SoftnetError
+
+LOCK_DIR = Path("/run/softnet")
+LOCK_NAME = "testbed.lock"
+POLL_S = 0.1
+
+
+class TestbedBusy(SoftnetError):
+    """Another run holds the testbed (exit 1: nothing wrong with the input)."""
+
+    __test__ = False
+    exit_code = 1
+
+    def __init__(self, holder: dict, waited_s: float):
+        self.holder, self.waited_s = holder, waited_s
+        waited = f" after waiting {waited_s:.0f} s" if waited_s else ""
+        super().__init__(f"the testbed is in use by {describe(holder)}{waited}; one measuring run at a time "
+                         "(wait for it, or give --wait SECONDS)")
+
+
+def describe(holder: dict) -> str:
+    if not holder.get("pid"):
+        return "another softnet run (holder not yet written)"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_unix_s"]))
+    where = f", results in {holder['results_dir']}" if holder.get("results_dir") else ""
+    return f"pid {holder['pid']} `{holder['command']}` since {since}{where}"
+
+
+def read_holder(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+@contextmanager
+def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, lock_dir: Path | None = None,
+                 on_wait: Callable[[dict], None] = lambda holder: None) -> Iterator[dict]:
+    """Hold the testbed lock for the body; wait up to ``wait_s`` for a holder
+    to finish (``on_wait(holder)`` once), else raise TestbedBusy naming it."""
+    lock_dir = lock_dir or Path(os.environ.get("SOFTNET_LOCK_DIR", LOCK_DIR))
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    path = lock_dir / LOCK_NAME
+    # O_CLOEXEC (Python's default): the native tools do not inherit the lock and keep it past our exit.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        started, told = time.monotonic(), False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+            holder, waited = read_holder(path), time.monotonic() - started
+            if waited >= wait_s:
+                raise TestbedBusy(holder, waited)
+            if not told:
+                on_wait(holder)
+                told = True
+            time.sleep(min(POLL_S, max(wait_s - waited, 0.0)))
+        holder = {"pid": os.getpid(), "command": " ".join(["softnet", *sys.argv[1:]]),
+                  "started_unix_s": time.time(), "results_dir": None if results_dir is None else str(results_dir)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        try:
+            yield holder
+        finally:
+            os.ftruncate(fd, 0)  # the next reader sees no stale holder; the lock goes with close()
+    finally:
+        os.close(fd)

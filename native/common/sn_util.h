@@ -7,7 +7,8 @@
 
 /* ---- options: one parser for every tool (getopt_long underneath) ---- */
 
-/* One option of a tool. A key below 256 is also its short option (-k). */
+/* One option of a tool. A key below 256 is also its short option (-k);
+ * -h and -v are the parser's own (help, verbose). */
 struct sn_option {
 	const char *name;  /* long name, without the dashes */
 	int key;

@@ -430,10 +430,27 @@ def assert_no_tick_overlap(fig) -> None:
     assert checked, "no tick label to check"
 
 
+def assert_titles_fit(fig) -> None:
+    """The figure's title and every panel title lie inside the figure."""
+    fig.canvas.draw()
+    renderer, box = fig.canvas.get_renderer(), fig.bbox
+    texts = [fig._suptitle] if fig._suptitle is not None else []
+    texts += [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    for t in texts:
+        if t.get_text():
+            b = t.get_window_extent(renderer)
+            assert box.x0 - 1 <= b.x0 and b.x1 <= box.x1 + 1, f"title runs off the figure: {t.get_text()!r}"
+
+
+LONG_LABEL = ("profiled-demo cell 3 (testbed.steering=threaded, traffic.frame_bytes=64, collect.profile_duty=0.02, "
+              "testbed.sut=ipv4-fwd, $HOME)")
+
+
 def test_load_loss_figures_ticks_do_not_overlap(store_dir):
     configs = analyze_path(store_dir)
     for fig in (plots.loss_figure(configs), plots.delivery_figure(configs), plots.throughput_figure(configs)):
         assert_no_tick_overlap(fig)
+    assert_titles_fit(plots.loss_figure(configs, title=LONG_LABEL))
 
 
 @needs_data
@@ -447,12 +464,16 @@ def test_search_trace_ticks_do_not_overlap():
     loads = np.clip(np.cumsum(rng.normal(0, 3e4, 60)) + 4e5, 5e4, 9e5)
     trials = [{"intended_rate_pps": float(x), "loss_ratio": float(x > 4.5e5) * 0.01, "valid": i != 7}
               for i, x in enumerate(loads)]
-    fig = plots.search_figure(trials, [("ndr", 0.0, 4.4e5, 4.6e5), ("pdr0.5", 0.005, 4.5e5, None)], "search: x")
+    fig = plots.search_figure(trials, [("ndr", 0.0, 4.4e5, 4.6e5), ("pdr0.5", 0.005, 4.5e5, None)],
+                              f"search: {LONG_LABEL}, cell 3, run 0")
     assert_no_tick_overlap(fig)
+    assert_titles_fit(fig)
+    assert "$HOME" in fig.axes[0].get_title(loc="left").replace("\\", "").replace("\n", " ")
 
 
 def test_kernel_panels_stay_readable_with_12_loads(kernel_trials):
     from softnet.analysis import kernel_stats
+    from softnet.analysis.stage_models import stage_levels
 
     levels = kernel_stats.summarize_by_load(kernel_trials)
     assert len(levels) == 12
@@ -460,6 +481,9 @@ def test_kernel_panels_stay_readable_with_12_loads(kernel_trials):
     assert_no_tick_overlap(fig)
     shown = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
     assert shown[0] == "50k\n26" and 4 <= len(shown) <= 12  # engineering form, thinned to fit
+    assert_titles_fit(fig)
+    assert_titles_fit(kernel_plots.kernel_figure(levels, f"kernel statistics: {LONG_LABEL}"))
+    assert_titles_fit(kernel_plots.stage_figure(stage_levels(kernel_trials), f"stages: {LONG_LABEL}"))
 
 
 @pytest.mark.parametrize("n_loads", [3, 12, 30])

@@ -19,11 +19,12 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
 
 from softnet.analysis.stages import WIFI_STAGES
 
-from .plots import DPI, FORMATS, STYLE, _colors, _mpl_text, save_figure
+from .plots import DPI, FORMATS, STYLE, _colors, _mpl_text, save_figure, wrap_title
 
 _ENG = EngFormatter(sep="")  # 50000 -> "50k", 1250000 -> "1.25M"
 _CHAR_WIDTH_EM = 0.62  # a DejaVu Sans digit is about 0.6 em wide
 _LABEL_GAP_PT = 8.0
+TITLE_PT = 12.0
 
 
 def eng_rate(pps: float) -> str:
@@ -114,7 +115,8 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
             ax.axis("off")
             ax.text(0.02, 0.5, "(d) power: not measured\n" + why, transform=ax.transAxes, va="center",
                     fontsize=9, wrap=True)
-        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
+        fig.suptitle(wrap_title(_mpl_text(title), fig.get_figwidth() * 0.95, TITLE_PT), x=0.01, ha="left",
+                     fontsize=TITLE_PT)
         return fig
 
 
@@ -151,7 +153,8 @@ def stage_figure(levels: Sequence[dict], title: str) -> Figure:
             ax.set_title(panel, loc="left")
         axes[1].legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        title="stage (hatched: approximate)", title_fontsize=7.5)
-        fig.suptitle(_mpl_text(title), x=0.01, ha="left")
+        fig.suptitle(wrap_title(_mpl_text(title), fig.get_figwidth() * 0.95, TITLE_PT), x=0.01, ha="left",
+                     fontsize=TITLE_PT)
         return fig
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import textwrap
 from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -34,6 +35,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 FLOOR_PLR = 1e-6  # paper sec. IV-B: bottom of the log scale
 MAX_PER_FIGURE = 8
@@ -149,6 +151,13 @@ def _mpl_text(s: str) -> str:
     return s.replace("$", r"\$")
 
 
+def wrap_title(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize``
+    points (a long configuration label would run off the figure)."""
+    chars = max(20, int(width_in * 72 / (fontsize * 0.62)))
+    return "\n".join(textwrap.wrap(text, chars, break_on_hyphens=False)) or text
+
+
 def group_configurations(configs: Sequence, max_per_figure: int = MAX_PER_FIGURE) -> list[list]:
     """Split configurations into figure-sized groups of related ones.
 
@@ -208,7 +217,7 @@ def _legend_rows(labels: list[str], n_extra: int) -> tuple[int, int]:
 
 
 def _finish(fig: Figure, ax, handles: list, ncol: int, title: str, n_configs: int) -> Figure:
-    ax.set_title(_mpl_text(title), loc="left")
+    ax.set_title(wrap_title(_mpl_text(title), fig.get_figwidth() * 0.85, STYLE["axes.titlesize"]), loc="left")
     ax.grid(True, which="major")
     if ncol == 2:  # legends fill column by column: pad so each kind keeps its own column
         conf, refs = handles[:n_configs], handles[n_configs:]
@@ -429,9 +438,11 @@ def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, flo
                 if y is not None:
                     handles.append(_hline(ax, y, f"{name} {what} bound", colors[(i + 1) % len(colors)], style))
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(EngFormatter(sep=""))  # 10k, 100k, 1M: shorter than 10^4 and plain text
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trials are counted, never 2.5
         ax.set_xlabel("trial (in search order)")
         ax.set_ylabel("intended load [pps]")
-        return _finish(fig, ax, handles, 2, _mpl_text(title), n_points)
+        return _finish(fig, ax, handles, 2, title, n_points)
 
 
 def plot_search(trials, bounds, title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:

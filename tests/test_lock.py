@@ -89,12 +89,19 @@ def test_lock_is_released_on_error(tmp_path):
 TRIAL = ("trial", "--rate", "200kpps", "--duration", "3", "--warmup", "0.5", "--json")
 
 
-@needs_root
-def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
+def trials_0_3_s_apart(second_wait: str) -> tuple[subprocess.Popen, subprocess.CompletedProcess]:
+    """The first trial (queued behind any other run) and, 0.3 s later, the second, finished."""
     first = subprocess.Popen(softnet_cmd(*TRIAL, "--wait", "600"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     time.sleep(0.3)
-    second = subprocess.run(softnet_cmd(*TRIAL, "--wait", "0"), capture_output=True, text=True, timeout=60)
+    second = subprocess.run(softnet_cmd(*TRIAL, "--wait", second_wait), capture_output=True, text=True,
+                            timeout=180)
+    return first, second
+
+
+@needs_root
+def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
+    first, second = trials_0_3_s_apart("0")
     out, err = first.communicate(timeout=120)
     assert second.returncode == 1, second.stderr
     assert f"pid {first.pid}" in second.stderr and "softnet trial --rate 200kpps" in second.stderr
@@ -105,10 +112,7 @@ def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
 
 @needs_root
 def test_two_trials_at_once_the_second_waits_then_runs(tmp_path):
-    first = subprocess.Popen(softnet_cmd(*TRIAL, "--wait", "600"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    time.sleep(0.3)
-    second = subprocess.run(softnet_cmd(*TRIAL, "--wait", "120"), capture_output=True, text=True, timeout=180)
+    first, second = trials_0_3_s_apart("120")
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0 and second.returncode == 0, err + second.stderr
     assert f"in use by pid {first.pid}" in second.stderr

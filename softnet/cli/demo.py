@@ -6,14 +6,14 @@ from pathlib import Path
 
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
-from softnet.cli.output import console, print_json
+from softnet.cli.output import console, eng, print_json
 
-# Around the probed maximum and well beyond it. The probe floods the SUT, and
-# under a flood the receive path forwards less than at moderate overload (the
-# livelock regime; figures in docs/measurements.md). So the sweep reaches twice
-# the probe to find the knee.
-DEMO_RELATIVE_LOADS = [0.5, 0.75, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0]
-
+# Fractions of the probed maximum: from a tenth (no loss: the NDR) through a
+# grid densest around the probe (the knee, the PDR) to 2.5x (saturation). The
+# probe floods the SUT, and under a flood the receive path forwards less than
+# at moderate overload (figures in docs/measurements.md): the knee can lie
+# above 1.0x.
+DEMO_RELATIVE_LOADS = [0.1, 0.25, 0.45, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5]
 
 def demo_spec() -> CampaignSpec:
     return CampaignSpec.model_validate({

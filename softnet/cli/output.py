@@ -159,12 +159,15 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self.live:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
+            from rich.table import Column
 
-            self.bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                           console=err_console, transient=True)
+            # Numbers first at fixed widths; the description takes what is left and
+            # is the only thing shortened on a narrow terminal.
+            self.bar = Bar(MofNCompleteColumn(), BarColumn(bar_width=10), TextColumn("left"), TimeRemainingColumn(),
+                           TextColumn("[bold]{task.description}",
+                                      table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+                           console=err_console, transient=True, expand=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.title, total=None)
         return self
@@ -177,8 +180,7 @@ class Progress:
         """``now``: what is running (a trial's load, run), shown beside the bar."""
         self.done, self.total = done, total
         if self.live:
-            self.bar.update(self.task, completed=done, total=total,
-                            description=self.title if now is None else f"{self.title}: {now}")
+            self.bar.update(self.task, completed=done, total=total, description=self.title if now is None else now)
 
     def log(self, message: str) -> None:
         """A line that stays (plan, probe, a finished search; every trial off a terminal)."""

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import re
 import shutil
 import xml.etree.ElementTree as ET

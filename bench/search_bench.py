@@ -47,7 +47,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.provenance import provenance  # noqa: E402
-from softnet.search import Goal, search  # noqa: E402
+from softnet.search import Goal, SearchConfig, search  # noqa: E402
 from softnet.search.simulated import SHAPES, SimulatedSut  # noqa: E402
 
 MIN_LOAD, MAX_LOAD, WIDTH, DURATION = 1e4, 1e7, 0.005, 1.0
@@ -58,7 +58,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def run_softnet(sut: SimulatedSut) -> dict:
     goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION) for x in LOSS_RATIOS]
-    r = search(sut, goals, MIN_LOAD, MAX_LOAD, WIDTH)  # library defaults
+    config = SearchConfig(goals=goals, min_load_pps=MIN_LOAD, max_load_pps=MAX_LOAD, relative_width=WIDTH)
+    r = search(sut, config)  # library defaults for the rest
     return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
             "values": [g.lower_bound_pps if g.status not in ("min_load_fails",) else None for g in r.goals],
             "statuses": [g.status for g in r.goals]}

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from softnet.search import Goal, Measurement, search  # noqa: E402
+from softnet.search import Goal, Measurement, SearchConfig, search  # noqa: E402
 from softnet.search.simulated import SHAPES, SimulatedSut  # noqa: E402
 
 NDR_PDR = [{"loss_ratio": 0.0, "relative_width": 0.005}, {"loss_ratio": 0.005, "relative_width": 0.005}]
@@ -85,10 +85,9 @@ def make_sut(s: dict):
 def run(case: dict) -> str:
     """One case's record: its trials (with the search's reasons) and result, as JSON."""
     whys: list[str] = []
-    settings = {k: v for k, v in case.items() if k not in ("sut", "goals", "min_load_pps", "max_load_pps",
-                                                           "relative_width")}
-    r = search(make_sut(case["sut"]), [Goal(**g) for g in case["goals"]], case["min_load_pps"],
-               case["max_load_pps"], case["relative_width"], **settings, on_trial=lambda m, why: whys.append(why))
+    settings = {k: v for k, v in case.items() if k not in ("sut", "goals")}
+    config = SearchConfig(goals=[Goal(**g) for g in case["goals"]], **settings)
+    r = search(make_sut(case["sut"]), config, on_trial=lambda m, why: whys.append(why))
     return json.dumps({"case": case, "whys": whys, "result": r.to_dict()}, sort_keys=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,16 +13,20 @@ import pytest
 
 from softnet.campaign.runner import campaign_id, run_campaign
 from softnet.campaign.spec import CampaignSpec
-from softnet.search import Goal, Measurement, search
+from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.analysis.pastrami_files import list_pastrami_files, read_pastrami_file
-from softnet.search.algorithm import KNEE_SPAN
 from softnet.search.classify import LOWER, PENDING, UPPER, classify, pool_monotone
-from softnet.search.knee import crossing_posterior, crossing_quantiles
+from softnet.search.strategy.knee import KNEE_SPAN, crossing_posterior, crossing_quantiles
 from softnet.search.simulated import SimulatedSut
 from softnet.results.store import Store
 from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
 
 GOALS = [Goal(loss_ratio=0.0), Goal(loss_ratio=0.005)]
+
+
+def config(goals=GOALS, max_load_pps=1e7, **settings) -> SearchConfig:
+    """The tests' search: 10 kpps up to 10 Mpps, width 0.5%."""
+    return SearchConfig(goals=goals, min_load_pps=1e4, max_load_pps=max_load_pps, relative_width=0.005, **settings)
 
 
 def flat_capacity(capacity: float, low_load_loss: float = 0.0):
@@ -68,7 +73,7 @@ def test_bursty_low_load_loss_is_not_mistaken_for_a_failing_minimum_load():
     # Regression: seed 6 of the bench gave min_load_fails from two bad trials at the minimum
     # load, although about 70% of trials there lose nothing.
     sut = SimulatedSut("low_load_loss", 616334.5, 6)
-    r = search(sut, GOALS, 1e4, 1e7, 0.005)
+    r = search(sut, config())
     for g, x in zip(r.goals, (0.0, 0.005)):
         truth = sut.truth(x, 0.5, 1.0, 1e4, 1e7)["conservative"]
         assert g.status == "found", g.diagnosis
@@ -78,7 +83,7 @@ def test_bursty_low_load_loss_is_not_mistaken_for_a_failing_minimum_load():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sharp_knee_bounds_bracket_the_truth_within_the_width(seed):
     sut = SimulatedSut("sharp", 1.2e6, seed)
-    r = search(sut, GOALS, 1e4, 1e7, 0.005)
+    r = search(sut, config())
     assert r.stopped_by == "done" and r.trial_count == len(r.trials) < 80
     for g, x in zip(r.goals, (0.0, 0.005)):
         truth = sut.truth(x, 0.5, 1.0, 1e4, 1e7)["conservative"]
@@ -98,7 +103,7 @@ def test_gradual_knee_is_modelled_and_its_interval_covers_the_truth():
     covered, errors = 0, []
     for seed in range(10):
         sut = SimulatedSut("gradual", 1e6, seed)
-        g = search(sut, GOALS[:1], 1e4, 1e7, 0.005).goals[0]
+        g = search(sut, config(GOALS[:1])).goals[0]
         truth = sut.truth(0.0, 0.5, 1.0, 1e4, 1e7)["conservative"]
         assert g.knee is not None and "knee model" in g.diagnosis, g.diagnosis
         lo, hi = g.knee["interval80_pps"]
@@ -116,7 +121,7 @@ def test_sharp_knee_resolves_where_a_load_sits_on_the_capacity():
     """A load within the capacity's 0.2% jitter is a coin toss; the knee model
     pins the crossing from the loads around it instead of 11 trials there."""
     sut = SimulatedSut("sharp", 531_540.55, 121)  # bench seed 121: bisection lands on the knee
-    g = search(sut, GOALS[:1], 1e4, 1e7, 0.005).goals[0]
+    g = search(sut, config(GOALS[:1])).goals[0]
     truth = sut.truth(0.0, 0.5, 1.0, 1e4, 1e7)["conservative"]
     assert g.knee is not None and g.status == "found"
     lo, hi = g.knee["interval80_pps"]
@@ -169,23 +174,23 @@ def test_knee_model_finds_pastrami_crossings():
 
 
 def test_minimum_load_already_losing_gives_a_diagnosis_not_an_exception():
-    r = search(flat_capacity(5e5, low_load_loss=0.02), GOALS, 1e4, 1e7, 0.005)
+    r = search(flat_capacity(5e5, low_load_loss=0.02), config())
     for g in r.goals:
         assert g.status == "min_load_fails" and g.lower_bound_pps is None and g.upper_bound_pps == 1e4
         assert "minimum load" in g.diagnosis and g.value_pps is None
 
 
 def test_goal_met_at_the_maximum_load():
-    r = search(flat_capacity(2e7), GOALS, 1e4, 1e6, 0.005)
+    r = search(flat_capacity(2e7), config(max_load_pps=1e6))
     assert [g.status for g in r.goals] == ["above_max_load"] * 2
     assert all(g.lower_bound_pps == 1e6 and g.upper_bound_pps is None for g in r.goals)
 
 
 def test_budget_returns_best_known_bounds_with_a_diagnosis():
-    r = search(SimulatedSut("sharp", 1e6, 3), GOALS, 1e4, 1e7, 0.005, max_trials=6)
+    r = search(SimulatedSut("sharp", 1e6, 3), config(max_trials=6))
     assert r.trial_count == 6 and r.stopped_by == "budget"
     assert {g.status for g in r.goals} == {"budget_exhausted"}
-    r = search(SimulatedSut("sharp", 1e6, 3), GOALS, 1e4, 1e7, 0.005, max_trial_seconds=4.5)
+    r = search(SimulatedSut("sharp", 1e6, 3), config(max_trial_seconds=4.5))
     assert r.trial_seconds <= 4.5 and r.stopped_by == "budget"
 
 
@@ -198,7 +203,7 @@ def test_generator_limited_trials_are_never_evidence():
             return Measurement(load, duration, offered, 0, ("generator_limited",), {"achieved_rate_pps": 2.1e6})
         return Measurement(load, duration, offered, offered)  # the SUT itself never loses
 
-    r = search(measure, GOALS, 1e4, 1e7, 0.005)
+    r = search(measure, config())
     for g in r.goals:
         assert g.upper_bound_pps is None and g.status == "above_max_load"
         assert g.lower_bound_pps <= 2.1e6 and "could not be offered" in g.diagnosis
@@ -209,7 +214,7 @@ def test_generator_limited_trials_are_never_evidence():
 def test_loss_inversion_is_found_and_reported():
     """Loss at low load that vanishes at higher load: the min-load check finds it."""
     sut = SimulatedSut("inversion", 1e6, 5)
-    r = search(sut, GOALS, 1e4, 1e7, 0.005)
+    r = search(sut, config())
     for g in r.goals:
         assert g.status == "min_load_fails"
         assert g.inversions and g.inversions[-1]["meets_goal_at_pps"] > 0.9e6
@@ -231,7 +236,7 @@ def test_low_load_majority_is_no_loss_inversion():
             return Measurement(load, duration, offered, offered - (51 if next(at_min) else 0))
         return clean(load, duration)
 
-    r = search(measure, GOALS, 1e4, 1e7, 0.005)
+    r = search(measure, config())
     ndr = r.goals[0]
     assert sum(m.intended_load_pps == 1e4 for m in r.trials) == 11
     assert ndr.status == "found" and not ndr.inversions
@@ -242,7 +247,7 @@ def test_low_load_majority_is_no_loss_inversion():
 def test_short_trials_bracket_and_final_trials_decide():
     sut = SimulatedSut("sharp", 8e5, 4)
     goals = [Goal(loss_ratio=0.005, initial_trial_duration=0.1, final_trial_duration=1.0)]
-    r = search(sut, goals, 1e4, 1e7, 0.005)
+    r = search(sut, config(goals))
     g = r.goals[0]
     assert g.status == "found"
     assert any(m.duration_s == 0.1 for m in r.trials)
@@ -261,14 +266,32 @@ def test_bad_goals_name_the_field(kwargs, text):
 
 
 @pytest.mark.parametrize("kwargs, text", [
-    ({"knee_trials": 0}, "knee_trials = 0"), ({"max_trials_per_load": 1}, "max_trials_per_load"),
-    ({"relative_width": 1.5}, "relative_width = 1.5")])
-def test_bad_search_settings_name_the_setting(kwargs, text):
+    ({"knee_trials": 0}, r"SearchConfig.knee_trials = 0: expected None or >= 1"),
+    ({"max_trials_per_load": 1}, r"SearchConfig.max_trials_per_load = 1: expected >= 2"),
+    ({"relative_width": 1.5}, r"SearchConfig.relative_width = 1.5: expected in \(0, 1\)"),
+    ({"max_trials": 0}, r"SearchConfig.max_trials = 0: expected None or >= 1"),
+    ({"max_trial_seconds": -1.0}, r"SearchConfig.max_trial_seconds = -1.0: expected None or > 0"),
+    ({"final_confidence": 1.0}, r"SearchConfig.final_confidence = 1.0: expected in \(0.5, 1\)"),
+    ({"bracket_factor": 0.5}, r"SearchConfig.bracket_factor = 0.5: expected >= 1"),
+    ({"unstable_width": -0.1}, r"SearchConfig.unstable_width = -0.1: expected >= 0"),
+    ({"min_load_pps": 1e7, "max_load_pps": 1e4}, r"expected 0 < min_load_pps < max_load_pps, got 10000000.0, 10000.0"),
+    ({"goals": []}, r"SearchConfig.goals is empty"),
+    ({"goals": [0.005]}, r"SearchConfig.goals holds 0.005: expected softnet.search.Goal")])
+def test_bad_search_settings_name_the_setting_and_its_range(kwargs, text):
     with pytest.raises(ValueError, match=text):
-        search(flat_capacity(1e6), GOALS, 1e4, 1e7, **kwargs)
+        SearchConfig(**{"goals": GOALS, "min_load_pps": 1e4, "max_load_pps": 1e7, **kwargs})
 
 
-def test_search_decides_as_recorded():
+def test_search_takes_a_config_object():
+    cfg = config(max_trials=6)
+    assert cfg.goals == tuple(GOALS) and cfg.knee_trial_budget == 4 * cfg.max_trials_per_load
+    with pytest.raises(TypeError, match="SearchConfig"):
+        search(flat_capacity(1e6), GOALS)
+    with pytest.raises(Exception):  # frozen: one config, read by the controller and every strategy
+        cfg.max_trials = 7
+
+
+def test_search_decides_as_recorded(monkeypatch):
     """tests/data/search_golden.json: 16 searches (4 shapes x 3 seeds, a budget
     in trials and in seconds, no minimum-load check, a small knee budget)
     recorded by bench/search_golden.py before the search was split into
@@ -277,6 +300,7 @@ def test_search_decides_as_recorded():
     path = Path(__file__).resolve().parents[1] / "bench" / "search_golden.py"
     spec = importlib.util.spec_from_file_location("search_golden", path)
     golden = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, golden)  # its worker processes find run() by module name
     spec.loader.exec_module(golden)
     moved, total = golden.check(Path(__file__).parent / "data" / "search_golden.json")
     assert total == 16 and not moved, f"{len(moved)} of {total} searches decide differently: {moved}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from softnet.campaign.spec import CampaignSpec, parse_goals
-from softnet.search import Goal, Measurement, search
+from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.results.store import Store
 
 
@@ -63,8 +63,9 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
     m = cell.method
     lo, hi = cell.search_range_pps()
     replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial)
-    result = search(replay, goals_of(cell), lo, hi, m.width, max_trials=m.max_trials,
-                    max_trial_seconds=m.max_trial_seconds).to_dict()
+    config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
+                          max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
+    result = search(replay, config).to_dict()
     result["replayed_trials"] = replay.replayed
     store.add_search(campaign_id, cell_id, run_index, result)
     return result

@@ -10,6 +10,13 @@ INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "cou
                                 "interrupted"})
 
 
+def check_fields(obj, checks) -> None:
+    """Raise a ValueError naming the first (field, ok, accepted range) that is not ok."""
+    for name, ok, accepted in checks:
+        if not ok:
+            raise ValueError(f"{type(obj).__name__}.{name} = {getattr(obj, name)!r}: expected {accepted}")
+
+
 @dataclass(frozen=True)
 class Goal:
     """One conditional-throughput goal.
@@ -39,9 +46,7 @@ class Goal:
                   ("initial_trial_duration", self.initial_trial_duration is None
                    or 0 < self.initial_trial_duration <= self.final_trial_duration, "in (0, final_trial_duration]"),
                   ("confidence", 0.5 < self.confidence < 1, "in (0.5, 1)"))
-        for name, ok, accepted in checks:
-            if not ok:
-                raise ValueError(f"Goal.{name} = {getattr(self, name)!r}: expected {accepted}")
+        check_fields(self, checks)
 
     @property
     def name(self) -> str:

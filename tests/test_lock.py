@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from softnet.testbed.lock import LOCK_NAME, TestbedBusy
+from softnet.testbed.lock import LOCK_DIR, LOCK_NAME, TestbedBusy, read_holder
 from softnet.testbed.lock import testbed_lock as hold_testbed  # a test_* name would be collected
 from tests.conftest import needs_root, softnet_cmd
 
@@ -90,10 +90,14 @@ TRIAL = ("trial", "--rate", "200kpps", "--duration", "3", "--warmup", "0.5", "--
 
 
 def trials_0_3_s_apart(second_wait: str) -> tuple[subprocess.Popen, subprocess.CompletedProcess]:
-    """The first trial (queued behind any other run) and, 0.3 s later, the second, finished."""
+    """The first trial (queued behind any other run) and, 0.3 s later (once
+    the first holds the testbed), the second, finished."""
     first = subprocess.Popen(softnet_cmd(*TRIAL, "--wait", "600"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     time.sleep(0.3)
+    deadline = time.monotonic() + 600
+    while read_holder(LOCK_DIR / LOCK_NAME).get("pid") != first.pid and time.monotonic() < deadline:
+        time.sleep(0.1)  # another suite's run holds the testbed: the first queues behind it
     second = subprocess.run(softnet_cmd(*TRIAL, "--wait", second_wait), capture_output=True, text=True,
                             timeout=180)
     return first, second

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 
 import typer
 
@@ -34,12 +35,15 @@ def wide_option():
     return typer.Option(False, "--wide", help="all table columns (wider than 80 characters)")
 
 
-def measuring(results: Path | None, wait: float):
-    """The testbed lock for a measuring run (softnet.testbed.lock)."""
+def measuring(results: Path | None, wait: float, real: bool = True):
+    """The testbed lock for a measuring run (softnet.testbed.lock); a simulated
+    SUT (``real`` false) touches no testbed and takes none."""
     from softnet.testbed.lock import describe, testbed_lock
 
     if not wait >= 0:
         raise InputError("--wait", f"{wait} is not a number of seconds >= 0")
+    if not real:
+        return nullcontext()
     return testbed_lock(results, wait, on_wait=lambda h: err_console.print(
         f"waiting up to {wait:g} s for the testbed, in use by {describe(h)}", markup=False, highlight=False))
 
@@ -105,8 +109,6 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         wide: bool = wide_option(),
         wait: float = wait_option()) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
-    from contextlib import nullcontext
-
     from softnet.campaign.spec import load_spec
     from softnet.cli import campaign_cmd
 
@@ -115,7 +117,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
     real = s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix)
     if real:
         need_root()
-    with measuring(results, wait) if real else nullcontext():
+    with measuring(results, wait, real):
         cid = campaign_cmd.run(s, results, as_json)
     campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json, tables=not as_json,
                          wide=wide)
@@ -158,12 +160,10 @@ def search(
         spec.search_range_pps()
     except InputError as exc:
         raise option_error(exc, SEARCH_OPTIONS) from None
-    from contextlib import nullcontext
-
     check_store(results)
     if sut != "synthetic":
         need_root()
-    with measuring(results, wait) if sut != "synthetic" else nullcontext():
+    with measuring(results, wait, sut != "synthetic"):
         cid = campaign_cmd.run(spec, results, as_json)
     summaries = campaign_cmd.search_summaries(results, cid)
     if as_json:

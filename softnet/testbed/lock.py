@@ -32,9 +32,9 @@ class TestbedBusy(SoftnetError):
     __test__ = False
     exit_code = 1
 
-    def __init__(self, holder: dict, waited_s: float):
-        self.holder, self.waited_s = holder, waited_s
-        waited = f" after waiting {waited_s:.0f} s" if waited_s else ""
+    def __init__(self, holder: dict, wait_s: float):
+        self.holder, self.wait_s = holder, wait_s
+        waited = f" after waiting {wait_s:g} s" if wait_s else ""
         super().__init__(f"the testbed is in use by {describe(holder)}{waited}; one measuring run at a time "
                          "(wait for it, or give --wait SECONDS)")
 
@@ -75,7 +75,7 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
                     raise
             holder, waited = read_holder(path), time.monotonic() - started
             if waited >= wait_s:
-                raise TestbedBusy(holder, waited)
+                raise TestbedBusy(holder, wait_s)
             if not told:
                 on_wait(holder)
                 told = True

@@ -121,3 +121,29 @@ def test_two_trials_at_once_the_second_waits_then_runs(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, err + second.stderr
     assert f"in use by pid {first.pid}" in second.stderr
     assert json.loads(out)["valid"] is True and json.loads(second.stdout)["valid"] is True
+
+
+def test_nested_take_in_one_process_is_free(tmp_path):
+    with hold_testbed(lock_dir=tmp_path) as outer, hold_testbed(lock_dir=tmp_path) as inner:
+        assert inner is outer
+    with hold_testbed(lock_dir=tmp_path):  # released by the outer one
+        pass
+
+
+@needs_root
+@pytest.mark.netns
+def test_a_library_testbed_holds_the_lock_against_a_command(host_unchanged, monkeypatch):
+    """Bench scripts and tests build a LocalTestbed without a command around
+    it: the testbed itself takes the lock, so a softnet command is refused."""
+    from softnet.testbed.local import LocalTestbed, Placement
+    from softnet.tools.changes import HostChanges
+
+    monkeypatch.setenv("SOFTNET_WAIT", "0")
+    with HostChanges() as ch:
+        LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1])).build()
+        r = subprocess.run(softnet_cmd("trial", "--sut", "ipv4-fwd", "--rate", "10kpps", "--duration", "0.2"),
+                           capture_output=True, text=True, timeout=60, env={**__import__("os").environ,
+                                                                            "SOFTNET_WAIT": "0"})
+        assert r.returncode == 1 and f"pid {__import__('os').getpid()}" in r.stderr
+    with hold_testbed():  # undone with the testbed
+        pass

@@ -23,6 +23,7 @@ from pyroute2 import IPRoute, netns
 
 from softnet.tools.links import LinkRef
 from softnet.errors import InputError, TestbedError
+from softnet.testbed.lock import testbed_lock
 from softnet.tools import hostcmd
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.tools.process import bpf_object
@@ -139,6 +140,7 @@ class LocalTestbed:
 
     # ---- building -------------------------------------------------------
     def build(self) -> Endpoints:
+        self._lock()
         self._claim()
         roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut", "sink")
         for role in roles:
@@ -169,6 +171,13 @@ class LocalTestbed:
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
             src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v],
             sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
+
+    def _lock(self) -> None:
+        """One measuring run per host: a library user (bench, tests) takes the
+        testbed lock here; under a softnet command, which holds it, this is free."""
+        lock = testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0))
+        lock.__enter__()
+        self.changes.record("testbed lock", lambda: lock.__exit__(None, None, None))
 
     def _claim(self) -> None:
         """Mark this run's namespaces as owned by a live process, so that

@@ -24,6 +24,7 @@ from softnet.errors import SoftnetError
 LOCK_DIR = Path("/run/softnet")
 LOCK_NAME = "testbed.lock"
 POLL_S = 0.1
+_held: list[dict] = []  # this process's holder while it holds the lock (nested takes are free)
 
 
 class TestbedBusy(SoftnetError):
@@ -59,6 +60,9 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
                  on_wait: Callable[[dict], None] = lambda holder: None) -> Iterator[dict]:
     """Hold the testbed lock for the body; wait up to ``wait_s`` for a holder
     to finish (``on_wait(holder)`` once), else raise TestbedBusy naming it."""
+    if _held:  # the command holds it and its testbed takes it again: one process, one run
+        yield _held[0]
+        return
     lock_dir = lock_dir or Path(os.environ.get("SOFTNET_LOCK_DIR", LOCK_DIR))
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_dir / LOCK_NAME
@@ -84,9 +88,11 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
                   "started_unix_s": time.time(), "results_dir": None if results_dir is None else str(results_dir)}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
+        _held.append(holder)
         try:
             yield holder
         finally:
+            _held.clear()
             os.ftruncate(fd, 0)  # the next reader sees no stale holder; the lock goes with close()
     finally:
         os.close(fd)

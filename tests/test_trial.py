@@ -220,3 +220,34 @@ def test_rps_steering_moves_forwarding_to_the_sut_cpu(host_unchanged):
     assert r["placement"]["as_requested"] and obs["napi_thread_cpus"] == {}
     assert obs["sink_share_on_requested_cpus"] >= 0.99
     assert all(obs["net_rx_softirqs_per_cpu"][c] > 0 for c in ("0", "1"))
+
+
+def test_trial_raw_file_re_evaluates_to_the_same_result(tmp_path, host_unchanged):
+    """`softnet trial --raw F --json` then `softnet evaluate F --json`: the
+    same result, figure for figure and flag for flag, without root or testbed."""
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    raw = tmp_path / "raw.json"
+    t = subprocess.run(softnet_cmd("trial", "--rate", "50kpps", "--duration", "0.5", "--warmup", "0.2",
+                                   "--sample-interval", "0.2", "--raw", str(raw), "--json"),
+                       capture_output=True, text=True, timeout=120)
+    assert t.returncode == 0, t.stderr
+    e = subprocess.run(softnet_cmd("evaluate", str(raw), "--json"), capture_output=True, text=True, timeout=60)
+    assert e.returncode == 0, e.stderr
+    measured, again = json.loads(t.stdout), json.loads(e.stdout)
+    measured.pop("rate_text"), measured.pop("rate_layer")  # the command line's own words
+    assert again == measured
+    assert json.loads(raw.read_text())["generator"]["sent_pkts"] > 0
+
+
+def test_trial_raw_into_a_missing_folder_is_refused_before_the_host_changes(tmp_path, host_unchanged):
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    r = subprocess.run(softnet_cmd("trial", "--rate", "50kpps", "--duration", "0.5",
+                                   "--raw", str(tmp_path / "no" / "raw.json")), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "--raw" in r.stderr and "Traceback" not in r.stderr

@@ -168,3 +168,33 @@ def test_unknown_result_schema_names_the_version():
     assert check_schema({k: v for k, v in result.items() if k != "schema_version"}, "x") == 1
     with pytest.raises(InputError, match="schema version 7"):
         check_schema(dict(result, schema_version=7), "file.duckdb")
+
+
+def test_evaluate_command_reproduces_a_captured_result(tmp_path):
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    path = DATA / "ipv4fwd_50kpps_profiled.json"
+    r = subprocess.run(softnet_cmd("evaluate", str(path), "--json"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == json.loads(json.dumps(json.loads(path.read_text())["result"]))
+    people = subprocess.run(softnet_cmd("evaluate", str(path)), capture_output=True, text=True, timeout=60,
+                            env={**__import__("os").environ, "COLUMNS": "80"})
+    assert people.returncode == 0 and "valid" in people.stdout
+    assert max(len(line) for line in people.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("content, why", [("{not json", "not a raw trial JSON file"),
+                                          ('{"a": 1}', "no raw trial in it"),
+                                          ('{"raw_schema_version": 1, "spec": {}}', "raw trial")])
+def test_evaluate_command_on_bad_files_names_the_file(tmp_path, content, why):
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    r = subprocess.run(softnet_cmd("evaluate", str(path)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and str(path) in r.stderr and why in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

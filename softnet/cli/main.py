@@ -93,13 +93,22 @@ def trial(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
     wide: bool = wide_option(),
     wait: float = wait_option(),
+    raw: Path = typer.Option(None, "--raw", help="also write the raw trial (what was read) to this JSON file"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
     need_root()
     with measuring(None, wait):
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                      sample_interval or None, profile, duty, wide=wide)
+                      sample_interval or None, profile, duty, wide=wide, raw_out=raw)
+
+
+@app.command()
+def evaluate(path: Path = typer.Argument(..., help="raw trial file (softnet trial --raw, or results/raw/...)"),
+             as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+             wide: bool = wide_option()) -> None:
+    """Re-evaluate a raw trial: the same figures and flags, no root, no testbed."""
+    trial_cmd.evaluate_file(path, as_json, wide)
 
 
 @app.command()

@@ -1,6 +1,10 @@
 """`softnet trial`: one measurement on the local testbed."""
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from softnet.analysis.cpu_audit import by_context
@@ -37,7 +41,7 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
-        profile_duty: float = 0.02, wide: bool = False) -> dict:
+        profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
@@ -45,15 +49,54 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
                          profile=profile, profile_duty=profile_duty)
         spec.validate(tb.ip_version)  # all input checked before the host is changed
         ep = tb.build()
+        if raw_out is not None:
+            check_writable(raw_out)
         if as_json:
-            result = run_trial(tb, ep, spec, changes)
+            result = run_trial(tb, ep, spec, changes, keep_raw=True)
         else:
             with Progress(TextColumn("[bold]trial[/] {task.description}"), BarColumn(),
                           TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
                           console=err_console, transient=True) as bar:
                 task = bar.add_task(f"{sut} at {format_rate(spec.rate_pps)}", total=1.0)
-                result = run_trial(tb, ep, spec, changes, progress=lambda f: bar.update(task, completed=f))
+                result = run_trial(tb, ep, spec, changes, progress=lambda f: bar.update(task, completed=f),
+                                   keep_raw=True)
+    raw = result.pop("raw_trial")
+    if raw_out is not None:
+        raw_out.write_text(json.dumps(raw) + "\n")
     result["rate_text"], result["rate_layer"] = rate, rate_layer
+    if as_json:
+        print_json(result)
+    else:
+        show(result, wide)
+    return result
+
+
+def check_writable(path: Path) -> None:
+    """Before the host is changed: the raw file's folder exists and takes files."""
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK) or path.is_dir():
+        raise InputError("--raw", f"{path}: cannot write a file there")
+
+
+def evaluate_file(path: Path, as_json: bool, wide: bool = False) -> dict:
+    """Re-evaluate a raw trial file: one written by `softnet trial --raw`, or
+    a campaign's raw file (results/raw/...), which keeps it under "raw_trial"."""
+    from softnet.analysis.trial_eval import evaluate
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(str(path), f"not a raw trial JSON file: {exc}") from None
+    raw = doc.get("raw_trial", doc.get("raw", doc)) if isinstance(doc, dict) else None
+    if not isinstance(raw, dict) or "raw_schema_version" not in raw:
+        raise InputError(str(path), "no raw trial in it (written by `softnet trial --raw FILE`, or a campaign's "
+                         "results/raw/ file)")
+    try:
+        result = evaluate(raw).to_dict()
+    except (KeyError, TypeError) as exc:
+        raise InputError(str(path), f"raw trial is incomplete: {exc!r} is missing or malformed") from None
+    except InputError as exc:
+        raise InputError(str(path), str(exc)) from None
     if as_json:
         print_json(result)
     else:

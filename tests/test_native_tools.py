@@ -113,7 +113,7 @@ def test_verbose_prints_libbpf_log(host_unchanged):
 
 @needs_root
 def test_sink_verbose_in_a_namespace(host_unchanged):
-    ns = f"sn-opt-{uuid.uuid4().hex[:8]}"
+    ns = f"snopt-{uuid.uuid4().hex[:8]}"  # not "sn-": that prefix marks a softnet run
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)

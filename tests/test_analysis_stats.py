@@ -140,7 +140,7 @@ def test_good_verdict_names_pdr_point():
     r = assess(sweep([(1000, 1000), (2000, 2000), (3000, 2000), (4000, 2000)]))
     assert r.verdict is Verdict.GOOD
     assert (r.pdr_point_load_pps, r.pdr_load_pps, r.ndr_load_pps) == (3000.0, 2000.0, 2000.0)
-    assert "3000 pps" in r.reason and r.violations == []
+    assert "3 kpps" in r.reason and r.violations == []
     assert r.saturation_load_pps == 3000.0
 
 
@@ -149,7 +149,7 @@ def test_bad_verdict_names_the_step():
     r = assess(sweep([(1000, 1000), (2000, 1980), (3000, 2480), (4000, 2480)]))
     assert r.verdict is Verdict.BAD
     assert r.violations[0].from_load_pps == 2000.0 and r.violations[0].to_load_pps == 3000.0
-    assert "between 2000 pps and 3000 pps" in r.reason
+    assert "between 2 kpps and 3 kpps" in r.reason
     assert r.saturation_load_pps == 3000.0  # TIR 0 from 3000 to 4000 pps
     # Throughput still growing on the last step: no saturation onset seen.
     r = assess(sweep([(1000, 1000), (2000, 1980), (3000, 2480), (4000, 2980)]))
@@ -159,9 +159,9 @@ def test_bad_verdict_names_the_step():
 
 def test_inconclusive_and_no_saturation():
     r = assess(sweep([(1000, 1000), (2000, 2000), (3000, 2000)]))
-    assert r.verdict is Verdict.INCONCLUSIVE and "3000 pps" in r.reason
+    assert r.verdict is Verdict.INCONCLUSIVE and "3 kpps" in r.reason
     r = assess(sweep([(1000, 1000), (2000, 1995)]))  # 0.25% < 0.5%
-    assert r.verdict is Verdict.NO_SATURATION and "2000 pps" in r.reason
+    assert r.verdict is Verdict.NO_SATURATION and "2 kpps" in r.reason
     assert r.pdr_load_pps is None and r.ndr_load_pps == 1000.0
 
 
@@ -194,7 +194,7 @@ def test_low_load_loss_and_inversion_flags():
     # With a tight spread the same drop is significant.
     sw = summarize_sweep(runs(1000, [(1000, 980), (1000, 981), (1000, 979)]) + runs(2000, [(2000, 2000)] * 3))
     (inv,) = [f for f in assess(sw).flags if f.kind == "loss_inversion"]
-    assert inv.loads_pps == [1000.0, 2000.0] and "1000 pps" in inv.message and "2000 pps" in inv.message
+    assert inv.loads_pps == [1000.0, 2000.0] and "1 kpps" in inv.message and "2 kpps" in inv.message
     # Loss below the 1e-6 floor at the lowest load is not flagged.
     quiet = summarize_sweep(runs(10**6, [(10**7, 10**7 - 1)] * 2, duration_s=10))
     assert not [f for f in assess(quiet).flags if f.kind == "low_load_loss"]

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Iterable
 
+from softnet.units import format_rate
+
 from .loss_stats import (DEFAULT_CONFIDENCE, LoadStats, RunLike, RunPolicy, SweepStats,
                          TirStep, json_safe, summarize_sweep)
 
@@ -61,8 +63,8 @@ def _pct(ratio: float) -> str:
 
 
 def format_load(load_pps: float) -> str:
-    """Load as it appears in reasons and flags, e.g. '600000 pps'."""
-    return f"{int(load_pps)} pps" if float(load_pps).is_integer() else f"{load_pps:.1f} pps"
+    """Load as it appears in reasons and flags, in engineering form: '600 kpps'."""
+    return format_rate(load_pps)
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,17 @@ from softnet.analysis.stages import WIFI_STAGES
 
 from .plots import DPI, FORMATS, STYLE, _colors, _mpl_text, save_figure, wrap_title
 
-_ENG = EngFormatter(sep="")  # 50000 -> "50k", 1250000 -> "1.25M"
 _CHAR_WIDTH_EM = 0.62  # a DejaVu Sans digit is about 0.6 em wide
 _LABEL_GAP_PT = 8.0
 TITLE_PT = 12.0
 
 
 def eng_rate(pps: float) -> str:
-    return _ENG(pps)
+    """3 significant digits, as a tick label: 96181.8 -> "96.2k", 1250000 -> "1.25M"."""
+    for suffix, scale in (("M", 1e6), ("k", 1e3)):
+        if abs(pps) >= scale:
+            return f"{pps / scale:.3g}{suffix}"
+    return f"{pps:.3g}"
 
 
 def load_ticks(ax, labels: Sequence[str], fontsize: float) -> None:

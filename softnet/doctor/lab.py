@@ -11,7 +11,7 @@ from pathlib import Path
 
 from softnet.errors import TestbedError
 from softnet.tools.changes import HostChanges
-from softnet.testbed.local import napi_thread_pids
+from softnet.testbed.netns import napi_thread_pids
 
 from softnet.doctor.checks import ACTIONS, CLASSIFIERS, Check, NS_PREFIX, QDISCS, _Result, _check, _cmd
 

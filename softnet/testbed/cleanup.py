@@ -17,7 +17,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from softnet.tools.changes import NAME_PREFIX
-from softnet.testbed.local import OWNERS_DIR, remove_netns
+from softnet.testbed.netns import OWNERS_DIR, remove_netns
 
 NETNS_DIR = Path("/run/netns")
 IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")

@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
 from softnet.tools.links import LinkRef
-from softnet.errors import InputError, TestbedError
-from softnet.testbed.lock import testbed_lock
+from softnet.errors import InputError
+from softnet.testbed.netns import NetnsLab, cpu_mask
 from softnet.tools import hostcmd
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.tools.process import bpf_object
 
-OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
-IFA_F_NODAD = 0x02
-NUD_PERMANENT = 0x80
 SUTS = {
     "ipv4-fwd": "kernel IPv4 forwarding",
     "ipv6-fwd": "kernel IPv6 forwarding",
@@ -109,12 +105,10 @@ class Endpoints:
     sink_if: str
 
 
-def cpu_mask(cpus: list[int]) -> str:
-    return format(sum(1 << c for c in cpus), "x")
-
-
-class LocalTestbed:
+class LocalTestbed(NetnsLab):
     """Builds the namespaces on enter; every change goes through `changes`."""
+
+    addr = ADDR
 
     def __init__(self, changes: HostChanges, sut: str = "ipv4-fwd", placement: Placement | None = None,
                  sides: dict[str, SideSettings] | None = None):
@@ -122,7 +116,7 @@ class LocalTestbed:
         ("sut_out") interfaces; defaults: GRO on, no XDP."""
         if sut not in SUTS:
             raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
-        self.changes = changes
+        super().__init__(changes)
         self.sut = sut
         self.placement = placement or Placement.default()
         self.placement.validate()
@@ -130,13 +124,11 @@ class LocalTestbed:
         for role, side in self.sides.items():
             side.validate(f"sides.{role}", receiving=role == "sut_in")
         self.ip_version = 6 if sut == "ipv6-fwd" else 4
-        self.run_id = secrets.token_hex(3)
         p = f"{NAME_PREFIX}{self.run_id}"
         self.ns = {"gen": f"{p}-gen", "sut": f"{p}-sut", "sink": f"{p}-snk"}
         i = f"sn{self.run_id}"  # interface names: at most 15 characters
         self.ifs = {"gen": f"{i}g", "anchor": f"{i}a", "anchor_peer": f"{i}b",
                     "sut_in": f"{i}i", "sut_out": f"{i}o", "sink": f"{i}k"}
-        self.napi_threads: dict[str, list[int]] = {}
 
     # ---- building -------------------------------------------------------
     def build(self) -> Endpoints:
@@ -172,71 +164,6 @@ class LocalTestbed:
             src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v],
             sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
 
-    def _lock(self) -> None:
-        """One measuring run per host: a library user (bench, tests) takes the
-        testbed lock here; under a softnet command, which holds it, this is free."""
-        lock = testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0))
-        lock.__enter__()
-        self.changes.record("testbed lock", lambda: lock.__exit__(None, None, None))
-
-    def _claim(self) -> None:
-        """Mark this run's namespaces as owned by a live process, so that
-        `softnet clean` leaves them alone while we run."""
-        OWNERS_DIR.mkdir(parents=True, exist_ok=True)
-        owner = OWNERS_DIR / f"{self.run_id}.owner"
-        self.changes.record(f"owner file {owner}", lambda: owner.unlink(missing_ok=True))
-        owner.write_text(str(os.getpid()))
-
-    def _add_netns(self, name: str) -> None:
-        if Path("/run/netns", name).exists():
-            raise TestbedError(f"namespace {name} already exists")
-        # Recorded before it is made, so a signal in between cannot leak it.
-        self.changes.record(f"netns {name}", lambda: remove_netns(name))
-        netns.create(name)
-
-    def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None):
-        ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
-        name, peer = self.ifs[if_role], self.ifs[peer_if_role]
-        self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
-        # One queue per end: veth otherwise makes one per CPU and picks the rx
-        # queue by sending CPU, and the sink's sequence tracking relies on a
-        # single NAPI instance (never two CPUs at once).
-        with IPRoute(netns=ns) as ipr:
-            ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=1,
-                     peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": 1})
-        for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
-            self._configure_if(n, i, r, up)
-
-    @staticmethod
-    def _del_link(ns: str, name: str) -> None:
-        if not Path("/run/netns", ns).exists():
-            return
-        with IPRoute(netns=ns) as ipr:
-            idx = ipr.link_lookup(ifname=name)
-            if idx:
-                ipr.link("del", index=idx[0])
-
-    def _configure_if(self, ns: str, name: str, role: str | None, up: bool) -> None:
-        with IPRoute(netns=ns) as ipr:
-            idx = ipr.link_lookup(ifname=name)[0]
-            if role in ADDR:
-                v4, v6, mac = ADDR[role]
-                ipr.link("set", index=idx, address=mac)
-                ipr.addr("add", index=idx, address=v4, prefixlen=24)
-                ipr.addr("add", index=idx, address=v6, prefixlen=64, flags=IFA_F_NODAD)
-            if up:
-                ipr.link("set", index=idx, state="up")
-            lo = ipr.link_lookup(ifname="lo")[0]
-            ipr.link("set", index=lo, state="up")
-
-    def _neigh(self, ns_role: str, if_role: str, ip: str, mac: str) -> None:
-        ns, name = self.ns[ns_role], self.ifs[if_role]
-        with IPRoute(netns=ns) as ipr:
-            idx = ipr.link_lookup(ifname=name)[0]
-            ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx, state=NUD_PERMANENT)
-        self.changes.record(f"neighbour {ns}/{name} {ip} lladdr {mac} permanent",
-                            lambda: None)  # removed with its interface
-
     def _configure_sut(self) -> None:
         ns = self.ns["sut"]
         key = "net.ipv4.ip_forward" if self.sut == "ipv4-fwd" else "net.ipv6.conf.all.forwarding"
@@ -245,18 +172,6 @@ class LocalTestbed:
         self._neigh("sut", "sut_out", ADDR["sink"][v], ADDR["sink"][2])
         self._neigh("sut", "sut_in", ADDR["gen"][v], ADDR["gen"][2])
         self._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
-
-    def set_sysctl(self, ns: str, key: str, value: str) -> None:
-        old = hostcmd.sysctl_get(ns, key)
-        hostcmd.sysctl_set(ns, key, value)
-        self.changes.record(f"sysctl {ns} {key}={value} (was {old})",
-                            lambda: Path("/run/netns", ns).exists() and hostcmd.sysctl_set(ns, key, old))
-
-    def set_ns_file(self, ns: str, path: str, value: str) -> None:
-        old = hostcmd.read_ns_file(ns, path)
-        hostcmd.write_ns_file(ns, path, value)
-        self.changes.record(f"{ns}:{path} = {value} (was {old})",
-                            lambda: Path("/run/netns", ns).exists() and hostcmd.write_ns_file(ns, path, old))
 
     def _apply_side(self, role: str, side: SideSettings) -> None:
         ns, dev = self.ns["sut"], self.ifs[role]
@@ -281,20 +196,6 @@ class LocalTestbed:
             self.set_ns_file(ns, f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", cpu_mask(cpus))
         else:
             self.pin_napi(ns, dev, cpus)
-
-    def pin_napi(self, ns: str, dev: str, cpus: list[int]) -> list[int]:
-        """Threaded NAPI for dev, its kthreads pinned to cpus; returns their pids."""
-        self.set_ns_file(ns, f"/sys/class/net/{dev}/threaded", "1")
-        pids = napi_thread_pids(dev)
-        if not pids:
-            raise TestbedError(f"no NAPI kthread appeared for {ns}/{dev} after enabling threaded NAPI")
-        for pid in pids:
-            old = os.sched_getaffinity(pid)
-            os.sched_setaffinity(pid, cpus)
-            self.changes.record(f"affinity of napi kthread {pid} ({dev}) -> {cpus}",
-                                lambda pid=pid, old=old: _restore_affinity(pid, old))
-        self.napi_threads[dev] = pids
-        return pids
 
     # ---- diagnostics ----------------------------------------------------
     def link_stats(self) -> dict[str, dict[str, int]]:
@@ -348,27 +249,3 @@ class LocalTestbed:
             if val.strip().isdigit():
                 stats[key.strip()] = int(val)
         return stats
-
-
-def remove_netns(name: str) -> None:
-    if Path("/run/netns", name).exists():
-        netns.remove(name)
-
-
-def napi_thread_pids(dev: str) -> list[int]:
-    """Kernel threads named napi/<dev>-<id>."""
-    pids = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip().startswith(f"napi/{dev}-"):
-                pids.append(int(comm.parent.name))
-        except OSError:
-            continue
-    return sorted(pids)
-
-
-def _restore_affinity(pid: int, cpus: set[int]) -> None:
-    try:
-        os.sched_setaffinity(pid, cpus)
-    except ProcessLookupError:
-        pass  # the kthread went away with its device

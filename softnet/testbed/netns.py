@@ -1,0 +1,157 @@
+"""Network namespaces joined by veth, built through the change registry: the
+primitives every softnet testbed shares (namespaces, veth pairs, addresses,
+static neighbours, sysctls, sysfs files, threaded NAPI), each change recorded
+before it is made, so any exit undoes it.
+
+Names carry the `sn-` prefix and a run id; a live run claims its namespaces
+in /run/softnet/<run id>.owner so that `softnet clean` spares them.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pyroute2 import IPRoute, netns
+
+from softnet.errors import TestbedError
+from softnet.testbed.lock import testbed_lock
+from softnet.tools import hostcmd
+from softnet.tools.changes import HostChanges
+
+OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
+IFA_F_NODAD = 0x02
+NUD_PERMANENT = 0x80
+
+
+def cpu_mask(cpus: list[int]) -> str:
+    return format(sum(1 << c for c in cpus), "x")
+
+
+class NetnsLab:
+    """Base of the testbeds: ``ns`` and ``ifs`` map roles to names, ``addr``
+    maps interface roles to (IPv4, IPv6, MAC)."""
+
+    addr: dict[str, tuple[str, str, str]] = {}
+
+    def __init__(self, changes: HostChanges):
+        self.changes = changes
+        self.run_id = secrets.token_hex(3)
+        self.ns: dict[str, str] = {}
+        self.ifs: dict[str, str] = {}
+        self.napi_threads: dict[str, list[int]] = {}
+
+    def _lock(self) -> None:
+        """One measuring run per host: a library user (bench, tests) takes the
+        testbed lock here; under a softnet command, which holds it, this is free."""
+        lock = testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0))
+        lock.__enter__()
+        self.changes.record("testbed lock", lambda: lock.__exit__(None, None, None))
+
+    def _claim(self) -> None:
+        """Mark this run's namespaces as owned by a live process, so that
+        `softnet clean` leaves them alone while we run."""
+        OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+        owner = OWNERS_DIR / f"{self.run_id}.owner"
+        self.changes.record(f"owner file {owner}", lambda: owner.unlink(missing_ok=True))
+        owner.write_text(str(os.getpid()))
+
+    def _add_netns(self, name: str) -> None:
+        if Path("/run/netns", name).exists():
+            raise TestbedError(f"namespace {name} already exists")
+        # Recorded before it is made, so a signal in between cannot leak it.
+        self.changes.record(f"netns {name}", lambda: remove_netns(name))
+        netns.create(name)
+
+    def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None):
+        ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
+        name, peer = self.ifs[if_role], self.ifs[peer_if_role]
+        self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
+        # One queue per end: veth otherwise makes one per CPU and picks the rx
+        # queue by sending CPU, and the sink's sequence tracking relies on a
+        # single NAPI instance (never two CPUs at once).
+        with IPRoute(netns=ns) as ipr:
+            ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=1,
+                     peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": 1})
+        for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
+            self._configure_if(n, i, r, up)
+
+    @staticmethod
+    def _del_link(ns: str, name: str) -> None:
+        if not Path("/run/netns", ns).exists():
+            return
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)
+            if idx:
+                ipr.link("del", index=idx[0])
+
+    def _configure_if(self, ns: str, name: str, role: str | None, up: bool) -> None:
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)[0]
+            if role in self.addr:
+                v4, v6, mac = self.addr[role]
+                ipr.link("set", index=idx, address=mac)
+                ipr.addr("add", index=idx, address=v4, prefixlen=24)
+                ipr.addr("add", index=idx, address=v6, prefixlen=64, flags=IFA_F_NODAD)
+            if up:
+                ipr.link("set", index=idx, state="up")
+            lo = ipr.link_lookup(ifname="lo")[0]
+            ipr.link("set", index=lo, state="up")
+
+    def _neigh(self, ns_role: str, if_role: str, ip: str, mac: str) -> None:
+        ns, name = self.ns[ns_role], self.ifs[if_role]
+        with IPRoute(netns=ns) as ipr:
+            idx = ipr.link_lookup(ifname=name)[0]
+            ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx, state=NUD_PERMANENT)
+        self.changes.record(f"neighbour {ns}/{name} {ip} lladdr {mac} permanent",
+                            lambda: None)  # removed with its interface
+
+    def set_sysctl(self, ns: str, key: str, value: str) -> None:
+        old = hostcmd.sysctl_get(ns, key)
+        hostcmd.sysctl_set(ns, key, value)
+        self.changes.record(f"sysctl {ns} {key}={value} (was {old})",
+                            lambda: Path("/run/netns", ns).exists() and hostcmd.sysctl_set(ns, key, old))
+
+    def set_ns_file(self, ns: str, path: str, value: str) -> None:
+        old = hostcmd.read_ns_file(ns, path)
+        hostcmd.write_ns_file(ns, path, value)
+        self.changes.record(f"{ns}:{path} = {value} (was {old})",
+                            lambda: Path("/run/netns", ns).exists() and hostcmd.write_ns_file(ns, path, old))
+
+    def pin_napi(self, ns: str, dev: str, cpus: list[int]) -> list[int]:
+        """Threaded NAPI for dev, its kthreads pinned to cpus; returns their pids."""
+        self.set_ns_file(ns, f"/sys/class/net/{dev}/threaded", "1")
+        pids = napi_thread_pids(dev)
+        if not pids:
+            raise TestbedError(f"no NAPI kthread appeared for {ns}/{dev} after enabling threaded NAPI")
+        for pid in pids:
+            old = os.sched_getaffinity(pid)
+            os.sched_setaffinity(pid, cpus)
+            self.changes.record(f"affinity of napi kthread {pid} ({dev}) -> {cpus}",
+                                lambda pid=pid, old=old: _restore_affinity(pid, old))
+        self.napi_threads[dev] = pids
+        return pids
+
+
+def remove_netns(name: str) -> None:
+    if Path("/run/netns", name).exists():
+        netns.remove(name)
+
+
+def napi_thread_pids(dev: str) -> list[int]:
+    """Kernel threads named napi/<dev>-<id>."""
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip().startswith(f"napi/{dev}-"):
+                pids.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return sorted(pids)
+
+
+def _restore_affinity(pid: int, cpus: set[int]) -> None:
+    try:
+        os.sched_setaffinity(pid, cpus)
+    except ProcessLookupError:
+        pass  # the kthread went away with its device

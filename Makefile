@@ -3,7 +3,7 @@
 PYTHON   ?= python3
 VENV     := .venv
 APT_PKGS := clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
-            netsniff-ng iperf3 procps gcc make
+            netsniff-ng iperf3 procps gcc make iputils-ping
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 
 .PHONY: setup apt venv native demo test bench clean

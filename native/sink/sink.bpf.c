@@ -18,6 +18,7 @@
 
 const volatile __u64 warmup = 0;  /* seqs below this are warm-up */
 const volatile __u64 nseq = 64;   /* expected seqs: bitmap size in bits */
+const volatile __u32 exact_n = 0; /* --exact: delays kept one by one (0: none) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -32,6 +33,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lat_hist SEC(".maps");
+
+/* Every delay, for checking the histogram against the truth (--exact). Shared
+ * by all CPUs through one slot counter; user space maps it to read it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* resized by sink.c to --exact before load */
+	__type(key, __u32);
+	__type(value, __u64);
+} exact SEC(".maps");
+
+__u64 exact_next = 0; /* slots taken in `exact` (may exceed exact_n) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -61,18 +74,40 @@ static __always_inline __u32 log2_u64(__u64 v)
 	return r;
 }
 
+/* The log-linear bucket of a delay (sink.h); the caller keeps d < 2^RANGE_LOG2. */
+static __always_inline __u32 hist_index(__u64 d)
+{
+	__u32 e = log2_u64(d | 1);
+	__u32 shift = e > SINK_HIST_SUB_BITS ? e - SINK_HIST_SUB_BITS : 0;
+	return (shift << SINK_HIST_SUB_BITS) + (__u32)(d >> shift);
+}
+
 static __always_inline void record_latency(__u64 sent_ns)
 {
 	__u64 now = bpf_ktime_get_ns();
-	if (sent_ns > now)
+	if (sent_ns > now) {
+		inc(SINK_LAT_NEGATIVE, 1);
 		return;
+	}
 	__u64 d = now - sent_ns;
-	__u32 b = log2_u64(d | 1);
-	if (b >= SINK_HIST_BUCKETS)
-		b = SINK_HIST_BUCKETS - 1;
-	__u64 *h = bpf_map_lookup_elem(&lat_hist, &b);
-	if (h)
-		*h += 1;
+	inc(SINK_LAT_PKTS, 1);
+	if (d >> SINK_HIST_RANGE_LOG2) {
+		inc(SINK_LAT_OVER_RANGE, 1);
+	} else {
+		__u32 b = hist_index(d);
+		__u64 *h = bpf_map_lookup_elem(&lat_hist, &b);
+		if (h)
+			*h += 1;
+	}
+	if (exact_n) {
+		__u64 slot = __sync_fetch_and_add(&exact_next, 1);
+		if (slot < exact_n) {
+			__u32 k = slot;
+			__u64 *x = bpf_map_lookup_elem(&exact, &k);
+			if (x)
+				*x = d;
+		}
+	}
 	inc(SINK_LAT_SUM_NS, d);
 	__u32 k = SINK_LAT_MAX_NS;
 	__u64 *mx = bpf_map_lookup_elem(&counters, &k);

@@ -16,6 +16,8 @@
     warmup_s = 0.5
     # or: kind = "search" with goals = ["ndr", "pdr0.5"], width = 0.005,
     # min_load / max_load, duration_s (final trials), runs (repeated searches)
+    # or: kind = "latency" (the AF_XDP latency lab): runs x duration_s per
+    # configuration, knobs in [latency] (see LatencySpec), matrix over latency.*
     [collect]
     sample_interval_s = 1.0                 # kernel statistics during trials (0.1 .. 10 s); sample = false: off
     [analysis]
@@ -123,8 +125,35 @@ class TrafficSpec(Strict):
     rate_layer: Literal["l1", "l2"] = "l1"
 
 
+class LatencySpec(Strict):
+    """The AF_XDP latency lab (method kind = "latency"): the study's knobs, one
+    configuration per matrix cell. poll_*: the application calls poll() before
+    reading (else it busy-spins on its rings); busy_poll: SO_BUSY_POLL with
+    SO_PREFER_BUSY_POLL on every socket and the host's busy-poll sysctls."""
+
+    bind_mode: Literal["copy", "zero-copy"] = "copy"
+    need_wakeup: bool = True
+    busy_poll: bool = False
+    busy_poll_us: int = Field(20, ge=1, le=10**6)
+    busy_poll_budget: int = Field(64, ge=1, le=1024)
+    poll_sender: bool = False
+    poll_forwarder: bool = False
+    poll_receiver: bool = False
+    batch: int = Field(1, ge=1, le=256)
+    ring_size: int = Field(2048, ge=64, le=32768)
+    xdp_mode: Literal["native", "skb"] = "native"
+    threaded_napi: bool = False
+    napi_defer_hard_irqs: int | None = Field(None, ge=0)
+    gro_flush_timeout_ns: int | None = Field(None, ge=0, le=10**9)
+    cstate_limit_us: int | None = Field(None, ge=0)  # None: the host's C-states; 0: shallowest only
+    coalesce_rx_usecs: int | None = Field(None, ge=0)  # NIC coalescing (veth: unsupported)
+    interval_s: float = Field(1.0, gt=0, le=60)  # between batches (the study: 1 s)
+    arrivals: Literal["periodic", "poisson"] = "periodic"
+    baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per run (0: no baseline)
+
+
 class MethodSpec(Strict):
-    kind: Literal["sweep", "search"] = "sweep"
+    kind: Literal["sweep", "search", "latency"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -161,6 +190,10 @@ class MethodSpec(Strict):
     def one_way_of_giving_loads(self):
         given = [name for name, v in (("loads", self.loads), ("start/stop/step", self.start),
                                       ("relative", self.relative)) if v is not None]
+        if self.kind == "latency":
+            if given:
+                raise ValueError(f"a latency run sends at latency.interval_s: remove {given}")
+            return self
         if self.kind == "search":
             if given:
                 raise ValueError(f"a search chooses its own loads: remove {given} (use min_load / max_load)")
@@ -218,6 +251,7 @@ class CampaignSpec(Strict):
     method: MethodSpec
     analysis: AnalysisSpec = AnalysisSpec()
     collect: CollectSpec = CollectSpec()
+    latency: LatencySpec = LatencySpec()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     @field_validator("matrix")
@@ -225,9 +259,11 @@ class CampaignSpec(Strict):
     def knobs_exist(cls, matrix):
         for path, values in matrix.items():
             section, _, key = path.partition(".")
-            model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec}.get(section)
+            model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
+                     "latency": LatencySpec}.get(section)
             if model is None or key not in model.model_fields:
-                raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.* or synthetic.* fields")
+                raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.*, synthetic.* or "
+                                 "latency.* fields")
             if not values:
                 raise ValueError(f"knob '{path}' has no values")
         n = math.prod(len(v) for v in matrix.values())
@@ -357,6 +393,6 @@ def load_spec(path: str | Path) -> CampaignSpec:
         # Unit errors now, before anything runs.
         if cell.method.kind == "search":
             cell.search_range_pps()
-        else:
+        elif cell.method.kind == "sweep":
             cell.n_loads()
     return spec

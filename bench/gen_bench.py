@@ -174,7 +174,7 @@ def gen_trial(tb, ep, ch, rate_pps: float, duration_s=DURATION_S, warmup_s=WARMU
         "window_lag_mean_ns": r["generator"]["window_lag_mean_ns"],
         "window_lag_max_ns": r["generator"]["window_lag_max_ns"],
         "window_late_pkts": r["generator"]["window_late_pkts"],
-        "latency_p50_upper_ns": r["latency_p50_upper_ns"], "latency_p99_upper_ns": r["latency_p99_upper_ns"],
+        "latency_p50_ns": r["latency_p50_ns"], "latency_p99_ns": r["latency_p99_ns"],
         "gen_cpu_observed": r["generator"]["cpu"], "sink_cpus_observed": r["placement"]["observed"]["sink_cpus"],
         "placement_as_requested": r["placement"]["as_requested"], "flags": r["flags"],
     }

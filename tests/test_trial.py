@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import pytest
 
+from softnet.analysis import latency_hist
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
@@ -60,10 +62,30 @@ def test_trial_counts_are_consistent_at_several_rates(rate, host_unchanged):
     # Whatever the SUT lost shows in its drop counters (which also count warm-up drops).
     assert r["lost_pkts"] <= path_drops(r)
     assert r["latency_min_ns"] > 0 and r["latency_max_ns"] >= r["latency_mean_ns"] >= r["latency_min_ns"]
-    assert sum(r["latency_log2_hist"]) == r["received_pkts"]
+    h = r["latency_hist"]
+    assert sum(c for _, c in h["buckets"]) + h["over_range_pkts"] == r["latency_pkts"] == r["received_pkts"]
+    assert r["latency_min_ns"] <= r["latency_p50_ns"] <= r["latency_p99_9_ns"] <= r["latency_max_ns"]
     assert "generator_limited" not in r["flags"]
     assert r["placement"]["observed"]["gen_cpu"] == r["placement"]["requested"]["gen_cpu"]
     assert r["provenance"]["kernel"] and r["provenance"]["host_changes_applied"]
+
+
+def test_histogram_percentiles_are_within_their_bound_of_the_exact_delays(host_unchanged):
+    """The sink also keeps every delay (--exact): its histogram's buckets are
+    the Python index of those delays, its percentiles within the stated bound."""
+    with HostChanges() as ch:
+        tb = LocalTestbed(ch, "ipv4-fwd")
+        ep = tb.build()
+        r = run_trial(tb, ep, TrialSpec(rate_pps=50_000, duration_s=1.0, warmup_s=0.2, sample_interval_s=None),
+                      ch, keep_raw=True, exact_pkts=60_000)
+    exact = r.pop("raw_trial")["sink"]["latency_exact_ns"]
+    x = r["latency_exact"]
+    assert x["complete"] and x["kept_pkts"] == r["received_pkts"] == len(exact) > 0
+    assert dict(Counter(latency_hist.index(v) for v in exact)) == dict(map(tuple, r["latency_hist"]["buckets"]))
+    for q in latency_hist.PERCENTILES:
+        key = latency_hist.percentile_key(q)
+        assert abs(r[key] - x[key]) / x[key] <= r["latency_percentile_rel_error"] < 0.01
+    assert x["max_rel_error"] <= r["latency_percentile_rel_error"]
 
 
 def test_loss_equals_what_the_sut_dropped(host_unchanged):

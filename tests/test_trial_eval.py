@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from softnet.analysis import latency_hist
 from softnet.analysis.trial_eval import PACING_TOLERANCE, evaluate
 from softnet.errors import InputError
 from softnet.results.trial import SCHEMA_VERSION, TrialResult, TrialSpec, check_schema
@@ -136,16 +140,58 @@ def test_overlap_with_another_softnet_run_is_flagged():
     assert "overlapped_other_run" in r.flags and r.other_runs == ["abc123"]
 
 
-def test_latency_percentiles_are_upper_edges_of_log2_buckets():
+def test_latency_percentiles_are_midpoints_of_log_linear_buckets():
     raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
-    n = raw["sink"]["rx_window_pkts"]
-    hist = [0] * len(raw["sink"]["latency_log2_hist"])
-    hist[10], hist[12] = n - n // 100, n // 100  # 1% in [4096, 8192) ns
-    raw["sink"]["latency_log2_hist"] = hist
+    sink = raw["sink"]
+    n = sink["latency_pkts"]
+    # 98.95% at 200 ns (a bucket of its own: exact), the rest in [16384, 16512) ns
+    low = n - n * 105 // 10_000
+    sink["latency_hist"]["buckets"] = [[latency_hist.index(200), low], [latency_hist.index(16_400), n - low]]
+    sink["latency_min_ns"], sink["latency_max_ns"] = 200, 16_500
     r = evaluate(raw)
-    assert r.latency_p50_upper_ns == 2 ** 11
-    assert r.latency_p99_upper_ns == 2 ** 11 if n - n // 100 >= 0.99 * n else 2 ** 13
-    assert r.latency_p99_9_upper_ns == 2 ** 13
+    assert r.latency_p50_ns == r.latency_p90_ns == 200
+    assert r.latency_p99_ns == r.latency_p99_9_ns == 16384 + 127 / 2
+    assert r.latency_percentile_rel_error == latency_hist.rel_error_bound() < 0.01
+    assert r.latency_p99_upper_ns is None and "latency_p99_upper_ns" not in r.to_dict()
+
+
+def test_percentiles_never_leave_the_exact_min_and_max():
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    sink = raw["sink"]
+    sink["latency_hist"]["buckets"] = [[latency_hist.index(20_000), sink["latency_pkts"]]]
+    sink["latency_min_ns"] = sink["latency_max_ns"] = 20_001
+    r = evaluate(raw)
+    assert r.latency_p50_ns == r.latency_p99_9_ns == 20_001
+
+
+def test_histogram_agrees_with_the_exact_delays_of_the_same_packets():
+    r = evaluate(load("ipv4fwd_20kpps_exact")[0])
+    raw = load("ipv4fwd_20kpps_exact")[0]
+    exact = raw["sink"]["latency_exact_ns"]
+    assert r.latency_exact["complete"] and len(exact) == r.latency_pkts == r.received_pkts
+    # the BPF's bucket of every packet is the Python index of its delay
+    assert dict(Counter(latency_hist.index(v) for v in exact)) == {i: c for i, c in r.latency_hist["buckets"]}
+    assert r.latency_exact["max_rel_error"] <= r.latency_percentile_rel_error
+    xs = np.sort(exact)
+    for q in latency_hist.PERCENTILES:  # nearest rank; numpy's inverted_cdf can be one off (0.999 * 10^4 > 9990)
+        key = latency_hist.percentile_key(q)
+        assert r.latency_exact[key] == xs[math.ceil(q * len(xs) / 100 - 1e-9) - 1]
+
+
+def test_a_negative_delay_is_flagged_not_reported():
+    raw = quiet(load("ipv4fwd_100kpps_sampled")[0])
+    raw["sink"]["latency_negative_pkts"] = 1
+    r = evaluate(raw)
+    assert "counters_inconsistent" in r.flags and r.latency_negative_pkts == 1
+
+
+def test_a_raw_trial_of_version_1_gives_its_schema_2_result_again():
+    d = json.loads((DATA.parent / "raw_trials_v1" / "ipv4fwd_100kpps_sampled.json").read_text())
+    assert d["raw"]["raw_schema_version"] == 1
+    r = evaluate(d["raw"])
+    assert r.schema_version == 2
+    assert json.dumps(r.to_dict(), sort_keys=True, default=str) == json.dumps(d["result"], sort_keys=True, default=str)
+    assert r.latency_p99_upper_ns is not None and r.latency_p99_ns is None
 
 
 def test_profile_is_evaluated_from_its_reads():

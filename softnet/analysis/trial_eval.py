@@ -7,7 +7,7 @@ lost nor double counted.
 """
 from __future__ import annotations
 
-from softnet.analysis import counters
+from softnet.analysis import counters, latency_hist
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
@@ -15,7 +15,8 @@ from softnet.analysis.profile_reads import name_drops
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.series import Series
-from softnet.results.trial import RAW_SCHEMA_VERSION, SCHEMA_VERSION, TrialResult, TrialSpec
+from softnet.results.trial import (KNOWN_RAW_SCHEMA_VERSIONS, RAW_SCHEMA_VERSION, SCHEMA_VERSION, TrialResult,
+                                   TrialSpec)
 
 PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
@@ -28,14 +29,14 @@ def _int_keys(snap: dict) -> dict:
             "softnet": {int(c): v for c, v in snap["softnet"].items()}}
 
 
-def latency(sink: dict) -> dict:
+def latency_v1(sink: dict) -> dict:
+    """Raw schema 1 (a log2 histogram): percentiles only as the upper edge of
+    their power-of-two bucket, the fields of a schema 2 result."""
     n = sink["rx_window_pkts"]
     hist = sink["latency_log2_hist"]
     out = {"latency_min_ns": sink["latency_min_ns"] if n else None,
            "latency_mean_ns": sink["latency_sum_ns"] / n if n else None,
            "latency_max_ns": sink["latency_max_ns"] if n else None}
-    # Percentiles from a log2 histogram are only known to a factor of two:
-    # report the upper edge of the bucket that holds them.
     for q in (50, 99, 99.9):
         key = f"latency_p{q:g}_upper_ns".replace(".", "_")
         out[key] = None
@@ -48,6 +49,39 @@ def latency(sink: dict) -> dict:
                     break
     out["latency_log2_hist"] = hist
     return out
+
+
+def latency(sink: dict) -> dict:
+    """Min, mean and max exact; percentiles from the log-linear histogram
+    (softnet.analysis.latency_hist), each within latency_percentile_rel_error
+    of the nearest-rank delay; and, with --exact, the truth to check them by."""
+    h = sink["latency_hist"]
+    n, sub_bits = sink["latency_pkts"], h["sub_bucket_bits"]
+    out = {"latency_min_ns": sink["latency_min_ns"] if n else None,
+           "latency_mean_ns": sink["latency_sum_ns"] / n if n else None,
+           "latency_max_ns": sink["latency_max_ns"] if n else None,
+           "latency_pkts": n, "latency_negative_pkts": sink["latency_negative_pkts"]}
+    clamp = (sink["latency_min_ns"], sink["latency_max_ns"]) if n else None
+    pct = latency_hist.percentiles(h["buckets"], sink["latency_over_range_pkts"], sub_bits=sub_bits, clamp=clamp)
+    out.update({latency_hist.percentile_key(q): v for q, v in pct.items()})
+    out["latency_percentile_rel_error"] = latency_hist.rel_error_bound(sub_bits)
+    out["latency_hist"] = {"sub_bucket_bits": sub_bits, "range_log2_ns": h["range_log2_ns"],
+                           "buckets": h["buckets"], "over_range_pkts": sink["latency_over_range_pkts"]}
+    if "latency_exact_ns" in sink:
+        out["latency_exact"] = exact_check(sink["latency_exact_ns"], sink["latency_exact_seen_pkts"], n, pct)
+    return out
+
+
+def exact_check(delays: list[int], seen: int, n: int, pct: dict) -> dict:
+    """The exact nearest-rank percentiles of the delays the sink kept one by
+    one, and how far the histogram's are from them (only when it kept them all)."""
+    xs = sorted(delays)
+    complete = seen == n == len(xs) and (not xs or xs[0] > 0)
+    exact = {latency_hist.percentile_key(q): xs[latency_hist.rank(q, len(xs)) - 1] if xs else None for q in pct}
+    errors = [abs(pct[q] - exact[latency_hist.percentile_key(q)]) / exact[latency_hist.percentile_key(q)]
+              for q in pct if complete and xs and pct[q] is not None]
+    return {"kept_pkts": len(xs), "complete": complete, **exact,
+            "max_rel_error": max(errors) if errors else None}
 
 
 def placement(tb: dict, gen: dict, sink: dict, window: dict) -> dict:
@@ -139,7 +173,8 @@ def flags(spec: TrialSpec, gen: dict, sent: int, received: int, achieved: float,
         # Behind schedule at the window start, then catching up back to back:
         # the SUT saw a higher load than intended.
         out.append("generator_overshoot")
-    if received > sent or sink["out_of_range_pkts"]:
+    # a send time after the arrival on one clock: a corrupt stamp
+    if received > sent or sink["out_of_range_pkts"] or sink.get("latency_negative_pkts"):
         out.append("counters_inconsistent")
     if gen["interrupted"]:
         out.append("interrupted")
@@ -151,9 +186,10 @@ def flags(spec: TrialSpec, gen: dict, sent: int, received: int, achieved: float,
 def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
     as measured. ``spec`` defaults to the one the raw trial records."""
-    if raw.get("raw_schema_version") != RAW_SCHEMA_VERSION:
-        raise InputError("raw trial", f"raw schema version {raw.get('raw_schema_version')!r}: this softnet "
-                         f"reads version {RAW_SCHEMA_VERSION}")
+    raw_version = raw.get("raw_schema_version")
+    if raw_version not in KNOWN_RAW_SCHEMA_VERSIONS:
+        raise InputError("raw trial", f"raw schema version {raw_version!r}: this softnet reads versions "
+                         f"{', '.join(map(str, KNOWN_RAW_SCHEMA_VERSIONS))}")
     spec = spec or TrialSpec.from_dict(raw["spec"], "raw trial: spec")
     tb, gen, sink = raw["testbed"], raw["generator"], raw["sink"]
     warmup, window_pkts = spec.warmup_pkts, spec.window_pkts
@@ -172,7 +208,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     if not place["as_requested"]:
         found.append("placement_not_as_requested")
     fields = dict(
-        schema_version=SCHEMA_VERSION,
+        # a raw trial of version 1 (log2 histogram) gives the result it always gave
+        schema_version=SCHEMA_VERSION if raw_version == RAW_SCHEMA_VERSION else 2,
         sut=tb["sut"], ip_version=tb["ip_version"],
         intended_rate_pps=spec.rate_pps, duration_s=spec.duration_s, warmup_s=spec.warmup_s,
         frame_bytes=spec.frame_bytes, flows=spec.flows,
@@ -182,7 +219,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         lost_pkts=lost, loss_ratio=(lost / sent if sent and lost is not None else None),
         reordered_pkts=sink["reordered_pkts"], duplicate_pkts=sink["duplicate_pkts"],
         out_of_range_pkts=sink["out_of_range_pkts"], warmup_received_pkts=sink["rx_warmup_pkts"],
-        **latency(sink),
+        **(latency(sink) if raw_version == RAW_SCHEMA_VERSION else latency_v1(sink)),
         drain_s=raw["drain_s"],
         generator={k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
                                        "window_late_pkts", "cpu")},

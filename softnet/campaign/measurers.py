@@ -52,7 +52,7 @@ class SyntheticMeasurer:
             "flows": self.spec.traffic.flows, "intended_rate_pps": rate_pps, "achieved_rate_pps": rate_pps,
             "duration_s": duration, "warmup_s": m.warmup_s, "intended_pkts": tx, "sent_pkts": tx,
             "received_pkts": rx, "lost_pkts": tx - rx, "loss_ratio": (tx - rx) / tx if tx else None,
-            "reordered_pkts": 0, "duplicate_pkts": 0, "latency_mean_ns": None, "latency_p99_upper_ns": None,
+            "reordered_pkts": 0, "duplicate_pkts": 0, "latency_mean_ns": None, "latency_p99_ns": None,
             "diagnosis": {}, "flags": [], "valid": True, "started_unix_s": time.time(),
             "provenance": provenance(None, model=self.spec.synthetic.model_dump(), sut="synthetic"),
         }

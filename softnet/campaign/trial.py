@@ -69,10 +69,12 @@ def _sampler(tb: LocalTestbed, spec: TrialSpec):
 
 
 def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
-            progress: Callable[[float], None] | None = None) -> dict:
+            progress: Callable[[float], None] | None = None, exact_pkts: int = 0) -> dict:
     """Run one trial on a built testbed (whose changes are in `changes`) and
     return its raw reads; what the trial starts (sink, generator, profiler) is
-    stopped when it returns."""
+    stopped when it returns. ``exact_pkts``: the sink also keeps that many
+    window delays one by one (the raw's sink latency_exact_ns), to check its
+    histogram against."""
     spec.validate(tb.ip_version)
     warmup, window = spec.warmup_pkts, spec.window_pkts
     total = warmup + window
@@ -80,7 +82,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # The sink and the generator live for this trial only: their own registry
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
-        sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup)
+        sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts)
         profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty,
                             avoid_cpus=tb.placement.sut_cpus) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
@@ -153,11 +155,11 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
 
 def run_trial(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
               progress: Callable[[float], None] | None = None, keep_raw: bool = False,
-              path: dict | None = None) -> dict:
+              path: dict | None = None, exact_pkts: int = 0) -> dict:
     """measure + evaluate; the result as a dict (``keep_raw``: with the raw
     trial under "raw_trial", which the store saves as the raw file; ``path``:
     which sides of the SUT a campaign cell uses, kept with the trial)."""
-    raw = measure(tb, ep, spec, changes, progress)
+    raw = measure(tb, ep, spec, changes, progress, exact_pkts)
     if path is not None:
         raw["path"] = path
     result = evaluate(raw, spec).to_dict()

@@ -104,6 +104,16 @@ def evaluate_file(path: Path, as_json: bool, wide: bool = False) -> dict:
     return result
 
 
+def latency_row(r: dict, us) -> tuple[str, str, str]:
+    """p50 / p90 / p99 / p99.9 (schema 3), or a schema 2 result's log2 bound."""
+    if "latency_p99_upper_ns" in r:
+        return "latency p99 (upper bound)", us(r["latency_p99_upper_ns"]), "log2 histogram bucket edge"
+    keys = ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns")
+    err = r.get("latency_percentile_rel_error")
+    return ("latency percentiles", " / ".join(us(r[k]) for k in keys),
+            "p50 / p90 / p99 / p99.9" + (f" (±{100 * err:.2g}%)" if err is not None else ""))
+
+
 def show(r: dict, wide: bool = False) -> None:
     d = r["diagnosis"]
     us = (lambda v: eng(None if v is None else v / 1e9, "s"))  # ns -> "12.3 µs"
@@ -117,7 +127,7 @@ def show(r: dict, wide: bool = False) -> None:
         ("reordered / duplicated", f"{count(r['reordered_pkts'])} / {count(r['duplicate_pkts'])}", "packets"),
         ("one-way latency min / mean / max", " / ".join(
             us(r[k]) for k in ("latency_min_ns", "latency_mean_ns", "latency_max_ns")), ""),
-        ("latency p99 (upper bound)", us(r["latency_p99_upper_ns"]), "log2 histogram bucket edge"),
+        latency_row(r, us),
         (f"{d['ingress_ring_of']} ingress ring full", count(d["ingress_ring_full_pkts"]),
          "packets (diagnosis, whole trial)"),
         ("softnet backlog drops", count(d["softnet_dropped_pkts"]), "packets (diagnosis)"),

@@ -26,6 +26,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from softnet.errors import InputError
+from softnet.results.latency import LATENCY_SCHEMA_VERSION, LatencyRunResult
 from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, check_search_schema
 from softnet.results.trial import check_schema
 
@@ -49,7 +51,11 @@ CREATE TABLE IF NOT EXISTS trials (
     flags VARCHAR[], valid BOOLEAN,
     kernel VARCHAR, cpu_model VARCHAR, softnet_version VARCHAR, spec_hash VARCHAR,
     started_unix_s DOUBLE, raw_path VARCHAR, result_json VARCHAR,
+    latency_p50_ns DOUBLE, latency_p99_ns DOUBLE,
     PRIMARY KEY (campaign_id, cell_id, load_index, run_index));
+-- trial result schema 3: a store made before it gains the columns (old rows: NULL)
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p50_ns DOUBLE;
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p99_ns DOUBLE;
 CREATE TABLE IF NOT EXISTS kernel_samples (
     campaign_id VARCHAR, cell_id INTEGER, load_index INTEGER, run_index INTEGER,
     t_s DOUBLE, source VARCHAR, item VARCHAR, cpu INTEGER, value DOUBLE);
@@ -60,11 +66,25 @@ CREATE TABLE IF NOT EXISTS searches (
     lower_loss_ci95_low DOUBLE, lower_loss_ci95_high DOUBLE, diagnosis VARCHAR,
     trial_count INTEGER, trial_seconds DOUBLE, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, run_index, goal));
+CREATE TABLE IF NOT EXISTS latency_runs (
+    campaign_id VARCHAR, cell_id INTEGER, run_index INTEGER, knobs_json VARCHAR,
+    sent BIGINT, received BIGINT, lost BIGINT, impossible BIGINT,
+    mean_ns DOUBLE, median_ns DOUBLE, std_ns DOUBLE, q1_ns DOUBLE, q3_ns DOUBLE, min_ns DOUBLE, max_ns DOUBLE,
+    p90_ns DOUBLE, p99_ns DOUBLE, p999_ns DOUBLE, baseline_median_ns DOUBLE,
+    flags VARCHAR[], valid BOOLEAN, started_unix_s DOUBLE, records_path VARCHAR, result_json VARCHAR,
+    PRIMARY KEY (campaign_id, cell_id, run_index));
 """
+LATENCY_STATS = ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns", "p90_ns", "p99_ns",
+                 "p999_ns")
 
 TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps", "achieved_rate_pps",
                  "duration_s", "warmup_s", "sent_pkts", "received_pkts", "lost_pkts", "loss_ratio",
                  "reordered_pkts", "duplicate_pkts", "latency_mean_ns", "latency_p99_upper_ns")
+# the trials table's columns in the order _insert gives them (named: a store
+# migrated by ALTER TABLE has its newer columns last, whatever SCHEMA says)
+INSERT_COLUMNS = ("campaign_id", "cell_id", "load_index", "run_index", "knobs_json", *TRIAL_COLUMNS,
+                  "ingress_ring_full_pkts", "flags", "valid", "kernel", "cpu_model", "softnet_version", "spec_hash",
+                  "started_unix_s", "raw_path", "result_json", "latency_p50_ns", "latency_p99_ns")
 
 
 class Store:
@@ -140,11 +160,13 @@ class Store:
                   r.get("diagnosis", {}).get("ingress_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
                   prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
                   r.get("started_unix_s"), str(path),
-                  json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str)]
+                  json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str),
+                  r.get("latency_p50_ns"), r.get("latency_p99_ns")]
         marks = ", ".join("?" * len(values))
         self.db.execute("BEGIN TRANSACTION")
         try:
-            inserted = self.db.execute(f"INSERT INTO trials VALUES ({marks}) ON CONFLICT DO NOTHING RETURNING 1",
+            inserted = self.db.execute(f"INSERT INTO trials ({', '.join(INSERT_COLUMNS)}) VALUES ({marks}) "
+                                       "ON CONFLICT DO NOTHING RETURNING 1",
                                        values).fetchall()
             if inserted and r.get("kernel_samples"):
                 key = (record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"])
@@ -248,6 +270,60 @@ class Store:
             check_search_schema(json.loads(r.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
         return [SearchGoalRow.model_validate(r).model_dump() for r in rows]
 
+    # ---- latency runs (the AF_XDP lab) -------------------------------------
+    def records_path(self, campaign_id: str, cell_id: int, run_index: int) -> Path:
+        """Per-packet records of a run (softnet.results.latency.RECORD_DTYPE)."""
+        return self.dir / "records" / campaign_id / f"cell{cell_id:03d}-run{run_index:03d}.bin"
+
+    def raw_latency_path(self, campaign_id: str, cell_id: int, run_index: int) -> Path:
+        return self.dir / "raw" / campaign_id / f"cell{cell_id:03d}-latency-run{run_index:03d}.json"
+
+    def add_latency_run(self, campaign_id: str, cell_id: int, run_index: int, result: dict, raw: dict) -> None:
+        """The raw run (what was read, beside its records file) first, then its row."""
+        path = self.raw_latency_path(campaign_id, cell_id, run_index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"raw": raw, "result": result}, default=str))
+        os.replace(tmp, path)
+        r = LatencyRunResult.model_validate(result)
+        base = (r.kernel_baseline or {}).get("median_ns")
+        values = [campaign_id, cell_id, run_index, json.dumps(r.knobs, default=str), r.sent, r.received, r.lost,
+                  r.impossible, *(r.rtt.get(k) for k in LATENCY_STATS), base, r.flags, r.valid, r.started_unix_s,
+                  r.records_path, json.dumps(result, default=str)]
+        self.db.execute(f"INSERT INTO latency_runs VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
+                        values)
+
+    def latency_runs(self, campaign_id: str) -> list[dict]:
+        """Stored latency runs, validated, with their cell id."""
+        if not self.db.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'latency_runs'").fetchall():
+            return []  # a store written before the latency lab
+        rows = self.db.execute("SELECT cell_id, run_index, result_json FROM latency_runs WHERE campaign_id = ? "
+                               "ORDER BY cell_id, run_index", [campaign_id]).fetchall()
+        out = []
+        for cell_id, run_index, j in rows:
+            d = json.loads(j)
+            if d.get("schema_version") != LATENCY_SCHEMA_VERSION:
+                raise InputError(f"{self.dir / DB_NAME}", f"latency result schema version "
+                                 f"{d.get('schema_version')!r}: this softnet reads {LATENCY_SCHEMA_VERSION}")
+            out.append({"cell_id": cell_id, "run_index": run_index, **LatencyRunResult.model_validate(d).to_dict()})
+        return out
+
+    def recover_latency(self, campaign_id: str) -> int:
+        """Rows for raw latency files whose row is missing (a kill between the two writes)."""
+        done, n = self.done_latency_runs(campaign_id), 0
+        for path in sorted((self.dir / "raw" / campaign_id).glob("cell*-latency-run*.json")):
+            cell, run = (int(x) for x in path.stem.replace("cell", "").split("-latency-run"))
+            if (cell, run) not in done:
+                d = json.loads(path.read_text())
+                self.add_latency_run(campaign_id, cell, run, d["result"], d["raw"])
+                n += 1
+        return n
+
+    def done_latency_runs(self, campaign_id: str) -> set[tuple[int, int]]:
+        rows = self.db.execute("SELECT cell_id, run_index FROM latency_runs WHERE campaign_id = ?",
+                               [campaign_id]).fetchall()
+        return {tuple(r) for r in rows}
+
     def query(self, sql: str, args: list | None = None) -> list[dict]:
         cur = self.db.execute(sql, args or [])
         names = [d[0] for d in cur.description]
@@ -259,7 +335,7 @@ class Store:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples"):
+        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs"):
             path = out / f"{table}.{fmt}"
             opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
             self.db.execute(f"COPY {table} TO '{path}' {opts}")

@@ -17,10 +17,13 @@ from pydantic import BaseModel, ConfigDict
 from softnet.errors import InputError
 from softnet.results.series import INTERVAL_RANGE_S
 
-# 1: results before typed trials (same fields, no schema_version key); 2: typed, with a raw trial.
-SCHEMA_VERSION = 2
-KNOWN_SCHEMA_VERSIONS = (1, 2)
-RAW_SCHEMA_VERSION = 1
+# 1: results before typed trials (same fields, no schema_version key); 2: typed, with a raw trial;
+# 3: latency percentiles from the log-linear histogram (latency_p99_ns...) instead of log2 upper bounds.
+SCHEMA_VERSION = 3
+KNOWN_SCHEMA_VERSIONS = (1, 2, 3)
+# 1: the sink's log2 histogram (evaluates to a schema 2 result); 2: its log-linear histogram.
+RAW_SCHEMA_VERSION = 2
+KNOWN_RAW_SCHEMA_VERSIONS = (1, 2)
 
 # A bitmap of one bit per expected packet lives in the sink: 2^33 bits = 1 GiB.
 MAX_TRIAL_PKTS = 1 << 33
@@ -126,10 +129,21 @@ class TrialResult(BaseModel):
     latency_min_ns: Number | None
     latency_mean_ns: Number | None
     latency_max_ns: Number | None
-    latency_p50_upper_ns: Number | None
-    latency_p99_upper_ns: Number | None
-    latency_p99_9_upper_ns: Number | None
-    latency_log2_hist: list[int]
+    # schema 3 (raw schema 2): nearest-rank percentiles, each within latency_percentile_rel_error
+    latency_pkts: int | None = None  # window packets with a delay (the histogram's count)
+    latency_negative_pkts: int | None = None
+    latency_p50_ns: Number | None = None
+    latency_p90_ns: Number | None = None
+    latency_p99_ns: Number | None = None
+    latency_p99_9_ns: Number | None = None
+    latency_percentile_rel_error: float | None = None
+    latency_hist: dict[str, Any] | None = None  # sub_bucket_bits, range_log2_ns, buckets [[i, n]], over_range_pkts
+    latency_exact: dict[str, Any] | None = None  # --exact: the true percentiles and the histogram's error
+    # schema 2 (raw schema 1): upper edges of log2 buckets
+    latency_p50_upper_ns: Number | None = None
+    latency_p99_upper_ns: Number | None = None
+    latency_p99_9_upper_ns: Number | None = None
+    latency_log2_hist: list[int] | None = None
     drain_s: Number
     generator: dict[str, Any]
     diagnosis: dict[str, Any]

@@ -16,9 +16,11 @@ from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # 
 class Sink:
     """The XDP sink on the sink interface, alive for one trial."""
 
-    def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int):
+    def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int, exact: int = 0):
         argv = [str(tool("sink")), "--netns", ns, "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
+        if exact:  # every delay kept too: for checking the histogram, not for long trials
+            argv += ["--exact", str(exact)]
         self.proc = None
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -34,6 +34,8 @@ def campaign_id(spec: CampaignSpec) -> str:
 def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None] = lambda e: None) -> str:
     if spec.method.kind == "search":
         return run_search_campaign(spec, results_dir, on_event)
+    if spec.method.kind == "latency":
+        return run_latency_campaign_in(spec, results_dir, on_event)
     cid = campaign_id(spec)
     cells = spec.cells()
     with Store(results_dir) as store:
@@ -82,6 +84,19 @@ def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
     for cell_id, (knobs, cell) in enumerate(cells):
         store.register_cell(cid, cell_id, knobs, cell.model_dump())
     return recovered
+
+
+def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
+    """The AF_XDP latency lab (softnet.campaign.latency); progress counts runs."""
+    from softnet.campaign.latency import run_latency_campaign  # the AF_XDP tool is needed only here
+
+    cid = campaign_id(spec)
+    cells = spec.cells()
+    with Store(results_dir) as store:
+        _register(store, cid, spec, cells)
+        run_latency_campaign(spec, store, cid, cells, lambda kind, done, total, text: on_event(
+            Event(kind, done, total, text)))
+    return cid
 
 
 def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:

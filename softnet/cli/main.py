@@ -128,8 +128,13 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         need_root()
     with measuring(results, wait, real):
         cid = campaign_cmd.run(s, results, as_json)
-    campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json, tables=not as_json,
-                         wide=wide)
+    if s.method.kind == "latency":
+        from softnet.cli import latency_cmd
+
+        latency_cmd.show(results, cid, as_json, wide)
+    else:
+        campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json,
+                             tables=not as_json, wide=wide)
     if not as_json:
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
 
@@ -179,6 +184,55 @@ def search(
         print_json({"campaign_id": cid, "results_dir": str(results), "searches": [s.to_dict() for s in summaries]})
     else:
         campaign_cmd.show_searches(summaries, wide)
+        console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
+
+
+LATENCY_OPTIONS = {f"latency.{k}": f"--{k.replace('_', '-')}" for k in (
+    "bind_mode", "need_wakeup", "busy_poll", "busy_poll_us", "poll_sender", "poll_forwarder", "poll_receiver",
+    "batch", "ring_size", "xdp_mode", "threaded_napi", "cstate_limit_us", "arrivals", "baseline_count")} | {
+    "latency.interval_s": "--interval", "method.runs": "--runs", "method.duration_s": "--duration",
+    "traffic.frame_bytes": "--size", "name": "--name"}
+
+
+@app.command()
+def latency(
+    bind_mode: str = typer.Option("copy", help="AF_XDP bind mode: copy or zero-copy (veth: copy only)"),
+    need_wakeup: bool = typer.Option(True, "--need-wakeup/--no-need-wakeup", help="XDP_USE_NEED_WAKEUP"),
+    busy_poll: bool = typer.Option(False, "--busy-poll", help="SO_BUSY_POLL + SO_PREFER_BUSY_POLL, busy-poll sysctls"),
+    busy_poll_us: int = typer.Option(20, help="busy-poll time, us"),
+    poll_sender: bool = typer.Option(False, "--poll-sender", help="A calls poll() before reading (else spins)"),
+    poll_forwarder: bool = typer.Option(False, "--poll-forwarder", help="B calls poll() before reading"),
+    poll_receiver: bool = typer.Option(False, "--poll-receiver", help="C calls poll() before reading"),
+    batch: int = typer.Option(1, help="packets per send burst / ring batch"),
+    threaded_napi: bool = typer.Option(False, "--threaded-napi", help="threaded NAPI on every receiving veth"),
+    cstate_limit_us: int = typer.Option(None, help="hold /dev/cpu_dma_latency at this (0: shallowest C-state)"),
+    interval: float = typer.Option(1.0, help="seconds between packets (the study: 1 s)"),
+    arrivals: str = typer.Option("periodic", help="periodic or poisson"),
+    runs: int = typer.Option(3, help="runs (the study: at least 3)"),
+    duration: float = typer.Option(10.0, help="seconds per run (the study: 30)"),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+    baseline_count: int = typer.Option(0, help="kernel ping replies per run over the same path (0: none)"),
+    name: str = typer.Option("latency", help="campaign name in the results store"),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB, raw JSON, records)"),
+    as_json: bool = typer.Option(False, "--json"),
+    wide: bool = wide_option(),
+    wait: float = wait_option(),
+) -> None:
+    """AF_XDP round-trip latency of one configuration: A -> B (AF_XDP forward) -> C (reflect) -> B -> A."""
+    from softnet.cli import campaign_cmd, latency_cmd
+
+    lat = {"bind_mode": bind_mode, "need_wakeup": need_wakeup, "busy_poll": busy_poll, "busy_poll_us": busy_poll_us,
+           "poll_sender": poll_sender, "poll_forwarder": poll_forwarder, "poll_receiver": poll_receiver,
+           "batch": batch, "threaded_napi": threaded_napi, "cstate_limit_us": cstate_limit_us,
+           "interval_s": interval, "arrivals": arrivals, "baseline_count": baseline_count}
+    spec = spec_from_options({"name": name, "traffic": {"frame_bytes": size}, "latency": lat,
+                              "method": {"kind": "latency", "runs": runs, "duration_s": duration}}, LATENCY_OPTIONS)
+    check_store(results)
+    need_root()
+    with measuring(results, wait):
+        cid = campaign_cmd.run(spec, results, as_json)
+    latency_cmd.show(results, cid, as_json, wide)
+    if not as_json:
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
 
 

@@ -8,8 +8,10 @@ Topology: A (ping) -> B (forward) -> C (reflect) -> B (forward) -> A.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 # Where each hop stamp was taken, in path order (index into hop_ns).
 HOPS = (
@@ -47,3 +49,38 @@ def read_records(path: str | Path) -> np.ndarray:
     if size % RECORD_DTYPE.itemsize:
         raise ValueError(f"{path}: {size} B is not a whole number of {RECORD_DTYPE.itemsize} B records")
     return np.fromfile(path, dtype=RECORD_DTYPE)
+
+
+# ---- one run's evaluated result ------------------------------------------------
+
+LATENCY_SCHEMA_VERSION = 1
+Number = int | float
+
+
+class LatencyRunResult(BaseModel):
+    """One run of one configuration (softnet.analysis.latency_eval.evaluate_run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = LATENCY_SCHEMA_VERSION
+    knobs: dict[str, Any]
+    interval_s: Number
+    sent: int
+    received: int
+    lost: int
+    impossible: int
+    duplicates: int
+    reordered: int
+    rtt: dict[str, Number | None]  # n, mean_ns, median_ns, std_ns, q1_ns, q3_ns, min_ns, max_ns, p90_ns, p99_ns, p999_ns
+    kernel_baseline: dict[str, Any] | None  # kernel ping over the same path: sent, received, median_ns
+    busy_poll_rx_pkts: dict[str, int]  # BusyPollRxPackets growth per host during the run
+    applied: dict[str, Any]  # every knob as applied, or {"unsupported": why}
+    tool: dict[str, Any]  # what the AF_XDP tool reported (hello per role, ping summary)
+    flags: list[str]
+    valid: bool
+    started_unix_s: Number
+    records_path: str | None = None
+    provenance: dict[str, Any]
+
+    def to_dict(self) -> dict:
+        return self.model_dump()

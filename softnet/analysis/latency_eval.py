@@ -1,0 +1,57 @@
+"""evaluate_run(raw) -> LatencyRunResult: one AF_XDP latency run's figures and
+flags from what was read (the ping's records and summary, each role's hello,
+the kernel baseline, BusyPollRxPackets before and after). Pure: a stored raw
+run re-evaluates to the same result."""
+from __future__ import annotations
+
+import numpy as np
+
+from softnet.analysis.latency_stats import AccountingError, run_stats
+from softnet.results.latency import LatencyRunResult
+
+
+def _busy_poll_growth(raw: dict) -> dict[str, int]:
+    b, a = raw["netstat_before"], raw["netstat_after"]
+    return {h: a[h].get("TcpExt.BusyPollRxPackets", 0) - b[h].get("TcpExt.BusyPollRxPackets", 0) for h in a}
+
+
+def flags(raw: dict, accounted: bool, impossible: int, busy: dict[str, int]) -> list[str]:
+    out = []
+    if not accounted:
+        out.append("counters_inconsistent")  # some sequence number neither received, lost nor impossible
+    if impossible:
+        out.append("impossible_delays")  # counted, never used as a delay
+    knobs = raw["knobs"]
+    # Busy polling must be seen working, not assumed: the kernel counts packets
+    # it took by busy polling in each namespace's BusyPollRxPackets.
+    if knobs.get("busy_poll") and not any(busy.get(h, 0) > 0 for h in ("b", "c")):
+        out.append("busy_poll_inactive")
+    if raw.get("other_runs"):
+        out.append("overlapped_other_run")
+    if raw["ping"].get("interrupted"):
+        out.append("interrupted")
+    return out
+
+
+def evaluate_run(raw: dict, records: np.ndarray) -> LatencyRunResult:
+    ping = raw["ping"]
+    try:
+        st = run_stats(records, raw.get("run", "run"), sent=ping.get("sent"))
+        accounted = True
+    except AccountingError:
+        st, accounted = run_stats(records, raw.get("run", "run")), False
+    busy = _busy_poll_growth(raw)
+    baseline = raw.get("kernel_baseline")
+    base = None
+    if baseline is not None:
+        rtts = np.asarray(baseline["rtt_ns"], dtype=float)
+        base = {"sent": baseline["sent"], "received": baseline["received"],
+                "median_ns": float(np.median(rtts)) if rtts.size else None}
+    found = flags(raw, accounted, st.impossible, busy)
+    rtt = {k: (None if isinstance(v, float) and v != v else v) for k, v in st.rtt.to_dict().items()}
+    return LatencyRunResult(
+        knobs=raw["knobs"], interval_s=raw["interval_s"], sent=st.sent, received=st.received, lost=st.lost,
+        impossible=st.impossible, duplicates=st.duplicates, reordered=st.reordered, rtt=rtt,
+        kernel_baseline=base, busy_poll_rx_pkts=busy, applied=raw["applied"],
+        tool={"hello": raw["hello"], "ping": ping}, flags=found, valid=not found,
+        started_unix_s=raw["started_unix_s"], records_path=raw.get("records_path"), provenance=raw["provenance"])

@@ -1,0 +1,115 @@
+"""Campaigns of method kind "latency": the AF_XDP delay study, one matrix cell
+per configuration, `method.runs` runs of `method.duration_s` each.
+
+Per cell the three-namespace testbed is built with the cell's host knobs, C
+reflects and B forwards with softnet-xsk, then each run pings from A (one
+packet per `latency.interval_s`), with the kernel baseline (`ping` over the
+same path) after it when asked. A run's raw reads and its per-packet records
+are stored before its row, so a campaign resumes after kill -9 with no run
+lost or repeated.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from softnet.analysis.latency_eval import evaluate_run
+from softnet.campaign.spec import CampaignSpec
+from softnet.provenance import provenance
+from softnet.results.latency import read_records
+from softnet.results.store import Store
+from softnet.testbed.latency import LatencyKnobs, LatencyTestbed
+from softnet.tools.changes import HostChanges
+from softnet.traffic.ping import kernel_ping
+from softnet.traffic.xsk import Forward, Ping, Reflect
+
+HOST_KNOBS = ("threaded_napi", "napi_defer_hard_irqs", "gro_flush_timeout_ns", "cstate_limit_us",
+              "coalesce_rx_usecs")
+
+
+def host_knobs(cell: CampaignSpec) -> LatencyKnobs:
+    lat = cell.latency
+    return LatencyKnobs(**{k: getattr(lat, k) for k in HOST_KNOBS},
+                        busy_poll_us=lat.busy_poll_us if lat.busy_poll else None)
+
+
+def socket_options(cell: CampaignSpec, role: str) -> dict:
+    """The AF_XDP tool's knobs for one role (ping | forward | reflect)."""
+    lat = cell.latency
+    poll = {"ping": lat.poll_sender, "forward": lat.poll_forwarder, "reflect": lat.poll_receiver}[role]
+    return {"bind_mode": lat.bind_mode, "need_wakeup": lat.need_wakeup, "rx_mode": "poll" if poll else "busy",
+            "busy_poll_us": lat.busy_poll_us if lat.busy_poll else None,
+            "prefer_busy_poll": lat.busy_poll, "busy_poll_budget": lat.busy_poll_budget if lat.busy_poll else None,
+            "batch": lat.batch, "ring_size": lat.ring_size, "xdp_mode": lat.xdp_mode,
+            "frame_bytes": cell.traffic.frame_bytes}
+
+
+def cell_knobs(cell: CampaignSpec) -> dict:
+    """The configuration's identity in results: every latency knob."""
+    return cell.latency.model_dump()
+
+
+def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[int],
+             on_run: Callable[[int, dict], None]) -> None:
+    with HostChanges() as changes:
+        tb = LatencyTestbed(changes, host_knobs(cell))
+        hosts = tb.build()
+        reflect = Reflect(changes, hosts["c"], **socket_options(cell, "reflect"))
+        forward = Forward(changes, hosts["b"], **socket_options(cell, "forward"))
+        for run_index in todo:
+            raw, records = measure_run(changes, tb, hosts, cell, reflect, forward, store.records_path(
+                cid, cell_id, run_index))
+            raw["run"] = f"cell {cell_id} run {run_index}"
+            result = evaluate_run(raw, records).to_dict()
+            store.add_latency_run(cid, cell_id, run_index, result, raw)
+            on_run(run_index, result)
+
+
+def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: CampaignSpec, reflect, forward,
+                records_path) -> tuple[dict, object]:
+    lat, m = cell.latency, cell.method
+    count = max(1, round(m.duration_s / lat.interval_s))
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    before = {h: tb.netstat(h) for h in ("b", "c")}
+    started = time.time()
+    ping = Ping(changes, hosts["a"], **socket_options(cell, "ping"))
+    summary = ping.run(count=count, interval_ns=round(lat.interval_s * 1e9), arrivals=lat.arrivals,
+                       records=records_path)
+    after = {h: tb.netstat(h) for h in ("b", "c")}
+    baseline = None
+    if lat.baseline_count:
+        b = kernel_ping(hosts["a"].ns, hosts["c"].ip, lat.baseline_count, max(lat.interval_s, 0.01),
+                        cell.traffic.frame_bytes)
+        baseline = {"sent": b["sent"], "received": b["received"], "rtt_ns": b["rtt_ns"].tolist()}
+    raw = {"knobs": cell_knobs(cell), "interval_s": lat.interval_s, "count": count, "ping": summary,
+           "hello": {"ping": ping.hello, "forward": forward.hello, "reflect": reflect.hello},
+           "forward_counters": forward.read(), "reflect_counters": reflect.read(),
+           "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline,
+           "applied": tb.describe()["applied"], "testbed": tb.describe(), "started_unix_s": started,
+           "records_path": str(records_path),
+           "provenance": provenance(changes, latency=cell_knobs(cell), method=m.model_dump())}
+    return raw, read_records(records_path)
+
+
+def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> None:
+    """Every cell's runs not yet stored; ``on_event(kind, done, total, text)``."""
+    recovered = store.recover_latency(cid)
+    done = store.done_latency_runs(cid)
+    plan = [(cell_id, cell, [r for r in range(cell.method.runs) if (cell_id, r) not in done])
+            for cell_id, (_knobs, cell) in enumerate(cells)]
+    total, count = len(done) + sum(len(t) for *_, t in plan), len(done)
+    on_event("plan", count, total, f"{cid}: {len(plan)} configuration(s), {total} runs, {count} already stored"
+             + (f" ({recovered} recovered from raw files)" if recovered else ""))
+    for cell_id, cell, todo in plan:
+        if not todo:
+            continue
+
+        def on_run(run_index: int, result: dict, cell_id=cell_id) -> None:
+            nonlocal count
+            count += 1
+            rtt = result["rtt"]
+            med = "-" if rtt.get("median_ns") is None else f"{rtt['median_ns'] / 1e3:.1f} us"
+            on_event("trial", count, total, f"configuration {cell_id} run {run_index}: median RTT {med}, "
+                     f"{result['received']}/{result['sent']} back" + (f" [{', '.join(result['flags'])}]"
+                                                                      if result["flags"] else ""))
+        run_cell(store, cid, cell_id, cell, todo, on_run)

@@ -1,0 +1,63 @@
+"""`softnet latency`: one AF_XDP configuration (A pings through B's AF_XDP
+forwarder to C's reflector), and the display of latency campaigns."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from softnet.cli.output import Col, console, count, eng, print_json, table
+
+US = 1e-9  # ns -> s for eng(..., "s")
+
+
+def t(ns) -> str:
+    return eng(None if ns is None else ns * US, "s")
+
+
+RUN_COLS = [Col("run"), Col("sent"), Col("back"), Col("lost"), Col("impossible", wide=True), Col("median"),
+            Col("p99"), Col("max", wide=True), Col("busy-poll pkts", wide=True), Col("flags", text=True)]
+STAT_COLS = [Col("configuration", text=True), Col("mean"), Col("median"), Col("std", wide=True), Col("Q1"),
+             Col("Q3"), Col("min", wide=True), Col("max", wide=True), Col("p99 [95% CI]"),
+             Col("flags", text=True)]
+
+
+def show_runs(runs: list[dict], wide: bool = False) -> None:
+    rows = [[f"{r['cell_id']}/{r['run_index']}", count(r["sent"]), count(r["received"]), count(r["lost"]),
+             count(r["impossible"]), t(r["rtt"].get("median_ns")), t(r["rtt"].get("p99_ns")),
+             t(r["rtt"].get("max_ns")), count(sum(r["busy_poll_rx_pkts"].values())), ", ".join(r["flags"]) or "-"]
+            for r in runs]
+    console.print(table("runs (configuration/run)", RUN_COLS, rows, wide))
+
+
+def show_configs(configs, wide: bool = False) -> None:
+    rows = []
+    for c in configs:
+        a, p99 = c.averaged, c.percentiles["p99"]
+        ci = "" if p99.ci_low_ns != p99.ci_low_ns else f" [{t(p99.ci_low_ns)}, {t(p99.ci_high_ns)}]"
+        rows.append([c.label, t(a["mean_ns"]), t(a["median_ns"]), t(a["std_ns"]), t(a["q1_ns"]), t(a["q3_ns"]),
+                     t(a["min_ns"]), t(a["max_ns"]), t(p99.value_ns) + ci, ", ".join(c.flags) or "-"])
+    console.print(table("round-trip time per configuration (the study's statistics, averaged over runs)",
+                        STAT_COLS, rows, wide))
+    for c in configs:
+        for flag, why in c.reasons.items():
+            console.print(f"  {c.label}: {flag}: {why}", markup=False, highlight=False)
+
+
+def show(results: Path, cid: str, as_json: bool, wide: bool = False) -> dict:
+    from softnet.analysis.latency_campaigns import latency_configs
+    from softnet.results.store import Store
+
+    with Store(results, read_only=True) as store:
+        runs = store.latency_runs(cid)
+        configs = latency_configs(store, cid)
+    out = {"campaign_id": cid, "results_dir": str(results), "runs": runs,
+           "configurations": [c.to_dict() for c in configs]}
+    if as_json:
+        print_json(out)
+        return out
+    show_runs(runs, wide)
+    show_configs(configs, wide)
+    unsupported = sorted({k for r in runs for k, v in r["applied"].items() if isinstance(v, dict)})
+    if unsupported:
+        console.print(f"unsupported here (recorded, not applied): {', '.join(unsupported)}", markup=False,
+                      highlight=False)
+    return out

@@ -287,7 +287,14 @@ def run_stats(records: np.ndarray, run: str = "run", *, sent: int | None = None)
 
 def percentile_ci(rtt_ns, q: float, *, confidence: float = DEFAULT_CONFIDENCE,
                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Estimate:
-    """Percentile ``q`` (0-100) of ``rtt_ns`` with a percentile-bootstrap CI.
+    """Percentile ``q`` (0-100) of ``rtt_ns`` with a percentile-bootstrap CI (``percentile_cis``)."""
+    return percentile_cis(rtt_ns, {"q": q}, confidence=confidence, n_resamples=n_resamples, seed=seed)["q"]
+
+
+def percentile_cis(rtt_ns, qs: Mapping[str, float], *, confidence: float = DEFAULT_CONFIDENCE,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, Estimate]:
+    """Percentiles ``qs`` (name -> 0..100) of ``rtt_ns``, each with a
+    percentile-bootstrap CI; the same resamples serve every percentile.
 
     Up to ``RESAMPLE_MAX_N`` values: ``n_resamples`` seeded resamples of the
     linear-interpolated percentile. Above: the estimator is the order
@@ -299,30 +306,38 @@ def percentile_ci(rtt_ns, q: float, *, confidence: float = DEFAULT_CONFIDENCE,
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     x = np.sort(np.asarray(rtt_ns, dtype=float))
     n = int(x.size)
-    if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0, "too_few")
     alpha = (1.0 - confidence) / 2.0
-    p = q / 100.0
+    out = {}
+    if n == 0:
+        return {name: Estimate(math.nan, math.nan, math.nan, 0, "too_few") for name in qs}
     if n > RESAMPLE_MAX_N:
-        k = max(1, math.ceil(p * n))
-        value = float(x[k - 1])
-        if min(k, n - k) < MIN_TAIL:
-            return Estimate(value, math.nan, math.nan, n, "too_few")
-        sd = math.sqrt(n * p * (1 - p)) + 1.0
-        j = np.arange(max(1, int(k - 12 * sd) - 1), min(n, int(k + 12 * sd) + 2) + 1)
-        cdf = stats.binom.sf(k - 1, n, j / n)  # P(the resample's k-th value <= x_(j))
-        lo = j[min(np.searchsorted(cdf, alpha), j.size - 1)]
-        hi = j[min(np.searchsorted(cdf, 1.0 - alpha), j.size - 1)]
-        return Estimate(value, float(x[lo - 1]), float(x[hi - 1]), n, "exact")
-    value = float(np.percentile(x, q))
-    if min(p * n, (1 - p) * n) < MIN_TAIL:
-        return Estimate(value, math.nan, math.nan, n, "too_few")
+        for name, q in qs.items():
+            p = q / 100.0
+            k = max(1, math.ceil(p * n))
+            if min(k, n - k) < MIN_TAIL:
+                out[name] = Estimate(float(x[k - 1]), math.nan, math.nan, n, "too_few")
+                continue
+            sd = math.sqrt(n * p * (1 - p)) + 1.0
+            j = np.arange(max(1, int(k - 12 * sd)), min(n, int(k + 12 * sd) + 2) + 1)
+            cdf = stats.binom.sf(k - 1, n, j / n)  # P(the resample's k-th value <= x_(j))
+            lo = j[min(np.searchsorted(cdf, alpha), j.size - 1)]
+            hi = j[min(np.searchsorted(cdf, 1.0 - alpha), j.size - 1)]
+            out[name] = Estimate(float(x[k - 1]), float(x[lo - 1]), float(x[hi - 1]), n, "exact")
+        return out
     rng = np.random.default_rng(seed)
-    chunk = max(1, 2_000_000 // n)  # bounded memory: chunk x n indices at a time
-    boot = np.concatenate([np.percentile(x[rng.integers(0, n, size=(min(chunk, n_resamples - s), n))], q, axis=1)
-                           for s in range(0, n_resamples, chunk)])
-    lo, hi = np.percentile(boot, [100 * alpha, 100 * (1 - alpha)])
-    return Estimate(value, float(lo), float(hi), n, "resample")
+    q_all = list(qs.values())
+    chunk = max(1, 2_000_000 // n)  # bounded memory: chunk x n values at a time
+    boot = np.concatenate([np.percentile(x[rng.integers(0, n, size=(min(chunk, n_resamples - s), n))], q_all, axis=1)
+                           for s in range(0, n_resamples, chunk)], axis=1)
+    for row, (name, q) in zip(boot, qs.items()):
+        p = q / 100.0
+        value = float(np.percentile(x, q))
+        if min(p * n, (1 - p) * n) < MIN_TAIL:
+            out[name] = Estimate(value, math.nan, math.nan, n, "too_few")
+            continue
+        lo, hi = np.percentile(row, [100 * alpha, 100 * (1 - alpha)])
+        out[name] = Estimate(value, float(lo), float(hi), n, "resample")
+    return out
 
 
 # ---- per-hop breakdown ---------------------------------------------------------
@@ -411,8 +426,7 @@ def config_stats(knobs: Mapping, runs: Sequence, *, label: str | None = None, ke
         stds = [r.rtt.std_ns for r in with_rtt if r.rtt.n > 1]
         averaged["std_ns"] = float(np.mean(stds)) if stds else math.nan
     pooled = np.concatenate([r.rtt_ns for r in runs]) if runs else np.empty(0)
-    percentiles = {name: percentile_ci(pooled, q, confidence=confidence, n_resamples=n_resamples, seed=seed)
-                   for name, q in PERCENTILES.items()}
+    percentiles = percentile_cis(pooled, PERCENTILES, confidence=confidence, n_resamples=n_resamples, seed=seed)
     accounting = {k: int(sum(getattr(r, k) for r in runs))
                   for k in ("sent", "received", "lost", "impossible", "duplicates", "reordered")}
     reasons = outlier_reasons(averaged["median_ns"], pooled, kernel_baseline=kernel_baseline,

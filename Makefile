@@ -2,7 +2,7 @@
 # machine up first (idempotent): Debian packages, a virtualenv, the native tools.
 PYTHON   ?= python3
 VENV     := .venv
-APT_PKGS := clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
+APT_PKGS := clang llvm libbpf-dev libxdp-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
             netsniff-ng iperf3 procps gcc make iputils-ping
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 

@@ -15,7 +15,7 @@
 #include <bpf/libbpf.h>
 #include "sn_util.h"
 
-#define SN_MAX_OPTIONS 32
+#define SN_MAX_OPTIONS 48
 #define SN_KEY_HELP 'h'
 #define SN_KEY_VERBOSE 'v'
 

@@ -152,7 +152,7 @@ class Segment:
 class HopBreakdown:
     """Segments over the packets that carry every kept stamp; their means add
     up to ``rtt_mean_ns``. A boundary stamped in fewer than half the packets is
-    dropped and its two segments merged."""
+    dropped and its two segments merged; no segment when no hop is stamped."""
 
     segments: tuple[Segment, ...]
     n_packets: int        # packets in the breakdown
@@ -349,7 +349,9 @@ def hop_breakdown(runs: Sequence[RunStats]) -> HopBreakdown:
     if rtt.size == 0:
         return HopBreakdown((), 0, 0, math.nan)
     keep = [i for i in range(len(BOUNDARIES)) if np.isfinite(off[:, i]).mean() >= 0.5]
-    rows = np.isfinite(off[:, keep]).all(axis=1) if keep else np.ones(rtt.size, bool)
+    if not keep:  # no hop stamped: nothing to break down
+        return HopBreakdown((), 0, int(rtt.size), math.nan)
+    rows = np.isfinite(off[:, keep]).all(axis=1)
     cuts = np.column_stack([np.zeros(int(rows.sum())), off[rows][:, keep], rtt[rows]])
     pieces = np.diff(cuts, axis=1)
     names, current = [], []

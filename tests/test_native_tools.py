@@ -18,7 +18,7 @@ NATIVE = Path(os.environ.get("SOFTNET_NATIVE_DIR") or Path(__file__).resolve().p
 TOOLS = {
     "gen": (["netns", "ifname", "src-mac", "dst-mac", "src-ip", "dst-ip", "size", "rate", "count", "warmup",
              "flows", "cpu", "batch", "anchor", "verbose", "help"], ["--rate", "fast"]),
-    "sink": (["netns", "ifname", "count", "warmup", "verbose", "help"], ["--count", "-5"]),
+    "sink": (["netns", "ifname", "count", "warmup", "exact", "verbose", "help"], ["--count", "-5"]),
     "profile": (["no-per-packet", "duty", "period-ms", "cpu", "verbose", "help"], ["--duty", "2"]),
     "victim": (["cpu", "seconds", "help"], ["--seconds", "0"]),
 }

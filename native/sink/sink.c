@@ -120,7 +120,7 @@ static const struct sn_option options[] = {
 	/* one bit per expected packet: 2^33 bits = 1 GiB is the ceiling */
 	SN_REQUIRED("count", 'c', "N", "packets expected (sequence numbers 0..N-1)"),
 	SN_OPTION("warmup", 'w', "N", "sequence numbers below N are warm-up (default 0)"),
-	SN_OPTION("exact", 'x', "N", "also keep the first N window delays one by one (checks the histogram)"),
+	SN_OPTION("exact", 'x', "N", "also keep the first N delays exactly, one by one"),
 	{ 0 } };
 
 static const struct sn_tool tool = {

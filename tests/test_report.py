@@ -597,3 +597,32 @@ def test_search_store_report(tmp_path):
     with readers.open_results(root) as store:
         trials = readers.search_trials(store, "s1")
     assert list(trials) == [(0, 0), (0, 1)] and [t["intended_rate_pps"] for t in trials[(0, 1)]][:2] == [1e5, 8e5]
+
+
+def test_load_table_shows_latency_percentiles_and_old_results_their_bound(tmp_path):
+    """A store made before trial schema 3 (no latency_p50_ns/p99_ns columns)
+    gains them on open; its old rows show the log2 p99 bound they had, new
+    rows the median over runs of p50 / p99."""
+    from softnet.report.view import load_table
+    from softnet.results.store import SCHEMA
+
+    old_ddl = SCHEMA.replace("    latency_p50_ns DOUBLE, latency_p99_ns DOUBLE,\n", "")
+    old_ddl = "\n".join(line for line in old_ddl.splitlines() if not line.startswith(("ALTER", "--")))
+    db = duckdb.connect(str(tmp_path / DB_NAME))
+    db.execute(old_ddl)
+    db.close()
+    spec = {"analysis": ANALYSIS, "testbed": {"sut": "ipv4-fwd"}}
+    with Store(tmp_path) as store:
+        store.register_campaign("c1", "lat", "h", spec, 1.0)
+        store.register_cell("c1", 0, {}, spec)
+        for li, load in enumerate((1000.0, 2000.0)):
+            for run in range(2):
+                r = _result(load, 1.0, int(load), int(load), [], {})
+                if li == 0:  # schema 2: the log2 upper edge only
+                    r.update(schema_version=2, latency_p99_upper_ns=2 ** 15)
+                else:
+                    r.update(schema_version=3, latency_p50_ns=10_000 + run * 2000, latency_p99_ns=40_000.5)
+                store.add_trial("c1", 0, li, run, {}, r)
+    (config,) = analyze_path(tmp_path)
+    table = load_table(config)
+    assert table["latency"] and [row.get("latency", row) for row in table["rows"]] == ["p99 \u2264 32.8", "11 / 40"]

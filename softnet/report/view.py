@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import statistics
 from collections import Counter, OrderedDict
 from typing import Sequence
 
@@ -159,6 +160,22 @@ def _tir_cell(step, load: float, checked: set, violations: set) -> dict | None:
     return {"title": title, "violation": viol, "text": value + (" \u2265 \u03b7" if viol else "")}
 
 
+def us(ns) -> str:
+    return DASH if not _finite(ns) else f"{ns / 1e3:.3g}"
+
+
+def latency_cell(trials: Sequence[dict]) -> str:
+    """Median over a load's valid runs of their one-way latency p50 / p99 (\u00b5s):
+    schema 3 trials (HDR histogram, within 0.4%); older ones only had the log2
+    upper bound of the p99, shown as such."""
+    runs = [t for t in trials if t.get("valid")]
+    new = [t for t in runs if _finite(t.get("latency_p99_ns"))]
+    if new:
+        return " / ".join(us(statistics.median(t[k] for t in new)) for k in ("latency_p50_ns", "latency_p99_ns"))
+    old = [t["latency_p99_upper_ns"] for t in runs if _finite(t.get("latency_p99_upper_ns"))]
+    return f"p99 \u2264 {us(statistics.median(old))}" if old else DASH
+
+
 def load_table(config: Configuration) -> dict:
     """The per-load table of one configuration (PASTRAMI statistics, TIR, marks)."""
     a = config.analysis
@@ -183,13 +200,15 @@ def load_table(config: Configuration) -> dict:
             continue
         plr_half, dr_half, t_half = _ci_half(s.plr_ratio), _ci_half(s.dr_ratio), _ci_half(s.throughput_pps)
         rows.append({**row, "empty": False, "runs": s.n_runs,
+                     "latency": latency_cell([t for t in config.trials if t.get("intended_rate_pps") == load]),
                      "plr": plus_minus(pct(s.plr_ratio.mean), pct(plr_half) if plr_half is not None else None),
                      "delta_ucl": pct(s.plr_delta_ucl) + ("%" if _finite(s.plr_delta_ucl) else ""),
                      "dr": plus_minus(pct(s.dr_ratio.mean, 6), pct(dr_half) if dr_half is not None else None),
                      "throughput": plus_minus(f"{s.throughput_pps.mean / div:.4g}",
                                               f"{t_half / div:.2g}" if t_half is not None else None),
                      "tir": _tir_cell(steps.get(load), load, checked, violations)})
-    return {"conf": f"{a.stats.confidence * 100:g}", "unit": unit, "rows": rows, "eta": f"{r.eta:g}"}
+    return {"conf": f"{a.stats.confidence * 100:g}", "unit": unit, "rows": rows, "eta": f"{r.eta:g}",
+            "latency": config.source == "softnet"}
 
 
 def flags(config: Configuration) -> list[dict]:

@@ -407,6 +407,7 @@ static void setup_sockets(void)
 
 /* SO_BUSY_POLL, SO_PREFER_BUSY_POLL, SO_BUSY_POLL_BUDGET on every socket; a
  * refusal is reported, and the hello shows what the socket holds after. */
+static bool budget_applied;
 static void setup_busy_poll(void)
 {
 	for (int k = 0; k < nsocks; k++) {
@@ -415,9 +416,12 @@ static void setup_busy_poll(void)
 			refused("busy_poll_us", errno);
 		if (o.prefer_busy_poll && setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &(int){ 1 }, sizeof(v)))
 			refused("prefer_busy_poll", errno);
-		if (o.busy_poll_budget >= 0 &&
-		    setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &(int){ (int)o.busy_poll_budget }, sizeof(v)))
-			refused("busy_poll_budget", errno);
+		if (o.busy_poll_budget >= 0) {
+			budget_applied = !setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET,
+						     &(int){ (int)o.busy_poll_budget }, sizeof(v));
+			if (!budget_applied)
+				refused("busy_poll_budget", errno);
+		}
 	}
 }
 
@@ -553,9 +557,13 @@ static void print_hello(void)
 		       o.size, hop_slots(), (int)o.size - XSK_FCS_LEN >= XSK_HDR_LEN + XSK_OFF_T0 + 8 ? "true" : "false",
 		       (unsigned long long)o.count, (unsigned long long)o.interval_ns, o.poisson ? "poisson" : "periodic");
 	int fd = socks[0].fd;
-	printf("\"busy_poll\": {\"busy_poll_us\": %d, \"prefer_busy_poll\": %s, \"busy_poll_budget\": %d}, ",
-	       sockopt_int(fd, SO_BUSY_POLL), sockopt_int(fd, SO_PREFER_BUSY_POLL) > 0 ? "true" : "false",
-	       sockopt_int(fd, SO_BUSY_POLL_BUDGET));
+	/* read back from the socket, but for the budget, which getsockopt does not answer */
+	printf("\"busy_poll\": {\"busy_poll_us\": %d, \"prefer_busy_poll\": %s, \"busy_poll_budget\": ",
+	       sockopt_int(fd, SO_BUSY_POLL), sockopt_int(fd, SO_PREFER_BUSY_POLL) > 0 ? "true" : "false");
+	if (budget_applied)
+		printf("%ld}, ", o.busy_poll_budget);
+	else
+		printf("null}, ");
 	printf("\"unsupported\": [%s]}\n", unsupported);
 	fflush(stdout);
 }

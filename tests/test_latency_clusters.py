@@ -17,7 +17,7 @@ from sklearn.metrics import adjusted_rand_score
 from softnet.analysis import latency_clusters as lc
 from softnet.analysis import latency_stats as ls
 from softnet.report import latency_plots as lp
-from tests.test_latency_stats import INTERVAL_NS, lognormal_run
+from tests.test_latency_stats import INTERVAL_NS, captured, lognormal_run
 from tests.test_report import assert_no_tick_overlap, assert_titles_fit
 
 SPACE = {"bind_mode": ["copy"], "busy_poll": [False, True], "need_wakeup": [False, True],
@@ -264,3 +264,18 @@ def test_figures_without_clusters_or_hop_stamps():
     for fig in (lp.kde_figure(cfgs), lp.hop_figure(cfgs)):
         assert_no_tick_overlap(fig)
     assert lp.short_labels(cfgs) == (["(all off)", "BP"], "BP = busy_poll on")
+
+
+def test_real_captured_runs_cluster_and_plot():
+    cfgs = ls.campaign_stats(captured(), send_interval_ns=INTERVAL_NS, n_resamples=200)
+    cl = lc.cluster_configurations(cfgs)
+    assert cl.k == 2 and set(cl.silhouette) == {2}
+    fastest = cfgs[cl.clusters[0].members[0]]
+    assert cl.clusters[0].members == (1,) and fastest.knobs["poll_receiver"] is True
+    found = {f.key: f.verdict for f in lc.study_findings(cfgs, cl)}
+    assert found["cstates_coalescing_negligible"] == lc.NOT_TESTABLE
+    assert found["poll_receiver_worse"] == lc.NOT_TESTABLE  # poll() changed at all three roles at once
+    assert found["best_cluster_busy_poll"] == lc.NOT_HELD   # here the poll() configuration is the fastest
+    for fig in (lp.kde_figure(cfgs, cl), lp.hop_figure(cfgs, cl), lp.cluster_figure(cfgs, cl)):
+        assert_no_tick_overlap(fig)
+        assert_titles_fit(fig)

@@ -91,6 +91,10 @@ def _us(v: float, _pos=None) -> str:
     return f"{v:g}"
 
 
+def _configs(n: int) -> str:
+    return f"{n} config{'s' if n != 1 else ''}"
+
+
 def _time_text(us: float) -> str:
     """3 significant digits in µs, ms or s: 999 µs, 1.02 ms, 1 s."""
     for unit, scale in (("s", 1e6), ("ms", 1e3)):
@@ -158,12 +162,12 @@ def _cluster_handles(configs, clustering: Clustering | None, labels, clipped: bo
     if clustering is None:
         return []
     handles = [Line2D([], [], color=cluster_color(c.index), linewidth=2,
-                      label=f"cluster {c.index}: {len(c.members)} configs, mean {c.mean_ns / 1e3:.3g} µs")
+                      label=f"cluster {c.index}: {_configs(len(c.members))}, mean {_time_text(c.mean_ns / 1e3)}")
                for c in clustering.clusters]
     n_out = int((labels < 0).sum())
     if n_out:
         handles.append(Line2D([], [], color=OUTLIER_COLOR, linestyle=":", linewidth=2,
-                              label=f"left out (outlier): {n_out} configs" + (", peaks cut" if clipped else "")))
+                              label=f"left out (outlier): {_configs(n_out)}" + (", peaks cut" if clipped else "")))
     return handles
 
 
@@ -187,6 +191,7 @@ def hop_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = N
     base = [s[0] for s in SEGMENTS]
     seg_names = list(dict.fromkeys(base + [s.name for c in configs for s in c.breakdown.segments]))
     seg_names = [s for s in seg_names if any(s == g.name for c in configs for g in c.breakdown.segments)]
+    seg_names.sort(key=lambda s: base.index(s.split("+")[0]))  # path order, merged ones where they start
     colors = {s: _SEGMENT_COLORS[i % len(_SEGMENT_COLORS)] for i, s in enumerate(seg_names)}
     n = len(configs)
     with matplotlib.rc_context(STYLE):
@@ -238,10 +243,10 @@ def hop_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = N
             if (labels < 0).any():
                 handles.append(Line2D([], [], linestyle="none", marker="s", color=OUTLIER_COLOR,
                                       label="label colour: outlier"))
-        fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False, fontsize=8)
-        if legend_text:  # supxlabel: constrained layout makes room for it
-            fig.supxlabel(wrap_title(_mpl_text("labels: " + legend_text), fig.get_figwidth() * 0.95, 8),
-                          fontsize=8, x=0.01, ha="left")
+        # the abbreviations as the legend's title: constrained layout makes room for both
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False, fontsize=8,
+                   title=wrap_title(_mpl_text("labels: " + legend_text), fig.get_figwidth() * 0.9, 8)
+                   if legend_text else None, title_fontsize=8)
         _suptitle(fig, title)
         return fig
 
@@ -269,9 +274,9 @@ def cluster_figure(configs: Sequence[ConfigStats], clustering: Clustering, *,
         allm = [v for m in member_means for v in m] or [1.0]
         log = max(allm) / max(min(allm), 1e-9) > 20
         for c, m, pts in zip(clustering.clusters, means, member_means):
-            err = c.std_ns / 1e3 if math.isfinite(c.std_ns) else 0.0
             ax.barh(c.index, m, height=0.6, color=cluster_color(c.index), alpha=0.35)
-            ax.errorbar(m, c.index, xerr=err, color="black", capsize=3, linewidth=1)
+            if math.isfinite(c.std_ns):  # one member: no spread to draw
+                ax.errorbar(m, c.index, xerr=c.std_ns / 1e3, color="black", capsize=3, linewidth=1)
             ax.plot(pts, c.index + rng.uniform(-0.2, 0.2, len(pts)), "o", markersize=3,
                     color=cluster_color(c.index))
         if log:
@@ -283,12 +288,12 @@ def cluster_figure(configs: Sequence[ConfigStats], clustering: Clustering, *,
             ax.set_xlim(0, max(allm) * 1.15)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.set_ylim(k - 0.5, -0.5)
-        ax.set_yticks(range(k), [f"cluster {c.index}\n{len(c.members)} configs" for c in clustering.clusters],
+        ax.set_yticks(range(k), [f"cluster {c.index}\n{_configs(len(c.members))}" for c in clustering.clusters],
                       fontsize=8)
         for c in clustering.clusters:
             text = wrap_title(_mpl_text(_knob_text(c.always_present)), 3.2, 7.5)
-            ax.annotate(f"{c.mean_ns / 1e3:.3g} ± {(c.std_ns if math.isfinite(c.std_ns) else 0) / 1e3:.2g} µs\n"
-                        + text, xy=(1.0, c.index), xycoords=("axes fraction", "data"), xytext=(6, 0),
+            spread = f" ± {_time_text(c.std_ns / 1e3)}" if math.isfinite(c.std_ns) else " (one configuration)"
+            ax.annotate(f"{_time_text(c.mean_ns / 1e3)}{spread}\n" + text, xy=(1.0, c.index), xycoords=("axes fraction", "data"), xytext=(6, 0),
                         textcoords="offset points", va="center", ha="left", fontsize=7.5, annotation_clip=False)
         ax.set_xlabel("mean RTT of each configuration (µs)" + (", log scale" if log else ""))
         ax.set_title("(a) clusters: mean ± std of the configurations' means; always-present knobs", loc="left",
@@ -299,7 +304,8 @@ def cluster_figure(configs: Sequence[ConfigStats], clustering: Clustering, *,
         ax_k.axvline(clustering.k, color="tab:red", linestyle="--", linewidth=1)
         ax_k.set_xlabel("k")
         ax_k.set_ylabel("silhouette")
-        ax_k.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax_k.set_xticks(ks)  # whole k only, also when a single k was tried
+        ax_k.set_xlim(min(ks) - 0.5, max(ks) + 0.5)
         ax_k.set_title(f"(b) k = {clustering.k} ({clustering.chosen_by})", loc="left", fontsize=9.5)
         n_out = int((labels < 0).sum())
         if n_out:

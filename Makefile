@@ -44,6 +44,7 @@ bench: setup
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --duty 1
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --no-per-packet
 	$(VENV)/bin/python bench/victim_check.py
+	$(VENV)/bin/python bench/latency_hist_bench.py
 
 clean:
 	$(MAKE) -C native clean

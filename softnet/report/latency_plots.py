@@ -74,12 +74,16 @@ def cluster_color(index: int):
     return OUTLIER_COLOR if index < 0 else matplotlib.colormaps["tab10"](index % 10)
 
 
-def _labels_of(configs, clustering: Clustering | None) -> np.ndarray:
+def _prepare(configs, clustering: Clustering | None) -> tuple[list, np.ndarray]:
+    """(configurations, cluster label of each: all 0 without a clustering)."""
+    configs = list(configs)
+    if not configs:
+        raise ValueError("no configuration to plot")
     if clustering is None:
-        return np.zeros(len(configs), dtype=int)
+        return configs, np.zeros(len(configs), dtype=int)
     if len(clustering.labels) != len(configs):
         raise ValueError(f"{len(configs)} configurations but {len(clustering.labels)} cluster labels")
-    return np.asarray(clustering.labels)
+    return configs, np.asarray(clustering.labels)
 
 
 def _suptitle(fig: Figure, title: str) -> None:
@@ -116,10 +120,7 @@ def _log_ticks(ax, lo: float, hi: float) -> None:
 
 def kde_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = None, *,
                title: str = "AF_XDP round-trip time per configuration (KDE)") -> Figure:
-    configs = list(configs)
-    if not configs:
-        raise ValueError("no configuration to plot")
-    labels = _labels_of(configs, clustering)
+    configs, labels = _prepare(configs, clustering)
     rtts = [c.rtt_ns.astype(float) / 1e3 for c in configs]
     shown = [r[r > 0] for r in rtts]
     allv = np.concatenate([r for r in shown if r.size]) if any(r.size for r in shown) else np.array([1.0, 10.0])
@@ -182,10 +183,7 @@ def _row_order(configs, labels) -> list[int]:
 
 def hop_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = None, *,
                title: str = "AF_XDP round trip by hop (mean per segment)") -> Figure:
-    configs = list(configs)
-    if not configs:
-        raise ValueError("no configuration to plot")
-    labels = _labels_of(configs, clustering)
+    configs, labels = _prepare(configs, clustering)
     rows = _row_order(configs, labels)
     names_short, legend_text = short_labels(configs)
     base = [s[0] for s in SEGMENTS]
@@ -261,8 +259,7 @@ def _knob_text(always: dict) -> str:
 
 def cluster_figure(configs: Sequence[ConfigStats], clustering: Clustering, *,
                    title: str = "AF_XDP configuration clusters (k-means on mean, median, std, Q1, Q3)") -> Figure:
-    configs = list(configs)
-    labels = _labels_of(configs, clustering)
+    configs, labels = _prepare(configs, clustering)
     k = len(clustering.clusters)
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(10.0, 3.2 + 0.55 * k), dpi=DPI, layout="constrained")

@@ -61,6 +61,7 @@ def test_help_lists_every_option_within_80_columns():
     (["--role", "reflect", "--ifname", "lo", "--count", "5"], "--count"),
     (["--role", "ping", "--ifname", "lo"], "--src-mac"),
     (["--ifname", "lo"], "--role"),
+    (["--role", "reflect"], "--ifname"),
     ([*PING, "--no-such-option"], "--no-such-option"),
 ])
 def test_bad_options_exit_2_naming_the_option(args, named):
@@ -86,6 +87,16 @@ def test_hops_and_flags_match_the_record_format():
         "RECEIVED": latency.FLAG_RECEIVED, "DUPLICATE": latency.FLAG_DUPLICATE,
         "REORDERED": latency.FLAG_REORDERED, "IMPOSSIBLE": latency.FLAG_IMPOSSIBLE}
     assert "_Static_assert(sizeof(struct record) == 112" in source
+
+
+@needs_root
+def test_stamp_cost_measures_both_stamps(host_unchanged):
+    r = xsk("--role", "stamp-cost", "--count", "100000")
+    assert r.returncode == 0, r.stderr
+    cost = json.loads(r.stdout)
+    assert cost["clock_gettime_ns"] > 0 and cost["user_stamp_ns"] > 0
+    assert cost["xdp_run_stamp_ns"] > 0 and cost["xdp_run_no_stamp_ns"] > 0
+    assert cost["xdp_meta_refused_pkts"] == 0 and cost["xdp_meta_pkts"] == 7 * 100000  # the metadata path
 
 
 # ---- three namespaces A - B - C (the lead's testbed/latency.py will replace this) ----

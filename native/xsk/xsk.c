@@ -67,10 +67,10 @@ struct record {
 _Static_assert(sizeof(struct record) == 112, "RECORD_DTYPE is 112 B");
 enum { FLAG_RECEIVED = 1, FLAG_DUPLICATE = 2, FLAG_REORDERED = 4, FLAG_IMPOSSIBLE = 8 };
 
-enum role { PING, FORWARD, REFLECT };
+enum role { PING, FORWARD, REFLECT, STAMP_COST };
 enum rx_mode { RX_BUSY, RX_POLL, RX_RECVFROM, RX_EPOLL };
 enum tx_kick { KICK_WAKEUP, KICK_ALWAYS };
-static const char *const role_names[] = { "ping", "forward", "reflect" };
+static const char *const role_names[] = { "ping", "forward", "reflect", "stamp-cost" };
 static const char *const rx_mode_names[] = { "busy", "poll", "recvfrom", "epoll" };
 static const char *const tx_kick_names[] = { "wakeup", "always" };
 
@@ -79,7 +79,7 @@ struct opts {
 	bool role_set;
 	const char *netns, *ifname, *ifname2, *records, *src_ip, *dst_ip;
 	unsigned char src_mac[6], dst_mac[6], a_mac[6], c_mac[6];
-	bool src_mac_set, dst_mac_set, a_mac_set, c_mac_set;
+	bool src_mac_set, dst_mac_set, a_mac_set, c_mac_set, count_set;
 	unsigned size, batch, queue, frame_size, ring_size;
 	__u64 count, interval_ns, seed, drain_ms;
 	double rate_pps;
@@ -808,6 +808,75 @@ static void run_ping(void)
 	fflush(stdout);
 }
 
+/* ---- stamp-cost: what the stamps cost on this host ---- */
+
+static __u64 xdp_counter(struct xsk_bpf *sk, __u32 key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 vals[ncpu > 0 ? ncpu : 1], sum = 0;
+	if (!bpf_map_lookup_elem(bpf_map__fd(sk->maps.counters), &key, vals))
+		for (int c = 0; c < ncpu; c++)
+			sum += vals[c];
+	return sum;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	return (int)(*(const __u32 *)a > *(const __u32 *)b) - (int)(*(const __u32 *)a < *(const __u32 *)b);
+}
+
+#define COST_ROUNDS 7
+static void run_stamp_cost(void)
+{
+	__u64 n = o.count_set ? o.count : 10000000, t, x = 0;
+	unsigned char slot[8];
+	struct xsk_bpf *sk[2];
+	__u32 dur[2][COST_ROUNDS], repeat = n > 100000000 ? 100000000 : (__u32)n;
+
+	o.src_ip = "198.18.0.1";
+	o.dst_ip = "198.19.0.1";
+	build_template();
+	t = now_ns();
+	for (__u64 i = 0; i < n; i++)
+		x += now_ns();
+	double clock_ns = (double)(now_ns() - t) / (double)n;
+	t = now_ns();
+	for (__u64 i = 0; i < n; i++) { /* as the roles stamp: read the clock, write a big-endian slot */
+		put_be64(slot, now_ns());
+		__asm__ volatile("" : : "r"(slot) : "memory");
+	}
+	double user_ns = (double)(now_ns() - t) / (double)n;
+
+	for (int v = 0; v < 2; v++) {
+		sk[v] = xsk_bpf__open();
+		if (!sk[v])
+			fail("open BPF object: %s", strerror(errno));
+		sk[v]->rodata->stamp = v ? 2 : 0;
+		sk[v]->rodata->slot[0] = HOP_C_XDP_RX;
+		if (xsk_bpf__load(sk[v]))
+			fail("load BPF program: %s", strerror(errno));
+	}
+	for (int r = 0; r < COST_ROUNDS; r++)
+		for (int v = 0; v < 2; v++) { /* interleaved: drifts hit both alike */
+			LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = tmpl, .data_size_in = tmpl_len, .repeat = repeat);
+			if (bpf_prog_test_run_opts(bpf_program__fd(sk[v]->progs.sn_xsk), &run))
+				fail("BPF_PROG_RUN: %s", strerror(errno));
+			dur[v][r] = run.duration;
+		}
+	for (int v = 0; v < 2; v++)
+		qsort(dur[v], COST_ROUNDS, sizeof(dur[v][0]), cmp_u32);
+	printf("{\"role\": \"stamp-cost\", \"loops\": %llu, \"clock_gettime_ns\": %.2f, \"user_stamp_ns\": %.2f, "
+	       "\"xdp_repeat\": %u, \"xdp_rounds\": %d, \"size_bytes\": %u, \"xdp_run_no_stamp_ns\": %u, "
+	       "\"xdp_run_stamp_ns\": %u, \"xdp_stamp_ns\": %d, \"xdp_meta_pkts\": %llu, "
+	       "\"xdp_meta_refused_pkts\": %llu, \"check\": %llu}\n",
+	       (unsigned long long)n, clock_ns, user_ns, repeat, COST_ROUNDS, o.size, dur[0][COST_ROUNDS / 2],
+	       dur[1][COST_ROUNDS / 2], (int)dur[1][COST_ROUNDS / 2] - (int)dur[0][COST_ROUNDS / 2],
+	       (unsigned long long)xdp_counter(sk[1], XSKC_META), (unsigned long long)xdp_counter(sk[1], XSKC_META_FAIL),
+	       (unsigned long long)(x & 1));
+	for (int v = 0; v < 2; v++)
+		xsk_bpf__destroy(sk[v]);
+}
+
 /* ---- forward and reflect ---- */
 
 static volatile int stopping;
@@ -934,9 +1003,9 @@ enum {
 };
 
 static const struct sn_option options[] = {
-	SN_REQUIRED("role", 'r', "ROLE", "ping (A), forward (B) or reflect (C)"),
+	SN_REQUIRED("role", 'r', "ROLE", "ping (A), forward (B), reflect (C), stamp-cost"),
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
-	SN_REQUIRED("ifname", 'i', "DEV", "AF_XDP socket on DEV (forward: towards A)"),
+	SN_OPTION("ifname", 'i', "DEV", "AF_XDP socket on DEV (forward: towards A)"),
 	SN_OPTION("ifname2", OPT_IFNAME2, "DEV", "forward: the interface towards C"),
 	SN_OPTION("queue", 'q', "N", "the queue the sockets bind to (default 0)"),
 	SN_OPTION("src-mac", OPT_SRC_MAC, "MAC", "ping: Ethernet source (required)"),
@@ -1023,7 +1092,6 @@ static const char *narrowing_option;
 static void on_option(int key, const char *val, void *arg)
 {
 	(void)arg;
-	static const char *const roles[] = { "ping", "forward", "reflect" };
 	static const char *const arrivals[] = { "periodic", "poisson" };
 	static const char *const xdp_modes[] = { "native", "skb" };
 	unsigned mask = role_mask(key);
@@ -1034,7 +1102,7 @@ static void on_option(int key, const char *val, void *arg)
 				narrowing_option = op->name;
 	}
 	switch (key) {
-	case 'r': o.role = pick("role", val, roles, 3); o.role_set = true; break;
+	case 'r': o.role = pick("role", val, role_names, 4); o.role_set = true; break;
 	case 'n': o.netns = val; break;
 	case 'i': o.ifname = val; break;
 	case OPT_IFNAME2: o.ifname2 = val; break;
@@ -1046,7 +1114,7 @@ static void on_option(int key, const char *val, void *arg)
 	case OPT_SRC_IP: o.src_ip = val; break;
 	case OPT_DST_IP: o.dst_ip = val; break;
 	case 's': o.size = sn_parse_u64("size", val, XSK_MIN_FRAME_BYTES, 1518); break;
-	case 'c': o.count = sn_parse_u64("count", val, 1, 1000000000); break;
+	case 'c': o.count = sn_parse_u64("count", val, 1, 1000000000); o.count_set = true; break;
 	case OPT_INTERVAL: o.interval_ns = sn_parse_u64("interval-ns", val, 1000, 3600000000000ull); break;
 	case OPT_RATE: o.rate_pps = sn_parse_double("rate-pps", val, 0.001, 1e8); break;
 	case OPT_ARRIVALS: o.poisson = pick("arrivals", val, arrivals, 2); break;
@@ -1081,6 +1149,10 @@ static void on_option(int key, const char *val, void *arg)
 static void check_options(bool batch_set)
 {
 	struct in_addr a;
+	if (o.role == STAMP_COST)
+		return;
+	if (!o.ifname)
+		sn_usage_error("--ifname DEV is required");
 	if (!(used_for_roles & (1u << o.role)))
 		sn_usage_error("--%s does not apply to --role %s", narrowing_option, role_names[o.role]);
 	if (o.role == FORWARD && !o.ifname2)
@@ -1126,6 +1198,10 @@ int main(int argc, char **argv)
 	check_options(batch_given);
 
 	sn_die_with_parent();
+	if (o.role == STAMP_COST) {
+		run_stamp_cost();
+		return 0;
+	}
 	if (o.netns)
 		sn_enter_netns(o.netns);
 	if (o.cpu >= 0)

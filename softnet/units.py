@@ -45,3 +45,11 @@ def format_rate(pps: float) -> str:
         if pps >= scale:
             return f"{pps / scale:.4g} {unit}"
     return f"{pps:.4g} pps"
+
+
+def format_duration_ns(ns: float) -> str:
+    """A time in engineering form, 3 significant digits: 61.5 us, 10.3 ms, 1.2 s."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"

@@ -3,12 +3,21 @@ runs' records read back, grouped by matrix cell, with the kernel baseline and
 the send interval the outlier rules need."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
+from softnet.analysis.latency_clusters import (Clustering, Finding, KnobEffect, KnobRules, StudyKnobs,
+                                               cluster_configurations, explain_clusters, knob_effects,
+                                               study_findings)
 from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_label
 from softnet.errors import InputError
 from softnet.results.latency import read_records
 from softnet.results.store import Store
+
+MIN_CLUSTERED = 3
+# The study's knob names as softnet's latency specs spell them.
+CAMPAIGN_KNOBS = StudyKnobs(cstate="cstate_limit_us", coalescing="coalesce_rx_usecs")
 
 
 def latency_configs(store: Store, campaign_id: str, n_resamples: int = 2000) -> list[ConfigStats]:
@@ -28,9 +37,50 @@ def latency_configs(store: Store, campaign_id: str, n_resamples: int = 2000) -> 
                                  f"records unreadable: {exc}") from None
         baselines = [r["kernel_baseline"]["median_ns"] for r in sel
                      if r["kernel_baseline"] and r["kernel_baseline"].get("median_ns") is not None]
-        knobs = cells[cell_id]["knobs"] if cell_id in cells and cells[cell_id]["knobs"] else sel[0]["knobs"]
-        label = knob_label({k.removeprefix("latency."): v for k, v in knobs.items()})
+        matrix = cells[cell_id]["knobs"] if cell_id in cells else {}
+        label = knob_label({k.removeprefix("latency."): v for k, v in matrix.items()}) or "configuration"
         out.append(config_stats(sel[0]["knobs"], records, label=label,
                                 kernel_baseline=float(np.median(baselines)) if baselines else None,
                                 send_interval_ns=sel[0]["interval_s"] * 1e9, n_resamples=n_resamples))
+    return out
+
+
+@dataclass
+class LatencyAnalysis:
+    """A latency campaign analysed as the study does: per-configuration
+    statistics, then (with enough configurations) clusters, the knobs that
+    explain them, per-knob effects and the study's findings on this host."""
+
+    configs: list[ConfigStats]
+    clustering: Clustering | None = None
+    rules: KnobRules | None = None
+    effects: list[KnobEffect] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    why_not_clustered: str | None = None
+
+    def to_dict(self) -> dict:
+        c = self.clustering
+        return {"configurations": [x.to_dict() for x in self.configs],
+                "clustering": None if c is None else c.to_dict(self.configs),
+                "why_not_clustered": self.why_not_clustered,
+                "rules": None if self.rules is None else list(self.rules.rules),
+                "effects": [e.to_dict() for e in self.effects],
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resamples: int = 2000,
+                    seed: int = 0) -> LatencyAnalysis:
+    configs = latency_configs(store, campaign_id, n_resamples)
+    out = LatencyAnalysis(configs)
+    if len(configs) < MIN_CLUSTERED:
+        out.why_not_clustered = f"{len(configs)} configuration(s): clusters need at least {MIN_CLUSTERED}"
+        return out
+    try:
+        out.clustering = cluster_configurations(configs, k, seed=seed)
+    except ValueError as exc:
+        out.why_not_clustered = str(exc)
+        return out
+    out.rules = explain_clusters(configs, out.clustering)
+    out.effects = knob_effects(configs, seed=seed)
+    out.findings = study_findings(configs, out.clustering, knobs=CAMPAIGN_KNOBS, seed=seed)
     return out

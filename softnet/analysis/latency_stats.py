@@ -38,6 +38,7 @@ from scipy import stats
 from softnet.results.latency import (
     FLAG_DUPLICATE, FLAG_IMPOSSIBLE, FLAG_RECEIVED, FLAG_REORDERED, HOPS, RECORD_DTYPE,
 )
+from softnet.units import format_duration_ns
 
 MIN_RUNS = 3               # the study: at least 3 runs per configuration
 STALL_TOLERANCE = 0.10     # "latency ~ the interval": within 10% of it
@@ -390,8 +391,8 @@ def outlier_reasons(median_ns: float, rtt_ns, *, kernel_baseline=None,
     if kernel_baseline is not None and math.isfinite(median_ns):
         base = baseline_median_ns(kernel_baseline)
         if median_ns > base:
-            out["worse_than_kernel"] = (f"median {median_ns / 1e3:.4g} us is above the kernel ping "
-                                        f"baseline's {base / 1e3:.4g} us")
+            out["worse_than_kernel"] = (f"median {format_duration_ns(median_ns)} is above the kernel ping "
+                                        f"baseline's {format_duration_ns(base)}")
     if send_interval_ns is not None:
         if not send_interval_ns > 0:
             raise ValueError(f"send interval must be > 0 ns, got {send_interval_ns!r}")
@@ -399,11 +400,11 @@ def outlier_reasons(median_ns: float, rtt_ns, *, kernel_baseline=None,
         x = np.asarray(rtt_ns, dtype=float)
         share = float(((x >= lo) & (x <= hi)).mean()) if x.size else 0.0
         if math.isfinite(median_ns) and lo <= median_ns <= hi:
-            out["stalled"] = (f"median {median_ns / 1e3:.4g} us is within {STALL_TOLERANCE:.0%} of the "
-                              f"send interval {send_interval_ns / 1e3:.4g} us")
+            out["stalled"] = (f"median {format_duration_ns(median_ns)} is within {STALL_TOLERANCE:.0%} of the "
+                              f"send interval {format_duration_ns(send_interval_ns)}")
         elif share >= STALL_SHARE:
             out["stalled"] = (f"{share:.0%} of the packets took the send interval "
-                              f"{send_interval_ns / 1e3:.4g} us (within {STALL_TOLERANCE:.0%})")
+                              f"{format_duration_ns(send_interval_ns)} (within {STALL_TOLERANCE:.0%})")
     return out
 
 

@@ -15,14 +15,15 @@ from typing import Callable
 
 from softnet.analysis.latency_eval import evaluate_run
 from softnet.campaign.spec import CampaignSpec
+from softnet.errors import TestbedError
 from softnet.provenance import provenance
-from softnet.results.latency import read_records
 from softnet.results.store import Store
 from softnet.testbed.latency import LatencyKnobs, LatencyTestbed
 from softnet.tools.changes import HostChanges
 from softnet.traffic.ping import kernel_ping
-from softnet.traffic.xsk import Forward, Ping, Reflect
+from softnet.traffic.xsk import Forward, Ping, Reflect, XskKnobs
 
+BIND_RETRIES = 3
 HOST_KNOBS = ("threaded_napi", "napi_defer_hard_irqs", "gro_flush_timeout_ns", "cstate_limit_us",
               "coalesce_rx_usecs")
 
@@ -33,15 +34,15 @@ def host_knobs(cell: CampaignSpec) -> LatencyKnobs:
                         busy_poll_us=lat.busy_poll_us if lat.busy_poll else None)
 
 
-def socket_options(cell: CampaignSpec, role: str) -> dict:
-    """The AF_XDP tool's knobs for one role (ping | forward | reflect)."""
+def socket_options(cell: CampaignSpec, role: str, cpu: int) -> XskKnobs:
+    """The AF_XDP tool's knobs for one role (ping | forward | reflect): without
+    poll() an application busy-spins on its rings, as in the study."""
     lat = cell.latency
     poll = {"ping": lat.poll_sender, "forward": lat.poll_forwarder, "reflect": lat.poll_receiver}[role]
-    return {"bind_mode": lat.bind_mode, "need_wakeup": lat.need_wakeup, "rx_mode": "poll" if poll else "busy",
-            "busy_poll_us": lat.busy_poll_us if lat.busy_poll else None,
-            "prefer_busy_poll": lat.busy_poll, "busy_poll_budget": lat.busy_poll_budget if lat.busy_poll else None,
-            "batch": lat.batch, "ring_size": lat.ring_size, "xdp_mode": lat.xdp_mode,
-            "frame_bytes": cell.traffic.frame_bytes}
+    return XskKnobs(zero_copy=lat.bind_mode == "zero-copy", need_wakeup=lat.need_wakeup,
+                    rx_mode="poll" if poll else "busy", busy_poll_us=lat.busy_poll_us if lat.busy_poll else None,
+                    prefer_busy_poll=lat.busy_poll, busy_poll_budget=lat.busy_poll_budget if lat.busy_poll else None,
+                    batch=lat.batch, ring_size=lat.ring_size, xdp_mode=lat.xdp_mode, cpu=cpu)
 
 
 def cell_knobs(cell: CampaignSpec) -> dict:
@@ -54,8 +55,10 @@ def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: lis
     with HostChanges() as changes:
         tb = LatencyTestbed(changes, host_knobs(cell))
         hosts = tb.build()
-        reflect = Reflect(changes, hosts["c"], **socket_options(cell, "reflect"))
-        forward = Forward(changes, hosts["b"], **socket_options(cell, "forward"))
+        c, b = hosts["c"], hosts["b"]
+        reflect = Reflect(changes, c.ns, c.ifname, socket_options(cell, "reflect", c.cpu))
+        forward = Forward(changes, b.ns, b.ifname, b.ifname2, a_mac=b.peer_mac, c_mac=b.peer_mac2,
+                          knobs=socket_options(cell, "forward", b.cpu))
         for run_index in todo:
             raw, records = measure_run(changes, tb, hosts, cell, reflect, forward, store.records_path(
                 cid, cell_id, run_index))
@@ -72,9 +75,19 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
     records_path.parent.mkdir(parents=True, exist_ok=True)
     before = {h: tb.netstat(h) for h in ("b", "c")}
     started = time.time()
-    ping = Ping(changes, hosts["a"], **socket_options(cell, "ping"))
-    summary = ping.run(count=count, interval_ns=round(lat.interval_s * 1e9), arrivals=lat.arrivals,
-                       records=records_path)
+    a = hosts["a"]
+    ping = Ping(changes, a.ns, a.ifname, a.mac, a.peer_mac, a.ip, a.peer_ip, cell.traffic.frame_bytes,
+                socket_options(cell, "ping", a.cpu))
+    for attempt in range(BIND_RETRIES):
+        try:
+            summary, records = ping.run(count, records_path, interval_ns=round(lat.interval_s * 1e9),
+                                        arrivals=lat.arrivals)
+            break
+        except TestbedError as exc:
+            # The previous run's socket can still hold the queue for a moment: EBUSY on bind.
+            if "busy" not in str(exc).lower() or attempt == BIND_RETRIES - 1:
+                raise
+            time.sleep(0.5)
     after = {h: tb.netstat(h) for h in ("b", "c")}
     baseline = None
     if lat.baseline_count:
@@ -88,7 +101,7 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
            "applied": tb.describe()["applied"], "testbed": tb.describe(), "started_unix_s": started,
            "records_path": str(records_path),
            "provenance": provenance(changes, latency=cell_knobs(cell), method=m.model_dump())}
-    return raw, read_records(records_path)
+    return raw, records
 
 
 def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> None:

@@ -15,8 +15,8 @@ def t(ns) -> str:
 
 RUN_COLS = [Col("run"), Col("sent"), Col("back"), Col("lost"), Col("impossible", wide=True), Col("median"),
             Col("p99"), Col("max", wide=True), Col("busy-poll pkts", wide=True), Col("flags", text=True)]
-STAT_COLS = [Col("configuration", text=True), Col("mean"), Col("median"), Col("std", wide=True), Col("Q1"),
-             Col("Q3"), Col("min", wide=True), Col("max", wide=True), Col("p99 [95% CI]"),
+STAT_COLS = [Col("#"), Col("cl"), Col("mean"), Col("median"), Col("std", wide=True), Col("Q1"),
+             Col("Q3"), Col("min", wide=True), Col("max", wide=True), Col("p99"), Col("p99 95% CI", wide=True),
              Col("flags", text=True)]
 
 
@@ -28,36 +28,58 @@ def show_runs(runs: list[dict], wide: bool = False) -> None:
     console.print(table("runs (configuration/run)", RUN_COLS, rows, wide))
 
 
-def show_configs(configs, wide: bool = False) -> None:
+def show_configs(analysis, wide: bool = False) -> None:
+    configs, cl = analysis.configs, analysis.clustering
     rows = []
-    for c in configs:
+    for i, c in enumerate(configs):
         a, p99 = c.averaged, c.percentiles["p99"]
-        ci = "" if p99.ci_low_ns != p99.ci_low_ns else f" [{t(p99.ci_low_ns)}, {t(p99.ci_high_ns)}]"
-        rows.append([c.label, t(a["mean_ns"]), t(a["median_ns"]), t(a["std_ns"]), t(a["q1_ns"]), t(a["q3_ns"]),
-                     t(a["min_ns"]), t(a["max_ns"]), t(p99.value_ns) + ci, ", ".join(c.flags) or "-"])
+        ci = "-" if p99.ci_low_ns != p99.ci_low_ns else f"[{t(p99.ci_low_ns)}, {t(p99.ci_high_ns)}]"
+        cluster = "-" if cl is None or cl.labels[i] < 0 else str(int(cl.labels[i]))
+        rows.append([str(i), cluster, t(a["mean_ns"]), t(a["median_ns"]), t(a["std_ns"]), t(a["q1_ns"]),
+                     t(a["q3_ns"]), t(a["min_ns"]), t(a["max_ns"]), t(p99.value_ns), ci,
+                     ", ".join(c.flags) or "-"])
     console.print(table("round-trip time per configuration (the study's statistics, averaged over runs)",
                         STAT_COLS, rows, wide))
-    for c in configs:
+    for i, c in enumerate(configs):
+        plain(f"  #{i}: {c.label}")
         for flag, why in c.reasons.items():
-            console.print(f"  {c.label}: {flag}: {why}", markup=False, highlight=False)
+            plain(f"      {flag}: {why}")
+    if cl is None:
+        plain(f"clusters: none ({analysis.why_not_clustered})")
+        return
+    plain(f"clusters: k = {cl.k} ({cl.chosen_by}); 0 is the fastest")
+    for k in cl.clusters:
+        std = "" if k.std_ns != k.std_ns else f" +- {t(k.std_ns)}"
+        knobs = ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "no knob common to all"
+        plain(f"  cluster {k.index}: {len(k.members)} configuration(s), mean {t(k.mean_ns)}{std}; always: {knobs}")
+    if analysis.rules is not None:
+        plain(f"what separates the clusters (decision tree, {100 * analysis.rules.accuracy:.0f}% of configurations):")
+        for rule in analysis.rules.rules:
+            plain(f"  {rule}")
+    if analysis.findings:
+        plain("the study's findings on this host:")
+        for f in analysis.findings:
+            plain(f"  {f.verdict}: {f.claim} ({f.detail})")
+
+
+def plain(text: str) -> None:
+    console.print(text, markup=False, highlight=False)
 
 
 def show(results: Path, cid: str, as_json: bool, wide: bool = False) -> dict:
-    from softnet.analysis.latency_campaigns import latency_configs
+    from softnet.analysis.latency_campaigns import analyze_latency
     from softnet.results.store import Store
 
     with Store(results, read_only=True) as store:
         runs = store.latency_runs(cid)
-        configs = latency_configs(store, cid)
-    out = {"campaign_id": cid, "results_dir": str(results), "runs": runs,
-           "configurations": [c.to_dict() for c in configs]}
+        analysis = analyze_latency(store, cid)
+    out = {"campaign_id": cid, "results_dir": str(results), "runs": runs, **analysis.to_dict()}
     if as_json:
         print_json(out)
         return out
     show_runs(runs, wide)
-    show_configs(configs, wide)
+    show_configs(analysis, wide)
     unsupported = sorted({k for r in runs for k, v in r["applied"].items() if isinstance(v, dict)})
     if unsupported:
-        console.print(f"unsupported here (recorded, not applied): {', '.join(unsupported)}", markup=False,
-                      highlight=False)
+        plain(f"unsupported here (recorded, not applied): {', '.join(unsupported)}")
     return out

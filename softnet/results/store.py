@@ -202,7 +202,7 @@ class Store:
             return 0
         done = self.done_keys(campaign_id)
         n = 0
-        for path in sorted(folder.glob("*.json")):
+        for path in sorted(folder.glob("cell*-load*-run*.json")):  # trials (not latency runs)
             record = json.loads(path.read_text())
             key = (record["cell_id"], record["load_index"], record["run_index"])
             if key not in done:

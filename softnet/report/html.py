@@ -25,12 +25,13 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.searches import summarize_searches
 from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
 from softnet.results.readers import ResultsProvenance
 
-from . import kernel_plots, plots, view
+from . import kernel_plots, latency_plots, plots, view
 
 ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
                   autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=True),
@@ -48,12 +49,15 @@ class SoftnetData:
     kernel: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, kernel_stats.summarize_by_load)
     audits: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, cpu_audit.summarize_audit)
     stages: list[tuple[str, dict]] = field(default_factory=list)  # (label, {"levels": ..., "models": ...})
+    latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
     """Searches, kernel statistics, audit rows and stages of the campaigns."""
     data = SoftnetData(provenance=readers.provenance(store, list(campaign_ids)))
     for cid in campaign_ids:
+        if store.latency_runs(cid):
+            data.latency.append((cid, analyze_latency(store, cid)))
         data.searches += summarize_searches(store, cid)
         data.search_trials.update({(cid, cell, run): trials
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})
@@ -113,6 +117,11 @@ class _Figures:
             out.append({**self.embed(files, title), **view.kernel_caption(levels)})
         return out
 
+    def latency(self, name: str, analysis) -> list[dict]:
+        folder = self.folder / f"latency-{name}"
+        paths = latency_plots.plot_latency(analysis.configs, analysis.clustering, folder, formats=self.formats)
+        return [self.embed([p], f"{name}: {p.stem.replace('_', ' ')}") for p in paths if p.suffix == ".png"]
+
     def stages(self, stages: Sequence[tuple[str, dict]]) -> list[dict]:
         out = []
         for i, (label, st) in enumerate(stages):
@@ -136,7 +145,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     data = data or SoftnetData()
     kernel = [(label, levels) for label, levels in data.kernel if levels]
     audits = [(label, rows) for label, rows in data.audits if rows]
-    if not configs and not data.searches and not kernel and not audits and not data.stages:
+    if not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency:
         raise ValueError("no configuration to report")
     sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches else set()))
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
@@ -152,6 +161,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "audit": view.audit_rows(audits),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
+            "latency": [{**view.latency(name, a), "figures": figs.latency(name, a)} for name, a in data.latency],
             "glossary": view.glossary(configs),
             "campaigns": view.campaigns(data.provenance),
         }
@@ -176,7 +186,8 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
             data = read_softnet(store, ids, analysis_kw.get("pdr_loss_ratio", 0.005))
     configs = analyze_path(src, **analysis_kw)
     if data is not None:  # only the campaigns reported on
-        shown = {cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in data.searches}
+        shown = ({cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in data.searches}
+                 | {cid for cid, _ in data.latency})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:
         if is_results:

@@ -133,9 +133,11 @@ def kde_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = N
         ax.set_xscale("log")
         order = np.argsort(-labels, kind="stable")  # outliers first, so clusters draw over them
         top = {True: 0.0, False: 0.0}  # highest density of clustered / outlier curves
+        # Without clusters a few configurations get a colour each (and a legend), else one colour.
+        own = clustering is None and 1 < len(configs) <= 10
         for i in order:
             x, lab = shown[i], labels[i]
-            style = dict(color=cluster_color(lab), linewidth=1.0, alpha=0.85,
+            style = dict(color=cluster_color(i if own else lab), linewidth=1.0, alpha=0.85,
                          linestyle=":" if lab < 0 else "-")
             if x.size >= 2 and np.ptp(np.log10(x)) > 0:
                 dens = stats.gaussian_kde(np.log10(x))(grid)
@@ -151,10 +153,16 @@ def kde_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = N
         ax.set_xlabel("round-trip time (µs, log scale)")
         ax.set_ylabel("density (per decade of RTT)")
         handles = _cluster_handles(configs, clustering, labels, clipped=top[False] > ax.get_ylim()[1])
+        abbrev = ""
+        if own:
+            names, abbrev = short_labels(configs)
+            handles = [Line2D([], [], color=cluster_color(i), linewidth=2, label=f"#{i} {name}")
+                       for i, name in enumerate(names)]
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False, fontsize=8)
         n_pk = sum(r.size for r in shown)
-        ax.set_title(f"{len(configs)} configurations, {n_pk} round trips", loc="left", fontsize=9)
+        ax.set_title(f"{len(configs)} configurations, {n_pk} round trips" + (f"; {abbrev}" if abbrev else ""),
+                     loc="left", fontsize=9)
         _suptitle(fig, title)
         return fig
 

@@ -16,6 +16,7 @@ from softnet.analysis.cpu_audit import by_context
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.results.readers import ResultsProvenance
+from softnet.units import format_duration_ns
 
 from .plots import format_rate, load_unit
 
@@ -372,3 +373,30 @@ def stages(label: str, levels: list[dict], models: dict) -> dict:
         "ratio": f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "",
         "max_forwarded": format_rate(models["max_forwarded_pps"])}
     return out
+
+
+def latency(name: str, analysis) -> dict:
+    """One latency campaign (analysis.latency_campaigns.LatencyAnalysis) as rows."""
+    cl = analysis.clustering
+    us = format_duration_ns
+    rows = []
+    for i, c in enumerate(analysis.configs):
+        a, p99 = c.averaged, c.percentiles["p99"]
+        ci = "" if p99.ci_low_ns != p99.ci_low_ns else f" [{us(p99.ci_low_ns)}, {us(p99.ci_high_ns)}]"
+        rows.append({"index": i, "label": c.label,
+                     "cluster": "-" if cl is None or cl.labels[i] < 0 else int(cl.labels[i]),
+                     "stats": [us(a[k]) if a[k] == a[k] else "-" for k in
+                               ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns")],
+                     "p99": us(p99.value_ns) + ci if p99.value_ns == p99.value_ns else "-",
+                     "accounting": "{sent} sent, {received} back, {lost} lost, {impossible} impossible".format(
+                         **c.accounting),
+                     "flags": [f"{f}: {why}" for f, why in c.reasons.items()]})
+    clusters = [] if cl is None else [
+        {"index": k.index, "n": len(k.members), "mean": us(k.mean_ns),
+         "std": "-" if k.std_ns != k.std_ns else us(k.std_ns),
+         "always": ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "-"} for k in cl.clusters]
+    return {"name": name, "rows": rows, "clusters": clusters,
+            "k": None if cl is None else f"k = {cl.k} ({cl.chosen_by})",
+            "why_not_clustered": analysis.why_not_clustered,
+            "rules": list(analysis.rules.rules) if analysis.rules else [],
+            "findings": [{"verdict": f.verdict, "claim": f.claim, "detail": f.detail} for f in analysis.findings]}

@@ -1,0 +1,95 @@
+"""Latency campaigns (method kind "latency", the AF_XDP lab) end to end: real
+namespaces, real AF_XDP sockets, kill -9 and resume, re-evaluation of the raw
+runs, the report, and bad knob values."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from softnet.analysis.latency_eval import evaluate_run
+from softnet.results.latency import read_records
+from softnet.results.store import DB_NAME
+from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
+
+SPEC = """
+name = "lat-test"
+[method]
+kind = "latency"
+runs = 3
+duration_s = 0.5
+[latency]
+interval_s = 0.005
+baseline_count = 10
+poll_sender = true
+poll_forwarder = true
+[matrix]
+"latency.poll_receiver" = [false, true]
+"""
+
+
+@pytest.mark.parametrize("args, option", [(["--arrivals", "bursty"], "--arrivals"), (["--batch", "0"], "--batch"),
+                                          (["--bind-mode", "fast"], "--bind-mode"),
+                                          (["--interval", "0"], "--interval")])
+def test_bad_latency_knobs_name_the_option(args, option, tmp_path):
+    r = subprocess.run(softnet_cmd("latency", "--results", str(tmp_path), *args), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and option in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / DB_NAME).exists()
+
+
+def test_unknown_latency_knob_in_a_matrix_is_refused(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.replace('"latency.poll_receiver"', '"latency.poll_everything"'))
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r")), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "latency.poll_everything" in r.stderr
+
+
+@needs_root
+@pytest.mark.netns
+def test_latency_campaign_killed_mid_run_resumes_and_re_evaluates(tmp_path):
+    spec = tmp_path / "lat.toml"
+    spec.write_text(SPEC)
+    results = tmp_path / "results"
+    before = host_state()
+    proc = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(results), "--json"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list((results / "raw").glob("*/*-latency-run*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    first = {p.name: p.stat().st_mtime_ns for p in (results / "raw").glob("*/*-latency-run*.json")}
+    assert 2 <= len(first) < 6
+    assert subprocess.run(softnet_cmd("clean"), capture_output=True).returncode == 0
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(results), "--json"), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["configurations"]) == 2
+    db = duckdb.connect(str(results / DB_NAME), read_only=True)
+    keys = sorted(db.execute("SELECT cell_id, run_index FROM latency_runs").fetchall())
+    assert keys == [(c, r) for c in range(2) for r in range(3)]  # nothing lost, nothing twice
+    # runs stored before the kill were kept, not measured again
+    now = {p.name: p.stat().st_mtime_ns for p in (results / "raw").glob("*/*-latency-run*.json")}
+    assert all(now[name] == t for name, t in first.items())
+    for path in (results / "raw").glob("*/*-latency-run*.json"):
+        d = json.loads(path.read_text())
+        records = read_records(d["raw"]["records_path"])
+        assert len(records) == d["result"]["sent"] == 100  # every sequence number accounted for
+        assert d["result"]["received"] + d["result"]["lost"] + d["result"]["impossible"] == 100
+        again = evaluate_run(d["raw"], records).to_dict()
+        assert json.loads(json.dumps(again, default=str)) == d["result"]
+        assert d["result"]["kernel_baseline"]["received"] == 10
+    report = subprocess.run(softnet_cmd("report", str(results), "--out", str(tmp_path / "r.html")),
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "AF_XDP round-trip latency" in html and "poll_receiver=true" in html
+    assert wait_host_state(before) == before

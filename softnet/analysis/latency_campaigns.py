@@ -3,12 +3,13 @@ runs' records read back, grouped by matrix cell, with the kernel baseline and
 the send interval the outlier rules need."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from softnet.analysis.latency_clusters import (Clustering, Finding, KnobEffect, KnobRules, StudyKnobs,
-                                               cluster_configurations, explain_clusters, knob_effects,
+                                               cluster_configurations, cluster_stability, explain_clusters, knob_effects,
                                                study_findings)
 from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_label
 from softnet.errors import InputError
@@ -83,4 +84,21 @@ def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resa
     out.rules = explain_clusters(configs, out.clustering)
     out.effects = knob_effects(configs, seed=seed)
     out.findings = study_findings(configs, out.clustering, knobs=CAMPAIGN_KNOBS, seed=seed)
+    return out
+
+
+def stability(analyses: Sequence[tuple[str, LatencyAnalysis]]) -> list[dict]:
+    """Cluster stability (adjusted Rand index) between every two clustered
+    latency campaigns that share configurations: the same matrix run twice
+    must give the same clusters, or the clusters are not a finding."""
+    out = []
+    clustered = [(name, a) for name, a in analyses if a.clustering is not None]
+    for i, (na, a) in enumerate(clustered):
+        for nb, b in clustered[i + 1:]:
+            try:
+                s = cluster_stability(a.clustering, a.configs, b.clustering, b.configs)
+            except ValueError as exc:
+                out.append({"a": na, "b": nb, "ari": None, "verdict": "not comparable", "why": str(exc)})
+                continue
+            out.append({"a": na, "b": nb, "ari": s.ari, "verdict": s.verdict, "common": s.n_common})
     return out

@@ -8,6 +8,7 @@ from rich.table import Table
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
+from softnet.cli import latency_cmd
 from softnet.cli.output import Col, Progress, console, eng, fixed, print_json, sci, table
 
 
@@ -67,15 +68,29 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     from softnet.results.store import DB_NAME
 
     configs = analyze_path(path, campaign, pdr_loss_ratio=pdr, eta=eta)
-    searches = search_summaries(path, campaign) if (Path(path) / DB_NAME).exists() else []
+    is_store = (Path(path) / DB_NAME).exists()
+    searches = search_summaries(path, campaign) if is_store else []
+    latency = latency_campaigns(path, campaign) if is_store else []
     if as_json:
-        print_json([c.to_dict() for c in configs] + [{"search": True, **s.to_dict()} for s in searches])
+        print_json([c.to_dict() for c in configs] + [{"search": True, **s.to_dict()} for s in searches]
+                   + [{"latency": True, **latency_cmd.show(path, cid, True, wide, quiet=True)} for cid in latency])
     else:
-        if configs or not searches:
+        if configs or not (searches or latency):
             show_analysis(configs, tables, wide)
         if searches:
             show_searches(searches, wide)
+        for cid in latency:
+            latency_cmd.show(path, cid, False, wide)
     return configs
+
+
+def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:
+    """Ids of the campaigns that hold AF_XDP latency runs."""
+    from softnet.results.store import Store
+
+    with Store(results_dir, read_only=True) as store:
+        ids = [c["campaign_id"] for c in store.campaigns()]
+        return [cid for cid in ids if (campaign is None or cid == campaign) and store.latency_runs(cid)]
 
 
 def search_summaries(results_dir: Path, campaign: str | None = None) -> list:

@@ -66,7 +66,8 @@ def plain(text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
-def show(results: Path, cid: str, as_json: bool, wide: bool = False) -> dict:
+def show(results: Path, cid: str, as_json: bool, wide: bool = False, quiet: bool = False) -> dict:
+    """The runs and the analysis of one latency campaign; ``quiet``: only return them."""
     from softnet.analysis.latency_campaigns import analyze_latency
     from softnet.results.store import Store
 
@@ -75,7 +76,8 @@ def show(results: Path, cid: str, as_json: bool, wide: bool = False) -> dict:
         analysis = analyze_latency(store, cid)
     out = {"campaign_id": cid, "results_dir": str(results), "runs": runs, **analysis.to_dict()}
     if as_json:
-        print_json(out)
+        if not quiet:
+            print_json(out)
         return out
     show_runs(runs, wide)
     show_configs(analysis, wide)

@@ -26,6 +26,7 @@ from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
 from softnet.analysis.latency_campaigns import analyze_latency
+from softnet.analysis.latency_campaigns import stability as latency_stability
 from softnet.analysis.searches import summarize_searches
 from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
@@ -162,6 +163,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "audit": view.audit_rows(audits),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
             "latency": [{**view.latency(name, a), "figures": figs.latency(name, a)} for name, a in data.latency],
+            "latency_stability": view.latency_stability(latency_stability(data.latency)),
             "glossary": view.glossary(configs),
             "campaigns": view.campaigns(data.provenance),
         }

@@ -400,3 +400,16 @@ def latency(name: str, analysis) -> dict:
             "why_not_clustered": analysis.why_not_clustered,
             "rules": list(analysis.rules.rules) if analysis.rules else [],
             "findings": [{"verdict": f.verdict, "claim": f.claim, "detail": f.detail} for f in analysis.findings]}
+
+
+def latency_stability(pairs: Sequence[dict]) -> list[str]:
+    """One sentence per pair of latency campaigns compared."""
+    out = []
+    for p in pairs:
+        if p["ari"] is None:
+            out.append(f"{p['a']} and {p['b']}: {p['verdict']} ({p['why']})")
+        else:
+            out.append(f"{p['a']} and {p['b']}: adjusted Rand index {p['ari']:.2f} over {p['common']} "
+                       f"configurations: {p['verdict']}" + ("" if p["verdict"] == "stable" else
+                                                             " (below 0.8: these clusters are not a finding)"))
+    return out

@@ -20,6 +20,7 @@ from softnet.provenance import provenance
 from softnet.results.store import Store
 from softnet.testbed.latency import LatencyKnobs, LatencyTestbed
 from softnet.tools.changes import HostChanges
+from softnet.units import format_duration_ns
 from softnet.traffic.ping import kernel_ping
 from softnet.traffic.xsk import Forward, Ping, Reflect, XskKnobs
 
@@ -121,7 +122,7 @@ def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_e
             nonlocal count
             count += 1
             rtt = result["rtt"]
-            med = "-" if rtt.get("median_ns") is None else f"{rtt['median_ns'] / 1e3:.1f} us"
+            med = "-" if rtt.get("median_ns") is None else format_duration_ns(rtt["median_ns"])
             on_event("trial", count, total, f"configuration {cell_id} run {run_index}: median RTT {med}, "
                      f"{result['received']}/{result['sent']} back" + (f" [{', '.join(result['flags'])}]"
                                                                       if result["flags"] else ""))

@@ -48,6 +48,8 @@ def show_configs(analysis, wide: bool = False) -> None:
         plain(f"clusters: none ({analysis.why_not_clustered})")
         return
     plain(f"clusters: k = {cl.k} ({cl.chosen_by}); 0 is the fastest")
+    if analysis.note:
+        plain(f"  note: {analysis.note}")
     for k in cl.clusters:
         std = "" if k.std_ns != k.std_ns else f" +- {t(k.std_ns)}"
         knobs = ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "no knob common to all"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from contextlib import nullcontext
 
@@ -61,6 +62,10 @@ def check_store(results: Path) -> None:
     try:
         Store(results, read_only=True).close()
     except (duckdb.Error, OSError) as exc:
+        held = re.search(r"Conflicting lock is held in (.+?) \(PID (\d+)\)", str(exc))
+        if held:  # DuckDB has one writer: a campaign still running into this folder
+            raise SoftnetError(f"{db}: in use by pid {held.group(2)} ({held.group(1)}), a run still writing "
+                               "there; wait for it to end or use another --results folder") from None
         raise InputError(str(db), f"not a readable softnet results store ({first_line(exc)})") from None
 
 
@@ -153,6 +158,9 @@ def search(
     repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)"),
     max_trials: int = typer.Option(None, help="budget: at most this many trials per search"),
     max_seconds: float = typer.Option(None, help="budget: at most this many trial-seconds per search"),
+    latency_fractions: str = typer.Option(None, help="after each search, latency under load at these fractions "
+                                          "of each PDR's lower bound, e.g. 0.1,0.5,0.9"),
+    latency_duration: float = typer.Option(None, help="seconds per latency trial (default: --duration)"),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
     flows: int = typer.Option(1, help="number of flows"),
     name: str = typer.Option("search", help="campaign name in the results store"),
@@ -167,7 +175,9 @@ def search(
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
               "min_load": min_load, "max_load": max_load, "duration_s": duration,
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
-              "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds}
+              "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds,
+              "latency_fractions": parse_fractions(latency_fractions, "--latency-fractions"),
+              "latency_duration_s": latency_duration}
     spec = spec_from_options({"name": name, "testbed": {"sut": sut},
                               "traffic": {"frame_bytes": size, "flows": flows}, "method": method}, SEARCH_OPTIONS)
     try:
@@ -284,7 +294,8 @@ SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.
                   "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
                   "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
                   "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
-                  "traffic.flows": "--flows", "name": "--name",
+                  "traffic.flows": "--flows", "name": "--name", "method.latency_fractions": "--latency-fractions",
+                  "method.latency_duration_s": "--latency-duration",
                   "method": "--initial-duration"}  # the only whole-method check a search can fail
 PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
                    "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
@@ -302,6 +313,16 @@ def spec_from_options(data: dict, options: dict[str, str]):
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, names=options) from None
+
+
+def parse_fractions(text: str | None, option: str) -> list[float] | None:
+    """"0.1,0.5,0.9" -> [0.1, 0.5, 0.9] (checked by the spec); None when not given."""
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(option, f"'{text}': expected comma-separated fractions such as 0.1,0.5,0.9") from None
 
 
 def option_error(exc: InputError, options: dict[str, str]) -> InputError:

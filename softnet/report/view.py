@@ -301,7 +301,25 @@ def searches(summaries: Sequence) -> dict:
                          "lower": rate_pair(r["lower_bound_pps"]) + conf[0],
                          "upper": rate_pair(r["upper_bound_pps"]) + conf[1], "loss": ci,
                          "trials": f"{r['trial_count']} ({r['trial_seconds']:.1f} s)", "diagnosis": r["diagnosis"]})
-    return {"verdicts": verdicts, "runs": runs}
+    return {"verdicts": verdicts, "runs": runs, "latency": search_latency(summaries)}
+
+
+def search_latency(summaries: Sequence) -> list[dict]:
+    """Latency under load at fractions of a goal's lower bound: per percentile
+    the median over valid repeats and its min-max (\u00b5s); none is shown as such."""
+    rows = []
+    for x in (x for s in summaries for x in s.latency):
+        cells = []
+        for k in ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns"):
+            st = x.latency[k]
+            spread = "" if st is None or st["min"] == st["max"] else f" ({us(st['min'])}\u2013{us(st['max'])})"
+            cells.append(DASH if st is None else us(st["median"]) + spread)
+        loss = DASH if x.loss_ratio_median is None else f"{x.loss_ratio_median:.2e} (max {x.loss_ratio_max:.2e})"
+        flags = ", ".join(f"{f} \u00d7{n}" for f, n in x.flags.items())
+        rows.append({"label": x.label, "goal": x.goal, "fraction": f"{x.fraction:.0%}",
+                     "load": rate_pair(x.load_pps), "of": rate_pair(x.of_pps), "latency": cells, "loss": loss,
+                     "valid": f"{x.valid}/{x.repeats}", "note": "; ".join(t for t in (x.note, flags) if t)})
+    return rows
 
 
 def search_plots(summaries: Sequence) -> dict[tuple, tuple[str, list]]:
@@ -397,7 +415,7 @@ def latency(name: str, analysis) -> dict:
          "always": ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "-"} for k in cl.clusters]
     return {"name": name, "rows": rows, "clusters": clusters,
             "k": None if cl is None else f"k = {cl.k} ({cl.chosen_by})",
-            "why_not_clustered": analysis.why_not_clustered,
+            "why_not_clustered": analysis.why_not_clustered, "note": analysis.note,
             "rules": list(analysis.rules.rules) if analysis.rules else [],
             "findings": [{"verdict": f.verdict, "claim": f.claim, "detail": f.detail} for f in analysis.findings]}
 

@@ -102,6 +102,7 @@ def trial(
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
+    trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw)
     need_root()
     with measuring(None, wait):
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,

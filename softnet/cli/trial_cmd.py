@@ -39,6 +39,20 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
     return p
 
 
+def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
+                    sample_interval_s: float | None, profile_duty: float, raw_out: Path | None) -> None:
+    """Every input checked before the testbed lock is waited for or the host touched."""
+    from softnet.testbed.local import SUTS
+
+    if sut not in SUTS:
+        raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
+    spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration, warmup_s=warmup,
+                     frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty)
+    spec.validate(6 if sut == "ipv6-fwd" else 4)
+    if raw_out is not None:
+        check_writable(raw_out)
+
+
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
         profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None) -> dict:

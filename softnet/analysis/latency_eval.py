@@ -30,6 +30,9 @@ def flags(raw: dict, accounted: bool, impossible: int, busy: dict[str, int]) -> 
         out.append("overlapped_other_run")
     if raw["ping"].get("interrupted"):
         out.append("interrupted")
+    obs, req = raw.get("observed"), raw.get("requested_cpus")
+    if obs and req and (obs["forward_cpu"] not in (None, req["b"]) or obs["reflect_cpu"] not in (None, req["c"])):
+        out.append("placement_not_as_requested")
     return out
 
 
@@ -53,5 +56,5 @@ def evaluate_run(raw: dict, records: np.ndarray) -> LatencyRunResult:
         knobs=raw["knobs"], interval_s=raw["interval_s"], sent=st.sent, received=st.received, lost=st.lost,
         impossible=st.impossible, duplicates=st.duplicates, reordered=st.reordered, rtt=rtt,
         kernel_baseline=base, busy_poll_rx_pkts=busy, applied=raw["applied"],
-        tool={"hello": raw["hello"], "ping": ping}, flags=found, valid=not found,
+        tool={"hello": raw["hello"], "ping": ping, "observed": raw.get("observed")}, flags=found, valid=not found,
         started_unix_s=raw["started_unix_s"], records_path=raw.get("records_path"), provenance=raw["provenance"])

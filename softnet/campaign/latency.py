@@ -15,6 +15,7 @@ from typing import Callable
 
 from softnet.analysis.latency_eval import evaluate_run
 from softnet.campaign.spec import CampaignSpec
+from softnet.collect import procfs
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
 from softnet.results.store import Store
@@ -90,6 +91,10 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
                 raise
             time.sleep(0.5)
     after = {h: tb.netstat(h) for h in ("b", "c")}
+    # where things ran, as the kernel last saw them: evidence over configuration
+    observed = {"forward_cpu": procfs.thread_cpu(forward.proc.pid), "reflect_cpu": procfs.thread_cpu(reflect.proc.pid),
+                "napi_thread_cpus": {dev: {str(p): procfs.thread_cpu(p) for p in pids}
+                                     for dev, pids in tb.napi_threads.items()}}
     baseline = None
     if lat.baseline_count:
         b = kernel_ping(hosts["a"].ns, hosts["c"].ip, lat.baseline_count, max(lat.interval_s, 0.01),
@@ -98,7 +103,8 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
     raw = {"knobs": cell_knobs(cell), "interval_s": lat.interval_s, "count": count, "ping": summary,
            "hello": {"ping": ping.hello, "forward": forward.hello, "reflect": reflect.hello},
            "forward_counters": forward.read(), "reflect_counters": reflect.read(),
-           "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline,
+           "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline, "observed": observed,
+           "requested_cpus": {h: hosts[h].cpu for h in ("a", "b", "c")},
            "applied": tb.describe()["applied"], "testbed": tb.describe(), "started_unix_s": started,
            "records_path": str(records_path),
            "provenance": provenance(changes, latency=cell_knobs(cell), method=m.model_dump())}

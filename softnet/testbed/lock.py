@@ -84,7 +84,9 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
                 on_wait(holder)
                 told = True
             time.sleep(min(POLL_S, max(wait_s - waited, 0.0)))
-        holder = {"pid": os.getpid(), "command": " ".join(["softnet", *sys.argv[1:]]),
+        # a softnet command by its arguments; a library user (bench, tests) by its own command line
+        cmd = (["softnet", *sys.argv[1:]] if Path(sys.argv[0]).name in ("softnet", "__main__.py") else sys.argv)
+        holder = {"pid": os.getpid(), "command": " ".join(cmd),
                   "started_unix_s": time.time(), "results_dir": None if results_dir is None else str(results_dir)}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)

@@ -45,6 +45,8 @@ bench: setup
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --no-per-packet
 	$(VENV)/bin/python bench/victim_check.py
 	$(VENV)/bin/python bench/latency_hist_bench.py
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/xsk_stamp_bench.py
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/latency_rate_bench.py
 
 clean:
 	$(MAKE) -C native clean

@@ -24,8 +24,8 @@ XSK = NATIVE / "softnet-xsk"
 OPTIONS = ["role", "netns", "ifname", "ifname2", "queue", "src-mac", "dst-mac", "src-ip", "dst-ip", "a-mac",
            "c-mac", "size", "count", "interval-ns", "rate-pps", "arrivals", "seed", "records", "drain-ms",
            "batch", "zero-copy", "copy", "need-wakeup", "no-need-wakeup", "rx-mode", "tx-kick", "busy-poll-us",
-           "prefer-busy-poll", "busy-poll-budget", "frame-size", "ring-size", "xdp-mode", "cpu", "verbose",
-           "help"]
+           "prefer-busy-poll", "busy-poll-budget", "frame-size", "ring-size", "xdp-mode", "cpu", "no-stamp",
+           "verbose", "help"]
 PING = ["--role", "ping", "--ifname", "lo", "--src-mac", "02:00:00:00:00:01", "--dst-mac", "02:00:00:00:00:02",
         "--src-ip", "198.18.0.1", "--dst-ip", "198.19.0.1"]
 
@@ -178,6 +178,28 @@ def test_round_trip_through_forward_and_reflect(host_unchanged, abc, tmp_path):
     assert b["rx_pkts"] == b["tx_pkts"] == 400 and b["drop_pkts"] == 0, b
     assert c["rx_pkts"] == c["tx_pkts"] == 200, c
     assert [s["ifname"] for s in b["sockets"]] == ["xb0", "xb1"]
+
+
+@needs_root
+@pytest.mark.netns
+def test_no_stamp_round_trips_have_rtts_and_no_hop_stamps(host_unchanged, abc, tmp_path):
+    """--no-stamp on all three roles (bench/xsk_stamp_bench.py's off arm):
+    the XDP program still redirects, A still has T0 and T3, no hop is stamped."""
+    from softnet.traffic.xsk import FULL_FRAME_BYTES, XskKnobs
+
+    ch, ns, macs = abc
+    reflect, forward, ping = start_path(ch, ns, macs, XskKnobs(stamp=False), size=FULL_FRAME_BYTES)
+    summary, rec = ping.run(50, tmp_path / "rec.bin", interval_ns=1_000_000)
+    assert not ping.hello["stamp"] and ping.hello["xdp_stamp"] is None and ping.hello["hop_slots"] == 10
+    assert summary["received_pkts"] == 50 and summary["impossible_pkts"] == 0, summary
+    assert (rec["flags"] & latency.FLAG_RECEIVED).all()
+    assert (rec["t0_ns"] > 0).all() and (rec["t3_ns"] > rec["t0_ns"]).all()
+    assert (rec["hop_ns"] == 0).all(), "no hop slot stamped"
+    b, c = forward.read(), reflect.read()
+    for counters in (summary, b, c):
+        assert counters["xdp_stamp_meta_pkts"] == counters["xdp_stamp_payload_pkts"] == 0
+        assert counters["xdp"]["meta_pkts"] == counters["xdp"]["meta_refused_pkts"] == 0
+    assert b["xdp"]["test_pkts"] == b["tx_pkts"] == 100 and c["tx_pkts"] == 50, (b, c)
 
 
 @needs_root

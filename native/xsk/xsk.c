@@ -88,6 +88,7 @@ struct opts {
 	enum tx_kick tx_kick;
 	long busy_poll_us, busy_poll_budget; /* -1: not set */
 	bool prefer_busy_poll;
+	bool no_stamp; /* --no-stamp: no hop stamps (XDP or user); ping keeps T0/T3 */
 	int cpu;
 };
 static struct opts o;
@@ -545,11 +546,12 @@ static void print_hello(void)
 	if (o.ifname2)
 		printf(", \"ifname2\": \"%s\"", o.ifname2);
 	printf(", \"queue\": %u, \"bind_mode\": \"%s\", \"need_wakeup\": %s, \"xdp_mode\": \"%s\", "
-	       "\"prog_id\": %u, \"xdp_stamp\": \"metadata\", \"rx_mode\": \"%s\", \"tx_kick\": \"%s\", "
+	       "\"prog_id\": %u, \"stamp\": %s, \"xdp_stamp\": %s, \"rx_mode\": \"%s\", \"tx_kick\": \"%s\", "
 	       "\"batch_pkts\": %u, \"ring_descs\": %u, \"frame_size_bytes\": %u, \"umem_frames\": %u, "
 	       "\"cpu\": %d, ",
 	       o.queue, zero_copy_used ? "zero-copy" : "copy", need_wakeup_used ? "true" : "false",
-	       xdp_skb_used ? "skb" : "native", info.id, rx_mode_names[o.rx_mode], tx_kick_names[o.tx_kick],
+	       xdp_skb_used ? "skb" : "native", info.id, o.no_stamp ? "false" : "true",
+	       o.no_stamp ? "null" : "\"metadata\"", rx_mode_names[o.rx_mode], tx_kick_names[o.tx_kick],
 	       o.batch, o.ring_size, o.frame_size, um.nframes, o.cpu);
 	if (o.role == PING) /* the frames' payload: what each packet carries */
 		printf("\"size_bytes\": %u, \"hop_slots\": %d, \"t0_in_payload\": %s, \"count_pkts\": %llu, "
@@ -692,7 +694,7 @@ static __u32 ping_rx(struct sock *s)
 			pool_put(d->addr);
 			continue;
 		}
-		a_xdp = xdp_stamp(pkt);
+		a_xdp = o.no_stamp ? 0 : xdp_stamp(pkt);
 		struct record *r = &recs[seq];
 		if (r->flags & FLAG_RECEIVED) {
 			r->flags |= FLAG_DUPLICATE;
@@ -891,7 +893,8 @@ static __u32 relay(struct sock *in, struct sock *out, int hop_xdp, const unsigne
 	__u32 lens[MAX_BATCH];
 	if (!n)
 		return 0;
-	__u64 t_rx = now_ns();
+	bool stamp = !o.no_stamp;
+	__u64 t_rx = stamp ? now_ns() : 0;
 	for (__u32 i = 0; i < n; i++) {
 		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&in->rx, idx + i);
 		unsigned char *pkt = xsk_umem__get_data(um.area, d->addr);
@@ -900,10 +903,12 @@ static __u32 relay(struct sock *in, struct sock *out, int hop_xdp, const unsigne
 			pool_put(d->addr);
 			continue;
 		}
-		__u64 x = xdp_stamp(pkt);
-		if (x)
-			put_hop(pkt, d->len, hop_xdp, x);
-		put_hop(pkt, d->len, hop_xdp + 1, t_rx);
+		if (stamp) {
+			__u64 x = xdp_stamp(pkt);
+			if (x)
+				put_hop(pkt, d->len, hop_xdp, x);
+			put_hop(pkt, d->len, hop_xdp + 1, t_rx);
+		}
 		struct ethhdr *eth = (void *)pkt;
 		if (swap) {
 			struct iphdr *ip = (void *)(eth + 1);
@@ -943,10 +948,11 @@ static __u32 relay(struct sock *in, struct sock *out, int hop_xdp, const unsigne
 	}
 	if (!k || xsk_ring_prod__reserve(&out->tx, k, &idx) != k)
 		return n;
-	__u64 t_tx = now_ns();
+	__u64 t_tx = stamp ? now_ns() : 0;
 	for (__u32 j = 0; j < k; j++) {
 		struct xdp_desc *d = xsk_ring_prod__tx_desc(&out->tx, idx + j);
-		put_hop(xsk_umem__get_data(um.area, addrs[j]), lens[j], hop_xdp + 2, t_tx);
+		if (stamp)
+			put_hop(xsk_umem__get_data(um.area, addrs[j]), lens[j], hop_xdp + 2, t_tx);
 		d->addr = addrs[j];
 		d->len = lens[j];
 	}
@@ -999,7 +1005,7 @@ enum {
 	OPT_IFNAME2 = 256, OPT_SRC_MAC, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_A_MAC, OPT_C_MAC,
 	OPT_INTERVAL, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_RECORDS, OPT_DRAIN, OPT_ZC, OPT_COPY,
 	OPT_NW, OPT_NO_NW, OPT_RX_MODE, OPT_TX_KICK, OPT_BP_US, OPT_PREFER_BP, OPT_BP_BUDGET,
-	OPT_FRAME_SIZE, OPT_RING, OPT_XDP_MODE, OPT_CPU,
+	OPT_FRAME_SIZE, OPT_RING, OPT_XDP_MODE, OPT_CPU, OPT_NO_STAMP,
 };
 
 static const struct sn_option options[] = {
@@ -1036,6 +1042,7 @@ static const struct sn_option options[] = {
 	SN_OPTION("ring-size", OPT_RING, "N", "rx/tx/fill/completion ring, 64-16384 (2048)"),
 	SN_OPTION("xdp-mode", OPT_XDP_MODE, "MODE", "native (default; skb if refused) or skb"),
 	SN_OPTION("cpu", OPT_CPU, "N", "pin the data path to CPU N"),
+	SN_OPTION("no-stamp", OPT_NO_STAMP, NULL, "no hop stamps, XDP or user (ping: T0, T3 only)"),
 	{ 0 } };
 
 static const struct sn_tool tool = {
@@ -1143,6 +1150,7 @@ static void on_option(int key, const char *val, void *arg)
 		break;
 	case OPT_XDP_MODE: o.xdp_skb = pick("xdp-mode", val, xdp_modes, 2); break;
 	case OPT_CPU: o.cpu = sn_parse_u64("cpu", val, 0, 1023); break;
+	case OPT_NO_STAMP: o.no_stamp = true; break;
 	}
 }
 
@@ -1232,6 +1240,7 @@ int main(int argc, char **argv)
 	skel->rodata->ifindex2 = nsocks > 1 ? socks[1].ifindex : 0;
 	skel->rodata->slot[0] = o.role == PING ? HOP_A_XDP_RX : o.role == FORWARD ? HOP_B_XDP_RX_FWD : HOP_C_XDP_RX;
 	skel->rodata->slot[1] = HOP_B_XDP_RX_RET;
+	skel->rodata->stamp = o.no_stamp ? 0 : 1; /* 0: no clock read, no metadata; still redirects */
 	if (xsk_bpf__load(skel))
 		fail("load BPF program: %s", strerror(errno));
 	attach_xdp();

@@ -40,6 +40,7 @@ class XskKnobs:
     xdp_mode: str = "native"
     queue: int = 0
     cpu: int | None = None
+    stamp: bool = True             # False: --no-stamp (no hop stamps; ping keeps T0 and T3)
 
     def __post_init__(self):
         for name, value, allowed in (("rx_mode", self.rx_mode, RX_MODES), ("tx_kick", self.tx_kick, TX_KICKS),
@@ -62,6 +63,8 @@ class XskKnobs:
             a += ["--batch", str(self.batch)]
         if self.cpu is not None:
             a += ["--cpu", str(self.cpu)]
+        if not self.stamp:
+            a.append("--no-stamp")
         return a
 
 

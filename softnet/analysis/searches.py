@@ -6,15 +6,25 @@ A goal's verdict over R repeats:
   cannot be pinned down, and no value is given;
 - otherwise the status all searches agree on ("found", "min_load_fails", ...)
   or "mixed" when they disagree.
+
+Latency under load (method.latency_fractions): per cell, goal and fraction of
+the goal's lower bound, the one-way latency percentiles of the trials taken
+after each repeat, as the median over the valid repeats with their min-max
+spread; a trial without latency (the synthetic SUT's) gives none, never a
+made-up number.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+import json
+
 import numpy as np
 
 from softnet.analysis.campaigns import cell_label
+from softnet.results.search import LATENCY_AT, is_latency_trial
 from softnet.results.store import Store
+from softnet.results.trial import check_schema
 
 UNSTABLE_CV = 0.05
 
@@ -31,6 +41,7 @@ class SearchSummary:
     cv: float | None  # of the repeats' lower bounds
     repeats: list[dict] = field(default_factory=list)
     trials: list[list[dict]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
+    latency: list["LatencyAtFraction"] = field(default_factory=list)  # at fractions of this goal's lower bound
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -42,6 +53,7 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
     """``with_trials``: also load every repeat's trial results (the report's plots)."""
     rows = store.searches(campaign_id)
     cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
+    latency = search_latency(store, campaign_id)
     out = []
     for key in dict.fromkeys((r["cell_id"], r["goal"]) for r in rows):
         sel = [r for r in rows if (r["cell_id"], r["goal"]) == key]
@@ -54,9 +66,94 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
             verdict = "unstable"
         else:
             verdict = statuses.pop() if len(statuses) == 1 else "mixed"
-        trials = [store.trial_results(campaign_id, key[0], r["run_index"]) for r in sel] if with_trials else []
+        trials = [[t for t in store.trial_results(campaign_id, key[0], r["run_index"]) if not is_latency_trial(t)]
+                  for r in sel] if with_trials else []
         out.append(SearchSummary(campaign_id, key[0], cell_label(cell["knobs"], cell["spec"]), key[1],
                                  sel[0]["loss_ratio"], verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,
-                                 cv, [dict(r) for r in sel], trials))
+                                 cv, [dict(r) for r in sel], trials,
+                                 [x for x in latency if (x.cell_id, x.goal) == key]))
+    return out
+
+
+LATENCY_PERCENTILES = ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns")
+
+
+@dataclass
+class LatencyAtFraction:
+    """Latency under load at one fraction of a goal's lower bound, over the repeated searches."""
+    campaign_id: str
+    cell_id: int
+    label: str
+    goal: str
+    goal_loss_ratio: float
+    fraction: float
+    load_pps: float  # median over repeats of fraction x that repeat's lower bound
+    of_pps: float  # median of the lower bounds
+    repeats: int
+    valid: int  # trials not flagged (only these count below)
+    measured: int  # valid trials that carry latency percentiles
+    # per percentile key: {"median", "min", "max"} over the valid trials that have it (None: no such trial)
+    latency: dict[str, dict | None]
+    loss_ratio_median: float | None
+    loss_ratio_max: float | None
+    flags: dict[str, int]  # flag -> trials (the invalid ones say why they do not count)
+    note: str
+    runs: list[dict] = field(default_factory=list)  # per repeat: run_index, load, loss, valid, flags, percentiles
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _spread(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": float(np.median(values)), "min": float(min(values)), "max": float(max(values))}
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def search_latency(store: Store, campaign_id: str) -> list[LatencyAtFraction]:
+    """Per cell, goal and fraction: the latency trials measured after the searches."""
+    cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
+    rows = store.query("SELECT cell_id, load_index, run_index, result_json FROM trials WHERE campaign_id = ? "
+                       "ORDER BY cell_id, run_index, load_index", [campaign_id])
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    for row in rows:
+        r = json.loads(row["result_json"])
+        if not is_latency_trial(r):
+            continue
+        check_schema(r, f"{store.dir}: campaign {campaign_id} cell {row['cell_id']} trial {row['load_index']}")
+        at = r[LATENCY_AT]
+        groups.setdefault((row["cell_id"], at["loss_ratio"], at["goal"], at["fraction"]), []).append(
+            (row["run_index"], r))
+    out = []
+    for (cell_id, loss_ratio, goal, fraction), trials in sorted(groups.items()):
+        valid = [r for _, r in trials if r.get("valid")]
+        measured = [r for r in valid if _finite(r.get("latency_p50_ns"))]
+        flags: dict[str, int] = {}
+        for _, r in trials:
+            for f in r.get("flags") or ():
+                flags[f] = flags.get(f, 0) + 1
+        losses = [r["loss_ratio"] for r in valid if _finite(r.get("loss_ratio"))]
+        if not valid:
+            note = "no valid trial: see the flags"
+        elif not measured:
+            note = ("no latency (the synthetic SUT models packet counts only)"
+                    if all(r.get("sut") == "synthetic" for r in valid) else "no valid trial carried a delay")
+        else:
+            note = ""
+        cell = cells[cell_id]
+        out.append(LatencyAtFraction(
+            campaign_id, cell_id, cell_label(cell["knobs"], cell["spec"]), goal, loss_ratio, fraction,
+            float(np.median([r["intended_rate_pps"] for _, r in trials])),
+            float(np.median([r[LATENCY_AT]["of_pps"] for _, r in trials])), len(trials), len(valid), len(measured),
+            {k: _spread([r[k] for r in valid if _finite(r.get(k))]) for k in LATENCY_PERCENTILES},
+            float(np.median(losses)) if losses else None, float(max(losses)) if losses else None, flags, note,
+            [{"run_index": run, "load_pps": r["intended_rate_pps"], "of_pps": r[LATENCY_AT]["of_pps"],
+              "goal_status": r[LATENCY_AT].get("goal_status"), "loss_ratio": r.get("loss_ratio"),
+              "valid": bool(r.get("valid")), "flags": list(r.get("flags") or ()),
+              **{k: r.get(k) for k in LATENCY_PERCENTILES}} for run, r in trials]))
     return out

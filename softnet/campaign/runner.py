@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from softnet.campaign.measurers import measurer_for
-from softnet.campaign.search_runner import run_search
+from softnet.campaign.search_runner import pending_latency, run_latency_trial, run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
 from softnet.results.store import Store
@@ -111,8 +111,10 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s) x {spec.method.runs} search(es), "
                        f"{count} already complete" + (f" ({recovered} trials recovered)" if recovered else "")))
         for cell_id, (knobs, cell) in enumerate(cells):
+            fractions = cell.method.latency_fractions
             todo = [r for r in range(cell.method.runs) if (cell_id, r) not in done]
-            if not todo:
+            latency_left = any(pending_latency(store, cid, cell_id, r, fractions) for r in done_runs(done, cell_id))
+            if not todo and not latency_left:
                 continue
 
             def on_trial(result: dict, _replayed: bool, cell_id=cell_id) -> None:
@@ -121,13 +123,27 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
                                f"last {trial_text(result)}"))
 
             with measurer_for(cell, cell_id) as m:
-                for run_index in todo:
-                    on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
-                    r = run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial)
-                    count += 1
-                    goals = "; ".join(f"{g['goal']['name']} {g['status']} "
-                                      f"[{format_rate(g['lower_bound_pps'] or 0)}, "
-                                      f"{format_rate(g['upper_bound_pps'] or 0)}]" for g in r["goals"])
-                    on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
-                                   f"{r['trial_count']} trials: {goals}"))
+                for run_index in range(cell.method.runs):
+                    if run_index in todo:
+                        on_event(Event("start", count, total,
+                                       f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
+                        r = run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial)
+                        count += 1
+                        goals = "; ".join(f"{g['goal']['name']} {g['status']} "
+                                          f"[{format_rate(g['lower_bound_pps'] or 0)}, "
+                                          f"{format_rate(g['upper_bound_pps'] or 0)}]" for g in r["goals"])
+                        on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
+                                       f"{r['trial_count']} trials: {goals}"))
+                    # latency under load at fractions of the PDR found (only those not stored yet)
+                    for t in pending_latency(store, cid, cell_id, run_index, fractions):
+                        what = f"cell {cell_id} search {run_index}: latency at {t.fraction:.0%} of {t.goal}"
+                        on_event(Event("start", count, total, f"{what} ({format_rate(t.load_pps)})"))
+                        result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t)
+                        p99 = result.get("latency_p99_ns")
+                        on_event(Event("trial", count, total, f"{what}: {trial_text(result)}, latency p99 "
+                                       + ("-" if p99 is None else f"{p99 / 1e3:.3g} us")))
     return cid
+
+
+def done_runs(done: set[tuple[int, int]], cell_id: int) -> list[int]:
+    return sorted(r for c, r in done if c == cell_id)

@@ -8,13 +8,24 @@ search interrupted by a kill is resumed by replaying its stored trials: the
 search asks for the same loads, gets the stored answers, and measures for real
 from the first trial that was not stored. Stored trials that no longer match
 what the search asks for are discarded.
+
+With method.latency_fractions, each complete search is followed by latency
+trials: one per (goal, fraction) at fraction x the goal's lower bound, for the
+PDR goals (loss ratio > 0; the NDR when there is none) that have a lower
+bound. Their plan is a function of the stored search rows, so a resumed
+campaign measures only the latency trials not yet stored; they are stored
+after the search's own trials (load_index = trial_count + k) and marked with
+``latency_at`` (softnet.results.search.LATENCY_AT), which keeps them out of
+the replay.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
+from softnet.results.search import LATENCY_AT, is_latency_trial
 from softnet.results.store import Store
 
 
@@ -37,7 +48,12 @@ class ReplayThenMeasure:
                  measurer, on_trial: Callable[[dict, bool], None]):
         self.store, self.cid, self.cell_id, self.run_index, self.knobs = store, campaign_id, cell_id, run_index, knobs
         self.measurer, self.on_trial = measurer, on_trial
-        self.stored = store.trial_results(campaign_id, cell_id, run_index)
+        # the search's own trials, in order: latency trials come after a complete
+        # search, never among its evidence (any here are of an unfinished one: stale)
+        stored = store.trial_results(campaign_id, cell_id, run_index)
+        self.stored = [r for r in stored if not is_latency_trial(r)]
+        if len(self.stored) < len(stored):
+            store.delete_trials_from(campaign_id, cell_id, run_index, len(self.stored))
         self.seq = 0
         self.replayed = 0
 
@@ -68,4 +84,62 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
     result = search(replay, config).to_dict()
     result["replayed_trials"] = replay.replayed
     store.add_search(campaign_id, cell_id, run_index, result)
+    return result
+
+
+@dataclass(frozen=True)
+class LatencyTrial:
+    """One planned latency-under-load trial after a search."""
+    load_index: int  # after the search's trials: trial_count + its place in the plan
+    goal: str
+    loss_ratio: float
+    goal_status: str
+    fraction: float
+    of_pps: float  # the goal's lower bound
+
+    @property
+    def load_pps(self) -> float:
+        return self.fraction * self.of_pps
+
+    def marker(self) -> dict:
+        return {"goal": self.goal, "loss_ratio": self.loss_ratio, "goal_status": self.goal_status,
+                "fraction": self.fraction, "of_pps": self.of_pps}
+
+
+def latency_plan(goal_rows: list[dict], fractions: list[float]) -> list[LatencyTrial]:
+    """The latency trials after one search, from its stored goal rows
+    (store.searches): the PDR goals, or the NDR when no goal is a PDR, that
+    have a lower bound; goals by loss ratio, then fractions ascending."""
+    if not fractions or not goal_rows:
+        return []
+    rows = sorted(goal_rows, key=lambda r: (r["loss_ratio"], r["goal"]))
+    pdrs = [r for r in rows if r["loss_ratio"] > 0] or rows
+    first = rows[0]["trial_count"]
+    plan = []
+    for r in pdrs:
+        if r["lower_bound_pps"] is None:
+            continue
+        for f in fractions:
+            plan.append(LatencyTrial(first + len(plan), r["goal"], r["loss_ratio"], r["status"], f,
+                                     r["lower_bound_pps"]))
+    return plan
+
+
+def pending_latency(store: Store, campaign_id: str, cell_id: int, run_index: int,
+                    fractions: list[float] | None) -> list[LatencyTrial]:
+    """The planned latency trials of a complete search that are not stored yet."""
+    if not fractions:
+        return []
+    rows = [r for r in store.searches(campaign_id) if (r["cell_id"], r["run_index"]) == (cell_id, run_index)]
+    done = store.done_keys(campaign_id)
+    return [t for t in latency_plan(rows, fractions) if (cell_id, t.load_index, run_index) not in done]
+
+
+def run_latency_trial(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
+                      run_index: int, t: LatencyTrial) -> dict:
+    """One latency trial through the search's measurer (the same testbed), stored as a trial of that search."""
+    m = cell.method
+    result = measurer.measure(t.load_pps, t.load_index, run_index, m.latency_duration_s or m.duration_s)
+    result[LATENCY_AT] = t.marker()
+    store.add_trial(campaign_id, cell_id, t.load_index, run_index, knobs, result)
     return result

@@ -15,7 +15,8 @@
     duration_s = 2.0
     warmup_s = 0.5
     # or: kind = "search" with goals = ["ndr", "pdr0.5"], width = 0.005,
-    # min_load / max_load, duration_s (final trials), runs (repeated searches)
+    # min_load / max_load, duration_s (final trials), runs (repeated searches),
+    # latency_fractions = [0.1, 0.5, 0.9] (latency under load at fractions of the PDR)
     # or: kind = "latency" (the AF_XDP latency lab): runs x duration_s per
     # configuration, knobs in [latency] (see LatencySpec), matrix over latency.*
     [collect]
@@ -44,6 +45,7 @@ from softnet.errors import InputError
 from softnet.units import parse_rate
 
 SUT_KINDS = ("ipv4-fwd", "ipv6-fwd", "none", "synthetic")
+MAX_LATENCY_FRACTIONS = 10
 # A full factorial grows as the product of its knobs' value counts; beyond this
 # a matrix is a typo (or days of measuring), not a plan.
 MAX_CELLS = 10_000
@@ -149,7 +151,11 @@ class LatencySpec(Strict):
     coalesce_rx_usecs: int | None = Field(None, ge=0)  # NIC coalescing (veth: unsupported)
     interval_s: float = Field(1.0, gt=0, le=60)  # between batches (the study: 1 s)
     arrivals: Literal["periodic", "poisson"] = "periodic"
-    baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per run (0: no baseline)
+    baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per configuration (0: none)
+    # the study's second phase: per cluster this many configurations re-run at
+    # the rate of their minimum RTT and as a flood (0: none), rerun_count packets each
+    rerun_per_cluster: int = Field(0, ge=0, le=8)
+    rerun_count: int = Field(10_000, ge=100, le=10_000_000)
 
 
 class MethodSpec(Strict):
@@ -172,6 +178,10 @@ class MethodSpec(Strict):
     confidence: float = Field(0.9, gt=0.5, lt=1)
     max_trials: int | None = Field(None, ge=1)
     max_trial_seconds: float | None = Field(None, gt=0)
+    # after each search, one trial at each of these fractions of every PDR
+    # goal's lower bound (the NDR's when no goal is a PDR), as CSIT does
+    latency_fractions: list[float] | None = None
+    latency_duration_s: float | None = Field(None, ge=0.1, le=3600)  # default: duration_s
 
     @field_validator("loads")
     @classmethod
@@ -186,10 +196,29 @@ class MethodSpec(Strict):
         parse_goals(goals)
         return goals
 
+    @field_validator("latency_fractions")
+    @classmethod
+    def fractions_of_the_pdr(cls, fractions):
+        if fractions is None:
+            return None
+        if not fractions:
+            raise ValueError("give at least one fraction of the PDR, e.g. [0.1, 0.5, 0.9], or leave it out")
+        if len(fractions) > MAX_LATENCY_FRACTIONS:
+            raise ValueError(f"{len(fractions)} fractions: at most {MAX_LATENCY_FRACTIONS}")
+        bad = [f for f in fractions if not 0 < f <= 1]
+        if bad:
+            raise ValueError(f"{bad[0]:g}: each fraction must be in (0, 1] (1 = at the PDR's lower bound)")
+        if any(b <= a for a, b in zip(fractions, fractions[1:])):
+            raise ValueError(f"{list(fractions)}: give the fractions sorted and each once, e.g. [0.1, 0.5, 0.9]")
+        return fractions
+
     @model_validator(mode="after")
     def one_way_of_giving_loads(self):
         given = [name for name, v in (("loads", self.loads), ("start/stop/step", self.start),
                                       ("relative", self.relative)) if v is not None]
+        if self.kind != "search" and (self.latency_fractions is not None or self.latency_duration_s is not None):
+            raise ValueError('latency_fractions, latency_duration_s: only a search (kind = "search") finds a PDR '
+                             "to take fractions of")
         if self.kind == "latency":
             if given:
                 raise ValueError(f"a latency run sends at latency.interval_s: remove {given}")

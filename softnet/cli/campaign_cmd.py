@@ -131,3 +131,40 @@ def show_searches(summaries: list, wide: bool = False) -> None:
         rows = [[s.label, s.goal, str(len(s.repeats)), f"[{verdict_style(s.verdict)}]{s.verdict}[/]",
                  eng(s.value_pps, "pps", 4), "-" if s.cv is None else f"{s.cv:.2%}"] for s in summaries]
         console.print(table("over repeated searches", cols, rows, wide))
+    show_search_latency(summaries, wide)
+
+
+def latency_us(ns) -> str:
+    """ns -> microseconds, 3 significant digits (whole ones from 1 ms): "12.3", "4120"; "-" when absent."""
+    if ns is None:
+        return "-"
+    return eng(ns / 1e3) if ns < 1e6 else f"{ns / 1e3:.0f}"
+
+
+LATENCY_KEYS = ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns")
+LATENCY_COLS = [Col("configuration", text=True), Col("goal", justify="left"), Col("of"),
+                Col("load", wide=True), Col("p50"), Col("p90"), Col("p99"), Col("p99.9"),
+                Col("p99 min-max", wide=True), Col("p99.9 min-max", wide=True), Col("loss"),
+                Col("loss max", wide=True), Col("valid")]
+
+
+def show_search_latency(summaries: list, wide: bool = False) -> None:
+    """Latency under load at fractions of each goal's lower bound (method.latency_fractions):
+    medians over the valid repeats; a trial without latency (synthetic SUT) shows "-"."""
+    found = [x for s in summaries for x in s.latency]
+    if not found:
+        return
+    rows = []
+    for x in found:
+        med = [latency_us((x.latency[k] or {}).get("median")) for k in LATENCY_KEYS]
+        spread = ["-" if (st := x.latency[k]) is None else f"{latency_us(st['min'])}-{latency_us(st['max'])}"
+                  for k in LATENCY_KEYS[2:]]
+        rows.append([x.label, x.goal, f"{x.fraction:.0%}", eng(x.load_pps, "pps"), *med, *spread,
+                     sci(x.loss_ratio_median), sci(x.loss_ratio_max),
+                     ("" if x.valid == x.repeats else "[yellow]") + f"{x.valid}/{x.repeats}"
+                     + ("" if x.valid == x.repeats else "[/]")])
+    console.print(table("one-way latency under load, us (median of valid repeats)", LATENCY_COLS, rows, wide))
+    for x in found:
+        why = x.note or (", ".join(f"{f} x{n}" for f, n in x.flags.items()) if x.valid < x.repeats else "")
+        if why:
+            console.print(f"  {x.label} {x.goal} at {x.fraction:.0%}: {why}", highlight=False)

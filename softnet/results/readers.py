@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 
 from softnet.errors import InputError
+from softnet.results.search import is_latency_trial
 from softnet.results.store import DB_NAME, Store
 from softnet.results.trial import check_schema
 
@@ -167,10 +168,12 @@ def sweep_cells(store: Store, campaign_ids: list[str]) -> list[SweepCell]:
 
 
 def search_trials(store: Store, campaign_id: str) -> dict[tuple[int, int], list[dict]]:
-    """(cell, run) -> the trial results of that search, in search order."""
+    """(cell, run) -> the trial results of that search, in search order (not
+    the latency trials measured after it: analysis.searches.search_latency)."""
     out: dict[tuple[int, int], list[dict]] = {}
     rows = store.query("SELECT DISTINCT cell_id, run_index FROM searches WHERE campaign_id = ? "
                        "ORDER BY cell_id, run_index", [campaign_id])
     for r in rows:
-        out[(r["cell_id"], r["run_index"])] = trial_results(store, campaign_id, r["cell_id"], r["run_index"])
+        trials = trial_results(store, campaign_id, r["cell_id"], r["run_index"])
+        out[(r["cell_id"], r["run_index"])] = [t for t in trials if not is_latency_trial(t)]
     return out

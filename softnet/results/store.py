@@ -251,11 +251,19 @@ class Store:
                           [campaign_id, cell_id, load_index, run_index])
 
     def add_search(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
-        for g in result["goals"]:
-            row = SearchGoalRow.from_goal(campaign_id, cell_id, run_index, result, g).model_dump()
-            values = [*row.values(), json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)]
-            self.db.execute(f"INSERT INTO searches VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
-                            values)
+        """All goals of a search or none (a search with some goal rows is complete)."""
+        rows = [SearchGoalRow.from_goal(campaign_id, cell_id, run_index, result, g).model_dump()
+                for g in result["goals"]]
+        self.db.execute("BEGIN TRANSACTION")
+        try:
+            for row, g in zip(rows, result["goals"]):
+                values = [*row.values(), json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)]
+                self.db.execute(f"INSERT INTO searches VALUES ({', '.join('?' * len(values))}) "
+                                "ON CONFLICT DO NOTHING", values)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
 
     def done_searches(self, campaign_id: str) -> set[tuple[int, int]]:
         rows = self.db.execute("SELECT DISTINCT cell_id, run_index FROM searches WHERE campaign_id = ?",
@@ -285,6 +293,9 @@ class Store:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"raw": raw, "result": result}, default=str))
         os.replace(tmp, path)
+        self._insert_latency_row(campaign_id, cell_id, run_index, result)
+
+    def _insert_latency_row(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
         r = LatencyRunResult.model_validate(result)
         base = (r.kernel_baseline or {}).get("median_ns")
         values = [campaign_id, cell_id, run_index, json.dumps(r.knobs, default=str), r.sent, r.received, r.lost,
@@ -314,8 +325,7 @@ class Store:
         for path in sorted((self.dir / "raw" / campaign_id).glob("cell*-latency-run*.json")):
             cell, run = (int(x) for x in path.stem.replace("cell", "").split("-latency-run"))
             if (cell, run) not in done:
-                d = json.loads(path.read_text())
-                self.add_latency_run(campaign_id, cell, run, d["result"], d["raw"])
+                self._insert_latency_row(campaign_id, cell, run, json.loads(path.read_text())["result"])
                 n += 1
         return n
 

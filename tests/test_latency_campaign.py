@@ -27,8 +27,10 @@ duration_s = 0.5
 interval_s = 0.005
 baseline_count = 10
 poll_sender = true
-poll_forwarder = true
+rerun_per_cluster = 1
+rerun_count = 300
 [matrix]
+"latency.poll_forwarder" = [false, true]
 "latency.poll_receiver" = [false, true]
 """
 
@@ -66,30 +68,42 @@ def test_latency_campaign_killed_mid_run_resumes_and_re_evaluates(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     first = {p.name: p.stat().st_mtime_ns for p in (results / "raw").glob("*/*-latency-run*.json")}
-    assert 2 <= len(first) < 6
+    assert 2 <= len(first) < 12
     assert subprocess.run(softnet_cmd("clean"), capture_output=True).returncode == 0
     r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(results), "--json"), capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert len(out["configurations"]) == 2
+    assert len(out["configurations"]) == 4
     db = duckdb.connect(str(results / DB_NAME), read_only=True)
-    keys = sorted(db.execute("SELECT cell_id, run_index FROM latency_runs").fetchall())
-    assert keys == [(c, r) for c in range(2) for r in range(3)]  # nothing lost, nothing twice
+    keys = sorted(db.execute("SELECT cell_id, run_index FROM latency_runs WHERE run_index < 100").fetchall())
+    assert keys == [(c, r) for c in range(4) for r in range(3)]  # nothing lost, nothing twice
+    # the second phase: per cluster one configuration again, at its minimum RTT's rate and as a flood
+    k = out["clustering"]["k"]
+    assert sorted(r["phase"] for r in out["reruns"]) == ["fast"] * k + ["flood"] * k
+    assert all(r["sent"] == 300 and r["interval_s"] < 0.005 for r in out["reruns"])
     # runs stored before the kill were kept, not measured again
     now = {p.name: p.stat().st_mtime_ns for p in (results / "raw").glob("*/*-latency-run*.json")}
     assert all(now[name] == t for name, t in first.items())
     for path in (results / "raw").glob("*/*-latency-run*.json"):
         d = json.loads(path.read_text())
         records = read_records(d["raw"]["records_path"])
-        assert len(records) == d["result"]["sent"] == 100  # every sequence number accounted for
-        assert d["result"]["received"] + d["result"]["lost"] + d["result"]["impossible"] == 100
+        n = 100 if d["result"]["phase"] == "base" else 300
+        assert len(records) == d["result"]["sent"] == n  # every sequence number accounted for
+        assert d["result"]["received"] + d["result"]["lost"] + d["result"]["impossible"] == n
         again = evaluate_run(d["raw"], records).to_dict()
         assert json.loads(json.dumps(again, default=str)) == d["result"]
-        assert d["result"]["kernel_baseline"]["received"] == 10
+        if d["result"]["phase"] == "base" and d["raw"]["run"].endswith("run 2"):
+            assert d["result"]["kernel_baseline"]["received"] == 10  # once per configuration, after its last run
     report = subprocess.run(softnet_cmd("report", str(results), "--out", str(tmp_path / "r.html")),
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "r.html").read_text()
-    assert "AF_XDP round-trip latency" in html and "poll_receiver=true" in html
+    assert "AF_XDP round-trip latency" in html and "poll_receiver=true" in html and "second phase" in html
+    db.close()
+    again = subprocess.run(softnet_cmd("run", str(spec), "--results", str(results)), capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0 and "re-runs of" in again.stdout + again.stderr, again.stderr
+    db = duckdb.connect(str(results / DB_NAME), read_only=True)
+    assert db.execute("SELECT count(*) FROM latency_runs").fetchone()[0] == 12 + 2 * k  # nothing measured again
     assert wait_host_state(before) == before

@@ -11,7 +11,7 @@ import numpy as np
 from softnet.analysis.latency_clusters import (EXCLUDE_FLAGS, Clustering, Finding, KnobEffect, KnobRules, StudyKnobs,
                                                cluster_configurations, cluster_stability, explain_clusters, knob_effects,
                                                study_findings)
-from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_label
+from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_key, knob_label
 from softnet.errors import InputError
 from softnet.results.latency import read_records
 from softnet.results.store import Store
@@ -24,7 +24,7 @@ CAMPAIGN_KNOBS = StudyKnobs(cstate="cstate_limit_us", coalescing="coalesce_rx_us
 def latency_configs(store: Store, campaign_id: str, n_resamples: int = 2000) -> list[ConfigStats]:
     """One ConfigStats per matrix cell that has stored runs, labelled by its
     matrix knobs (all latency knobs when the campaign has no matrix)."""
-    runs = store.latency_runs(campaign_id)
+    runs = [r for r in store.latency_runs(campaign_id) if r["phase"] == "base"]
     cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
     out = []
     for cell_id in sorted({r["cell_id"] for r in runs}):
@@ -59,12 +59,13 @@ class LatencyAnalysis:
     findings: list[Finding] = field(default_factory=list)
     why_not_clustered: str | None = None
     note: str | None = None  # how the study's rules were applied here, when not as written
+    reruns: list[dict] = field(default_factory=list)  # the second phase: configurations at higher rates
 
     def to_dict(self) -> dict:
         c = self.clustering
         return {"configurations": [x.to_dict() for x in self.configs],
                 "clustering": None if c is None else c.to_dict(self.configs),
-                "why_not_clustered": self.why_not_clustered, "note": self.note,
+                "why_not_clustered": self.why_not_clustered, "note": self.note, "reruns": self.reruns,
                 "rules": None if self.rules is None else list(self.rules.rules),
                 "effects": [e.to_dict() for e in self.effects],
                 "findings": [f.to_dict() for f in self.findings]}
@@ -73,7 +74,7 @@ class LatencyAnalysis:
 def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resamples: int = 2000,
                     seed: int = 0) -> LatencyAnalysis:
     configs = latency_configs(store, campaign_id, n_resamples)
-    out = LatencyAnalysis(configs)
+    out = LatencyAnalysis(configs, reruns=reruns(store, campaign_id, configs))
     if len(configs) < MIN_CLUSTERED:
         out.why_not_clustered = f"{len(configs)} configuration(s): clusters need at least {MIN_CLUSTERED}"
         return out
@@ -110,4 +111,20 @@ def stability(analyses: Sequence[tuple[str, LatencyAnalysis]]) -> list[dict]:
                 out.append({"a": na, "b": nb, "ari": None, "verdict": "not comparable", "why": str(exc)})
                 continue
             out.append({"a": na, "b": nb, "ari": s.ari, "verdict": s.verdict, "common": s.n_common})
+    return out
+
+
+def reruns(store: Store, campaign_id: str, configs: Sequence[ConfigStats]) -> list[dict]:
+    """The re-runs at higher rates (phases fast and flood), each with its
+    configuration's number and its round-trip statistics against the base runs'."""
+    index = {knob_key(c.knobs): i for i, c in enumerate(configs)}
+    out = []
+    for r in store.latency_runs(campaign_id):
+        if r["phase"] == "base":
+            continue
+        i = index.get(knob_key(r["knobs"]))
+        out.append({"config": i, "label": configs[i].label if i is not None else "?", "phase": r["phase"],
+                    "interval_s": r["interval_s"], "sent": r["sent"], "received": r["received"], "lost": r["lost"],
+                    "median_ns": r["rtt"].get("median_ns"), "p99_ns": r["rtt"].get("p99_ns"),
+                    "base_median_ns": None if i is None else configs[i].median_ns, "flags": r["flags"]})
     return out

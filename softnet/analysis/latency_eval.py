@@ -53,7 +53,7 @@ def evaluate_run(raw: dict, records: np.ndarray) -> LatencyRunResult:
     found = flags(raw, accounted, st.impossible, busy)
     rtt = {k: (None if isinstance(v, float) and v != v else v) for k, v in st.rtt.to_dict().items()}
     return LatencyRunResult(
-        knobs=raw["knobs"], interval_s=raw["interval_s"], sent=st.sent, received=st.received, lost=st.lost,
+        knobs=raw["knobs"], interval_s=raw["interval_s"], phase=raw.get("phase", "base"), sent=st.sent, received=st.received, lost=st.lost,
         impossible=st.impossible, duplicates=st.duplicates, reordered=st.reordered, rtt=rtt,
         kernel_baseline=base, busy_poll_rx_pkts=busy, applied=raw["applied"],
         tool={"hello": raw["hello"], "ping": ping, "observed": raw.get("observed")}, flags=found, valid=not found,

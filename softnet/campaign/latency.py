@@ -11,9 +11,14 @@ lost or repeated.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
+from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_eval import evaluate_run
+from softnet.analysis.latency_stats import knob_key
 from softnet.campaign.spec import CampaignSpec
 from softnet.collect import procfs
 from softnet.errors import TestbedError
@@ -52,7 +57,23 @@ def cell_knobs(cell: CampaignSpec) -> dict:
     return cell.latency.model_dump()
 
 
-def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[int],
+@dataclass(frozen=True)
+class Run:
+    """One run of a configuration: a base run of the matrix, or a re-run of the
+    study's second phase at a higher rate ("fast": the interval of the
+    configuration's minimum RTT, Eq. 1's no-overlap rate; "flood": no gap)."""
+
+    index: int
+    phase: str = "base"
+    interval_s: float | None = None  # None: latency.interval_s
+    count: int | None = None  # None: method.duration_s / interval
+
+
+PHASE_INDEX = {"fast": 10_000, "flood": 20_000}  # run indexes of the re-runs: apart from the base runs
+FLOOD_INTERVAL_S = 1e-6  # the tool's shortest gap
+
+
+def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[Run],
              on_run: Callable[[int, dict], None]) -> None:
     with HostChanges() as changes:
         tb = LatencyTestbed(changes, host_knobs(cell))
@@ -61,19 +82,20 @@ def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: lis
         reflect = Reflect(changes, c.ns, c.ifname, socket_options(cell, "reflect", c.cpu))
         forward = Forward(changes, b.ns, b.ifname, b.ifname2, a_mac=b.peer_mac, c_mac=b.peer_mac2,
                           knobs=socket_options(cell, "forward", b.cpu))
-        for run_index in todo:
-            raw, records = measure_run(changes, tb, hosts, cell, reflect, forward, store.records_path(
-                cid, cell_id, run_index))
-            raw["run"] = f"cell {cell_id} run {run_index}"
+        for run in todo:
+            raw, records = measure_run(changes, tb, hosts, cell, reflect, forward,
+                                       store.records_path(cid, cell_id, run.index), run)
+            raw["run"] = f"cell {cell_id} run {run.index}"
             result = evaluate_run(raw, records).to_dict()
-            store.add_latency_run(cid, cell_id, run_index, result, raw)
-            on_run(run_index, result)
+            store.add_latency_run(cid, cell_id, run.index, result, raw)
+            on_run(run.index, result)
 
 
 def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: CampaignSpec, reflect, forward,
-                records_path) -> tuple[dict, object]:
+                records_path, run: Run = Run(0)) -> tuple[dict, object]:
     lat, m = cell.latency, cell.method
-    count = max(1, round(m.duration_s / lat.interval_s))
+    interval_s = run.interval_s or lat.interval_s
+    count = run.count or max(1, round(m.duration_s / interval_s))
     records_path.parent.mkdir(parents=True, exist_ok=True)
     before = {h: tb.netstat(h) for h in ("b", "c")}
     started = time.time()
@@ -82,7 +104,7 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
                 socket_options(cell, "ping", a.cpu))
     for attempt in range(BIND_RETRIES):
         try:
-            summary, records = ping.run(count, records_path, interval_ns=round(lat.interval_s * 1e9),
+            summary, records = ping.run(count, records_path, interval_ns=max(1000, round(interval_s * 1e9)),
                                         arrivals=lat.arrivals)
             break
         except TestbedError as exc:
@@ -96,11 +118,13 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
                 "napi_thread_cpus": {dev: {str(p): procfs.thread_cpu(p) for p in pids}
                                      for dev, pids in tb.napi_threads.items()}}
     baseline = None
-    if lat.baseline_count:
+    # The kernel baseline once per configuration, after its last run, at its interval:
+    # per run it would double a campaign at the study's 1 s interval.
+    if lat.baseline_count and run.phase == "base" and run.index == m.runs - 1:
         b = kernel_ping(hosts["a"].ns, hosts["c"].ip, lat.baseline_count, max(lat.interval_s, 0.01),
                         cell.traffic.frame_bytes)
         baseline = {"sent": b["sent"], "received": b["received"], "rtt_ns": b["rtt_ns"].tolist()}
-    raw = {"knobs": cell_knobs(cell), "interval_s": lat.interval_s, "count": count, "ping": summary,
+    raw = {"knobs": cell_knobs(cell), "interval_s": interval_s, "phase": run.phase, "count": count, "ping": summary,
            "hello": {"ping": ping.hello, "forward": forward.hello, "reflect": reflect.hello},
            "forward_counters": forward.read(), "reflect_counters": reflect.read(),
            "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline, "observed": observed,
@@ -115,7 +139,7 @@ def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_e
     """Every cell's runs not yet stored; ``on_event(kind, done, total, text)``."""
     recovered = store.recover_latency(cid)
     done = store.done_latency_runs(cid)
-    plan = [(cell_id, cell, [r for r in range(cell.method.runs) if (cell_id, r) not in done])
+    plan = [(cell_id, cell, [Run(r) for r in range(cell.method.runs) if (cell_id, r) not in done])
             for cell_id, (_knobs, cell) in enumerate(cells)]
     total, count = len(done) + sum(len(t) for *_, t in plan), len(done)
     on_event("plan", count, total, f"{cid}: {len(plan)} configuration(s), {total} runs, {count} already stored"
@@ -133,3 +157,40 @@ def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_e
                      f"{result['received']}/{result['sent']} back" + (f" [{', '.join(result['flags'])}]"
                                                                       if result["flags"] else ""))
         run_cell(store, cid, cell_id, cell, todo, on_run)
+    if spec.latency.rerun_per_cluster:
+        rerun_phase(spec, store, cid, cells, on_event)
+
+
+def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> None:
+    """The study's second phase: per cluster the configurations nearest its
+    mean, re-run at the rate of their minimum RTT (one packet in flight: the
+    highest rate where batches do not overlap) and then without a gap."""
+    analysis = analyze_latency(store, cid, n_resamples=200)
+    if analysis.clustering is None:
+        on_event("plan", 0, 0, f"{cid}: no re-runs at higher rates ({analysis.why_not_clustered})")
+        return
+    cell_of = {knob_key(r["knobs"]): r["cell_id"] for r in store.latency_runs(cid)}
+    done = store.done_latency_runs(cid)
+    todo = []
+    for cl in analysis.clustering.clusters:
+        nearest = sorted(cl.members, key=lambda i: abs(analysis.configs[i].mean_ns - cl.mean_ns))
+        for i in nearest[:spec.latency.rerun_per_cluster]:
+            c = analysis.configs[i]
+            cell_id = cell_of[knob_key(c.knobs)]
+            min_rtt_s = float(np.median([r.rtt.min_ns for r in c.runs if r.rtt.n])) / 1e9
+            runs = [Run(PHASE_INDEX["fast"], "fast", max(min_rtt_s, FLOOD_INTERVAL_S), spec.latency.rerun_count),
+                    Run(PHASE_INDEX["flood"], "flood", FLOOD_INTERVAL_S, spec.latency.rerun_count)]
+            todo.append((cell_id, [r for r in runs if (cell_id, r.index) not in done]))
+    total = sum(len(t) for _, t in todo)
+    on_event("plan", 0, total, f"{cid}: re-runs of {len(todo)} configuration(s) at higher rates, {total} to do")
+    count = 0
+    for cell_id, runs in todo:
+        if runs:
+            def on_run(run_index: int, result: dict, cell_id=cell_id) -> None:
+                nonlocal count
+                count += 1
+                med = format_duration_ns(result["rtt"]["median_ns"]) if result["rtt"].get("median_ns") else "-"
+                on_event("trial", count, total, f"configuration {cell_id} {result['phase']} "
+                         f"(every {format_duration_ns(result['interval_s'] * 1e9)}): median RTT {med}, "
+                         f"{result['received']}/{result['sent']} back")
+            run_cell(store, cid, cell_id, cells[cell_id][1], runs, on_run)

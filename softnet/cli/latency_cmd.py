@@ -64,6 +64,17 @@ def show_configs(analysis, wide: bool = False) -> None:
             plain(f"  {f.verdict}: {f.claim} ({f.detail})")
 
 
+RERUN_COLS = [Col("#"), Col("phase", justify="left"), Col("every"), Col("back"), Col("median"), Col("base median"),
+              Col("p99"), Col("flags", text=True)]
+
+
+def show_reruns(reruns: list[dict], wide: bool = False) -> None:
+    rows = [[str(r["config"]), r["phase"], t(r["interval_s"] * 1e9), f"{count(r['received'])}/{count(r['sent'])}",
+             t(r["median_ns"]), t(r["base_median_ns"]), t(r["p99_ns"]), ", ".join(r["flags"]) or "-"]
+            for r in reruns]
+    console.print(table("re-runs at higher rates (the study's second phase)", RERUN_COLS, rows, wide))
+
+
 def plain(text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
@@ -81,8 +92,10 @@ def show(results: Path, cid: str, as_json: bool, wide: bool = False, quiet: bool
         if not quiet:
             print_json(out)
         return out
-    show_runs(runs, wide)
+    show_runs([r for r in runs if r["phase"] == "base"], wide)
     show_configs(analysis, wide)
+    if analysis.reruns:
+        show_reruns(analysis.reruns, wide)
     unsupported = sorted({k for r in runs for k, v in r["applied"].items() if isinstance(v, dict)})
     if unsupported:
         plain(f"unsupported here (recorded, not applied): {', '.join(unsupported)}")

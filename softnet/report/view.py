@@ -417,7 +417,13 @@ def latency(name: str, analysis) -> dict:
             "k": None if cl is None else f"k = {cl.k} ({cl.chosen_by})",
             "why_not_clustered": analysis.why_not_clustered, "note": analysis.note,
             "rules": list(analysis.rules.rules) if analysis.rules else [],
-            "findings": [{"verdict": f.verdict, "claim": f.claim, "detail": f.detail} for f in analysis.findings]}
+            "findings": [{"verdict": f.verdict, "claim": f.claim, "detail": f.detail} for f in analysis.findings],
+            "reruns": [{"config": r["config"], "phase": r["phase"], "every": us(r["interval_s"] * 1e9),
+                        "back": f"{r['received']}/{r['sent']}",
+                        "median": "-" if r["median_ns"] is None else us(r["median_ns"]),
+                        "base": "-" if r["base_median_ns"] is None else us(r["base_median_ns"]),
+                        "p99": "-" if r["p99_ns"] is None else us(r["p99_ns"]), "flags": ", ".join(r["flags"]) or "-"}
+                       for r in analysis.reruns]}
 
 
 def latency_stability(pairs: Sequence[dict]) -> list[str]:

@@ -65,6 +65,7 @@ class LatencyRunResult(BaseModel):
     schema_version: int = LATENCY_SCHEMA_VERSION
     knobs: dict[str, Any]
     interval_s: Number
+    phase: str = "base"  # base | fast | flood (softnet.campaign.latency.Run)
     sent: int
     received: int
     lost: int

@@ -28,7 +28,9 @@ class Event:
 
 
 def campaign_id(spec: CampaignSpec) -> str:
-    return f"{spec.name}-{spec_hash(spec.model_dump())[:8]}"
+    # Only what the spec sets: a field a later softnet adds (at its default)
+    # leaves the id, and so the resume of a stored campaign, unchanged.
+    return f"{spec.name}-{spec_hash(spec.model_dump(exclude_defaults=True))[:8]}"
 
 
 def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None] = lambda e: None) -> str:

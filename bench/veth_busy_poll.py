@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,69 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# ---- netdev generic netlink (read only): NAPIs and queue -> NAPI links ------
-NETLINK_GENERIC, GENL_ID_CTRL, CTRL_CMD_GETFAMILY = 16, 0x10, 3
-CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME = 1, 2
-NLM_F_REQUEST, NLM_F_DUMP, NLMSG_ERROR, NLMSG_DONE = 1, 0x300, 2, 3
-NETDEV_CMD_QUEUE_GET, NETDEV_CMD_NAPI_GET = 10, 11  # include/uapi/linux/netdev.h
-NETDEV_A_NAPI_IFINDEX, NETDEV_A_NAPI_ID, NETDEV_A_NAPI_PID = 1, 2, 4
-NETDEV_A_QUEUE_ID, NETDEV_A_QUEUE_IFINDEX, NETDEV_A_QUEUE_TYPE, NETDEV_A_QUEUE_NAPI_ID = 1, 2, 3, 4
-NETDEV_A_QUEUE_XSK = 7
-
-
-def _nla(kind: int, payload: bytes) -> bytes:
-    n = 4 + len(payload)
-    return struct.pack("=HH", n, kind) + payload + b"\0" * (-n % 4)
-
-
-def _attrs(buf: bytes) -> dict[int, bytes]:
-    out, i = {}, 0
-    while i + 4 <= len(buf):
-        n, kind = struct.unpack_from("=HH", buf, i)
-        if n < 4:
-            break
-        out[kind & 0x3FFF] = buf[i + 4:i + n]
-        i += (n + 3) & ~3
-    return out
-
-
-def _genl(sock: socket.socket, family: int, cmd: int, flags: int, attrs: bytes) -> list[dict[int, bytes]]:
-    payload = struct.pack("=BBH", cmd, 1, 0) + attrs
-    sock.send(struct.pack("=IHHII", 16 + len(payload), family, NLM_F_REQUEST | flags, 1, 0) + payload)
-    replies = []
-    while True:
-        data, i = sock.recv(65536), 0
-        while i + 16 <= len(data):
-            length, kind, _, _, _ = struct.unpack_from("=IHHII", data, i)
-            if kind == NLMSG_DONE:
-                return replies
-            if kind == NLMSG_ERROR:
-                err = struct.unpack_from("=i", data, i + 16)[0]
-                if err:
-                    raise OSError(-err, os.strerror(-err))
-                return replies
-            replies.append(_attrs(data[i + 20:i + length]))
-            i += (length + 3) & ~3
-        if not flags & NLM_F_DUMP:
-            return replies
-
-
 def netdev_view(ifname: str) -> dict:
     """This namespace's view of ifname: its NAPI IDs and RX queue 0's NAPI link."""
-    u32 = lambda b: struct.unpack("=I", b[:4])[0]  # noqa: E731
-    ifindex = socket.if_nametoindex(ifname)
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC) as s:
-        fam = _genl(s, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, _nla(CTRL_ATTR_FAMILY_NAME, b"netdev\0"))
-        family = struct.unpack("=H", fam[0][CTRL_ATTR_FAMILY_ID][:2])[0]
-        napis = _genl(s, family, NETDEV_CMD_NAPI_GET, NLM_F_DUMP,
-                      _nla(NETDEV_A_NAPI_IFINDEX, struct.pack("=I", ifindex)))
-        queues = _genl(s, family, NETDEV_CMD_QUEUE_GET, NLM_F_DUMP,
-                       _nla(NETDEV_A_QUEUE_IFINDEX, struct.pack("=I", ifindex)))
-    rx0 = [q for q in queues if u32(q[NETDEV_A_QUEUE_TYPE]) == 0 and u32(q[NETDEV_A_QUEUE_ID]) == 0]
-    return {"napi_ids": sorted(u32(n[NETDEV_A_NAPI_ID]) for n in napis if NETDEV_A_NAPI_ID in n),
-            "rxq0_napi_id": u32(rx0[0][NETDEV_A_QUEUE_NAPI_ID]) if rx0 and NETDEV_A_QUEUE_NAPI_ID in rx0[0]
-            else None,
-            "rxq0_xsk": bool(rx0 and NETDEV_A_QUEUE_XSK in rx0[0])}
+    from softnet.tools import netdev
+
+    v = netdev.view(ifname)
+    return {"napi_ids": sorted(n["id"] for n in v["napis"]), "rxq0_napi_id": v["rxq0_napi_id"],
+            "rxq0_xsk": v["rxq0_xsk"]}
 
 
 def netdev_view_in(ns: str | None, ifname: str) -> dict:

@@ -35,7 +35,8 @@ def test_ping_parser():
 
 
 @pytest.mark.parametrize("field, value", [("napi_defer_hard_irqs", -1), ("busy_poll_us", "50"),
-                                          ("cstate_limit_us", True), ("gro_flush_timeout_ns", 10**10)])
+                                          ("cstate_limit_us", True), ("gro_flush_timeout_ns", 10**10),
+                                          ("irq_suspend_timeout_ns", -5)])
 def test_bad_knobs_name_the_field(field, value):
     with pytest.raises(InputError, match=f"knobs.{field}"):
         LatencyKnobs(**{field: value}).validate()
@@ -48,7 +49,8 @@ def test_kernel_ping_over_a_b_c_and_knobs_restored(host_unchanged):
     before = sysctl.read_text()
     with HostChanges() as ch:
         tb = LatencyTestbed(ch, LatencyKnobs(threaded_napi=True, napi_defer_hard_irqs=2, gro_flush_timeout_ns=20000,
-                                             busy_poll_us=50, cstate_limit_us=0, coalesce_rx_usecs=10))
+                                             busy_poll_us=50, cstate_limit_us=0, coalesce_rx_usecs=10,
+                                             irq_suspend_timeout_ns=20000))
         hosts = tb.build()
         r = kernel_ping(hosts["a"].ns, hosts["c"].ip, count=20, interval_s=0.01)
         assert r["received"] == 20 and (r["rtt_ns"] > 1_000).all() and (r["rtt_ns"] < 100_000_000).all()
@@ -58,4 +60,7 @@ def test_kernel_ping_over_a_b_c_and_knobs_restored(host_unchanged):
         # veth has no interrupt coalescing: recorded, not fatal
         assert "unsupported" in applied["coalesce_rx_usecs.b_c"]
         assert len(tb.napi_threads) == 4
+        # napi-set took effect: the kernel reports it back for every NAPI of B
+        for view in tb.napi_view("b").values():
+            assert view["napis"] and all(n["irq_suspend_timeout_ns"] == 20000 for n in view["napis"])
     assert sysctl.read_text() == before

@@ -32,7 +32,7 @@ from softnet.traffic.xsk import Forward, Ping, Reflect, XskKnobs
 
 BIND_RETRIES = 3
 HOST_KNOBS = ("threaded_napi", "napi_defer_hard_irqs", "gro_flush_timeout_ns", "cstate_limit_us",
-              "coalesce_rx_usecs")
+              "coalesce_rx_usecs", "irq_suspend_timeout_ns")
 
 
 def host_knobs(cell: CampaignSpec) -> LatencyKnobs:
@@ -116,7 +116,8 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
     # where things ran, as the kernel last saw them: evidence over configuration
     observed = {"forward_cpu": procfs.thread_cpu(forward.proc.pid), "reflect_cpu": procfs.thread_cpu(reflect.proc.pid),
                 "napi_thread_cpus": {dev: {str(p): procfs.thread_cpu(p) for p in pids}
-                                     for dev, pids in tb.napi_threads.items()}}
+                                     for dev, pids in tb.napi_threads.items()},
+                "napi_b": tb.napi_view("b")}  # B's NAPIs as the kernel has them (ids, irq-suspend-timeout, links)
     baseline = None
     # The kernel baseline once per configuration, after its last run, at its interval:
     # per run it would double a campaign at the study's 1 s interval.

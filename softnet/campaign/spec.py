@@ -149,6 +149,7 @@ class LatencySpec(Strict):
     gro_flush_timeout_ns: int | None = Field(None, ge=0, le=10**9)
     cstate_limit_us: int | None = Field(None, ge=0)  # None: the host's C-states; 0: shallowest only
     coalesce_rx_usecs: int | None = Field(None, ge=0)  # NIC coalescing (veth: unsupported)
+    irq_suspend_timeout_ns: int | None = Field(None, ge=0, le=10**10)  # napi-set, with prefer_busy_poll
     interval_s: float = Field(1.0, gt=0, le=60)  # between batches (the study: 1 s)
     arrivals: Literal["periodic", "poisson"] = "periodic"
     baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per configuration (0: none)

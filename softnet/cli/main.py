@@ -200,7 +200,8 @@ def search(
 
 LATENCY_OPTIONS = {f"latency.{k}": f"--{k.replace('_', '-')}" for k in (
     "bind_mode", "need_wakeup", "busy_poll", "busy_poll_us", "poll_sender", "poll_forwarder", "poll_receiver",
-    "batch", "ring_size", "xdp_mode", "threaded_napi", "cstate_limit_us", "arrivals", "baseline_count")} | {
+    "batch", "ring_size", "xdp_mode", "threaded_napi", "cstate_limit_us", "irq_suspend_timeout_ns", "arrivals",
+    "baseline_count")} | {
     "latency.interval_s": "--interval", "method.runs": "--runs", "method.duration_s": "--duration",
     "traffic.frame_bytes": "--size", "name": "--name"}
 
@@ -217,6 +218,7 @@ def latency(
     batch: int = typer.Option(1, help="packets per send burst / ring batch"),
     threaded_napi: bool = typer.Option(False, "--threaded-napi", help="threaded NAPI on every receiving veth"),
     cstate_limit_us: int = typer.Option(None, help="hold /dev/cpu_dma_latency at this (0: shallowest C-state)"),
+    irq_suspend_timeout_ns: int = typer.Option(None, help="netdev napi-set irq-suspend-timeout of every NAPI, ns"),
     interval: float = typer.Option(1.0, help="seconds between packets (the study: 1 s)"),
     arrivals: str = typer.Option("periodic", help="periodic or poisson"),
     runs: int = typer.Option(3, help="runs (the study: at least 3)"),
@@ -235,6 +237,7 @@ def latency(
     lat = {"bind_mode": bind_mode, "need_wakeup": need_wakeup, "busy_poll": busy_poll, "busy_poll_us": busy_poll_us,
            "poll_sender": poll_sender, "poll_forwarder": poll_forwarder, "poll_receiver": poll_receiver,
            "batch": batch, "threaded_napi": threaded_napi, "cstate_limit_us": cstate_limit_us,
+           "irq_suspend_timeout_ns": irq_suspend_timeout_ns,
            "interval_s": interval, "arrivals": arrivals, "baseline_count": baseline_count}
     spec = spec_from_options({"name": name, "traffic": {"frame_bytes": size}, "latency": lat,
                               "method": {"kind": "latency", "runs": runs, "duration_s": duration}}, LATENCY_OPTIONS)

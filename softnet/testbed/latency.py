@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from softnet.errors import InputError
+from softnet.errors import InputError, TestbedError
 from softnet.testbed.netns import NetnsLab
-from softnet.tools import hostcmd
+from softnet.tools import hostcmd, netdev
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 
 # interface role -> (IPv4, IPv6, MAC); A's side 198.18/24, C's side 198.19/24.
@@ -48,11 +48,12 @@ class LatencyKnobs:
     busy_poll_us: int | None = None  # net.core.busy_poll and busy_read (host-wide sysctls)
     cstate_limit_us: int | None = None  # held in /dev/cpu_dma_latency for the run; 0: shallowest state only
     coalesce_rx_usecs: int | None = None  # ethtool -C rx-usecs (veth: unsupported)
+    irq_suspend_timeout_ns: int | None = None  # netdev napi-set irq-suspend-timeout (kernel 6.13+)
 
     def validate(self, where: str = "knobs") -> None:
         for name, lo, hi in (("napi_defer_hard_irqs", 0, 2**31 - 1), ("gro_flush_timeout_ns", 0, 10**9),
                              ("busy_poll_us", 0, 10**6), ("cstate_limit_us", 0, 2**31 - 1),
-                             ("coalesce_rx_usecs", 0, 10**6)):
+                             ("coalesce_rx_usecs", 0, 10**6), ("irq_suspend_timeout_ns", 0, 10**10)):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
                 raise InputError(f"{where}.{name}", f"{v!r}: expected an integer in [{lo}, {hi}]")
@@ -163,6 +164,9 @@ class LatencyTestbed(NetnsLab):
                     if value is not None:
                         self._try(f"{knob}.{role}", lambda ns=ns, dev=dev, path=path, value=value:
                                   self.set_ns_file(ns, f"/sys/class/net/{dev}/{path}", str(value)), value)
+                if k.irq_suspend_timeout_ns is not None:
+                    self._try(f"irq_suspend_timeout_ns.{role}", lambda ns=ns, dev=dev: self._irq_suspend(ns, dev),
+                              k.irq_suspend_timeout_ns)
                 if k.coalesce_rx_usecs is not None:
                     self._try(f"coalesce_rx_usecs.{role}", lambda ns=ns, dev=dev: hostcmd.in_netns(
                         ns, ["ethtool", "-C", dev, "rx-usecs", str(k.coalesce_rx_usecs)]), k.coalesce_rx_usecs)
@@ -180,6 +184,21 @@ class LatencyTestbed(NetnsLab):
         except Exception as exc:  # noqa: BLE001 -- any refusal is recorded, the run goes on
             self.applied[knob] = {"unsupported": str(exc).strip().splitlines()[-1] if str(exc).strip() else
                                   type(exc).__name__}
+
+    def _irq_suspend(self, ns: str, dev: str) -> None:
+        """Every NAPI of dev (they exist once GRO is on); the value dies with the device."""
+        napis = netdev.in_netns(ns, "view", dev)["napis"]
+        if not napis:
+            raise TestbedError(f"{ns}/{dev} has no NAPI instance to configure")
+        for n in napis:
+            netdev.in_netns(ns, "set_irq_suspend_timeout", n["id"], self.knobs.irq_suspend_timeout_ns)
+            self.changes.record(f"{ns}/{dev} napi {n['id']} irq-suspend-timeout {self.knobs.irq_suspend_timeout_ns} ns "
+                                f"(was {n['irq_suspend_timeout_ns']})", lambda: None)
+
+    def napi_view(self, host: str) -> dict:
+        """What the kernel says of each receiving interface of a host now: its
+        NAPIs (ids, irq-suspend-timeout) and RX queue 0's NAPI link."""
+        return {role: netdev.in_netns(self.ns[host], "view", self.ifs[role]) for role in RX_DEVS[host]}
 
     def _host_sysctl(self, key: str, value: str) -> None:
         """A host-wide sysctl (these are not per network namespace)."""

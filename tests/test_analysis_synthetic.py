@@ -137,4 +137,4 @@ def test_generator_limited_runs_are_excluded():
     assert {e.reason for e in a.stats.excluded} == {"generator_limited"} and len(a.stats.excluded) == 20
     assert a.report.verdict is Verdict.GOOD
     (flag,) = [f for f in a.report.flags if f.kind == "excluded_runs"]
-    assert flag.count == 20 and "1600000 pps" in flag.message
+    assert flag.count == 20 and "1.6 Mpps" in flag.message

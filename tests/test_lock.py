@@ -3,6 +3,7 @@ holder, and is taken over when its holder died."""
 from __future__ import annotations
 
 import json
+import tempfile
 import signal
 import subprocess
 import sys
@@ -92,8 +93,11 @@ TRIAL = ("trial", "--rate", "200kpps", "--duration", "3", "--warmup", "0.5", "--
 def trials_0_3_s_apart(second_wait: str) -> tuple[subprocess.Popen, subprocess.CompletedProcess]:
     """The first trial (queued behind any other run) and, 0.3 s later (once
     the first holds the testbed), the second, finished."""
-    first = subprocess.Popen(softnet_cmd(*TRIAL, "--wait", "600"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    # Its output to files, not pipes: a trial's JSON is larger than a pipe holds, and a
+    # writer blocked on a full pipe would hold the testbed while the second waits.
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    first = subprocess.Popen(softnet_cmd(*TRIAL, "--wait", "600"), stdout=out, stderr=err, text=True)
+    first.output = (out, err)
     time.sleep(0.3)
     deadline = time.monotonic() + 600
     while read_holder(LOCK_DIR / LOCK_NAME).get("pid") != first.pid and time.monotonic() < deadline:
@@ -103,10 +107,20 @@ def trials_0_3_s_apart(second_wait: str) -> tuple[subprocess.Popen, subprocess.C
     return first, second
 
 
+def finish(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.wait(timeout=120)
+    texts = []
+    for f in proc.output:
+        f.seek(0)
+        texts.append(f.read())
+        f.close()
+    return texts[0], texts[1]
+
+
 @needs_root
 def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
     first, second = trials_0_3_s_apart("0")
-    out, err = first.communicate(timeout=120)
+    out, err = finish(first)
     assert second.returncode == 1, second.stderr
     assert f"pid {first.pid}" in second.stderr and "softnet trial --rate 200kpps" in second.stderr
     assert "Traceback" not in second.stderr and second.stdout == ""
@@ -117,7 +131,7 @@ def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
 @needs_root
 def test_two_trials_at_once_the_second_waits_then_runs(tmp_path):
     first, second = trials_0_3_s_apart("120")
-    out, err = first.communicate(timeout=120)
+    out, err = finish(first)
     assert first.returncode == 0 and second.returncode == 0, err + second.stderr
     assert f"in use by pid {first.pid}" in second.stderr
     assert json.loads(out)["valid"] is True and json.loads(second.stdout)["valid"] is True

@@ -107,3 +107,23 @@ def test_latency_campaign_killed_mid_run_resumes_and_re_evaluates(tmp_path):
     db = duckdb.connect(str(results / DB_NAME), read_only=True)
     assert db.execute("SELECT count(*) FROM latency_runs").fetchone()[0] == 12 + 2 * k  # nothing measured again
     assert wait_host_state(before) == before
+
+
+def test_latency_cpus_that_do_not_exist_are_refused_at_load(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.replace("[matrix]", "app_cpus = {b = 99}\n[matrix]"))
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r")), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "latency.app_cpus.b" in r.stderr and "CPU 99" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_receive_mode_per_role_overrides_poll():
+    from softnet.campaign.latency import socket_options
+    from softnet.campaign.spec import CampaignSpec
+
+    spec = CampaignSpec.model_validate({"name": "x", "method": {"kind": "latency"},
+                                        "latency": {"poll_receiver": True, "rx_mode_forwarder": "epoll"}})
+    assert socket_options(spec, "reflect", 0).rx_mode == "poll"
+    assert socket_options(spec, "forward", 1).rx_mode == "epoll"
+    assert socket_options(spec, "ping", 0).rx_mode == "busy"

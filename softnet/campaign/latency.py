@@ -24,7 +24,7 @@ from softnet.collect import procfs
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
 from softnet.results.store import Store
-from softnet.testbed.latency import LatencyKnobs, LatencyTestbed
+from softnet.testbed.latency import LatencyKnobs, LatencyPlacement, LatencyTestbed
 from softnet.tools.changes import HostChanges
 from softnet.units import format_duration_ns
 from softnet.traffic.ping import kernel_ping
@@ -46,8 +46,9 @@ def socket_options(cell: CampaignSpec, role: str, cpu: int) -> XskKnobs:
     poll() an application busy-spins on its rings, as in the study."""
     lat = cell.latency
     poll = {"ping": lat.poll_sender, "forward": lat.poll_forwarder, "reflect": lat.poll_receiver}[role]
+    mode = {"ping": lat.rx_mode_sender, "forward": lat.rx_mode_forwarder, "reflect": lat.rx_mode_receiver}[role]
     return XskKnobs(zero_copy=lat.bind_mode == "zero-copy", need_wakeup=lat.need_wakeup,
-                    rx_mode="poll" if poll else "busy", busy_poll_us=lat.busy_poll_us if lat.busy_poll else None,
+                    rx_mode=mode or ("poll" if poll else "busy"), busy_poll_us=lat.busy_poll_us if lat.busy_poll else None,
                     prefer_busy_poll=lat.busy_poll, busy_poll_budget=lat.busy_poll_budget if lat.busy_poll else None,
                     batch=lat.batch, ring_size=lat.ring_size, xdp_mode=lat.xdp_mode, cpu=cpu)
 
@@ -76,7 +77,8 @@ FLOOD_INTERVAL_S = 1e-6  # the tool's shortest gap
 def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[Run],
              on_run: Callable[[int, dict], None]) -> None:
     with HostChanges() as changes:
-        tb = LatencyTestbed(changes, host_knobs(cell))
+        tb = LatencyTestbed(changes, host_knobs(cell), LatencyPlacement(dict(cell.latency.app_cpus),
+                                                                        dict(cell.latency.napi_cpus)))
         hosts = tb.build()
         c, b = hosts["c"], hosts["b"]
         reflect = Reflect(changes, c.ns, c.ifname, socket_options(cell, "reflect", c.cpu))

@@ -141,6 +141,14 @@ class LatencySpec(Strict):
     poll_sender: bool = False
     poll_forwarder: bool = False
     poll_receiver: bool = False
+    # Beyond the study's poll()-or-spin: a receive mode per role overrides poll_* (None: from poll_*)
+    rx_mode_sender: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
+    rx_mode_forwarder: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
+    rx_mode_receiver: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
+    # CPU of each host's application (a, b, c) and of its receive NAPI context when
+    # threaded (default: B alone on the last CPU, A and C on the first; NAPI with its application)
+    app_cpus: dict[Literal["a", "b", "c"], int] = Field(default_factory=dict)
+    napi_cpus: dict[Literal["a", "b", "c"], int] = Field(default_factory=dict)
     batch: int = Field(1, ge=1, le=256)
     ring_size: int = Field(2048, ge=64, le=32768)
     xdp_mode: Literal["native", "skb"] = "native"
@@ -425,4 +433,8 @@ def load_spec(path: str | Path) -> CampaignSpec:
             cell.search_range_pps()
         elif cell.method.kind == "sweep":
             cell.n_loads()
+        else:  # latency: the CPUs must exist here
+            from softnet.testbed.latency import LatencyPlacement
+
+            LatencyPlacement(dict(cell.latency.app_cpus), dict(cell.latency.napi_cpus)).validate()
     return spec

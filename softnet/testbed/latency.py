@@ -72,9 +72,9 @@ class LatencyPlacement:
         for what, cpus in (("app_cpus", self.app_cpus), ("napi_cpus", self.napi_cpus)):
             for host, cpu in cpus.items():
                 if host not in HOSTS:
-                    raise InputError(f"placement.{what}", f"host '{host}' unknown; accepted: a, b, c")
+                    raise InputError(f"latency.{what}", f"host '{host}' unknown; accepted: a, b, c")
                 if cpu not in online:
-                    raise InputError(f"placement.{what}.{host}", f"CPU {cpu} is not usable; accepted: {online}")
+                    raise InputError(f"latency.{what}.{host}", f"CPU {cpu} is not usable; accepted: {online}")
 
     @classmethod
     def default(cls) -> "LatencyPlacement":

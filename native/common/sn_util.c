@@ -211,3 +211,28 @@ void sn_serve_reads(void (*read)(void *), void *arg)
 			break;
 	}
 }
+
+void sn_parse_mac(const char *opt, const char *val, unsigned char *mac)
+{
+	int end = 0;
+	if (sscanf(val, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%n", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5],
+		   &end) != 6 || val[end])
+		sn_usage_error("--%s: expected a MAC address aa:bb:cc:dd:ee:ff, got '%s'", opt, val);
+}
+
+uint32_t sn_csum_add(uint32_t sum, const void *buf, size_t len)
+{
+	const unsigned char *b = buf;
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)(b[i] << 8 | b[i + 1]);
+	if (len & 1)
+		sum += (uint32_t)b[len - 1] << 8;
+	return sum;
+}
+
+uint16_t sn_csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}

@@ -42,6 +42,15 @@ void sn_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf
 /* Parse a number option (OPT without dashes) within [min, max] or exit 2 naming it. */
 uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max);
 double sn_parse_double(const char *opt, const char *val, double min, double max);
+/* Parse a MAC option (aa:bb:cc:dd:ee:ff) into mac[6] or exit 2 naming it. */
+void sn_parse_mac(const char *opt, const char *val, unsigned char *mac);
+
+/* ---- packets ---- */
+
+/* Internet checksum: add buf's 16-bit big-endian words to sum (an odd last
+ * byte padded with zero), then fold the carries into 16 bits. */
+uint32_t sn_csum_add(uint32_t sum, const void *buf, size_t len);
+uint16_t sn_csum_fold(uint32_t sum);
 
 /* ---- process ---- */
 

@@ -52,31 +52,6 @@ struct opts {
 	int cpu;
 };
 
-static void parse_mac(const char *opt, const char *s, unsigned char *mac)
-{
-	int end = 0;
-	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%n", &mac[0], &mac[1], &mac[2],
-		   &mac[3], &mac[4], &mac[5], &end) != 6 || s[end])
-		sn_usage_error("--%s: expected a MAC address aa:bb:cc:dd:ee:ff, got '%s'", opt, s);
-}
-
-static uint32_t csum_add(uint32_t sum, const void *buf, size_t len)
-{
-	const unsigned char *b = buf;
-	for (size_t i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)(b[i] << 8 | b[i + 1]);
-	if (len & 1)
-		sum += (uint32_t)b[len - 1] << 8;
-	return sum;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)sum;
-}
-
 /* Builds the template frame; returns its length and the UDP checksum base
  * (pseudo-header + UDP header + payload with seq, ts and sport zeroed). */
 static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum_base,
@@ -105,8 +80,8 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip6->hop_limit = 64;
 		ip6->saddr = s6;
 		ip6->daddr = d6;
-		sum = csum_add(sum, &s6, 16);
-		sum = csum_add(sum, &d6, 16);
+		sum = sn_csum_add(sum, &s6, 16);
+		sum = sn_csum_add(sum, &d6, 16);
 	} else {
 		struct iphdr *ip = (struct iphdr *)(f + l3);
 		if (inet_pton(AF_INET, o->src_ip, &s4) != 1 || inet_pton(AF_INET, o->dst_ip, &d4) != 1)
@@ -118,16 +93,16 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip->protocol = IPPROTO_UDP;
 		ip->saddr = s4.s_addr;
 		ip->daddr = d4.s_addr;
-		ip->check = htons(~csum_fold(csum_add(0, ip, sizeof(*ip))) & 0xffff);
-		sum = csum_add(sum, &s4, 4);
-		sum = csum_add(sum, &d4, 4);
+		ip->check = htons(~sn_csum_fold(sn_csum_add(0, ip, sizeof(*ip))) & 0xffff);
+		sum = sn_csum_add(sum, &s4, 4);
+		sum = sn_csum_add(sum, &d4, 4);
 	}
 	sum += IPPROTO_UDP + udp_len;
 	struct udphdr *udp = (struct udphdr *)(f + l4);
 	udp->dest = htons(SN_UDP_DPORT);
 	udp->len = htons(udp_len);
-	sum = csum_add(sum, udp, udp_len); /* source, check, seq and ts are still zero */
-	*csum_base = csum_fold(sum);
+	sum = sn_csum_add(sum, udp, udp_len); /* source, check, seq and ts are still zero */
+	*csum_base = sn_csum_fold(sum);
 	lay->udp_off = l4;
 	lay->payload_off = l4 + sizeof(*udp);
 	return len;
@@ -169,8 +144,8 @@ static void on_option(int key, const char *val, void *arg)
 	case 'n': o->netns = val; break;
 	case 'i': o->ifname = val; break;
 	case OPT_ANCHOR: o->anchor = val; break;
-	case OPT_SRC_MAC: parse_mac("src-mac", val, o->src_mac); break;
-	case OPT_DST_MAC: parse_mac("dst-mac", val, o->dst_mac); break;
+	case OPT_SRC_MAC: sn_parse_mac("src-mac", val, o->src_mac); break;
+	case OPT_DST_MAC: sn_parse_mac("dst-mac", val, o->dst_mac); break;
 	case OPT_SRC_IP: o->src_ip = val; break;
 	case OPT_DST_IP: o->dst_ip = val; break;
 	case 's': o->size = sn_parse_u64("size", val, 64, 1518); break;

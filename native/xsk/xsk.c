@@ -579,14 +579,6 @@ static __u64 sent, received, dups, reordered, impossible, foreign, late_sends;
 static __u64 max_lag_ns, rtt_min_ns, rtt_max_ns, highest_seq_plus1;
 static volatile sig_atomic_t stop_requested;
 
-static __u32 csum_add(__u32 sum, const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-	for (size_t i = 0; i + 1 < len; i += 2)
-		sum += (__u32)(p[i] << 8 | p[i + 1]);
-	return sum;
-}
-
 static void build_template(void)
 {
 	struct ethhdr *eth = (void *)tmpl;
@@ -605,9 +597,7 @@ static void build_template(void)
 	ip->protocol = IPPROTO_UDP;
 	inet_pton(AF_INET, o.src_ip, &ip->saddr);
 	inet_pton(AF_INET, o.dst_ip, &ip->daddr);
-	sum = csum_add(0, ip, sizeof(*ip));
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
+	sum = sn_csum_fold(sn_csum_add(0, ip, sizeof(*ip)));
 	ip->check = htons(~sum & 0xffff);
 	udp->source = htons(XSK_SPORT);
 	udp->dest = htons(XSK_PORT);
@@ -1075,14 +1065,6 @@ static unsigned role_mask(int key)
 	}
 }
 
-static void parse_mac(const char *opt, const char *s, unsigned char *mac)
-{
-	int end = 0;
-	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%n", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5],
-		   &end) != 6 || s[end])
-		sn_usage_error("--%s: expected a MAC address like 02:00:00:00:00:01, got '%s'", opt, s);
-}
-
 static int pick(const char *opt, const char *val, const char *const *names, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -1114,10 +1096,10 @@ static void on_option(int key, const char *val, void *arg)
 	case 'i': o.ifname = val; break;
 	case OPT_IFNAME2: o.ifname2 = val; break;
 	case 'q': o.queue = sn_parse_u64("queue", val, 0, 1023); break;
-	case OPT_SRC_MAC: parse_mac("src-mac", val, o.src_mac); o.src_mac_set = true; break;
-	case OPT_DST_MAC: parse_mac("dst-mac", val, o.dst_mac); o.dst_mac_set = true; break;
-	case OPT_A_MAC: parse_mac("a-mac", val, o.a_mac); o.a_mac_set = true; break;
-	case OPT_C_MAC: parse_mac("c-mac", val, o.c_mac); o.c_mac_set = true; break;
+	case OPT_SRC_MAC: sn_parse_mac("src-mac", val, o.src_mac); o.src_mac_set = true; break;
+	case OPT_DST_MAC: sn_parse_mac("dst-mac", val, o.dst_mac); o.dst_mac_set = true; break;
+	case OPT_A_MAC: sn_parse_mac("a-mac", val, o.a_mac); o.a_mac_set = true; break;
+	case OPT_C_MAC: sn_parse_mac("c-mac", val, o.c_mac); o.c_mac_set = true; break;
 	case OPT_SRC_IP: o.src_ip = val; break;
 	case OPT_DST_IP: o.dst_ip = val; break;
 	case 's': o.size = sn_parse_u64("size", val, XSK_MIN_FRAME_BYTES, 1518); break;

@@ -3,8 +3,8 @@ per configuration, `method.runs` runs of `method.duration_s` each.
 
 Per cell the three-namespace testbed is built with the cell's host knobs, C
 reflects and B forwards with softnet-xsk, then each run pings from A (one
-packet per `latency.interval_s`), with the kernel baseline (`ping` over the
-same path) after it when asked. A run's raw reads and its per-packet records
+packet per `latency.interval_s`); the kernel baseline (`ping` over the same
+path) follows a configuration's last run when asked. A run's raw reads and its per-packet records
 are stored before its row, so a campaign resumes after kill -9 with no run
 lost or repeated.
 """
@@ -26,9 +26,9 @@ from softnet.provenance import provenance
 from softnet.results.store import Store
 from softnet.testbed.latency import LatencyKnobs, LatencyPlacement, LatencyTestbed
 from softnet.tools.changes import HostChanges
-from softnet.units import format_duration_ns
 from softnet.traffic.ping import kernel_ping
 from softnet.traffic.xsk import Forward, Ping, Reflect, XskKnobs
+from softnet.units import format_duration_ns
 
 BIND_RETRIES = 3
 HOST_KNOBS = ("threaded_napi", "napi_defer_hard_irqs", "gro_flush_timeout_ns", "cstate_limit_us",
@@ -48,8 +48,9 @@ def socket_options(cell: CampaignSpec, role: str, cpu: int) -> XskKnobs:
     poll = {"ping": lat.poll_sender, "forward": lat.poll_forwarder, "reflect": lat.poll_receiver}[role]
     mode = {"ping": lat.rx_mode_sender, "forward": lat.rx_mode_forwarder, "reflect": lat.rx_mode_receiver}[role]
     return XskKnobs(zero_copy=lat.bind_mode == "zero-copy", need_wakeup=lat.need_wakeup,
-                    rx_mode=mode or ("poll" if poll else "busy"), busy_poll_us=lat.busy_poll_us if lat.busy_poll else None,
-                    prefer_busy_poll=lat.busy_poll, busy_poll_budget=lat.busy_poll_budget if lat.busy_poll else None,
+                    rx_mode=mode or ("poll" if poll else "busy"),
+                    busy_poll_us=lat.busy_poll_us if lat.busy_poll else None, prefer_busy_poll=lat.busy_poll,
+                    busy_poll_budget=lat.busy_poll_budget if lat.busy_poll else None,
                     batch=lat.batch, ring_size=lat.ring_size, xdp_mode=lat.xdp_mode, cpu=cpu)
 
 
@@ -127,12 +128,13 @@ def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: Cam
         b = kernel_ping(hosts["a"].ns, hosts["c"].ip, lat.baseline_count, max(lat.interval_s, 0.01),
                         cell.traffic.frame_bytes)
         baseline = {"sent": b["sent"], "received": b["received"], "rtt_ns": b["rtt_ns"].tolist()}
+    testbed = tb.describe()
     raw = {"knobs": cell_knobs(cell), "interval_s": interval_s, "phase": run.phase, "count": count, "ping": summary,
            "hello": {"ping": ping.hello, "forward": forward.hello, "reflect": reflect.hello},
            "forward_counters": forward.read(), "reflect_counters": reflect.read(),
            "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline, "observed": observed,
            "requested_cpus": {h: hosts[h].cpu for h in ("a", "b", "c")},
-           "applied": tb.describe()["applied"], "testbed": tb.describe(), "started_unix_s": started,
+           "applied": testbed["applied"], "testbed": testbed, "started_unix_s": started,
            "records_path": str(records_path),
            "provenance": provenance(changes, latency=cell_knobs(cell), method=m.model_dump())}
     return raw, records

@@ -224,7 +224,7 @@ def latency(
     runs: int = typer.Option(3, help="runs (the study: at least 3)"),
     duration: float = typer.Option(10.0, help="seconds per run (the study: 30)"),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
-    baseline_count: int = typer.Option(0, help="kernel ping replies per run over the same path (0: none)"),
+    baseline_count: int = typer.Option(0, help="kernel ping replies over the same path, after the runs (0: none)"),
     name: str = typer.Option("latency", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB, raw JSON, records)"),
     as_json: bool = typer.Option(False, "--json"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from softnet.analysis.latency_stats import knob_label
 from softnet.cli.output import Col, console, count, eng, print_json, table
 
 US = 1e-9  # ns -> s for eng(..., "s")
@@ -52,7 +53,7 @@ def show_configs(analysis, wide: bool = False) -> None:
         plain(f"  note: {analysis.note}")
     for k in cl.clusters:
         std = "" if k.std_ns != k.std_ns else f" +- {t(k.std_ns)}"
-        knobs = ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "no knob common to all"
+        knobs = ", ".join(knob_label({n: v}) for n, v in k.always_present.items()) or "no knob common to all"
         plain(f"  cluster {k.index}: {len(k.members)} configuration(s), mean {t(k.mean_ns)}{std}; always: {knobs}")
     if analysis.rules is not None:
         plain(f"what separates the clusters (decision tree, {100 * analysis.rules.accuracy:.0f}% of configurations):")

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from softnet.analysis.campaigns import Configuration
 from softnet.analysis.cpu_audit import by_context
+from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
 from softnet.results.readers import ResultsProvenance
@@ -412,7 +413,7 @@ def latency(name: str, analysis) -> dict:
     clusters = [] if cl is None else [
         {"index": k.index, "n": len(k.members), "mean": us(k.mean_ns),
          "std": "-" if k.std_ns != k.std_ns else us(k.std_ns),
-         "always": ", ".join(f"{n}={v}" for n, v in k.always_present.items()) or "-"} for k in cl.clusters]
+         "always": ", ".join(knob_label({n: v}) for n, v in k.always_present.items()) or "-"} for k in cl.clusters]
     return {"name": name, "rows": rows, "clusters": clusters,
             "k": None if cl is None else f"k = {cl.k} ({cl.chosen_by})",
             "why_not_clustered": analysis.why_not_clustered, "note": analysis.note,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from softnet.analysis.latency_clusters import (EXCLUDE_FLAGS, Clustering, Finding, KnobEffect, KnobRules, StudyKnobs,
-                                               cluster_configurations, cluster_stability, explain_clusters, knob_effects,
-                                               study_findings)
+from softnet.analysis.latency_clusters import (EXCLUDE_FLAGS, Clustering, Finding, KnobEffect, KnobRules,
+                                               StudyKnobs, cluster_configurations, cluster_stability,
+                                               explain_clusters, knob_effects, study_findings)
 from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_key, knob_label
 from softnet.errors import InputError
 from softnet.results.latency import read_records
@@ -21,10 +21,10 @@ MIN_CLUSTERED = 3
 CAMPAIGN_KNOBS = StudyKnobs(cstate="cstate_limit_us", coalescing="coalesce_rx_usecs")
 
 
-def latency_configs(store: Store, campaign_id: str, n_resamples: int = 2000) -> list[ConfigStats]:
-    """One ConfigStats per matrix cell that has stored runs, labelled by its
-    matrix knobs (all latency knobs when the campaign has no matrix)."""
-    runs = [r for r in store.latency_runs(campaign_id) if r["phase"] == "base"]
+def latency_configs(store: Store, campaign_id: str, runs: Sequence[dict], n_resamples: int = 2000) -> list[ConfigStats]:
+    """One ConfigStats per matrix cell with stored base runs (``runs``: the
+    campaign's ``store.latency_runs``), labelled by its matrix knobs."""
+    runs = [r for r in runs if r["phase"] == "base"]
     cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
     out = []
     for cell_id in sorted({r["cell_id"] for r in runs}):
@@ -72,9 +72,11 @@ class LatencyAnalysis:
 
 
 def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resamples: int = 2000,
-                    seed: int = 0) -> LatencyAnalysis:
-    configs = latency_configs(store, campaign_id, n_resamples)
-    out = LatencyAnalysis(configs, reruns=reruns(store, campaign_id, configs))
+                    seed: int = 0, runs: Sequence[dict] | None = None) -> LatencyAnalysis:
+    """``runs``: the campaign's stored runs when the caller has read them already."""
+    runs = store.latency_runs(campaign_id) if runs is None else runs
+    configs = latency_configs(store, campaign_id, runs, n_resamples)
+    out = LatencyAnalysis(configs, reruns=reruns(runs, configs))
     if len(configs) < MIN_CLUSTERED:
         out.why_not_clustered = f"{len(configs)} configuration(s): clusters need at least {MIN_CLUSTERED}"
         return out
@@ -114,12 +116,12 @@ def stability(analyses: Sequence[tuple[str, LatencyAnalysis]]) -> list[dict]:
     return out
 
 
-def reruns(store: Store, campaign_id: str, configs: Sequence[ConfigStats]) -> list[dict]:
+def reruns(runs: Sequence[dict], configs: Sequence[ConfigStats]) -> list[dict]:
     """The re-runs at higher rates (phases fast and flood), each with its
     configuration's number and its round-trip statistics against the base runs'."""
     index = {knob_key(c.knobs): i for i, c in enumerate(configs)}
     out = []
-    for r in store.latency_runs(campaign_id):
+    for r in runs:
         if r["phase"] == "base":
             continue
         i = index.get(knob_key(r["knobs"]))

@@ -170,11 +170,12 @@ def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> 
     """The study's second phase: per cluster the configurations nearest its
     mean, re-run at the rate of their minimum RTT (one packet in flight: the
     highest rate where batches do not overlap) and then without a gap."""
-    analysis = analyze_latency(store, cid, n_resamples=200)
+    runs = store.latency_runs(cid)
+    analysis = analyze_latency(store, cid, n_resamples=200, runs=runs)
     if analysis.clustering is None:
         on_event("plan", 0, 0, f"{cid}: no re-runs at higher rates ({analysis.why_not_clustered})")
         return
-    cell_of = {knob_key(r["knobs"]): r["cell_id"] for r in store.latency_runs(cid)}
+    cell_of = {knob_key(r["knobs"]): r["cell_id"] for r in runs}
     done = store.done_latency_runs(cid)
     todo = []
     for cl in analysis.clustering.clusters:

@@ -87,7 +87,7 @@ def show(results: Path, cid: str, as_json: bool, wide: bool = False, quiet: bool
 
     with Store(results, read_only=True) as store:
         runs = store.latency_runs(cid)
-        analysis = analyze_latency(store, cid)
+        analysis = analyze_latency(store, cid, runs=runs)
     out = {"campaign_id": cid, "results_dir": str(results), "runs": runs, **analysis.to_dict()}
     if as_json:
         if not quiet:

@@ -57,8 +57,9 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
     """Searches, kernel statistics, audit rows and stages of the campaigns."""
     data = SoftnetData(provenance=readers.provenance(store, list(campaign_ids)))
     for cid in campaign_ids:
-        if store.latency_runs(cid):
-            data.latency.append((cid, analyze_latency(store, cid)))
+        runs = store.latency_runs(cid)
+        if runs:
+            data.latency.append((cid, analyze_latency(store, cid, runs=runs)))
         data.searches += summarize_searches(store, cid)
         data.search_trials.update({(cid, cell, run): trials
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})

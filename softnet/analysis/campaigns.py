@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from softnet.analysis.loss_stats import RunPolicy
+from softnet.analysis.loss_time import counted_received
 from softnet.analysis.pastrami_files import list_pastrami_files, parse_filename, read_pastrami_file
 from softnet.analysis.saturation import Analysis, analyze_rows
+from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS
 from softnet.errors import InputError
 from softnet.results.store import DB_NAME, Store
 
@@ -67,8 +69,10 @@ def analyze_campaign(store: Store, campaign_id: str) -> list[Configuration]:
         if not trials:
             continue
         a = cell["spec"]["analysis"]
-        runs = [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], t["received_pkts"],
-                           t["duration_s"], tuple(t["flags"] or ())) for t in trials]
+        mode = cell["spec"].get("method", {}).get("host_stall_loss", "set_apart")
+        runs = [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], counted_received(t, mode),
+                           t["duration_s"], tuple(f for f in t["flags"] or () if f not in INFORMATIONAL_FLAGS))
+                for t in trials]
         analysis = analyze_rows(runs, confidence=a["confidence"], policy=FlagPolicy(),
                                 pdr_loss_ratio=a["pdr_loss_ratio"], eta=a["eta"])
         out.append(Configuration(cell_label(cell["knobs"], cell["spec"]), cell["knobs"], analysis, "softnet",

@@ -7,7 +7,7 @@ lost nor double counted.
 """
 from __future__ import annotations
 
-from softnet.analysis import counters, latency_hist
+from softnet.analysis import counters, latency_hist, loss_time
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
@@ -15,11 +15,13 @@ from softnet.analysis.profile_reads import name_drops
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.series import Series
-from softnet.results.trial import (KNOWN_RAW_SCHEMA_VERSIONS, RAW_SCHEMA_VERSION, SCHEMA_VERSION, TrialResult,
-                                   TrialSpec)
+from softnet.results.trial import KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, TrialResult, TrialSpec
 
 PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
+# Flags that inform without invalidating: the trial still measured the SUT
+# (host_interference: host stalls explain part of its loss, which is set apart).
+INFORMATIONAL_FLAGS = frozenset({"host_interference"})
 
 
 def _int_keys(snap: dict) -> dict:
@@ -183,6 +185,25 @@ def flags(spec: TrialSpec, gen: dict, sent: int, received: int, achieved: float,
     return out
 
 
+def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None) -> dict:
+    """Loss in time, the data path's CPU stalls and the loss they explain
+    (softnet.analysis.loss_time); the SUT's own loss is what is left."""
+    timeline, probe, p = raw.get("sink_timeline"), raw.get("stalls") or {}, raw["testbed"]["placement"]
+    missing = probe.get("missing") or (None if timeline else "no sink timeline")
+    if missing or lost is None:
+        return {"host_stalls": {"missing": missing or "loss unknown (counters inconsistent)"},
+                "sut_lost_pkts": lost, "sut_loss_ratio": lost / sent if sent and lost is not None else None}
+    busy = [counters.busy_ratio(window["cpu_ticks"][c]) for c in p["sut_cpus"] if c in window["cpu_ticks"]]
+    busy = [b for b in busy if b is not None]
+    steal = {c: 10.0 * t.get("steal", 0) for c, t in window["cpu_ticks"].items()}  # USER_HZ 100: 10 ms a tick
+    out = loss_time.attribute(timeline, raw["generator"], probe, p, sum(busy) / len(busy) if busy else None,
+                              steal, raw.get("injected_stalls"))
+    explained = out["loss_explained_by_host_stalls"]["pkts"]
+    # the sink's bitmap and its counters agree when nothing is in flight; if not, the counters rule
+    sut_lost = max(lost - explained, 0)
+    return {**out, "sut_lost_pkts": sut_lost, "sut_loss_ratio": sut_lost / sent if sent else None}
+
+
 def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
     as measured. ``spec`` defaults to the one the raw trial records."""
@@ -209,7 +230,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         found.append("placement_not_as_requested")
     fields = dict(
         # a raw trial of version 1 (log2 histogram) gives the result it always gave
-        schema_version=SCHEMA_VERSION if raw_version == RAW_SCHEMA_VERSION else 2,
+        schema_version=RESULT_SCHEMA_OF_RAW[raw_version],
         sut=tb["sut"], ip_version=tb["ip_version"],
         intended_rate_pps=spec.rate_pps, duration_s=spec.duration_s, warmup_s=spec.warmup_s,
         frame_bytes=spec.frame_bytes, flows=spec.flows,
@@ -219,7 +240,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         lost_pkts=lost, loss_ratio=(lost / sent if sent and lost is not None else None),
         reordered_pkts=sink["reordered_pkts"], duplicate_pkts=sink["duplicate_pkts"],
         out_of_range_pkts=sink["out_of_range_pkts"], warmup_received_pkts=sink["rx_warmup_pkts"],
-        **(latency(sink) if raw_version == RAW_SCHEMA_VERSION else latency_v1(sink)),
+        **(latency(sink) if raw_version >= 2 else latency_v1(sink)),
         drain_s=raw["drain_s"],
         generator={k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
                                        "window_late_pkts", "cpu")},
@@ -229,6 +250,11 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         flags=found, valid=not found,
         started_unix_s=raw["started_unix_s"],
     )
+    if raw_version >= 3:
+        fields.update(host_stalls_in_time(raw, window, sent, lost))
+        if fields.get("loss_explained_by_host_stalls") and fields.pop("host_interference"):
+            found.append("host_interference")
+        fields["valid"] = not set(found) - INFORMATIONAL_FLAGS
     if raw.get("series") is not None:
         series = Series.from_json(raw["series"])
         if "start" in series.marks:

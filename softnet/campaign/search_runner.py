@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from softnet.analysis.loss_time import counted_received
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.results.search import LATENCY_AT, is_latency_trial
@@ -36,16 +37,17 @@ def goals_of(spec: CampaignSpec) -> list[Goal]:
             for x in parse_goals(m.goals)]
 
 
-def as_measurement(result: dict) -> Measurement:
+def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurement:
     return Measurement(result["intended_rate_pps"], result["duration_s"], int(result["sent_pkts"] or 0),
-                       int(result["received_pkts"] or 0), tuple(result.get("flags") or ()), result)
+                       counted_received(result, host_stall_loss), tuple(result.get("flags") or ()), result)
 
 
 class ReplayThenMeasure:
     """The measurer a (resumed) search calls: stored trials first, then live."""
 
     def __init__(self, store: Store, campaign_id: str, cell_id: int, run_index: int, knobs: dict,
-                 measurer, on_trial: Callable[[dict, bool], None]):
+                 measurer, on_trial: Callable[[dict, bool], None], host_stall_loss: str = "set_apart"):
+        self.host_stall_loss = host_stall_loss
         self.store, self.cid, self.cell_id, self.run_index, self.knobs = store, campaign_id, cell_id, run_index, knobs
         self.measurer, self.on_trial = measurer, on_trial
         # the search's own trials, in order: latency trials come after a complete
@@ -64,13 +66,13 @@ class ReplayThenMeasure:
             r = self.stored[seq]
             if abs(r["intended_rate_pps"] - load_pps) < 0.5 and abs(r["duration_s"] - duration_s) < 1e-9:
                 self.replayed += 1
-                return as_measurement(r)
+                return as_measurement(r, self.host_stall_loss)
             self.store.delete_trials_from(self.cid, self.cell_id, self.run_index, seq)
             self.stored = self.stored[:seq]
         result = self.measurer.measure(load_pps, seq, self.run_index, duration_s)
         self.store.add_trial(self.cid, self.cell_id, seq, self.run_index, self.knobs, result)
         self.on_trial(result, False)
-        return as_measurement(result)
+        return as_measurement(result, self.host_stall_loss)
 
 
 def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
@@ -78,7 +80,8 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
     """One (cell, repeat) search, replaying what is stored; its result is stored too."""
     m = cell.method
     lo, hi = cell.search_range_pps()
-    replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial)
+    replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial,
+                               m.host_stall_loss)
     config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
                           max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
     result = search(replay, config).to_dict()

@@ -191,6 +191,10 @@ class MethodSpec(Strict):
     # goal's lower bound (the NDR's when no goal is a PDR), as CSIT does
     latency_fractions: list[float] | None = None
     latency_duration_s: float | None = Field(None, ge=0.1, le=3600)  # default: duration_s
+    # Loss that host stalls explain (softnet.analysis.loss_time): "set_apart" counts only the SUT's own
+    # loss in the PASTRAMI statistics and the search; "count" counts all loss, as PASTRAMI and MLRsearch
+    # do. Trials report both either way.
+    host_stall_loss: Literal["set_apart", "count"] = "set_apart"
 
     @field_validator("loads")
     @classmethod
@@ -273,6 +277,19 @@ class CollectSpec(Strict):
     profile: bool = False  # eBPF packet-path profiler and CPU accounting audit (softnet-profile)
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
     profile_duty: float = Field(0.02, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
+    stall_probe: bool = True  # softnet-stalls: the data path's CPU stalls, to set host-stall loss apart
+    # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for
+    # inject_busy_ms every inject_every_ms during every trial, to check the method on this host
+    inject_busy_ms: float | None = Field(None, ge=0.1, le=100)
+    inject_every_ms: float = Field(500.0, ge=0.2, le=60000)
+    inject_cpu: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def injector_period(self):
+        if self.inject_busy_ms is not None and self.inject_every_ms < 2 * self.inject_busy_ms:
+            raise ValueError(f"inject_every_ms = {self.inject_every_ms:g}: stalls of {self.inject_busy_ms:g} ms "
+                             "need a period of at least twice that")
+        return self
 
 
 class AnalysisSpec(Strict):

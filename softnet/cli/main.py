@@ -99,14 +99,20 @@ def trial(
     wide: bool = wide_option(),
     wait: float = wait_option(),
     raw: Path = typer.Option(None, "--raw", help="also write the raw trial (what was read) to this JSON file"),
+    stall_probe: bool = typer.Option(True, "--stall-probe/--no-stall-probe",
+                                     help="watch the data path's CPUs for stalls (softnet-stalls)"),
+    inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)"),
+    inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
-    trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw)
+    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe)
+    trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
+                              stalls)
     need_root()
     with measuring(None, wait):
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                      sample_interval or None, profile, duty, wide=wide, raw_out=raw)
+                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls)
 
 
 @app.command()

@@ -39,15 +39,35 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
     return p
 
 
+def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True) -> dict:
+    """--inject-stall 5/500 (5 ms every 500 ms) -> TrialSpec fields."""
+    out: dict = {"stall_probe": stall_probe}
+    if text is None:
+        if cpu is not None:
+            raise InputError("--inject-cpu", "needs --inject-stall (e.g. --inject-stall 5/500)")
+        return out
+    busy, sep, every = text.partition("/")
+    try:
+        out.update(inject_busy_ms=float(busy), inject_every_ms=float(every) if sep else 500.0, inject_cpu=cpu)
+    except ValueError:
+        raise InputError("--inject-stall", f"'{text}': expected BUSY_MS/EVERY_MS, e.g. 5/500") from None
+    if cpu is not None and cpu not in os.sched_getaffinity(0):
+        raise InputError("--inject-cpu", f"CPU {cpu} does not exist or is not usable; accepted: "
+                         f"{sorted(os.sched_getaffinity(0))}")
+    return out
+
+
 def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
-                    sample_interval_s: float | None, profile_duty: float, raw_out: Path | None) -> None:
+                    sample_interval_s: float | None, profile_duty: float, raw_out: Path | None,
+                    stalls: dict | None = None) -> None:
     """Every input checked before the testbed lock is waited for or the host touched."""
     from softnet.testbed.local import SUTS
 
     if sut not in SUTS:
         raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
     spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration, warmup_s=warmup,
-                     frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty)
+                     frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty,
+                     **(stalls or {}))
     spec.validate(6 if sut == "ipv6-fwd" else 4)
     if raw_out is not None:
         check_writable(raw_out)
@@ -55,12 +75,13 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
-        profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None) -> dict:
+        profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
+        stalls: dict | None = None) -> dict:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
         spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
                          warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                         profile=profile, profile_duty=profile_duty)
+                         profile=profile, profile_duty=profile_duty, **(stalls or {}))
         spec.validate(tb.ip_version)  # all input checked before the host is changed
         ep = tb.build()
         if raw_out is not None:
@@ -138,6 +159,8 @@ def show(r: dict, wide: bool = False) -> None:
         ("received (window)", count(r["received_pkts"]), "packets"),
         ("lost", count(r["lost_pkts"]), "packets"),
         ("loss ratio", sci(r["loss_ratio"]), ""),
+        *([("lost, host stalls set apart", count(r["sut_lost_pkts"]), f"loss ratio {sci(r['sut_loss_ratio'])}")]
+          if r.get("loss_explained_by_host_stalls") else []),
         ("reordered / duplicated", f"{count(r['reordered_pkts'])} / {count(r['duplicate_pkts'])}", "packets"),
         ("one-way latency min / mean / max", " / ".join(
             us(r[k]) for k in ("latency_min_ns", "latency_mean_ns", "latency_max_ns")), ""),
@@ -161,10 +184,37 @@ def show(r: dict, wide: bool = False) -> None:
         show_kernel(r["kernel"], wide)
     if r.get("profile"):
         show_profile(r["profile"], wide)
+    if r.get("host_stalls"):
+        show_stalls(r)
     if r["valid"]:
-        console.print("[green]valid[/]: no flags")
+        console.print("[green]valid[/]: " + (f"flags {', '.join(r['flags'])} (informational)" if r["flags"]
+                                             else "no flags"))
     else:
         console.print(f"[red]NOT valid[/]: flags {', '.join(r['flags'])}")
+
+
+STALL_COLS = [Col("CPU"), Col("role", text=True), Col("stalls"), Col("total ms"), Col("longest ms"),
+              Col("steal ms"), Col("held by", text=True, wide=True)]
+
+
+def show_stalls(r: dict, wide: bool = False) -> None:
+    """Stalls of the data path's CPUs over the trial, and what they explain."""
+    h = r["host_stalls"]
+    if h.get("missing"):
+        console.print(f"[dim]host stalls: not measured ({h['missing']})[/]", highlight=False)
+        return
+    rows = [[cpu, c["role"], count(c["count"]), f"{c['total_ms']:.1f}", f"{c['max_ms']:.1f}",
+             "" if c["steal_ms"] is None else f"{c['steal_ms']:.0f}", ", ".join(c["by"][:3])]
+            for cpu, c in sorted(h["per_cpu"].items(), key=lambda kv: int(kv[0]))]
+    console.print(table(f"stalls of the data path's CPUs (probe every {h['probe']['period_ns'] / 1e6:g} ms; "
+                        f"the ring fills in {h['ring_fill_ms']:.2f} ms)", STALL_COLS, rows, wide))
+    if "injected" in h:
+        i = h["injected"]
+        console.print(f"injected: {i['found']} of {i['injected']} stalls of {i['busy_ms']:g} ms every "
+                      f"{i['every_ms']:g} ms on CPU {i['cpu']} found", highlight=False)
+    a = r.get("loss_attribution")
+    if a:
+        console.print(f"loss in time: {a['words']}", highlight=False)
 
 
 KERNEL_COLS = [Col("CPU"), Col("util %"), Col("CPU time %", wide=True), Col("softirq % (tick)"), Col("IRQs/s"),

@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS trials (
 -- trial result schema 3: a store made before it gains the columns (old rows: NULL)
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p50_ns DOUBLE;
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p99_ns DOUBLE;
+-- schema 4: the loss with what host stalls explain set apart, and that part
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS sut_lost_pkts BIGINT;
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS host_stall_lost_pkts BIGINT;
 CREATE TABLE IF NOT EXISTS kernel_samples (
     campaign_id VARCHAR, cell_id INTEGER, load_index INTEGER, run_index INTEGER,
     t_s DOUBLE, source VARCHAR, item VARCHAR, cpu INTEGER, value DOUBLE);
@@ -84,7 +87,8 @@ TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps
 # migrated by ALTER TABLE has its newer columns last, whatever SCHEMA says)
 INSERT_COLUMNS = ("campaign_id", "cell_id", "load_index", "run_index", "knobs_json", *TRIAL_COLUMNS,
                   "ingress_ring_full_pkts", "flags", "valid", "kernel", "cpu_model", "softnet_version", "spec_hash",
-                  "started_unix_s", "raw_path", "result_json", "latency_p50_ns", "latency_p99_ns")
+                  "started_unix_s", "raw_path", "result_json", "latency_p50_ns", "latency_p99_ns",
+                  "sut_lost_pkts", "host_stall_lost_pkts")
 
 
 class Store:
@@ -161,7 +165,8 @@ class Store:
                   prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
                   r.get("started_unix_s"), str(path),
                   json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str),
-                  r.get("latency_p50_ns"), r.get("latency_p99_ns")]
+                  r.get("latency_p50_ns"), r.get("latency_p99_ns"), r.get("sut_lost_pkts"),
+                  (r.get("loss_explained_by_host_stalls") or {}).get("pkts")]
         marks = ", ".join("?" * len(values))
         self.db.execute("BEGIN TRANSACTION")
         try:

@@ -18,12 +18,15 @@ from softnet.errors import InputError
 from softnet.results.series import INTERVAL_RANGE_S
 
 # 1: results before typed trials (same fields, no schema_version key); 2: typed, with a raw trial;
-# 3: latency percentiles from the log-linear histogram (latency_p99_ns...) instead of log2 upper bounds.
-SCHEMA_VERSION = 3
-KNOWN_SCHEMA_VERSIONS = (1, 2, 3)
-# 1: the sink's log2 histogram (evaluates to a schema 2 result); 2: its log-linear histogram.
-RAW_SCHEMA_VERSION = 2
-KNOWN_RAW_SCHEMA_VERSIONS = (1, 2)
+# 3: latency percentiles from the log-linear histogram (latency_p99_ns...) instead of log2 upper bounds;
+# 4: loss in time, host stalls and their share of the loss (sut_lost_pkts, host_interference).
+SCHEMA_VERSION = 4
+KNOWN_SCHEMA_VERSIONS = (1, 2, 3, 4)
+# 1: the sink's log2 histogram (evaluates to a schema 2 result); 2: its log-linear histogram (schema 3);
+# 3: with the sink's timeline and the stall probe's events (schema 4).
+RAW_SCHEMA_VERSION = 3
+KNOWN_RAW_SCHEMA_VERSIONS = (1, 2, 3)
+RESULT_SCHEMA_OF_RAW = {1: 2, 2: 3, 3: 4}
 
 # A bitmap of one bit per expected packet lives in the sink: 2^33 bits = 1 GiB.
 MAX_TRIAL_PKTS = 1 << 33
@@ -31,6 +34,7 @@ MTU_FRAME_BYTES = 1518  # 1500 B MTU + 14 B Ethernet header + 4 B FCS
 PAYLOAD_BYTES = 16  # sequence number + send timestamp
 DURATION_RANGE_S = (0.1, 3600.0)
 WARMUP_RANGE_S = (0.0, 60.0)
+INJECT_BUSY_RANGE_MS = (0.1, 100.0)  # softnet-inject's own bounds
 
 
 def min_frame_bytes(ip_version: int) -> int:
@@ -49,6 +53,10 @@ class TrialSpec:
     profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
     profile_duty: float = 0.02  # share of time the stage events are attached (1: every packet)
+    stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
+    inject_busy_ms: float | None = None  # stall injector: take a CPU away this long...
+    inject_every_ms: float = 500.0  # ...this often (SCHED_FIFO busy loop, softnet-inject)
+    inject_cpu: int | None = None  # None: the first SUT CPU
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -67,6 +75,13 @@ class TrialSpec:
             raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
         if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
             raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
+        if self.inject_busy_ms is not None:
+            if not INJECT_BUSY_RANGE_MS[0] <= self.inject_busy_ms <= INJECT_BUSY_RANGE_MS[1]:
+                raise InputError("--inject-stall", f"{self.inject_busy_ms} ms per stall is outside "
+                                 f"[{INJECT_BUSY_RANGE_MS[0]}, {INJECT_BUSY_RANGE_MS[1]:.0f}] ms")
+            if not 2 * self.inject_busy_ms <= self.inject_every_ms <= 60000:
+                raise InputError("--inject-stall", f"every {self.inject_every_ms} ms: stalls of "
+                                 f"{self.inject_busy_ms} ms need a period of at least twice that, at most 60000 ms")
         if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
             raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
         total = self.warmup_pkts + self.window_pkts
@@ -151,6 +166,14 @@ class TrialResult(BaseModel):
     other_runs: list[str] = []  # other softnet runs' namespaces seen during the trial
     flags: list[str]
     valid: bool
+    # schema 4: loss in time and host stalls (softnet.analysis.loss_time); sut_*: the loss with what host
+    # stalls explain set apart (what the methods count by default)
+    sut_lost_pkts: int | None = None
+    sut_loss_ratio: Number | None = None
+    loss_explained_by_host_stalls: dict[str, Any] | None = None  # pkts, share
+    loss_attribution: dict[str, Any] | None = None
+    loss_timeline: dict[str, Any] | None = None
+    host_stalls: dict[str, Any] | None = None
     started_unix_s: Number
     kernel: dict[str, Any] | None = None
     kernel_samples: dict[str, Any] | None = None

@@ -1,0 +1,300 @@
+"""Loss in time: when packets were lost, when the CPUs of the data path did
+not run, and which loss the host explains (issue 16).
+
+Inputs are raw reads (pure functions, testable on captured files):
+- the sink's timeline: lost sequence numbers per bin of ``bin_pkts`` and the
+  maximal runs of them, the highest one-way delay per bin;
+- the generator's report: its absolute schedule (seq s was due at
+  schedule_start_ns + s x interval), so every lost packet has a due time;
+- the stall probe's events (softnet-stalls): a task kept waiting for a CPU
+  ("runq") or a busy CPU whose clock jumped ("gap": the hypervisor did not run
+  it), each with the task that held the CPU;
+- optionally the stall injector's own record, the truth to check detection by.
+
+A stall of a CPU the data path needs (generator, SUT, sink) opens an influence
+window from just before it starts to POST_NS after it ends: a queue that was
+not drained for that long overflows, and a generator that caught up sends a
+burst. Loss in a window beyond the trial's loss rate elsewhere (the baseline,
+which overload keeps high and a healthy SUT keeps at zero) is explained by the
+stall; the rest is the data path's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+GEN_FP_SHIFT = 20  # native/gen/gen.h: the interval in 1/2^20 ns
+VETH_RING_PKTS = 256  # drivers/net/veth.c VETH_RING_SIZE: the queue a stalled CPU leaves undrained
+PRE_NS = 100_000  # stall start known to the probe's sample; send times lag due times by microseconds
+POST_NS = 1_000_000  # after a stall: the backlog drains and a late generator catches up
+QUALIFY_FILL_SHARE = 0.25  # a stall shorter than this share of the ring's fill time cannot overflow it
+HOST_INTERFERENCE_SHARE = 0.10  # the flag: stalls explain at least this share of the loss
+OVERLOAD_BUSY = 0.90  # loss outside stalls with the SUT CPU this busy: overload; less busy: unexplained
+# A CPU held by the data path itself (NAPI threads, softirq threads, softnet's
+# generator) is load, not interference.
+DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen")
+SERIES_POINTS = 1000  # the result's time series are pooled down to at most this many points
+KEEP_STALLS = 200  # stalls listed one by one in the result (all are counted)
+
+
+def counted_received(result: dict, host_stall_loss: str = "set_apart") -> int:
+    """Packets a method (PASTRAMI statistics, the search) counts as received:
+    with host-stall loss set apart, the packets host stalls explain count as
+    delivered (the SUT did not lose them); a trial without a stall probe (or
+    from before it) counts all its loss."""
+    sent, received = int(result["sent_pkts"] or 0), int(result["received_pkts"] or 0)
+    if host_stall_loss == "set_apart" and result.get("sut_lost_pkts") is not None:
+        return sent - int(result["sut_lost_pkts"])
+    return received
+
+
+def interval_fp(rate_pps: float) -> int:
+    """The generator's fixed-point interval (llround, as gen.c computes it)."""
+    return int(math.floor(1e9 / rate_pps * (1 << GEN_FP_SHIFT) + 0.5))
+
+
+def due_ns(gen: dict, seq):
+    """When sequence number(s) ``seq`` were due on the generator's schedule (exact integer arithmetic)."""
+    step = interval_fp(gen["intended_rate_pps"])
+    if isinstance(seq, np.ndarray):
+        return gen["schedule_start_ns"] + (seq.astype(object) * step >> GEN_FP_SHIFT).astype(np.int64)
+    return gen["schedule_start_ns"] + ((int(seq) * step) >> GEN_FP_SHIFT)
+
+
+@dataclass(frozen=True)
+class Stall:
+    cpu: int
+    role: str
+    kind: str  # "runq" | "gap" | "merged"
+    start_ns: int
+    end_ns: int
+    by: str  # the task that held the CPU ("" when unknown)
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+def cpu_roles(placement: dict) -> dict[int, str]:
+    """The CPUs the data path needs and what each does there."""
+    roles: dict[int, list[str]] = {}
+    roles.setdefault(placement["gen_cpu"], []).append("generator")
+    for c in placement["sut_cpus"]:
+        roles.setdefault(c, []).append("SUT")
+    if placement.get("sink_cpu") is not None:
+        roles.setdefault(placement["sink_cpu"], []).append("sink")
+    return {c: "/".join(r) for c, r in roles.items()}
+
+
+def probe_stalls(probe: dict, roles: dict[int, str]) -> list[Stall]:
+    """The probe's events on the data path's CPUs that are host stalls: every
+    clock gap of a busy CPU, and every wait for a CPU held by something other
+    than the data path itself."""
+    out = []
+    for e in probe.get("stalls", []):
+        if e["cpu"] not in roles:
+            continue
+        if e["kind"] == "runq" and e.get("by", "").startswith(DATA_PATH_TASKS):
+            continue
+        out.append(Stall(e["cpu"], roles[e["cpu"]], e["kind"], e["start_ns"], e["end_ns"], e.get("by", "")))
+    return out
+
+
+def merge(stalls: list[Stall]) -> list[Stall]:
+    """Overlapping stalls of one CPU as one (a waiting task and a clock gap
+    often see the same stall); sorted by start."""
+    out: list[Stall] = []
+    for s in sorted(stalls, key=lambda s: (s.cpu, s.start_ns)):
+        last = out[-1] if out else None
+        if last and last.cpu == s.cpu and s.start_ns <= last.end_ns:
+            by = last.by if last.by == s.by or not s.by else (last.by or s.by)
+            out[-1] = Stall(s.cpu, s.role, last.kind if last.kind == s.kind else "merged", last.start_ns,
+                            max(last.end_ns, s.end_ns), by)
+        else:
+            out.append(s)
+    return sorted(out, key=lambda s: s.start_ns)
+
+
+def per_cpu_summary(stalls: list[Stall], roles: dict[int, str], steal_ms: dict[int, float] | None,
+                    probe: dict) -> dict:
+    """Per CPU of the data path: count, total and longest stall, and what the
+    probe and the kernel's steal clock saw."""
+    out = {}
+    samples = probe.get("samples_per_cpu", {})
+    for cpu, role in sorted(roles.items()):
+        mine = [s for s in stalls if s.cpu == cpu]
+        d = [s.duration_ns / 1e6 for s in mine]
+        out[str(cpu)] = {"role": role, "count": len(mine), "total_ms": sum(d), "max_ms": max(d, default=0.0),
+                         "by": sorted({s.by for s in mine if s.by}),
+                         "probe_samples": samples.get(str(cpu)),
+                         "steal_ms": None if steal_ms is None else steal_ms.get(cpu)}
+    return out
+
+
+@dataclass
+class Bins:
+    """The window's sequence numbers cut in the sink's bins: packets, losses and due times."""
+
+    first_bin: int
+    pkts: np.ndarray
+    lost: np.ndarray
+    due_start: np.ndarray  # due time of each bin's first packet
+    due_end: np.ndarray  # due time of the packet after its last
+
+    @classmethod
+    def of(cls, timeline: dict, gen: dict) -> "Bins":
+        b, lo, hi = timeline["bin_pkts"], timeline["first_seq"], timeline["end_seq"]
+        b0, b1 = lo // b, (hi - 1) // b
+        edges = np.clip(np.arange(b0, b1 + 2, dtype=np.int64) * b, lo, hi)
+        lost = np.zeros(b1 - b0 + 1, dtype=np.int64)
+        for k, n in timeline["lost_per_bin"]:
+            lost[k - b0] += n
+        due = due_ns(gen, edges)
+        return cls(b0, np.diff(edges), lost, due[:-1], due[1:])
+
+
+def influence_windows(stalls: list[Stall]) -> list[tuple[int, int, list[Stall]]]:
+    """Union of [start - PRE, end + POST] over the stalls, with the stalls in each."""
+    out: list[tuple[int, int, list[Stall]]] = []
+    for s in sorted(stalls, key=lambda s: s.start_ns):
+        lo, hi = s.start_ns - PRE_NS, s.end_ns + POST_NS
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi), out[-1][2] + [s])
+        else:
+            out.append((lo, hi, [s]))
+    return out
+
+
+def _pool(values: np.ndarray, how) -> tuple[int, list]:
+    """At most SERIES_POINTS values: consecutive groups of k pooled with ``how``."""
+    k = max(1, math.ceil(len(values) / SERIES_POINTS))
+    n = math.ceil(len(values) / k) * k
+    padded = np.concatenate([values, np.zeros(n - len(values), dtype=values.dtype)])
+    return k, [int(v) for v in how(padded.reshape(-1, k), axis=1)]
+
+
+def loss_series(timeline: dict, bins: Bins, window_due_ns: int) -> dict:
+    """Lost packets and the highest one-way delay over the window, against
+    the schedule, pooled to at most SERIES_POINTS points."""
+    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
+    k, lost = _pool(bins.lost, np.sum)
+    _, delay = _pool(delays, np.max)
+    t = (bins.due_start[::k] - window_due_ns) / 1e9
+    return {"t_s": [float(x) for x in t], "step_s": float((bins.due_end[-1] - bins.due_start[0]) / 1e9
+                                                          / max(len(bins.pkts), 1) * k),
+            "lost_pkts": lost, "delay_max_ns": delay}
+
+
+def lost_runs(timeline: dict, gen: dict, window_due_ns: int) -> dict:
+    """The lost runs (first seq, length, due time), and their sizes."""
+    runs = timeline["runs"]
+    return {"total": timeline["runs_total"], "truncated": timeline["runs_truncated"],
+            "length_hist_log2": timeline["run_length_hist"],
+            "longest_pkts": max((n for _, n in runs), default=0),
+            "first": [{"first_seq": s, "pkts": n, "due_s": (due_ns(gen, s) - window_due_ns) / 1e9}
+                      for s, n in runs[:KEEP_STALLS]]}
+
+
+def injected_found(injected: dict, stalls: list[Stall]) -> dict:
+    """Each injected stall is found when a detected stall of its CPU overlaps it."""
+    cpu = injected["cpu"]
+    mine = [s for s in stalls if s.cpu == cpu]
+    found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in injected["stalls"]]
+    return {"cpu": cpu, "busy_ms": injected["busy_ns"] / 1e6, "every_ms": injected["period_ns"] / 1e6,
+            "injected": len(found), "found": sum(found),
+            "missed_at_ns": [b for (b, _), f in zip(injected["stalls"], found) if not f]}
+
+
+def _ms_range(stalls: list[Stall]) -> str:
+    d = sorted(s.duration_ns / 1e6 for s in stalls)
+    return f"{d[0]:.1f} ms" if len(d) == 1 or d[-1] - d[0] < 0.05 else f"{d[0]:.1f}-{d[-1]:.1f} ms"
+
+
+def words(lost: int, explained: int, windows: list, cause_rest: str) -> str:
+    if lost == 0:
+        return "no packet lost"
+    hit = [s for _, _, ss in windows for s in ss]
+    if not explained:
+        where = f" ({len(hit)} stalls of the data path's CPUs had no excess loss)" if hit else ""
+        return f"none of the {lost:,} lost packets fell in a host stall{where}: {cause_rest}"
+    roles = sorted({s.role for s in hit})
+    cpus = " and ".join(f"the {r} CPU" for r in roles)
+    text = f"{explained:,} of {lost:,} lost packets fell in {len(hit)} stall{'s' * (len(hit) != 1)} of {cpus} " \
+           f"of {_ms_range(hit)}"
+    rest = lost - explained
+    if rest <= 0.1 * lost:
+        return text + ": the host, not the data path"
+    return text + f"; the other {rest:,}: {cause_rest}"
+
+
+def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy: float | None,
+              steal_ms: dict[int, float] | None = None, injected: dict | None = None) -> dict:
+    """Stalls per CPU, loss in time, and how much loss the stalls explain."""
+    roles = cpu_roles(placement)
+    stalls = merge(probe_stalls(probe, roles))
+    rate = gen["intended_rate_pps"]
+    fill_ns = VETH_RING_PKTS / rate * 1e9
+    qualifying = [s for s in stalls if s.duration_ns >= QUALIFY_FILL_SHARE * fill_ns]
+    bins = Bins.of(timeline, gen)
+    window_due = int(bins.due_start[0])
+    windows = influence_windows(qualifying)
+    in_window = np.full(len(bins.pkts), -1)
+    for j, (lo, hi, _) in enumerate(windows):
+        a, b = np.searchsorted(bins.due_end, lo, "right"), np.searchsorted(bins.due_start, hi, "left")
+        seg = in_window[a:b]
+        seg[seg < 0] = j
+    out_mask = in_window < 0
+    pkts_out, lost_out = int(bins.pkts[out_mask].sum()), int(bins.lost[out_mask].sum())
+    baseline = lost_out / pkts_out if pkts_out else 0.0
+    hit, explained = [], 0
+    for j, (lo, hi, ss) in enumerate(windows):
+        m = in_window == j
+        excess = int(bins.lost[m].sum()) - baseline * int(bins.pkts[m].sum())
+        if excess >= 0.5:
+            explained += round(excess)
+            hit.append((lo, hi, ss))
+    lost = int(bins.lost.sum())
+    explained = min(explained, lost)
+    rest_cause = "overload" if sut_busy is not None and sut_busy >= OVERLOAD_BUSY else "unexplained"
+    rest_words = ("the data path (overload: the SUT CPU was "
+                  f"{100 * sut_busy:.0f}% busy)" if rest_cause == "overload" else
+                  "not explained by host stalls, with the SUT CPU "
+                  + (f"{100 * sut_busy:.0f}% busy" if sut_busy is not None else "busy share unknown"))
+    runs = timeline["runs"]
+    run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
+    starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
+    ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
+    for s, n in runs:
+        a, b = due_ns(gen, s), due_ns(gen, s + n - 1)
+        j = np.searchsorted(starts, b, "right") - 1
+        key = "host_stall" if j >= 0 and ends[j] >= a else rest_cause
+        run_cause[key][0] += 1
+        run_cause[key][1] += n
+    share = explained / lost if lost else 0.0
+    result = {
+        "host_stalls": {
+            "probe": {k: probe.get(k) for k in ("period_ns", "threshold_ns", "lost_events", "events_truncated")},
+            "ring_fill_ms": fill_ns / 1e6, "qualifying_min_ms": QUALIFY_FILL_SHARE * fill_ns / 1e6,
+            "per_cpu": per_cpu_summary(stalls, roles, steal_ms, probe),
+            "stalls": [{"cpu": s.cpu, "role": s.role, "kind": s.kind, "by": s.by,
+                        "start_s": (s.start_ns - window_due) / 1e9, "duration_ms": s.duration_ns / 1e6}
+                       for s in stalls[:KEEP_STALLS]],
+        },
+        "loss_timeline": {"bin_pkts": timeline["bin_pkts"], "lost_runs": lost_runs(timeline, gen, window_due),
+                          "series": loss_series(timeline, bins, window_due)},
+        "loss_attribution": {
+            "lost_pkts": lost, "explained_pkts": explained, "explained_share": share,
+            "baseline_loss_ratio": baseline, "stall_windows": len(windows), "stall_windows_with_loss": len(hit),
+            "rest_cause": rest_cause, "sut_busy_ratio": sut_busy,
+            "runs_by_cause": {k: {"runs": r, "pkts": p} for k, (r, p) in run_cause.items()},
+            "runs_counted": len(runs),
+            "words": words(lost, explained, hit, rest_words),
+        },
+        "loss_explained_by_host_stalls": {"pkts": explained, "share": share},
+        "host_interference": explained >= 1 and share >= HOST_INTERFERENCE_SHARE,
+    }
+    if injected is not None:
+        result["host_stalls"]["injected"] = injected_found(injected, stalls)
+    return result

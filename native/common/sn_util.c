@@ -236,3 +236,14 @@ uint16_t sn_csum_fold(uint32_t sum)
 		sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)sum;
 }
+
+void sn_serve_lines(void (*on_line)(const char *line, void *arg), void *arg)
+{
+	char line[256];
+	while (fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!strcmp(line, "quit"))
+			break;
+		on_line(line, arg);
+	}
+}

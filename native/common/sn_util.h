@@ -70,4 +70,9 @@ void sn_serve_reads(void (*read)(void *), void *arg);
 /* A runtime failure: "<tool>: message" on stderr, exit 2. */
 void sn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
+/* The stdin protocol with commands of their own: every line but "quit" goes
+ * to on_line(line, arg), without its newline (up to 255 characters; a longer
+ * line is cut into pieces). "quit", end of input or a stop signal returns. */
+void sn_serve_lines(void (*on_line)(const char *line, void *arg), void *arg);
+
 #endif

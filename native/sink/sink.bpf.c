@@ -4,7 +4,10 @@
  * per expected sequence number finds duplicates exactly; a packet whose seq is
  * below the highest seen so far is reordered. Counters are per-CPU; the
  * highest-seq tracker is a plain global because one NAPI instance (one veth
- * queue) never runs on two CPUs at once. */
+ * queue) never runs on two CPUs at once. So is the timeline (--bin-pkts): the
+ * largest delay per bin of bin_pkts sequence numbers, one lookup and one
+ * compare per packet; user space maps it and the bitmap to find when packets
+ * were lost (sink.c, "timeline"). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -19,6 +22,7 @@
 const volatile __u64 warmup = 0;  /* seqs below this are warm-up */
 const volatile __u64 nseq = 64;   /* expected seqs: bitmap size in bits */
 const volatile __u32 exact_n = 0; /* --exact: delays kept one by one (0: none) */
+const volatile __u64 bin_pkts = 0; /* --bin-pkts: seqs per timeline bin (0: no timeline) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -46,12 +50,24 @@ struct {
 
 __u64 exact_next = 0; /* slots taken in `exact` (may exceed exact_n) */
 
+/* One bit per expected seq; user space maps it to list the lost ones. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1); /* resized by sink.c to nseq/64 before load */
 	__type(key, __u32);
 	__type(value, __u64);
 } seen SEC(".maps");
+
+/* The timeline: per bin of bin_pkts seqs (bin = seq / bin_pkts), the largest
+ * one-way delay of a window packet (0: none arrived). Mapped by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* resized by sink.c to ceil(nseq / bin_pkts) before load */
+	__type(key, __u32);
+	__type(value, __u64);
+} bin_delay_max SEC(".maps");
 
 __u64 max_seq_plus1 = 0;
 
@@ -82,7 +98,7 @@ static __always_inline __u32 hist_index(__u64 d)
 	return (shift << SINK_HIST_SUB_BITS) + (__u32)(d >> shift);
 }
 
-static __always_inline void record_latency(__u64 sent_ns)
+static __always_inline void record_latency(__u64 seq, __u64 sent_ns)
 {
 	__u64 now = bpf_ktime_get_ns();
 	if (sent_ns > now) {
@@ -109,6 +125,12 @@ static __always_inline void record_latency(__u64 sent_ns)
 		}
 	}
 	inc(SINK_LAT_SUM_NS, d);
+	if (bin_pkts) {
+		__u32 b = seq / bin_pkts; /* < 2^21: sink.c checks */
+		__u64 *bm = bpf_map_lookup_elem(&bin_delay_max, &b);
+		if (bm && d > *bm)
+			*bm = d;
+	}
 	__u32 k = SINK_LAT_MAX_NS;
 	__u64 *mx = bpf_map_lookup_elem(&counters, &k);
 	if (mx && d > *mx)
@@ -181,7 +203,7 @@ int sn_sink(struct xdp_md *ctx)
 	inc(SINK_RX_WINDOW, 1);
 	if (reordered)
 		inc(SINK_REORDER, 1);
-	record_latency(bpf_be64_to_cpu(p->ts));
+	record_latency(seq, bpf_be64_to_cpu(p->ts));
 	return XDP_DROP;
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* softnet-sink: attaches the counting XDP program to the sink interface and
- * answers "read" on stdin with one JSON line of counters summed over CPUs.
+ * answers "read" on stdin with one JSON line of counters summed over CPUs, and
+ * "timeline SENT" with where in the sequence (so when, against the
+ * generator's schedule) packets were lost and how long they waited.
  * The XDP attachment is a bpf_link owned by this process: it disappears when
  * the process exits for any reason, kill -9 included, so a crash cannot leave
  * a program on the interface. */
@@ -31,6 +33,9 @@ struct reader {
 	struct sink_bpf *skel;
 	int ncpu;
 	const volatile __u64 *exact; /* the mmapped exact map, or NULL */
+	const volatile __u64 *seen;  /* the mmapped bitmap of seqs seen */
+	const volatile __u64 *bin_delay_max; /* the mmapped timeline, or NULL */
+	__u64 count, warmup, bin_pkts;
 };
 
 /* The histogram as its non-empty buckets only: a trial fills a few hundred of
@@ -104,14 +109,116 @@ static void print_counters(const struct reader *r)
 	fflush(stdout);
 }
 
-static void read_cb(void *arg)
+/* The first seq in [from, end) whose bit in the bitmap is `set`, or end. */
+static __u64 find_bit(const volatile __u64 *bm, __u64 from, __u64 end, int set)
 {
-	print_counters(arg);
+	while (from < end) {
+		__u64 w = bm[from >> 6];
+		if (!set)
+			w = ~w;
+		w &= ~0ull << (from & 63);
+		if (w) {
+			__u64 i = (from & ~63ull) + (__u64)__builtin_ctzll(w);
+			return i < end ? i : end;
+		}
+		from = (from & ~63ull) + 64;
+	}
+	return end;
+}
+
+struct bin_loss {
+	__u64 bin, lost;
+};
+
+/* One JSON line: the runs of unseen seqs in [warmup, sent) and the timeline
+ * (README of this format: docs/generator.md, "Loss in time"). */
+static void print_timeline(const struct reader *r, __u64 sent)
+{
+	__u64 first = r->warmup, n = r->bin_pkts, lost = 0, runs_total = 0, hist[64] = {};
+	__u64 (*runs)[2] = malloc(SINK_TIMELINE_MAX_RUNS * sizeof(*runs));
+	size_t nruns = 0, nbins = 0, cap = 0;
+	struct bin_loss *bins = NULL;
+
+	if (!runs)
+		sn_die("timeline: out of memory");
+	for (__u64 a = find_bit(r->seen, first, sent, 0); a < sent; a = find_bit(r->seen, a, sent, 0)) {
+		__u64 b = find_bit(r->seen, a, sent, 1), len = b - a; /* [a, b) unseen */
+		lost += len;
+		runs_total++;
+		hist[63 - __builtin_clzll(len)]++;
+		if (nruns < SINK_TIMELINE_MAX_RUNS) {
+			runs[nruns][0] = a;
+			runs[nruns++][1] = len;
+		}
+		for (__u64 bin = a / n; bin * n < b; bin++) { /* bins ascend: merge into the last */
+			__u64 lo = bin * n > a ? bin * n : a, hi = (bin + 1) * n < b ? (bin + 1) * n : b;
+			if (nbins && bins[nbins - 1].bin == bin) {
+				bins[nbins - 1].lost += hi - lo;
+				continue;
+			}
+			if (nbins == cap) {
+				cap = cap ? 2 * cap : 1024;
+				if (!(bins = realloc(bins, cap * sizeof(*bins))))
+					sn_die("timeline: out of memory");
+			}
+			bins[nbins++] = (struct bin_loss){ bin, hi - lo };
+		}
+		a = b;
+	}
+	printf("{\"timeline\": {\"first_seq\": %llu, \"end_seq\": %llu, \"bin_pkts\": %llu, \"lost_pkts\": %llu, "
+	       "\"runs_total\": %llu, \"runs\": [",
+	       (unsigned long long)first, (unsigned long long)sent, (unsigned long long)n,
+	       (unsigned long long)lost, (unsigned long long)runs_total);
+	for (size_t i = 0; i < nruns; i++)
+		printf("%s[%llu, %llu]", i ? ", " : "", (unsigned long long)runs[i][0], (unsigned long long)runs[i][1]);
+	printf("], \"runs_truncated\": %s, \"run_length_hist\": [", runs_total > nruns ? "true" : "false");
+	for (int k = 0, any = 0; k < 64; k++)
+		if (hist[k]) {
+			printf("%s[%d, %llu]", any ? ", " : "", k, (unsigned long long)hist[k]);
+			any = 1;
+		}
+	printf("], \"lost_per_bin\": [");
+	for (size_t i = 0; i < nbins; i++)
+		printf("%s[%llu, %llu]", i ? ", " : "", (unsigned long long)bins[i].bin, (unsigned long long)bins[i].lost);
+	printf("], \"delay_max_ns_per_bin\": [");
+	if (sent > first)
+		for (__u64 bin = first / n; bin <= (sent - 1) / n; bin++)
+			printf("%s%llu", bin > first / n ? "," : "", (unsigned long long)r->bin_delay_max[bin]);
+	printf("]}}\n");
+	fflush(stdout);
+	free(runs);
+	free(bins);
+}
+
+static void timeline_error(const char *why)
+{
+	printf("{\"timeline\": null, \"error\": \"%s\"}\n", why);
+	fflush(stdout);
+}
+
+static void on_line(const char *line, void *arg)
+{
+	const struct reader *r = arg;
+	if (!strcmp(line, "read")) {
+		print_counters(r);
+	} else if (!strncmp(line, "timeline", 8) && (line[8] == ' ' || !line[8])) {
+		char *endp;
+		errno = 0;
+		unsigned long long sent = strtoull(line + 8, &endp, 10);
+		if (!r->bin_pkts)
+			timeline_error("started without --bin-pkts");
+		else if (errno || endp == line + 8 || *endp || strchr(line, '-'))
+			timeline_error("usage: timeline SENT (packets the generator sent, warm-up included)");
+		else if (sent > r->count)
+			timeline_error("SENT is beyond --count");
+		else
+			print_timeline(r, sent);
+	}
 }
 
 struct opts {
 	const char *netns, *ifname;
-	__u64 count, warmup, exact;
+	__u64 count, warmup, exact, bin_pkts;
 };
 
 static const struct sn_option options[] = {
@@ -121,6 +228,7 @@ static const struct sn_option options[] = {
 	SN_REQUIRED("count", 'c', "N", "packets expected (sequence numbers 0..N-1)"),
 	SN_OPTION("warmup", 'w', "N", "sequence numbers below N are warm-up (default 0)"),
 	SN_OPTION("exact", 'x', "N", "also keep the first N delays exactly, one by one"),
+	SN_OPTION("bin-pkts", 'b', "N", "timeline: largest delay per N seqs (default 0: off)"),
 	{ 0 } };
 
 static const struct sn_tool tool = {
@@ -128,7 +236,9 @@ static const struct sn_tool tool = {
 	.about = "Counts softnet test frames on an interface with XDP and drops them: loss,\n"
 		 "duplicates, reordering and one-way delay, from sequence numbers and send times.",
 	.footer = "Prints {\"ready\": ...} once attached, then one JSON line of counters for each\n"
-		  "\"read\" line on stdin; \"quit\", end of input or SIGTERM detach and exit.",
+		  "\"read\" line on stdin; \"quit\", end of input or SIGTERM detach and exit.\n"
+		  "With --bin-pkts, \"timeline SENT\" prints one JSON line: the runs of sequence\n"
+		  "numbers lost in [warmup, SENT) and the largest delay per bin.",
 	.options = options,
 	.bpf = true,
 };
@@ -142,13 +252,29 @@ static void on_option(int key, const char *val, void *arg)
 	case 'c': o->count = sn_parse_u64("count", val, 1, 1ull << 33); break;
 	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 33); break;
 	case 'x': o->exact = sn_parse_u64("exact", val, 0, SINK_EXACT_MAX); break;
+	case 'b': o->bin_pkts = sn_parse_u64("bin-pkts", val, 0, 1ull << 33); break;
 	}
+}
+
+/* Maps a BPF_F_MMAPABLE array of n u64 read-only; exits on failure. */
+static const volatile __u64 *map_u64s(struct bpf_map *map, __u64 n, const char *what)
+{
+	void *m = mmap(NULL, n * sizeof(__u64), PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+	if (m == MAP_FAILED)
+		sn_die("mmap the %s map: %s", what, strerror(errno));
+	return m;
 }
 
 int main(int argc, char **argv)
 {
 	struct opts o = {};
 	sn_parse_args(&tool, argc, argv, on_option, &o);
+	__u64 nbins = o.bin_pkts ? (o.count + o.bin_pkts - 1) / o.bin_pkts : 0;
+	if (nbins > SINK_TIMELINE_MAX_BINS)
+		sn_usage_error("--bin-pkts: %llu make %llu bins of --count %llu, at most %u (--bin-pkts %llu or more)",
+			       (unsigned long long)o.bin_pkts, (unsigned long long)nbins, (unsigned long long)o.count,
+			       SINK_TIMELINE_MAX_BINS,
+			       (unsigned long long)((o.count + SINK_TIMELINE_MAX_BINS - 1) / SINK_TIMELINE_MAX_BINS));
 
 	sn_die_with_parent();
 	sn_catch_stop_signals();
@@ -166,6 +292,8 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.seen, (o.count + 63) / 64);
 	skel->rodata->exact_n = o.exact;
 	bpf_map__set_max_entries(skel->maps.exact, o.exact ? o.exact : 1);
+	skel->rodata->bin_pkts = o.bin_pkts;
+	bpf_map__set_max_entries(skel->maps.bin_delay_max, nbins ? nbins : 1);
 	if (sink_bpf__load(skel))
 		sn_die("load BPF program: %s", strerror(errno));
 	struct bpf_link *link = bpf_program__attach_xdp(skel->progs.sn_sink, ifindex);
@@ -178,17 +306,20 @@ int main(int argc, char **argv)
 	printf("{\"ready\": true, \"prog_id\": %u, \"ncpu\": %d}\n", info.id, ncpu);
 	fflush(stdout);
 
-	struct reader r = { skel, ncpu, NULL };
-	size_t exact_len = (o.exact ? o.exact : 1) * sizeof(__u64);
-	if (o.exact) {
-		void *m = mmap(NULL, exact_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.exact), 0);
-		if (m == MAP_FAILED)
-			sn_die("mmap the exact-delay map: %s", strerror(errno));
-		r.exact = m;
-	}
-	sn_serve_reads(read_cb, &r);
+	__u64 nwords = (o.count + 63) / 64;
+	struct reader r = { .skel = skel, .ncpu = ncpu, .count = o.count, .warmup = o.warmup,
+			    .bin_pkts = o.bin_pkts };
+	if (o.exact)
+		r.exact = map_u64s(skel->maps.exact, o.exact, "exact-delay");
+	r.seen = map_u64s(skel->maps.seen, nwords, "seen-bitmap");
+	if (nbins)
+		r.bin_delay_max = map_u64s(skel->maps.bin_delay_max, nbins, "timeline");
+	sn_serve_lines(on_line, &r);
 	if (r.exact)
-		munmap((void *)r.exact, exact_len);
+		munmap((void *)r.exact, o.exact * sizeof(__u64));
+	munmap((void *)r.seen, nwords * sizeof(__u64));
+	if (r.bin_delay_max)
+		munmap((void *)r.bin_delay_max, nbins * sizeof(__u64));
 	bpf_link__destroy(link);
 	sink_bpf__destroy(skel);
 	return 0;

@@ -29,5 +29,9 @@ enum sink_counter {
 #define SINK_HIST_BUCKETS ((SINK_HIST_RANGE_LOG2 - SINK_HIST_SUB_BITS + 1) << SINK_HIST_SUB_BITS)
 /* --exact N: every window packet's delay, in arrival order, up to N of them */
 #define SINK_EXACT_MAX (1u << 24)
+/* --bin-pkts N: the timeline's bins (ceil(count / N) of them) and what the
+ * "timeline" command lists of the lost runs (all are counted) */
+#define SINK_TIMELINE_MAX_BINS (1u << 21)
+#define SINK_TIMELINE_MAX_RUNS 20000
 
 #endif

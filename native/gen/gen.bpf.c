@@ -34,6 +34,41 @@ struct gen_template tmpl SEC(".data");
 /* One user thread drives the program on one CPU: plain globals are enough. */
 struct gen_state state = {};
 
+/* Closed late episodes, in order; gen.c adds the one still open at the end. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GEN_MAX_EPISODES);
+	__type(key, __u32);
+	__type(value, struct gen_episode);
+} episodes SEC(".maps");
+
+/* A late episode: a run of consecutive late packets. One branch per packet
+ * on time, a compare per late one; a map write when an episode ends. */
+static __always_inline void track_late(__u64 seq, __u64 lag)
+{
+	if (lag > GEN_LATE_NS) {
+		if (!state.ep_open) {
+			state.ep_open = 1;
+			state.ep_first_seq = seq;
+			state.ep_max_lag_ns = lag;
+		} else if (lag > state.ep_max_lag_ns) {
+			state.ep_max_lag_ns = lag;
+		}
+	} else if (state.ep_open) {
+		__u64 n = state.ep_closed++;
+		state.ep_open = 0;
+		if (n < GEN_MAX_EPISODES) {
+			__u32 k = n;
+			struct gen_episode *e = bpf_map_lookup_elem(&episodes, &k);
+			if (e) {
+				e->first_seq = state.ep_first_seq;
+				e->last_seq = seq - 1;
+				e->max_lag_ns = state.ep_max_lag_ns;
+			}
+		}
+	}
+}
+
 static __always_inline __u32 add_words64(__u32 sum, __u64 v)
 {
 	return sum + (__u32)(v >> 48) + (__u32)((v >> 32) & 0xffff) +
@@ -82,10 +117,11 @@ int sn_gen(struct xdp_md *ctx)
 	__u16 check = ~sum & 0xffff;
 	udp->check = bpf_htons(check ? check : 0xffff);
 
+	__u64 lag = now - due;
+	track_late(seq, lag);
 	if (seq == 0)
 		state.first_ns = now;
 	if (seq >= mark_seq) {
-		__u64 lag = now - due;
 		if (seq == mark_seq)
 			state.mark_ns = now;
 		state.lag_sum_ns += lag;

@@ -131,7 +131,8 @@ static const struct sn_tool tool = {
 	.name = "softnet-gen",
 	.about = "Sends COUNT UDP test frames at RATE packets per second from a BPF program\n"
 		 "(BPF_PROG_RUN live frames), stamped with sequence number and send time.",
-	.footer = "Prints one JSON line when done: packets sent, schedule lag, interrupted, error.\n"
+	.footer = "Prints one JSON line when done: packets sent, schedule lag, late episodes,\n"
+		  "interrupted, error.\n"
 		  "SIGINT/SIGTERM stop it early (the report then says interrupted).",
 	.options = options,
 	.bpf = true,
@@ -176,6 +177,28 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	if (o->size < min)
 		sn_usage_error("--size: %u B cannot carry the softnet payload; at least %zu B for this IP version",
 			       o->size, min);
+}
+
+/* The late episodes, warm-up included: the closed ones from the map, then
+ * the one still open when the last packet went out (late up to it). */
+static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uint64_t sent)
+{
+	uint64_t kept = st->ep_closed < GEN_MAX_EPISODES ? st->ep_closed : GEN_MAX_EPISODES;
+	int fd = bpf_map__fd(skel->maps.episodes);
+	struct gen_episode e;
+
+	printf("\"late_episodes_total\": %llu, \"late_episodes\": [",
+	       (unsigned long long)(st->ep_closed + (st->ep_open ? 1 : 0)));
+	for (__u32 k = 0; k < kept; k++) {
+		if (bpf_map_lookup_elem(fd, &k, &e))
+			sn_die("read late episode %u: %s", k, strerror(errno));
+		printf("%s[%llu, %llu, %llu]", k ? ", " : "", (unsigned long long)e.first_seq,
+		       (unsigned long long)e.last_seq, (unsigned long long)e.max_lag_ns);
+	}
+	if (st->ep_open && kept < GEN_MAX_EPISODES)
+		printf("%s[%llu, %llu, %llu]", kept ? ", " : "", (unsigned long long)st->ep_first_seq,
+		       (unsigned long long)(sent - 1), (unsigned long long)st->ep_max_lag_ns);
+	printf("]");
 }
 
 int main(int argc, char **argv)
@@ -250,13 +273,14 @@ int main(int argc, char **argv)
 	printf("{\"sent_pkts\": %llu, \"intended_pkts\": %llu, \"warmup_pkts\": %llu, "
 	       "\"intended_rate_pps\": %.3f, \"schedule_start_ns\": %llu, \"first_send_ns\": %llu, "
 	       "\"window_start_ns\": %llu, \"last_send_ns\": %llu, \"calls\": %llu, \"batch\": %u, "
-	       "\"window_lag_mean_ns\": %.1f, \"window_lag_max_ns\": %llu, \"window_late_pkts\": %llu, "
-	       "\"frame_bytes\": %u, \"cpu\": %d, \"interrupted\": %s, \"error\": \"%s\"}\n",
+	       "\"window_lag_mean_ns\": %.1f, \"window_lag_max_ns\": %llu, \"window_late_pkts\": %llu, ",
 	       (unsigned long long)sent, (unsigned long long)o.count, (unsigned long long)o.warmup,
 	       o.rate, (unsigned long long)st->t0, (unsigned long long)st->first_ns,
 	       (unsigned long long)st->mark_ns, (unsigned long long)st->last_ns,
 	       (unsigned long long)calls, o.batch, window ? (double)st->lag_sum_ns / window : 0.0,
-	       (unsigned long long)st->lag_max_ns, (unsigned long long)st->late_pkts,
+	       (unsigned long long)st->lag_max_ns, (unsigned long long)st->late_pkts);
+	print_episodes(skel, st, sent);
+	printf(", \"frame_bytes\": %u, \"cpu\": %d, \"interrupted\": %s, \"error\": \"%s\"}\n",
 	       o.size, sched_getcpu(), stop ? "true" : "false", err ? strerror(err) : "");
 	bpf_link__destroy(anchor_link);
 	gen_bpf__destroy(skel);

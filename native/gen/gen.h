@@ -4,6 +4,7 @@
 
 #define GEN_FP_SHIFT 20        /* interval fixed point: 1/2^20 ns resolution */
 #define GEN_LATE_NS 10000      /* a packet sent 10 us after its due time is late */
+#define GEN_MAX_EPISODES 4096  /* late episodes kept (the rest are counted) */
 
 #define GEN_HDR_V4 42 /* Ethernet 14 + IPv4 20 + UDP 8 */
 #define GEN_HDR_V6 62 /* Ethernet 14 + IPv6 40 + UDP 8 */
@@ -28,6 +29,16 @@ struct gen_state {
 	__u64 lag_sum_ns;  /* window: sum of (send time - due time) */
 	__u64 lag_max_ns;
 	__u64 late_pkts;   /* window: packets later than GEN_LATE_NS */
+	/* Late episodes, warm-up included: maximal runs of consecutive late
+	 * packets. The open one lives here; closed ones go to the `episodes` map. */
+	__u64 ep_open;     /* the latest packet sent was late */
+	__u64 ep_first_seq;
+	__u64 ep_max_lag_ns;
+	__u64 ep_closed;   /* episodes closed so far (the first GEN_MAX_EPISODES kept) */
+};
+
+struct gen_episode {
+	__u64 first_seq, last_seq, max_lag_ns;
 };
 
 #endif

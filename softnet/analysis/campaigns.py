@@ -60,7 +60,28 @@ def cell_label(knobs: dict, spec: dict) -> str:
     return spec.get("testbed", {}).get("sut", "cell")
 
 
-def analyze_campaign(store: Store, campaign_id: str) -> list[Configuration]:
+def host_stall_summary(trials: list[dict]) -> dict:
+    """A configuration's loss and the part host stalls explain, over its
+    trials (store rows; trials without a stall probe are counted apart)."""
+    probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts") is not None]
+    lost = sum(t["lost_pkts"] for t in probed)
+    explained = sum(t.get("host_stall_lost_pkts") or 0 for t in probed)
+    return {"trials": len(trials), "trials_probed": len(probed), "lost_pkts": lost, "explained_pkts": explained,
+            "explained_share": explained / lost if lost else None,
+            "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in probed)}
+
+
+def _runs(trials: list[dict], mode: str) -> list[SoftnetRun]:
+    return [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], counted_received(t, mode),
+                       t["duration_s"], tuple(f for f in t["flags"] or () if f not in INFORMATIONAL_FLAGS))
+            for t in trials]
+
+
+def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None = None) -> list[Configuration]:
+    """PASTRAMI analyses of a campaign's sweep cells. ``host_stall_loss``:
+    "set_apart" or "count" (default: the campaign's method.host_stall_loss).
+    With loss set apart that host stalls explain, the analysis counting all
+    loss is kept beside it (meta["counting_all_loss"])."""
     out = []
     for cell in store.cells(campaign_id):
         if cell["spec"].get("method", {}).get("kind") == "search":
@@ -69,16 +90,22 @@ def analyze_campaign(store: Store, campaign_id: str) -> list[Configuration]:
         if not trials:
             continue
         a = cell["spec"]["analysis"]
-        mode = cell["spec"].get("method", {}).get("host_stall_loss", "set_apart")
-        runs = [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], counted_received(t, mode),
-                           t["duration_s"], tuple(f for f in t["flags"] or () if f not in INFORMATIONAL_FLAGS))
-                for t in trials]
-        analysis = analyze_rows(runs, confidence=a["confidence"], policy=FlagPolicy(),
+        mode = host_stall_loss or cell["spec"].get("method", {}).get("host_stall_loss", "set_apart")
+
+        def analyze(m: str) -> Analysis:
+            return analyze_rows(_runs(trials, m), confidence=a["confidence"], policy=FlagPolicy(),
                                 pdr_loss_ratio=a["pdr_loss_ratio"], eta=a["eta"])
-        out.append(Configuration(cell_label(cell["knobs"], cell["spec"]), cell["knobs"], analysis, "softnet",
-                                 trials, {"campaign_id": campaign_id, "cell_id": cell["cell_id"],
-                                          "probe_max_rate_pps": cell["probe_max_rate_pps"],
-                                          "spec": cell["spec"]}))
+
+        stalls = host_stall_summary(trials)
+        meta = {"campaign_id": campaign_id, "cell_id": cell["cell_id"],
+                "probe_max_rate_pps": cell["probe_max_rate_pps"], "spec": cell["spec"],
+                "host_stall_loss": mode, "host_stalls": stalls}
+        if mode == "set_apart" and stalls["explained_pkts"]:
+            other = analyze("count").report
+            meta["counting_all_loss"] = {"verdict": other.verdict.value, "reason": other.reason,
+                                         "ndr_load_pps": other.ndr_load_pps, "pdr_load_pps": other.pdr_load_pps}
+        out.append(Configuration(cell_label(cell["knobs"], cell["spec"]), cell["knobs"], analyze(mode), "softnet",
+                                 trials, meta))
     return out
 
 

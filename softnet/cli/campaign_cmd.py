@@ -9,7 +9,7 @@ from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import latency_cmd
-from softnet.cli.output import Col, Progress, console, eng, fixed, print_json, sci, table
+from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
 
 def run(spec: CampaignSpec, results_dir: Path, as_json: bool) -> str:
@@ -59,6 +59,27 @@ def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool 
     cols = [Col("configuration", text=True), Col("verdict", justify="left"), Col("PDR point"), Col("NDR"),
             Col("reason / flags", text=True)]
     console.print(table("PASTRAMI verdicts", cols, rows, wide))
+    for c in configs:
+        line = host_stall_line(c.meta)
+        if line:
+            console.print(f"{c.label}: {line}", highlight=False)
+
+
+def host_stall_line(meta: dict) -> str | None:
+    """What host stalls did to a configuration's loss, and the verdict counting all loss."""
+    h = meta.get("host_stalls")
+    if not h or not h["trials_probed"]:
+        return None
+    if not h["lost_pkts"]:
+        return f"no loss in {h['trials_probed']} trials watched for host stalls"
+    text = (f"host stalls explain {count(h['explained_pkts'])} of {count(h['lost_pkts'])} lost packets "
+            f"({100 * h['explained_share']:.1f}%; {h['trials_with_host_interference']} of {h['trials_probed']} "
+            f"trials flagged host_interference)")
+    if meta.get("host_stall_loss") == "set_apart" and h["explained_pkts"]:
+        o = meta["counting_all_loss"]
+        text += (f"; the verdict sets them apart; counting all loss: {o['verdict']}, "
+                 f"NDR {eng(o['ndr_load_pps'], 'pps')}")
+    return text
 
 
 def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: bool, tables: bool,

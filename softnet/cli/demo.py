@@ -48,5 +48,8 @@ def run_demo(results: Path, as_json: bool) -> None:
     console.print(f"  NDR (no loss) {rate(r.ndr_load_pps)}; PDR{100 * r.pdr_loss_ratio:g}% {rate(r.pdr_load_pps)}; "
                   f"saturation from {rate(r.saturation_load_pps)}", highlight=False)
     console.print(f"  verdict [bold]{r.verdict.value}[/]: {r.reason}", highlight=False)
+    stalls = campaign_cmd.host_stall_line(configs[0].meta)
+    if stalls:
+        console.print(f"  on this host: {stalls}", highlight=False)
     console.print(f"report: {report}  ({time.monotonic() - started:.0f} s)", highlight=False)
 

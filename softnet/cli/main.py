@@ -170,6 +170,8 @@ def search(
     latency_duration: float = typer.Option(None, help="seconds per latency trial (default: --duration)"),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
     flows: int = typer.Option(1, help="number of flows"),
+    host_stall_loss: str = typer.Option("set_apart", help="set_apart: loss that host stalls explain is not "
+                                        "the SUT's; count: all loss counts (as MLRsearch)"),
     name: str = typer.Option("search", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
     as_json: bool = typer.Option(False, "--json"),
@@ -184,7 +186,7 @@ def search(
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
               "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds,
               "latency_fractions": parse_fractions(latency_fractions, "--latency-fractions"),
-              "latency_duration_s": latency_duration}
+              "latency_duration_s": latency_duration, "host_stall_loss": host_stall_loss}
     spec = spec_from_options({"name": name, "testbed": {"sut": sut},
                               "traffic": {"frame_bytes": size, "flows": flows}, "method": method}, SEARCH_OPTIONS)
     try:
@@ -305,7 +307,7 @@ SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.
                   "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",
                   "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
                   "traffic.flows": "--flows", "name": "--name", "method.latency_fractions": "--latency-fractions",
-                  "method.latency_duration_s": "--latency-duration",
+                  "method.latency_duration_s": "--latency-duration", "method.host_stall_loss": "--host-stall-loss",
                   "method": "--initial-duration"}  # the only whole-method check a search can fail
 PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
                    "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",

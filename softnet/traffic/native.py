@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -11,16 +12,31 @@ from softnet.results.trial import MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitma
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # noqa: F401
 
+TIMELINE_MAX_BINS = 1 << 21  # native/sink/sink.h SINK_TIMELINE_MAX_BINS
+TIMELINE_MAX_RUNS = 20_000  # runs listed by "timeline" (all are counted)
+TIMELINE_BIN_S = 1e-3  # a bin: about 1 ms of the generator's schedule
+
+
+def timeline_bin_pkts(rate_pps: float, total_pkts: int) -> int:
+    """Sequence numbers per bin of the sink's timeline (--bin-pkts): about
+    1 ms of schedule at rate_pps, grown so that the total_pkts of the trial
+    (warm-up included) make at most TIMELINE_MAX_BINS bins."""
+    return max(1, round(rate_pps * TIMELINE_BIN_S), math.ceil(total_pkts / TIMELINE_MAX_BINS))
 
 
 class Sink:
     """The XDP sink on the sink interface, alive for one trial."""
 
-    def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int, exact: int = 0):
+    def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int, exact: int = 0,
+                 bin_pkts: int = 0):
+        """``bin_pkts``: keep the timeline (largest delay per bin of that many
+        seqs) and answer `timeline()`; timeline_bin_pkts() gives ~1 ms bins."""
         argv = [str(tool("sink")), "--netns", ns, "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
         if exact:  # every delay kept too: for checking the histogram, not for long trials
             argv += ["--exact", str(exact)]
+        if bin_pkts:
+            argv += ["--bin-pkts", str(bin_pkts)]
         self.proc = None
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -30,6 +46,20 @@ class Sink:
 
     def read(self) -> dict:
         return read_tool(self.proc, "softnet-sink")
+
+    def timeline(self, sent: int, timeout: float = 30) -> dict:
+        """Where the window's losses sit in the sequence, and the largest delay
+        per bin: the sink's "timeline" answer (docs/generator.md, "Loss in
+        time"). ``sent``: the generator's sent_pkts (warm-up included), asked
+        after the drain so nothing is in flight. Needs ``bin_pkts``."""
+        if self.proc.poll() is not None:
+            raise TestbedError(f"softnet-sink died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
+        self.proc.stdin.write(f"timeline {int(sent)}\n")
+        self.proc.stdin.flush()
+        reply = read_json_line(self.proc, "softnet-sink timeline", timeout)
+        if reply.get("timeline") is None:
+            raise TestbedError(f"softnet-sink timeline: {reply.get('error', reply)}")
+        return reply["timeline"]
 
     def close(self) -> None:
         quit_tool(self.proc)

@@ -71,6 +71,23 @@ def host_stall_summary(trials: list[dict]) -> dict:
             "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in probed)}
 
 
+def host_stall_sentence(meta: dict, rate=lambda v: f"{v:,.0f} pps") -> str | None:
+    """What host stalls did to a configuration's loss, and the verdict counting all loss, in words."""
+    h = meta.get("host_stalls")
+    if not h or not h["trials_probed"]:
+        return None
+    if not h["lost_pkts"]:
+        return f"no loss in {h['trials_probed']} trials watched for host stalls"
+    text = (f"host stalls explain {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
+            f"({100 * h['explained_share']:.1f}%; {h['trials_with_host_interference']} of {h['trials_probed']} "
+            f"trials flagged host_interference)")
+    if meta.get("host_stall_loss") == "set_apart" and h["explained_pkts"]:
+        o = meta["counting_all_loss"]
+        ndr = "none" if o["ndr_load_pps"] is None else rate(o["ndr_load_pps"])
+        text += f"; the verdict sets them apart; counting all loss: {o['verdict']}, NDR {ndr}"
+    return text
+
+
 def _runs(trials: list[dict], mode: str) -> list[SoftnetRun]:
     return [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], counted_received(t, mode),
                        t["duration_s"], tuple(f for f in t["flags"] or () if f not in INFORMATIONAL_FLAGS))

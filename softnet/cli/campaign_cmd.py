@@ -9,6 +9,7 @@ from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import latency_cmd
+from softnet.analysis.campaigns import host_stall_sentence
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
 
@@ -66,20 +67,8 @@ def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool 
 
 
 def host_stall_line(meta: dict) -> str | None:
-    """What host stalls did to a configuration's loss, and the verdict counting all loss."""
-    h = meta.get("host_stalls")
-    if not h or not h["trials_probed"]:
-        return None
-    if not h["lost_pkts"]:
-        return f"no loss in {h['trials_probed']} trials watched for host stalls"
-    text = (f"host stalls explain {count(h['explained_pkts'])} of {count(h['lost_pkts'])} lost packets "
-            f"({100 * h['explained_share']:.1f}%; {h['trials_with_host_interference']} of {h['trials_probed']} "
-            f"trials flagged host_interference)")
-    if meta.get("host_stall_loss") == "set_apart" and h["explained_pkts"]:
-        o = meta["counting_all_loss"]
-        text += (f"; the verdict sets them apart; counting all loss: {o['verdict']}, "
-                 f"NDR {eng(o['ndr_load_pps'], 'pps')}")
-    return text
+    """What host stalls did to a configuration's loss (analysis.campaigns.host_stall_sentence)."""
+    return host_stall_sentence(meta, lambda v: eng(v, "pps"))
 
 
 def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: bool, tables: bool,

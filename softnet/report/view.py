@@ -11,7 +11,7 @@ import statistics
 from collections import Counter, OrderedDict
 from typing import Sequence
 
-from softnet.analysis.campaigns import Configuration
+from softnet.analysis.campaigns import Configuration, host_stall_sentence
 from softnet.analysis.cpu_audit import by_context
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
@@ -263,6 +263,9 @@ def configuration(i: int, config: Configuration, prov: ResultsProvenance | None)
            (f"PDR@{x}", rate_pair(r.pdr_load_pps)), ("NDR (sweep estimate)", rate_pair(r.ndr_load_pps)),
            ("saturation load", rate_pair(r.saturation_load_pps)),
            ("parameters", f"X = {x}, \u03b7 = {r.eta:g}, confidence = {config.analysis.stats.confidence:g}")]
+    stalls = host_stall_sentence(config.meta, format_rate)
+    if stalls:
+        key.append(("host stalls (" + config.meta["host_stall_loss"].replace("_", " ") + ")", stalls))
     return {"anchor": f"cfg-{i}", "label": config.label, "verdict": r.verdict.value, "reason": r.reason,
             "meaning": VERDICT_MEANING.get(r.verdict.value, ""), "key": key, "table": load_table(config),
             "flags": flags(config), "provenance": config_provenance(config, prov)}

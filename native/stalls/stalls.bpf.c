@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Stall detection on watched CPUs, two detectors (see stalls.h):
+ *
+ * runq: sched_wakeup/sched_wakeup_new note when a task bound for a watched
+ *   CPU became runnable, sched_switch when a task was preempted there; when a
+ *   task is switched in on a watched CPU after waiting >= threshold_ns, an
+ *   event names it, the task that held the CPU last, and the wait.
+ * gap: a perf cpu-clock event per watched CPU arms an hrtimer that fires
+ *   every period_ns. Every timer expiry (tp_btf hrtimer_expire_entry), every
+ *   cpu-clock sample (the perf program) and every context switch is a sign
+ *   that the CPU ran; a busy CPU (not in the idle task) silent for more than
+ *   period + threshold did not run at all: the hypervisor descheduled the
+ *   vCPU, or interrupts were off that long. The idle task's silence is no gap.
+ *
+ * Why not the cpu-clock samples alone: the perf program is skipped whenever
+ * another BPF program or a BPF syscall (a map read) is in progress on that
+ * CPU (bpf_prog_active), and on this kernel it does not run in the idle task
+ * either; the timer still fires. tp_btf programs are only kept from recursing
+ * into themselves.
+ *
+ * Every program filters on the CPU it runs on (or the task's CPU for
+ * wake-ups) first: on CPUs not watched, each returns after one load. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "stalls.h"
+
+#define TASK_RUNNING 0
+
+const volatile __u8 watched[STALLS_MAX_CPUS];
+const volatile __u64 threshold_ns = 200000;
+const volatile __u64 period_ns = 1000000;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STALLS_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct stall_cpu);
+} cpus SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct stall_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* 16 K events; user space drains it every 20 ms */
+} events SEC(".maps");
+
+/* The watched CPU's state, or NULL for a CPU not watched. */
+static __always_inline struct stall_cpu *watched_cpu(__u32 cpu)
+{
+	if (cpu >= STALLS_MAX_CPUS || !watched[cpu])
+		return NULL;
+	return bpf_map_lookup_elem(&cpus, &cpu);
+}
+
+/* No wake-up notification (BPF_RB_NO_WAKEUP): no irq_work on the watched
+ * CPU; user space polls. */
+static __always_inline struct stall_event *reserve(struct stall_cpu *c)
+{
+	struct stall_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e)
+		c->lost++;
+	return e;
+}
+
+/* The task became runnable now: open its wait. */
+static __always_inline void runnable(struct task_struct *p, __u64 now)
+{
+	struct stall_task *t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (t) { /* NULL: no memory, or the storage is busy (recursion): that wait is not seen */
+		t->since = now;
+		t->switches = p->nvcsw + p->nivcsw;
+	}
+}
+
+/* A sign of life of the CPU at now, with cur on it. Every idle transition is
+ * a context switch, itself a sign of life: so the CPU was busy since the
+ * last one exactly when it is not idle now. */
+static __always_inline void alive(struct stall_cpu *c, __u32 cpu, __u64 now, struct task_struct *cur)
+{
+	__u64 last = c->last_alive;
+
+	c->last_alive = now;
+	if (!last || c->idle || now < last || now - last <= period_ns + threshold_ns)
+		return;
+	struct stall_event *e = reserve(c);
+	if (!e)
+		return;
+	e->start_ns = last;
+	e->end_ns = now;
+	e->cpu = cpu;
+	e->kind = STALL_GAP;
+	e->pid = cur->pid;
+	e->by_pid = 0;
+	e->prio = cur->prio;
+	e->by_policy = -1;
+	__builtin_memcpy(e->task, cur->comm, STALLS_COMM_LEN);
+	__builtin_memset(e->by, 0, STALLS_COMM_LEN);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline int on_wakeup(struct task_struct *p)
+{
+	__u32 cpu = p->thread_info.cpu; /* the CPU it was queued on */
+
+	if (cpu < STALLS_MAX_CPUS && watched[cpu])
+		runnable(p, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sn_stall_wakeup, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sn_stall_wakeup_new, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct stall_cpu *c = watched_cpu(cpu);
+
+	if (!c)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	c->switches++;
+	alive(c, cpu, now, prev);
+	c->idle = next->pid == 0;
+	if (prev->pid != 0 && (preempt || prev_state == TASK_RUNNING))
+		runnable(prev, now); /* still on the runqueue: it waits from now */
+	if (next->pid == 0)
+		return 0;
+	struct stall_task *t = bpf_task_storage_get(&tasks, next, 0, 0);
+	if (!t || !t->since)
+		return 0;
+	__u64 since = t->since;
+	t->since = 0;
+	/* switched in since (on a CPU not watched): that wait was over */
+	if (t->switches != next->nvcsw + next->nivcsw || now < since || now - since < threshold_ns)
+		return 0;
+	struct stall_event *e = reserve(c);
+	if (!e)
+		return 0;
+	e->start_ns = since;
+	e->end_ns = now;
+	e->cpu = cpu;
+	e->kind = STALL_RUNQ;
+	e->pid = next->pid;
+	e->by_pid = prev->pid;
+	e->prio = next->prio;
+	e->by_policy = prev->policy;
+	__builtin_memcpy(e->task, next->comm, STALLS_COMM_LEN);
+	__builtin_memcpy(e->by, prev->comm, STALLS_COMM_LEN);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(sn_stall_timer)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct stall_cpu *c = watched_cpu(cpu);
+
+	if (c) {
+		c->timers++;
+		alive(c, cpu, bpf_ktime_get_ns(), bpf_get_current_task_btf());
+	}
+	return 0;
+}
+
+SEC("perf_event")
+int sn_stall_tick(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct stall_cpu *c = watched_cpu(cpu);
+
+	if (c) {
+		c->samples++;
+		alive(c, cpu, bpf_ktime_get_ns(), bpf_get_current_task_btf());
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

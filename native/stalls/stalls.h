@@ -1,0 +1,48 @@
+/* softnet-stalls: periods when a watched CPU did not run what needed it,
+ * shared by the BPF side (stalls.bpf.c) and the loader (stalls.c). */
+#ifndef SN_STALLS_H
+#define SN_STALLS_H
+
+#define STALLS_MAX_CPUS 1024 /* CPUs a --cpus list may name (the watched set is indexed by CPU) */
+#define STALLS_COMM_LEN 16   /* TASK_COMM_LEN */
+
+#define STALL_RUNQ 1 /* a task waited on the runqueue (woken or preempted) before it ran */
+#define STALL_GAP 2  /* a busy CPU showed no sign of life (timer, sample, switch): the vCPU did not run */
+
+/* One stall, as the ring buffer carries it. Times are bpf_ktime_get_ns():
+ * CLOCK_MONOTONIC. */
+struct stall_event {
+	__u64 start_ns;  /* runq: runnable since (woken or preempted); gap: the last sign of life */
+	__u64 end_ns;    /* runq: switched in; gap: the next sign of life */
+	__u32 cpu;
+	__u32 kind;      /* STALL_* */
+	__u32 pid;       /* runq: the task that waited; gap: the task on the CPU */
+	__u32 by_pid;    /* runq: the task that held the CPU last (prev at the switch); gap: 0 */
+	__s32 prio;      /* the waiting (runq) or current (gap) task's kernel priority (0-139; 120 = nice 0) */
+	__s32 by_policy; /* SCHED_* of by_pid; gap: -1 */
+	char task[STALLS_COMM_LEN];
+	char by[STALLS_COMM_LEN];
+};
+
+/* Per watched CPU (an array indexed by CPU, each entry written only by its
+ * own CPU: sched_switch holds the runqueue lock with interrupts off, the
+ * timer programs run in the timer interrupt). */
+struct stall_cpu {
+	__u64 last_alive;   /* the CPU's last sign of life: a timer expiry, a sample, a context switch (0: none yet) */
+	__u64 samples;      /* cpu-clock samples the perf program saw */
+	__u64 timers;       /* hrtimer expiries seen (the cpu-clock event's own timer among them) */
+	__u64 switches;     /* context switches seen */
+	__u64 lost;         /* events the ring buffer had no room for */
+	__u32 idle;         /* the idle task is on the CPU */
+	__u32 pad0;
+	__u64 pad[2];       /* one 64-byte cache line per CPU */
+};
+/* Per task (task storage): when it became runnable, and its context switch
+ * count then. A task that ran meanwhile on a CPU not watched (so its switch-in
+ * was not seen) has a different count by now: its stale time is ignored. */
+struct stall_task {
+	__u64 since;     /* 0: no wait open */
+	__u64 switches;  /* nvcsw + nivcsw when it became runnable */
+};
+
+#endif

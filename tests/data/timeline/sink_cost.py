@@ -1,0 +1,103 @@
+"""What the sink's timeline (--bin-pkts) costs per packet: the XDP program's
+own run time per packet (kernel BPF run-time statistics, on only while this
+runs) and the rate the sink takes, with and without --bin-pkts, interleaved.
+
+The generator sends straight to the sink (SUT "none": the sink's XDP runs in
+the veth NAPI kthread on CPU 1, the generator on CPU 0). Run as root on a
+quiet host: .venv/bin/python tests/data/timeline/sink_cost.py [RUNS]
+Prints one JSON document (per run and summary)."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
+from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts  # noqa: E402
+
+BPF_ENABLE_STATS, BPF_STATS_RUN_TIME, SYS_BPF = 32, 0, 321  # linux/bpf.h; x86-64 syscall number
+CASES = [(1e6, 2_000_000), (12e6, 4_000_000)]  # (rate_pps, packets): paced, and flat out
+
+
+def enable_bpf_stats() -> int:
+    """Run-time statistics for every BPF program while the returned fd is open
+    (the kernel turns them off when it closes, however this process ends)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint32 * 32)(BPF_STATS_RUN_TIME)
+    fd = libc.syscall(SYS_BPF, BPF_ENABLE_STATS, attr, ctypes.sizeof(attr))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "BPF_ENABLE_STATS")
+    return fd
+
+
+def prog_stats(prog_id: int) -> tuple[int, int]:
+    out = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)], capture_output=True,
+                                    text=True, check=True).stdout)
+    return out.get("run_cnt", 0), out.get("run_time_ns", 0)
+
+
+def drain(sink: Sink) -> dict:
+    last, stable = sink.read(), 0
+    while stable < 3:
+        time.sleep(0.02)
+        cur = sink.read()
+        stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
+        last = cur
+    return last
+
+
+def one(tb, ep, rate: float, total: int, timeline: bool) -> dict:
+    with HostChanges() as tc:
+        sink = Sink(tc, ep.sink_ns, ep.sink_if, total, 0, bin_pkts=timeline_bin_pkts(rate, total) if timeline else 0)
+        gen = GeneratorJob.start(tc, ep, rate, total, 0, 64, 1, tb.placement.gen_cpu).wait(timeout=60)
+        counts = drain(sink)
+        cnt, ns = prog_stats(sink.prog_id)
+        t0 = time.monotonic()
+        tl = sink.timeline(gen["sent_pkts"]) if timeline else None
+        tl_s = time.monotonic() - t0
+    send_s = (gen["last_send_ns"] - gen["first_send_ns"]) / 1e9
+    return {"timeline": timeline, "rate_pps": rate, "sent_pkts": gen["sent_pkts"], "xdp_runs": cnt,
+            "xdp_ns_per_pkt": ns / cnt, "rx_pkts": counts["rx_window_pkts"], "send_s": send_s,
+            "rx_rate_pps": counts["rx_window_pkts"] / send_s, "timeline_cmd_s": tl_s if tl else None}
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    fd = enable_bpf_stats()
+    rows = []
+    try:
+        with HostChanges() as ch:
+            tb = LocalTestbed(ch, "none", Placement(gen_cpu=0, sut_cpus=[1]))
+            ep = tb.build()
+            for rate, total in CASES:
+                for _ in range(runs):
+                    for timeline in (False, True):  # interleaved
+                        rows.append(one(tb, ep, rate, total, timeline))
+    finally:
+        os.close(fd)
+    summary = []
+    for rate, _ in CASES:
+        arm = {t: [r for r in rows if r["rate_pps"] == rate and r["timeline"] is t] for t in (False, True)}
+        ns = {t: [r["xdp_ns_per_pkt"] for r in arm[t]] for t in arm}
+        rx = {t: [r["rx_rate_pps"] for r in arm[t]] for t in arm}
+        summary.append({
+            "rate_pps": rate,
+            "xdp_ns_per_pkt": {str(t).lower(): {"median": statistics.median(ns[t]), "min": min(ns[t]),
+                                                "max": max(ns[t])} for t in arm},
+            "xdp_ns_ratio_median": statistics.median(ns[True]) / statistics.median(ns[False]),
+            "rx_rate_pps": {str(t).lower(): {"median": statistics.median(rx[t]), "min": min(rx[t]),
+                                             "max": max(rx[t])} for t in arm},
+        })
+    print(json.dumps({"runs": rows, "summary": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

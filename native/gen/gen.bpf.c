@@ -55,10 +55,10 @@ static __always_inline void track_late(__u64 seq, __u64 lag)
 			state.ep_max_lag_ns = lag;
 		}
 	} else if (state.ep_open) {
-		__u64 n = state.ep_closed++;
+		state.ep_closed++;
 		state.ep_open = 0;
-		if (n < GEN_MAX_EPISODES) {
-			__u32 k = n;
+		if (state.ep_max_lag_ns >= GEN_EPISODE_KEEP_NS && state.ep_kept < GEN_MAX_EPISODES) {
+			__u32 k = state.ep_kept++;
 			struct gen_episode *e = bpf_map_lookup_elem(&episodes, &k);
 			if (e) {
 				e->first_seq = state.ep_first_seq;

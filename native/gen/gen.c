@@ -183,19 +183,20 @@ static void parse_args(int argc, char **argv, struct opts *o)
  * the one still open when the last packet went out (late up to it). */
 static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uint64_t sent)
 {
-	uint64_t kept = st->ep_closed < GEN_MAX_EPISODES ? st->ep_closed : GEN_MAX_EPISODES;
+	uint64_t kept = st->ep_kept;
+	int open = st->ep_open && st->ep_max_lag_ns >= GEN_EPISODE_KEEP_NS;
 	int fd = bpf_map__fd(skel->maps.episodes);
 	struct gen_episode e;
 
-	printf("\"late_episodes_total\": %llu, \"late_episodes\": [",
-	       (unsigned long long)(st->ep_closed + (st->ep_open ? 1 : 0)));
+	printf("\"late_episodes_total\": %llu, \"late_episodes_min_lag_ns\": %u, \"late_episodes\": [",
+	       (unsigned long long)(st->ep_closed + (st->ep_open ? 1 : 0)), GEN_EPISODE_KEEP_NS);
 	for (__u32 k = 0; k < kept; k++) {
 		if (bpf_map_lookup_elem(fd, &k, &e))
 			sn_die("read late episode %u: %s", k, strerror(errno));
 		printf("%s[%llu, %llu, %llu]", k ? ", " : "", (unsigned long long)e.first_seq,
 		       (unsigned long long)e.last_seq, (unsigned long long)e.max_lag_ns);
 	}
-	if (st->ep_open && kept < GEN_MAX_EPISODES)
+	if (open && kept < GEN_MAX_EPISODES)
 		printf("%s[%llu, %llu, %llu]", kept ? ", " : "", (unsigned long long)st->ep_first_seq,
 		       (unsigned long long)(sent - 1), (unsigned long long)st->ep_max_lag_ns);
 	printf("]");

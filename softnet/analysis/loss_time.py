@@ -9,6 +9,7 @@ Inputs are raw reads (pure functions, testable on captured files):
 - the stall probe's events (softnet-stalls): a task kept waiting for a CPU
   ("runq") or a busy CPU whose clock jumped ("gap": the hypervisor did not run
   it), each with the task that held the CPU;
+- the generator's late episodes: a long one is its CPU not running it;
 - optionally the stall injector's own record, the truth to check detection by.
 
 A stall of a CPU the data path needs (generator, SUT, sink) opens an influence
@@ -35,6 +36,7 @@ OVERLOAD_BUSY = 0.90  # loss outside stalls with the SUT CPU this busy: overload
 # A CPU held by the data path itself (NAPI threads, softirq threads, softnet's
 # generator) is load, not interference.
 DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen")
+REALTIME_POLICIES = (1, 2)  # SCHED_FIFO, SCHED_RR: they take a CPU from every normal task
 SERIES_POINTS = 1000  # the result's time series are pooled down to at most this many points
 KEEP_STALLS = 200  # stalls listed one by one in the result (all are counted)
 
@@ -67,7 +69,7 @@ def due_ns(gen: dict, seq):
 class Stall:
     cpu: int
     role: str
-    kind: str  # "runq" | "gap" | "merged"
+    kind: str  # "runq" | "gap" (the probe) | "gen_lag" (the generator's late episodes) | "merged"
     start_ns: int
     end_ns: int
     by: str  # the task that held the CPU ("" when unknown)
@@ -88,18 +90,34 @@ def cpu_roles(placement: dict) -> dict[int, str]:
     return {c: "/".join(r) for c, r in roles.items()}
 
 
+def is_host_stall(e: dict) -> bool:
+    """A probe event that kept the data path from a CPU: every clock gap of a
+    busy CPU (the vCPU did not run); a data-path task kept waiting by anything
+    but the data path itself; any task kept waiting by a realtime task or by
+    an idle CPU that woke late (the vCPU was not running). Two other tasks
+    sharing a CPU fairly are not a stall of the data path."""
+    if e["kind"] != "runq":
+        return True
+    by_data_path = e.get("by", "").startswith(DATA_PATH_TASKS)
+    if by_data_path:
+        return False
+    return (e.get("task", "").startswith(DATA_PATH_TASKS) or e.get("by_policy") in REALTIME_POLICIES
+            or e.get("by_pid") == 0)
+
+
 def probe_stalls(probe: dict, roles: dict[int, str]) -> list[Stall]:
-    """The probe's events on the data path's CPUs that are host stalls: every
-    clock gap of a busy CPU, and every wait for a CPU held by something other
-    than the data path itself."""
-    out = []
-    for e in probe.get("stalls", []):
-        if e["cpu"] not in roles:
-            continue
-        if e["kind"] == "runq" and e.get("by", "").startswith(DATA_PATH_TASKS):
-            continue
-        out.append(Stall(e["cpu"], roles[e["cpu"]], e["kind"], e["start_ns"], e["end_ns"], e.get("by", "")))
-    return out
+    """The probe's events on the data path's CPUs that are host stalls."""
+    return [Stall(e["cpu"], roles[e["cpu"]], e["kind"], e["start_ns"], e["end_ns"], e.get("by", ""))
+            for e in probe.get("stalls", []) if e["cpu"] in roles and is_host_stall(e)]
+
+
+def generator_stalls(gen: dict, roles: dict[int, str], threshold_ns: int) -> list[Stall]:
+    """The generator's late episodes that lasted the probe's threshold: its CPU
+    did not run it (it then catches up back to back, a burst). From the first
+    late packet's due time for as long as the episode's largest lag."""
+    cpu = gen["cpu"]
+    return [Stall(cpu, roles.get(cpu, "generator"), "gen_lag", due_ns(gen, first), due_ns(gen, first) + lag, "")
+            for first, _, lag in gen.get("late_episodes", []) if lag >= threshold_ns]
 
 
 def merge(stalls: list[Stall]) -> list[Stall]:
@@ -230,10 +248,16 @@ def words(lost: int, explained: int, windows: list, cause_rest: str) -> str:
 
 
 def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy: float | None,
-              steal_ms: dict[int, float] | None = None, injected: dict | None = None) -> dict:
-    """Stalls per CPU, loss in time, and how much loss the stalls explain."""
+              steal_ms: dict[int, float] | None = None, injected: dict | None = None,
+              generator_lag: bool = True) -> dict:
+    """Stalls per CPU, loss in time, and how much loss the stalls explain.
+    ``generator_lag``: the generator's late episodes count as stalls of its
+    CPU (not when it could not offer the load at all: then it is always late)."""
     roles = cpu_roles(placement)
-    stalls = merge(probe_stalls(probe, roles))
+    found = probe_stalls(probe, roles)
+    if generator_lag:
+        found += generator_stalls(gen, roles, probe.get("threshold_ns") or 200_000)
+    stalls = merge(found)
     rate = gen["intended_rate_pps"]
     fill_ns = VETH_RING_PKTS / rate * 1e9
     qualifying = [s for s in stalls if s.duration_ns >= QUALIFY_FILL_SHARE * fill_ns]

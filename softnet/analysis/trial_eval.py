@@ -185,7 +185,7 @@ def flags(spec: TrialSpec, gen: dict, sent: int, received: int, achieved: float,
     return out
 
 
-def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None) -> dict:
+def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None, generator_lag: bool) -> dict:
     """Loss in time, the data path's CPU stalls and the loss they explain
     (softnet.analysis.loss_time); the SUT's own loss is what is left."""
     timeline, probe, p = raw.get("sink_timeline"), raw.get("stalls") or {}, raw["testbed"]["placement"]
@@ -197,7 +197,7 @@ def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None) ->
     busy = [b for b in busy if b is not None]
     steal = {c: 10.0 * t.get("steal", 0) for c, t in window["cpu_ticks"].items()}  # USER_HZ 100: 10 ms a tick
     out = loss_time.attribute(timeline, raw["generator"], probe, p, sum(busy) / len(busy) if busy else None,
-                              steal, raw.get("injected_stalls"))
+                              steal, raw.get("injected_stalls"), generator_lag)
     explained = out["loss_explained_by_host_stalls"]["pkts"]
     # the sink's bitmap and its counters agree when nothing is in flight; if not, the counters rule
     sut_lost = max(lost - explained, 0)
@@ -251,7 +251,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         started_unix_s=raw["started_unix_s"],
     )
     if raw_version >= 3:
-        fields.update(host_stalls_in_time(raw, window, sent, lost))
+        fields.update(host_stalls_in_time(raw, window, sent, lost, "generator_limited" not in found))
         if fields.get("loss_explained_by_host_stalls") and fields.pop("host_interference"):
             found.append("host_interference")
         fields["valid"] = not set(found) - INFORMATIONAL_FLAGS

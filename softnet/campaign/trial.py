@@ -21,12 +21,15 @@ from softnet.analysis.trial_eval import evaluate
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
+from softnet.collect.stalls import StallProbe
 from softnet.provenance import provenance
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
+from softnet.errors import TestbedError
 from softnet.testbed.local import LocalTestbed
+from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
-from softnet.traffic.native import GeneratorJob, Sink
+from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts
 
 DRAIN_STABLE_READS = 3
 DRAIN_POLL_S = 0.02
@@ -68,6 +71,23 @@ def _sampler(tb: LocalTestbed, spec: TrialSpec):
     return KernelSampler(spec.sample_interval_s, avoid_cpus=tb.placement.sut_cpus, links=tb.sample_links())
 
 
+def data_path_cpus(tb: LocalTestbed) -> list[int]:
+    """The CPUs the data path needs: the stall probe watches them."""
+    p = tb.placement
+    return sorted({p.gen_cpu, *p.sut_cpus} | ({p.sink_cpu} if p.sink_cpu is not None else set()))
+
+
+def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tuple[StallProbe | None, str | None]:
+    """The stall probe for this trial, or why there is none (a host without
+    the perf events it needs still measures, its stalls unknown)."""
+    if not spec.stall_probe:
+        return None, "off (--no-stall-probe)"
+    try:
+        return StallProbe(changes, data_path_cpus(tb), avoid_cpus=tb.placement.sut_cpus), None
+    except TestbedError as exc:
+        return None, str(exc)
+
+
 def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             progress: Callable[[float], None] | None = None, exact_pkts: int = 0) -> dict:
     """Run one trial on a built testbed (whose changes are in `changes`) and
@@ -82,7 +102,13 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # The sink and the generator live for this trial only: their own registry
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
-        sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts)
+        sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts,
+                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total))
+        probe, probe_missing = _stall_probe(tb, spec, trial_changes)
+        injector = None
+        if spec.inject_busy_ms:  # a host change like any other: recorded, undone when the trial ends
+            injector = StallInjector(trial_changes, spec.inject_cpu if spec.inject_cpu is not None
+                                     else tb.placement.sut_cpus[0], spec.inject_busy_ms, spec.inject_every_ms)
         profiler = Profiler(trial_changes, spec.profile_per_packet, spec.profile_duty,
                             avoid_cpus=tb.placement.sut_cpus) if spec.profile else None
         prof = {"start": profiler.read()} if profiler else {}
@@ -118,6 +144,9 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             sampler.sample_now("window_end")
         gen = gen_job.wait(timeout=5)
         counts, drain_s = drain_sink(sink)
+        timeline = sink.timeline(gen["sent_pkts"])
+        stalls = probe.read() if probe else {"missing": probe_missing}
+        injected = injector.read() if injector else None
         after = _host_reads(tb)
         others |= other_runs(tb)
     p = tb.placement
@@ -136,6 +165,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         "host": {"cpu_freq_hz": cpu_freq_hz(), "sysctls": host_sysctls()},
         "started_unix_s": started,
         "generator": gen, "sink": counts, "drain_s": drain_s,
+        "sink_timeline": timeline, "stalls": stalls, "injected_stalls": injected,
         "before": before, "after": after, "window": {"start": kw0, "end": kw1},
         "other_runs": sorted(others),
         "series": None, "profile": None,

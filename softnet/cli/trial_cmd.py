@@ -206,8 +206,10 @@ def show_stalls(r: dict, wide: bool = False) -> None:
     rows = [[cpu, c["role"], count(c["count"]), f"{c['total_ms']:.1f}", f"{c['max_ms']:.1f}",
              "" if c["steal_ms"] is None else f"{c['steal_ms']:.0f}", ", ".join(c["by"][:3])]
             for cpu, c in sorted(h["per_cpu"].items(), key=lambda kv: int(kv[0]))]
-    console.print(table(f"stalls of the data path's CPUs (probe every {h['probe']['period_ns'] / 1e6:g} ms; "
-                        f"the ring fills in {h['ring_fill_ms']:.2f} ms)", STALL_COLS, rows, wide))
+    console.print(table("stalls of the data path's CPUs", STALL_COLS, rows, wide))
+    console.print(f"[dim]probe: clock every {h['probe']['period_ns'] / 1e6:g} ms, stalls from "
+                  f"{h['probe']['threshold_ns'] / 1e6:g} ms; the SUT's ring fills in {h['ring_fill_ms']:.2f} ms[/]",
+                  highlight=False)
     if "injected" in h:
         i = h["injected"]
         console.print(f"injected: {i['found']} of {i['injected']} stalls of {i['busy_ms']:g} ms every "

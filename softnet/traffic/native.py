@@ -5,7 +5,9 @@ import json
 import math
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from typing import IO
 
 from softnet.errors import TestbedError
 from softnet.results.trial import MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
@@ -70,6 +72,8 @@ class GeneratorJob:
     """A running softnet-gen; `wait()` returns its JSON report."""
 
     proc: subprocess.Popen
+    out: IO[str]  # its report: a file, not a pipe (a report beyond the pipe's 64 KiB would block its exit)
+    err: IO[str]
 
     @classmethod
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int,
@@ -78,8 +82,9 @@ class GeneratorJob:
                 "--src-mac", ep.gen_mac, "--dst-mac", ep.next_hop_mac, "--src-ip", ep.src_ip,
                 "--dst-ip", ep.dst_ip, "--size", str(frame_bytes), "--rate", repr(float(rate_pps)),
                 "--count", str(count), "--warmup", str(warmup), "--flows", str(flows), "--cpu", str(cpu)]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        job = cls(proc)
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
+        job = cls(proc, out, err)
         changes.record(f"generator on {ep.gen_ns}/{ep.gen_if} (pid {proc.pid})", job.stop)
         return job
 
@@ -99,10 +104,11 @@ class GeneratorJob:
 
     def wait(self, timeout: float) -> dict:
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.stop()
             raise TestbedError(f"softnet-gen did not finish within {timeout:.0f} s") from None
+        out, err = (self._read(f) for f in (self.out, self.err))
         if self.proc.returncode < 0:
             raise TestbedError(f"softnet-gen was killed by signal {-self.proc.returncode}")
         report = json.loads(out) if out.strip().startswith("{") else {}
@@ -110,3 +116,10 @@ class GeneratorJob:
             why = report.get("error") or err.strip()
             raise TestbedError(f"softnet-gen failed (exit {self.proc.returncode}): {why}")
         return report
+
+    @staticmethod
+    def _read(f: IO[str]) -> str:
+        f.seek(0)
+        text = f.read()
+        f.close()
+        return text

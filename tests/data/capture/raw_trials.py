@@ -37,6 +37,16 @@ CASES = {
     # the sink also keeps every delay (--exact): the histogram checked against them
     "ipv4fwd_20kpps_exact": (Placement(gen_cpu=0, sut_cpus=[1]),
                              TrialSpec(rate_pps=20e3, duration_s=0.5, warmup_s=0.1, sample_interval_s=None)),
+    # issue 16: the injector takes the SUT CPU 5 ms every 500 ms at a load far below capacity
+    "ipv4fwd_150kpps_injected": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                 TrialSpec(rate_pps=150e3, duration_s=3, warmup_s=0.5, sample_interval_s=None,
+                                           inject_busy_ms=5, inject_every_ms=500)),
+    # the same load without injection: what this host's own stalls do
+    "ipv4fwd_150kpps_quiet": (Placement(gen_cpu=0, sut_cpus=[1]),
+                              TrialSpec(rate_pps=150e3, duration_s=3, warmup_s=0.5, sample_interval_s=None)),
+    # about twice kernel forwarding's capacity here: steady overload, loss everywhere
+    "ipv4fwd_1800kpps_overload": (Placement(gen_cpu=0, sut_cpus=[1]),
+                                  TrialSpec(rate_pps=1.8e6, duration_s=0.5, warmup_s=0.2, sample_interval_s=0.25)),
 }
 EXACT_PKTS = {"ipv4fwd_20kpps_exact": 10_000}
 

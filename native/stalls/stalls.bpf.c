@@ -70,26 +70,39 @@ static __always_inline struct stall_event *reserve(struct stall_cpu *c)
 	return e;
 }
 
-/* The task became runnable now: open its wait. */
-static __always_inline void runnable(struct task_struct *p, __u64 now)
+/* The task became runnable now: open its wait. A wake-up of a task already
+ * waiting (woken twice, or woken after it was preempted: ttwu_runnable
+ * traces sched_wakeup too) keeps the wait open since then; a preemption
+ * (woken = 0) always opens a new one. */
+static __always_inline void runnable(struct task_struct *p, __u64 now, int woken)
 {
 	struct stall_task *t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 switches = p->nvcsw + p->nivcsw;
 
-	if (t) { /* NULL: no memory, or the storage is busy (recursion): that wait is not seen */
-		t->since = now;
-		t->switches = p->nvcsw + p->nivcsw;
-	}
+	if (!t) /* no memory, or the storage is busy (recursion): that wait is not seen */
+		return;
+	if (woken && t->since && t->switches == switches && now >= t->since)
+		return;
+	t->since = now;
+	t->switches = switches;
 }
 
-/* A sign of life of the CPU at now, with cur on it. Every idle transition is
- * a context switch, itself a sign of life: so the CPU was busy since the
- * last one exactly when it is not idle now. */
+/* A sign of life of the CPU at now, with cur on it (for a context switch:
+ * the task switched out). The CPU was busy since the last sign when the idle
+ * task was not on it then and is not now: every switch to the idle task is
+ * a sign of life, and so is every switch from it. Not every switch away
+ * from a task is traced, though (this VM's own init threads switch out
+ * unseen: the tracepoint does not fire, for perf either): a CPU that went
+ * idle unseen is idle when the next sign comes (a timer in the idle task,
+ * the switch from it), and its silence is no gap. */
 static __always_inline void alive(struct stall_cpu *c, __u32 cpu, __u64 now, struct task_struct *cur)
 {
 	__u64 last = c->last_alive;
+	__u32 was_idle = c->idle;
 
 	c->last_alive = now;
-	if (!last || c->idle || now < last || now - last <= period_ns + threshold_ns)
+	c->idle = cur->pid == 0; /* a switch sets it again to the task switched in */
+	if (!last || was_idle || c->idle || now < last || now - last <= period_ns + threshold_ns)
 		return;
 	struct stall_event *e = reserve(c);
 	if (!e)
@@ -112,7 +125,7 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	__u32 cpu = p->thread_info.cpu; /* the CPU it was queued on */
 
 	if (cpu < STALLS_MAX_CPUS && watched[cpu])
-		runnable(p, bpf_ktime_get_ns());
+		runnable(p, bpf_ktime_get_ns(), 1);
 	return 0;
 }
 
@@ -128,12 +141,37 @@ int BPF_PROG(sn_stall_wakeup_new, struct task_struct *p)
 	return on_wakeup(p);
 }
 
+/* A runq event: the wait of task since `since`, ended at end by the CPU's
+ * handing over from `by` (pid, policy, comm). */
+static __always_inline void runq_event(struct stall_cpu *c, __u32 cpu, struct task_struct *task, __u64 since,
+				       __u64 end, __u32 by_pid, __s32 by_policy, const char *by_comm, __u32 flags)
+{
+	struct stall_event *e = reserve(c);
+
+	if (!e)
+		return;
+	e->start_ns = since;
+	e->end_ns = end;
+	e->cpu = cpu;
+	e->kind = STALL_RUNQ;
+	e->pid = task->pid;
+	e->by_pid = by_pid;
+	e->prio = task->prio;
+	e->by_policy = by_policy;
+	e->flags = flags;
+	e->pad = 0;
+	__builtin_memcpy(e->task, task->comm, STALLS_COMM_LEN);
+	bpf_probe_read_kernel(e->by, STALLS_COMM_LEN, by_comm);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct stall_cpu *c = watched_cpu(cpu);
+	struct stall_task *t;
 
 	if (!c)
 		return 0;
@@ -141,11 +179,29 @@ int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct tas
 	c->switches++;
 	alive(c, cpu, now, prev);
 	c->idle = next->pid == 0;
+	if (c->last_switch && (__u32)prev->pid != c->last_pid) {
+		/* prev came on the CPU unseen (after c->last_pid, which switched
+		 * out untraced): if it had been waiting, its wait ended then. Its
+		 * switch count went up for this switch-out already. */
+		c->unseen++;
+		t = prev->pid ? bpf_task_storage_get(&tasks, prev, 0, 0) : NULL;
+		if (t && t->since && t->switches + 1 == prev->nvcsw + prev->nivcsw) {
+			__u64 since = t->since;
+			t->since = 0;
+			if (c->last_switch >= since && c->last_switch - since >= threshold_ns)
+				runq_event(c, cpu, prev, since, c->last_switch, c->last_pid, c->last_policy, c->last_comm,
+					   STALL_END_UNSEEN);
+		}
+	}
+	c->last_switch = now;
+	c->last_pid = next->pid;
+	c->last_policy = next->policy;
+	__builtin_memcpy(c->last_comm, next->comm, STALLS_COMM_LEN);
 	if (prev->pid != 0 && (preempt || prev_state == TASK_RUNNING))
-		runnable(prev, now); /* still on the runqueue: it waits from now */
+		runnable(prev, now, 0); /* still on the runqueue: it waits from now */
 	if (next->pid == 0)
 		return 0;
-	struct stall_task *t = bpf_task_storage_get(&tasks, next, 0, 0);
+	t = bpf_task_storage_get(&tasks, next, 0, 0);
 	if (!t || !t->since)
 		return 0;
 	__u64 since = t->since;
@@ -153,20 +209,7 @@ int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct tas
 	/* switched in since (on a CPU not watched): that wait was over */
 	if (t->switches != next->nvcsw + next->nivcsw || now < since || now - since < threshold_ns)
 		return 0;
-	struct stall_event *e = reserve(c);
-	if (!e)
-		return 0;
-	e->start_ns = since;
-	e->end_ns = now;
-	e->cpu = cpu;
-	e->kind = STALL_RUNQ;
-	e->pid = next->pid;
-	e->by_pid = prev->pid;
-	e->prio = next->prio;
-	e->by_policy = prev->policy;
-	__builtin_memcpy(e->task, next->comm, STALLS_COMM_LEN);
-	__builtin_memcpy(e->by, prev->comm, STALLS_COMM_LEN);
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	runq_event(c, cpu, next, since, now, prev->pid, prev->policy, prev->comm, 0);
 	return 0;
 }
 

@@ -141,6 +141,10 @@ static void print_read(void *arg)
 	for (int c = 0, n = 0; c < o->ncpu; c++)
 		if (o->watched[c])
 			printf("%s\"%d\": %llu", n++ ? ", " : "", c, (unsigned long long)st[c].switches);
+	printf("}, \"unseen_switches_per_cpu\": {");
+	for (int c = 0, n = 0; c < o->ncpu; c++)
+		if (o->watched[c])
+			printf("%s\"%d\": %llu", n++ ? ", " : "", c, (unsigned long long)st[c].unseen);
 	printf("}, \"lost_events\": %llu, \"events_seen\": %llu, \"events_truncated\": %s, \"stalls\": [",
 	       (unsigned long long)lost, (unsigned long long)p->seen, p->seen > p->nev ? "true" : "false");
 	for (__u64 i = 0; i < p->nev; i++) {
@@ -151,7 +155,8 @@ static void print_read(void *arg)
 		print_comm(e->task);
 		printf(", \"prio\": %d, \"by_pid\": %u, \"by\": ", e->prio, e->by_pid);
 		print_comm(e->by);
-		printf(", \"by_policy\": %d}", e->by_policy);
+		printf(", \"by_policy\": %d, \"end_unseen\": %s}", e->by_policy,
+		       e->flags & STALL_END_UNSEEN ? "true" : "false");
 	}
 	printf("]}\n");
 	fflush(stdout);

@@ -13,16 +13,25 @@
  * CLOCK_MONOTONIC. */
 struct stall_event {
 	__u64 start_ns;  /* runq: runnable since (woken or preempted); gap: the last sign of life */
-	__u64 end_ns;    /* runq: switched in; gap: the next sign of life */
+	__u64 end_ns;    /* runq: switched in (see STALL_END_UNSEEN); gap: the next sign of life */
 	__u32 cpu;
 	__u32 kind;      /* STALL_* */
 	__u32 pid;       /* runq: the task that waited; gap: the task on the CPU */
 	__u32 by_pid;    /* runq: the task that held the CPU last (prev at the switch); gap: 0 */
 	__s32 prio;      /* the waiting (runq) or current (gap) task's kernel priority (0-139; 120 = nice 0) */
 	__s32 by_policy; /* SCHED_* of by_pid; gap: -1 */
+	__u32 flags;     /* STALL_END_UNSEEN */
+	__u32 pad;
 	char task[STALLS_COMM_LEN];
 	char by[STALLS_COMM_LEN];
 };
+
+/* runq: the switch to the waiting task was not traced (the kernel does not
+ * trace every switch: this VM's own init threads switch out unseen). It is
+ * found when the task switches out: its wait ended after end_ns, when the
+ * CPU went to by_pid (the task that handed the CPU over unseen), and before
+ * that switch-out. end_ns is the earliest the wait can have ended. */
+#define STALL_END_UNSEEN 1
 
 /* Per watched CPU (an array indexed by CPU, each entry written only by its
  * own CPU: sched_switch holds the runqueue lock with interrupts off, the
@@ -32,11 +41,16 @@ struct stall_cpu {
 	__u64 samples;      /* cpu-clock samples the perf program saw */
 	__u64 timers;       /* hrtimer expiries seen (the cpu-clock event's own timer among them) */
 	__u64 switches;     /* context switches seen */
+	__u64 unseen;       /* switches found missing: a task switched out that no traced switch put on the CPU */
 	__u64 lost;         /* events the ring buffer had no room for */
+	__u64 last_switch;  /* the last traced switch ... */
+	__u32 last_pid;     /* ... and the task it put on the CPU */
+	__s32 last_policy;
+	char last_comm[STALLS_COMM_LEN];
 	__u32 idle;         /* the idle task is on the CPU */
-	__u32 pad0;
-	__u64 pad[2];       /* one 64-byte cache line per CPU */
+	__u32 pad;
 };
+
 /* Per task (task storage): when it became runnable, and its context switch
  * count then. A task that ran meanwhile on a CPU not watched (so its switch-in
  * was not seen) has a different count by now: its stale time is ignored. */

@@ -295,7 +295,8 @@ def test_injected_stalls_found_on_the_napi_kthread(locked_host):
     from softnet.testbed.local import LocalTestbed, Placement
     from softnet.testbed.stall_inject import StallInjector
 
-    spec = TrialSpec(rate_pps=20_000, duration_s=2.0, warmup_s=0.3, sample_interval_s=None)
+    # the trial's own probe off: this test runs its own, around the trial
+    spec = TrialSpec(rate_pps=20_000, duration_s=2.0, warmup_s=0.3, sample_interval_s=None, stall_probe=False)
     reads = {}
     with HostChanges() as ch:
         tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[SUT_CPU]))
@@ -334,7 +335,9 @@ def test_injected_stalls_found_on_the_napi_kthread(locked_host):
                 "spec": spec.to_dict()}
         files = {
             "probe_read_inject_cpu1_5ms_every_200ms.json": {**probe_inj, "_capture": {
-                **meta, "trial": reads["trial_inject"]}},
+                **meta, "injector": {"cpu": SUT_CPU, "busy_ms": BUSY_MS, "every_ms": EVERY_MS, "priority": 50,
+                                     "delay_ms": 100},
+                "trial": reads["trial_inject"]}},
             "probe_read_baseline.json": {**probe_base, "_capture": {**meta, "trial": reads["trial_baseline"]}},
             "inject_read_cpu1_5ms_every_200ms.json": inj,
         }

@@ -186,10 +186,11 @@ def matches(injected: list[list[int]], read: dict, cpu: int, tasks: set[int],
             strict: bool = True) -> list[dict | None]:
     """For each injected [start, end], the probe's runq event on cpu that
     stands for it, or None: a wait of one of ``tasks`` that ended within
-    1 ms + the probe's period of the stall's end and began within 1 ms of
-    its start (``strict``) or at most 1 ms after it (the task may have been
-    waiting for another task already)."""
-    tol = 1 * MS + read["period_ns"]
+    1 ms of the stall's end and began within 1 ms of its start (``strict``)
+    or at most 1 ms after it (the task may have been waiting for another
+    task already). A runq wait's times are switch and wake-up times: the
+    probe's timer period plays no part."""
+    tol = 1 * MS
     out = []
     for s, e in injected:
         waits = [x for x in read["stalls"] if x["cpu"] == cpu and x["kind"] == "runq" and x["pid"] in tasks
@@ -214,6 +215,29 @@ def check_found(injected: list[list[int]], read: dict, cpu: int, tasks: set[int]
         and abs(x["end_ns"] - e) <= 1 * MS for x in read["stalls"])]
     assert len(freed) >= 0.5 * len(injected), (len(freed), len(injected))
     return found
+
+
+def check_format(read: dict, cpus: list[int]) -> None:
+    """A read as docs/native-tools.md describes it."""
+    assert read["cpus"] == cpus
+    for key in ("samples_per_cpu", "timers_per_cpu", "switches_per_cpu", "unseen_switches_per_cpu"):
+        assert sorted(read[key]) == [str(c) for c in cpus], key
+    assert read["events_seen"] == len(read["stalls"]) and not read["events_truncated"]
+    assert read["started_ns"] < read["monotonic_ns"]
+    for x in read["stalls"]:
+        assert set(x) == {"cpu", "kind", "start_ns", "end_ns", "pid", "task", "prio", "by_pid", "by", "by_policy",
+                          "end_unseen", "stolen_ns"}, x
+        # (the programs attach before started_ns is taken: a wait may begin just before it)
+        assert x["cpu"] in cpus and x["start_ns"] <= x["end_ns"] <= read["monotonic_ns"], x
+        if x["kind"] == "gap":  # a busy CPU silent for longer than the period + threshold
+            assert x["end_ns"] - x["start_ns"] > read["period_ns"] + read["threshold_ns"], x
+            assert x["pid"] != 0 and x["by_pid"] == 0 and x["by_policy"] == -1 and not x["end_unseen"], x
+            assert x["stolen_ns"] is None, x  # not known in the timer interrupt that ends a gap
+        else:
+            assert x["kind"] == "runq" and x["end_ns"] - x["start_ns"] >= read["threshold_ns"], x
+            assert x["pid"] != 0 and 0 <= x["prio"] <= 139, x
+            # the hypervisor's share of the wait (steal time: the scheduler's clock, updated in steps)
+            assert x["stolen_ns"] is None or 0 <= x["stolen_ns"] <= x["end_ns"] - x["start_ns"] + 1 * MS, x
 
 
 def unmatched(injected: list[list[int]], found: list, read: dict) -> list:
@@ -265,6 +289,7 @@ def test_injected_stalls_found_on_a_sleeping_task(locked_host):
             final = probe.read()
             task.wait(timeout=10)
     check_injector_read(injected, seconds + EVERY_MS / 1000 - 0.1)
+    check_format(final, [SUT_CPU])
     found = check_found(injected["stalls"], final, SUT_CPU, {task.pid})
     assert final["lost_events"] == 0 and not final["events_truncated"]
     # Without injection over as long: waits of 3 ms and more do happen on
@@ -313,6 +338,8 @@ def test_injected_stalls_found_on_the_napi_kthread(locked_host):
                 reads["probe_inject" if injecting else "probe_baseline"] = probe.read()
                 reads["trial_inject" if injecting else "trial_baseline"] = _trial_summary(trial)
     inj, probe_inj, probe_base = reads["inject"], reads["probe_inject"], reads["probe_baseline"]
+    check_format(probe_inj, [0, SUT_CPU])
+    check_format(probe_base, [0, SUT_CPU])
     gen = reads["trial_inject"]["generator_raw"]
     # the injector ran before and after the traffic too: the kthread waits only while packets come
     during = [st for st in inj["stalls"] if gen["first_send_ns"] <= st[0] and st[1] <= gen["last_send_ns"]]

@@ -12,6 +12,11 @@
  *   period + threshold did not run at all: the hypervisor descheduled the
  *   vCPU, or interrupts were off that long. The idle task's silence is no gap.
  *
+ * Every runq wait carries the steal time within it (the hypervisor's share:
+ * its CPU was runnable but the host ran something else), read from the
+ * runqueue (rq->prev_steal_time_rq, which the scheduler brings up to date
+ * at every wake-up and switch, the moments a wait opens and closes).
+ *
  * Why not the cpu-clock samples alone: the perf program is skipped whenever
  * another BPF program or a BPF syscall (a map read) is in progress on that
  * CPU (bpf_prog_active), and on this kernel it does not run in the idle task
@@ -29,8 +34,9 @@
 #define TASK_RUNNING 0
 
 const volatile __u8 watched[STALLS_MAX_CPUS];
+
 const volatile __u64 threshold_ns = 200000;
-const volatile __u64 period_ns = 1000000;
+const volatile __u64 period_ns = STALLS_PERIOD_US * 1000ull;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -70,11 +76,26 @@ static __always_inline struct stall_event *reserve(struct stall_cpu *c)
 	return e;
 }
 
+/* The steal time of p's runqueue as of its clock's last update (ns): up to
+ * date in sched_wakeup and sched_switch, which come right after one.
+ * (kvm_steal_time itself is not reachable: per-CPU data symbols are not in
+ * kallsyms without CONFIG_KALLSYMS_ALL.) 0 without paravirt time accounting. */
+static __always_inline __u64 steal_ns(struct task_struct *p)
+{
+	struct cfs_rq *cfs = p->se.cfs_rq;
+	struct rq *rq;
+
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq) || !cfs)
+		return 0;
+	rq = cfs->rq;
+	return rq ? BPF_CORE_READ(rq, prev_steal_time_rq) : 0;
+}
+
 /* The task became runnable now: open its wait. A wake-up of a task already
  * waiting (woken twice, or woken after it was preempted: ttwu_runnable
  * traces sched_wakeup too) keeps the wait open since then; a preemption
  * (woken = 0) always opens a new one. */
-static __always_inline void runnable(struct task_struct *p, __u64 now, int woken)
+static __always_inline void runnable(struct task_struct *p, __u32 cpu, __u64 now, int woken)
 {
 	struct stall_task *t = bpf_task_storage_get(&tasks, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 switches = p->nvcsw + p->nivcsw;
@@ -85,6 +106,8 @@ static __always_inline void runnable(struct task_struct *p, __u64 now, int woken
 		return;
 	t->since = now;
 	t->switches = switches;
+	t->steal = steal_ns(p);
+	t->cpu = cpu;
 }
 
 /* A sign of life of the CPU at now, with cur on it (for a context switch:
@@ -109,12 +132,15 @@ static __always_inline void alive(struct stall_cpu *c, __u32 cpu, __u64 now, str
 		return;
 	e->start_ns = last;
 	e->end_ns = now;
+	e->stolen_ns = 0;
 	e->cpu = cpu;
 	e->kind = STALL_GAP;
 	e->pid = cur->pid;
 	e->by_pid = 0;
 	e->prio = cur->prio;
 	e->by_policy = -1;
+	e->flags = STALL_STEAL_UNKNOWN; /* the runqueue's steal time is not up to date in an interrupt */
+	e->pad = 0;
 	__builtin_memcpy(e->task, cur->comm, STALLS_COMM_LEN);
 	__builtin_memset(e->by, 0, STALLS_COMM_LEN);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
@@ -125,7 +151,7 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	__u32 cpu = p->thread_info.cpu; /* the CPU it was queued on */
 
 	if (cpu < STALLS_MAX_CPUS && watched[cpu])
-		runnable(p, bpf_ktime_get_ns(), 1);
+		runnable(p, cpu, bpf_ktime_get_ns(), 1);
 	return 0;
 }
 
@@ -141,17 +167,21 @@ int BPF_PROG(sn_stall_wakeup_new, struct task_struct *p)
 	return on_wakeup(p);
 }
 
-/* A runq event: the wait of task since `since`, ended at end by the CPU's
- * handing over from `by` (pid, policy, comm). */
-static __always_inline void runq_event(struct stall_cpu *c, __u32 cpu, struct task_struct *task, __u64 since,
-				       __u64 end, __u32 by_pid, __s32 by_policy, const char *by_comm, __u32 flags)
+/* A runq event: the wait t of task, ended at end (the CPU's steal time
+ * then: steal) by the CPU's handing over from `by` (pid, policy, comm). */
+static __always_inline void runq_event(struct stall_cpu *c, __u32 cpu, struct task_struct *task,
+				       const struct stall_task *t, __u64 end, __u64 steal, __u32 by_pid,
+				       __s32 by_policy, const char *by_comm, __u32 flags)
 {
 	struct stall_event *e = reserve(c);
 
 	if (!e)
 		return;
-	e->start_ns = since;
+	if (t->cpu != cpu || steal < t->steal) /* it waited for another CPU first */
+		flags |= STALL_STEAL_UNKNOWN;
+	e->start_ns = t->since;
 	e->end_ns = end;
+	e->stolen_ns = flags & STALL_STEAL_UNKNOWN ? 0 : steal - t->steal;
 	e->cpu = cpu;
 	e->kind = STALL_RUNQ;
 	e->pid = task->pid;
@@ -175,7 +205,7 @@ int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct tas
 
 	if (!c)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), steal = steal_ns(next) ?: steal_ns(prev); /* __schedule updated the clock */
 	c->switches++;
 	alive(c, cpu, now, prev);
 	c->idle = next->pid == 0;
@@ -186,30 +216,28 @@ int BPF_PROG(sn_stall_switch, bool preempt, struct task_struct *prev, struct tas
 		c->unseen++;
 		t = prev->pid ? bpf_task_storage_get(&tasks, prev, 0, 0) : NULL;
 		if (t && t->since && t->switches + 1 == prev->nvcsw + prev->nivcsw) {
-			__u64 since = t->since;
+			if (c->last_switch >= t->since && c->last_switch - t->since >= threshold_ns)
+				runq_event(c, cpu, prev, t, c->last_switch, c->last_switch_steal, c->last_pid,
+					   c->last_policy, c->last_comm, STALL_END_UNSEEN);
 			t->since = 0;
-			if (c->last_switch >= since && c->last_switch - since >= threshold_ns)
-				runq_event(c, cpu, prev, since, c->last_switch, c->last_pid, c->last_policy, c->last_comm,
-					   STALL_END_UNSEEN);
 		}
 	}
 	c->last_switch = now;
+	c->last_switch_steal = steal;
 	c->last_pid = next->pid;
 	c->last_policy = next->policy;
 	__builtin_memcpy(c->last_comm, next->comm, STALLS_COMM_LEN);
 	if (prev->pid != 0 && (preempt || prev_state == TASK_RUNNING))
-		runnable(prev, now, 0); /* still on the runqueue: it waits from now */
+		runnable(prev, cpu, now, 0); /* still on the runqueue: it waits from now */
 	if (next->pid == 0)
 		return 0;
 	t = bpf_task_storage_get(&tasks, next, 0, 0);
 	if (!t || !t->since)
 		return 0;
-	__u64 since = t->since;
-	t->since = 0;
 	/* switched in since (on a CPU not watched): that wait was over */
-	if (t->switches != next->nvcsw + next->nivcsw || now < since || now - since < threshold_ns)
-		return 0;
-	runq_event(c, cpu, next, since, now, prev->pid, prev->policy, prev->comm, 0);
+	if (t->switches == next->nvcsw + next->nivcsw && now >= t->since && now - t->since >= threshold_ns)
+		runq_event(c, cpu, next, t, now, steal, prev->pid, prev->policy, prev->comm, 0);
+	t->since = 0;
 	return 0;
 }
 

@@ -6,6 +6,7 @@
  * no timer expiry, clock sample or context switch, for longer than
  * --period-us + --threshold-us: the vCPU itself did not run). A perf
  * cpu-clock event per watched CPU keeps a timer firing there every period.
+ * Each wait carries the hypervisor's share of it (the CPU's steal time).
  * stalls.bpf.c has the detectors.
  *
  * Events come through a BPF ring buffer that a thread drains every 20 ms
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "../common/sn_util.h"
 #include "stalls.h"
@@ -155,8 +157,12 @@ static void print_read(void *arg)
 		print_comm(e->task);
 		printf(", \"prio\": %d, \"by_pid\": %u, \"by\": ", e->prio, e->by_pid);
 		print_comm(e->by);
-		printf(", \"by_policy\": %d, \"end_unseen\": %s}", e->by_policy,
+		printf(", \"by_policy\": %d, \"end_unseen\": %s, \"stolen_ns\": ", e->by_policy,
 		       e->flags & STALL_END_UNSEEN ? "true" : "false");
+		if (e->flags & STALL_STEAL_UNKNOWN)
+			printf("null}");
+		else
+			printf("%llu}", (unsigned long long)e->stolen_ns);
 	}
 	printf("]}\n");
 	fflush(stdout);
@@ -206,7 +212,7 @@ enum { OPT_CPUS = 256, OPT_PERIOD_US, OPT_THRESHOLD_US, OPT_CPU, OPT_MAX_EVENTS 
 
 static const struct sn_option options[] = {
 	SN_REQUIRED("cpus", OPT_CPUS, "LIST", "watch these CPUs, e.g. 0,1 or 0-3"),
-	SN_OPTION("period-us", OPT_PERIOD_US, "N", "cpu-clock timer period, 100-100000 us (default 1000)"),
+	SN_OPTION("period-us", OPT_PERIOD_US, "N", "cpu-clock timer period, 100-100000 us (default " STR(STALLS_PERIOD_US) ")"),
 	SN_OPTION("threshold-us", OPT_THRESHOLD_US, "N", "shortest stall reported, 10-10000000 us (default 200)"),
 	SN_OPTION("cpu", OPT_CPU, "N", "pin this tool's thread to CPU N (off the watched ones)"),
 	SN_OPTION("max-events", OPT_MAX_EVENTS, "N", "stalls kept for reads, 1-10000000 (default 100000)"),
@@ -250,7 +256,7 @@ static int open_cpu_clock(int cpu, __u64 period_ns)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .cpu = -1, .period_us = 1000, .threshold_us = 200, .max_events = 100000 };
+	struct opts o = { .cpu = -1, .period_us = STALLS_PERIOD_US, .threshold_us = 200, .max_events = 100000 };
 	o.ncpu = libbpf_num_possible_cpus();
 	if (o.ncpu <= 0)
 		sn_die("count the CPUs: %s", strerror(-o.ncpu));
@@ -311,12 +317,23 @@ int main(int argc, char **argv)
 		sn_die("start the drainer thread: %s", strerror(errno));
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
+	/* the field the programs read the steal time from (CONFIG_PARAVIRT_TIME_ACCOUNTING) */
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	int has_steal = 0, rq_id = vmlinux ? btf__find_by_name_kind(vmlinux, "rq", BTF_KIND_STRUCT) : -1;
+	if (rq_id > 0) {
+		const struct btf_type *t = btf__type_by_id(vmlinux, rq_id);
+		const struct btf_member *m = btf_members(t);
+		for (int i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(vmlinux, m[i].name_off), "prev_steal_time_rq"))
+				has_steal = 1;
+	}
+	btf__free(vmlinux);
 	printf("{\"ready\": true, \"ncpu\": %d, \"cpus\": ", o.ncpu);
 	print_cpus(&o);
 	printf(", \"period_ns\": %llu, \"threshold_ns\": %llu, \"max_events\": %llu, \"started_ns\": %llu, "
-	       "\"detectors\": [\"runq\", \"gap\"]}\n",
+	       "\"detectors\": [\"runq\", \"gap\"], \"steal_clock\": %s}\n",
 	       (unsigned long long)o.period_us * 1000, (unsigned long long)o.threshold_us * 1000,
-	       (unsigned long long)o.max_events, (unsigned long long)p.started_ns);
+	       (unsigned long long)o.max_events, (unsigned long long)p.started_ns, has_steal ? "true" : "false");
 	fflush(stdout);
 
 	sn_serve_reads(print_read, &p);

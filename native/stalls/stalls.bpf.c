@@ -54,7 +54,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20); /* 16 K events; user space drains it every 20 ms */
+	__uint(max_entries, 1 << 20); /* ~10 K events; user space drains it every 20 ms */
 } events SEC(".maps");
 
 /* The watched CPU's state, or NULL for a CPU not watched. */

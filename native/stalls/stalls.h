@@ -6,9 +6,9 @@
 #define STALLS_MAX_CPUS 1024 /* CPUs a --cpus list may name (the watched set is indexed by CPU) */
 #define STALLS_COMM_LEN 16   /* TASK_COMM_LEN */
 /* The default cpu-clock period: a busy CPU silent for longer than this plus
- * the threshold did not run. Each timer interrupt costs a vCPU ~5-9 us here
- * (VM exits): at 1 ms the timer took 1.3% of a busy CPU, at 4 ms (the
- * 250 Hz tick's own period) 0.4% (docs/native-tools.md). */
+ * the threshold did not run. Each timer interrupt costs a vCPU 5-10 us here
+ * (VM exits): at 1 ms the probe took 1.0-1.9% of a busy CPU, at 4 ms (the
+ * 250 Hz tick's own period) 0.2-0.4% (docs/native-tools.md). */
 #define STALLS_PERIOD_US 4000
 
 #define STALL_RUNQ 1 /* a task waited on the runqueue (woken or preempted) before it ran */

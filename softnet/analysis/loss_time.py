@@ -32,7 +32,10 @@ PRE_NS = 100_000  # stall start known to the probe's sample; send times lag due 
 POST_NS = 1_000_000  # after a stall: the backlog drains and a late generator catches up
 QUALIFY_FILL_SHARE = 0.25  # a stall shorter than this share of the ring's fill time cannot overflow it
 HOST_INTERFERENCE_SHARE = 0.10  # the flag: stalls explain at least this share of the loss
-OVERLOAD_BUSY = 0.90  # loss outside stalls with the SUT CPU this busy: overload; less busy: unexplained
+# Loss outside stalls is overload when it is spread over the window (in this share of the bins outside
+# stall windows) or the SUT CPU was this busy (tick-sampled); otherwise it is unexplained.
+OVERLOAD_SPREAD = 0.5
+OVERLOAD_BUSY = 0.90
 # A CPU held by the data path itself (NAPI threads, softirq threads, softnet's
 # generator) is load, not interference.
 DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen")
@@ -281,11 +284,12 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
             hit.append((lo, hi, ss))
     lost = int(bins.lost.sum())
     explained = min(explained, lost)
-    rest_cause = "overload" if sut_busy is not None and sut_busy >= OVERLOAD_BUSY else "unexplained"
-    rest_words = ("the data path (overload: the SUT CPU was "
-                  f"{100 * sut_busy:.0f}% busy)" if rest_cause == "overload" else
-                  "not explained by host stalls, with the SUT CPU "
-                  + (f"{100 * sut_busy:.0f}% busy" if sut_busy is not None else "busy share unknown"))
+    spread = float((bins.lost[out_mask] > 0).mean()) if out_mask.any() else 0.0
+    busy = f"{100 * sut_busy:.0f}% busy" if sut_busy is not None else "busy share unknown"
+    overload = spread >= OVERLOAD_SPREAD or (sut_busy is not None and sut_busy >= OVERLOAD_BUSY)
+    rest_cause = "overload" if overload else "unexplained"
+    rest_words = (f"the data path (overload: loss in {100 * spread:.0f}% of the ms outside stalls, the SUT CPU "
+                  f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy})")
     runs = timeline["runs"]
     run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
     starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
@@ -311,7 +315,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
         "loss_attribution": {
             "lost_pkts": lost, "explained_pkts": explained, "explained_share": share,
             "baseline_loss_ratio": baseline, "stall_windows": len(windows), "stall_windows_with_loss": len(hit),
-            "rest_cause": rest_cause, "sut_busy_ratio": sut_busy,
+            "rest_cause": rest_cause, "sut_busy_ratio": sut_busy, "loss_spread": spread,
             "runs_by_cause": {k: {"runs": r, "pkts": p} for k, (r, p) in run_cause.items()},
             "runs_counted": len(runs),
             "words": words(lost, explained, hit, rest_words),

@@ -110,7 +110,7 @@ class TestbedMeasurer:
                          frame_bytes=t.frame_bytes, flows=t.flows,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
-                         stall_probe=c.stall_probe, inject_busy_ms=c.inject_busy_ms,
+                         stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu)
         return run_trial(self.tb, self.ep, spec, self.changes, keep_raw=True, path=self.path())
 

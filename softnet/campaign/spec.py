@@ -278,6 +278,7 @@ class CollectSpec(Strict):
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
     profile_duty: float = Field(0.02, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
     stall_probe: bool = True  # softnet-stalls: the data path's CPU stalls, to set host-stall loss apart
+    stall_period_us: int = Field(2000, ge=100, le=1_000_000)  # its clock on a busy CPU (cost vs shortest gap)
     # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for
     # inject_busy_ms every inject_every_ms during every trial, to check the method on this host
     inject_busy_ms: float | None = Field(None, ge=0.1, le=100)

@@ -83,7 +83,8 @@ def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tup
     if not spec.stall_probe:
         return None, "off (--no-stall-probe)"
     try:
-        return StallProbe(changes, data_path_cpus(tb), avoid_cpus=tb.placement.sut_cpus), None
+        return StallProbe(changes, data_path_cpus(tb), period_us=spec.stall_period_us,
+                          avoid_cpus=tb.placement.sut_cpus), None
     except TestbedError as exc:
         return None, str(exc)
 

@@ -101,12 +101,14 @@ def trial(
     raw: Path = typer.Option(None, "--raw", help="also write the raw trial (what was read) to this JSON file"),
     stall_probe: bool = typer.Option(True, "--stall-probe/--no-stall-probe",
                                      help="watch the data path's CPUs for stalls (softnet-stalls)"),
+    stall_period_us: int = typer.Option(2000, help="the stall probe's clock on a busy CPU, us (gaps from "
+                                        "period + 0.2 ms are seen; shorter costs more)"),
     inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)"),
     inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
-    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe)
+    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls)
     need_root()

@@ -39,9 +39,9 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
     return p
 
 
-def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True) -> dict:
-    """--inject-stall 5/500 (5 ms every 500 ms) -> TrialSpec fields."""
-    out: dict = {"stall_probe": stall_probe}
+def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, period_us: int = 2000) -> dict:
+    """--inject-stall 5/500 (5 ms every 500 ms) and the probe's options -> TrialSpec fields."""
+    out: dict = {"stall_probe": stall_probe, "stall_period_us": period_us}
     if text is None:
         if cpu is not None:
             raise InputError("--inject-cpu", "needs --inject-stall (e.g. --inject-stall 5/500)")

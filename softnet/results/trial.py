@@ -35,6 +35,7 @@ PAYLOAD_BYTES = 16  # sequence number + send timestamp
 DURATION_RANGE_S = (0.1, 3600.0)
 WARMUP_RANGE_S = (0.0, 60.0)
 INJECT_BUSY_RANGE_MS = (0.1, 100.0)  # softnet-inject's own bounds
+STALL_PERIOD_RANGE_US = (100, 1_000_000)
 
 
 def min_frame_bytes(ip_version: int) -> int:
@@ -54,6 +55,9 @@ class TrialSpec:
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
     profile_duty: float = 0.02  # share of time the stage events are attached (1: every packet)
     stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
+    # its clock on a busy CPU: gaps from period + 0.2 ms are seen; each tick costs 5-10 us here
+    # (2 ms: about 1% of a busy CPU, docs/host-stalls.md)
+    stall_period_us: int = 2000
     inject_busy_ms: float | None = None  # stall injector: take a CPU away this long...
     inject_every_ms: float = 500.0  # ...this often (SCHED_FIFO busy loop, softnet-inject)
     inject_cpu: int | None = None  # None: the first SUT CPU
@@ -75,6 +79,9 @@ class TrialSpec:
             raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
         if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
             raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
+        if not STALL_PERIOD_RANGE_US[0] <= self.stall_period_us <= STALL_PERIOD_RANGE_US[1]:
+            raise InputError("--stall-period-us", f"{self.stall_period_us} us is outside "
+                             f"[{STALL_PERIOD_RANGE_US[0]}, {STALL_PERIOD_RANGE_US[1]}] us")
         if self.inject_busy_ms is not None:
             if not INJECT_BUSY_RANGE_MS[0] <= self.inject_busy_ms <= INJECT_BUSY_RANGE_MS[1]:
                 raise InputError("--inject-stall", f"{self.inject_busy_ms} ms per stall is outside "

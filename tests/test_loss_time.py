@@ -1,0 +1,164 @@
+"""Loss in time and its attribution to host stalls (softnet.analysis.loss_time),
+without root, on raw trials captured on this machine
+(tests/data/capture/raw_trials.py): the injector taking the SUT CPU 5 ms every
+500 ms at 150 kpps, the same load without it, and about twice kernel
+forwarding's capacity."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softnet.analysis import loss_time
+from softnet.analysis.trial_eval import evaluate
+
+DATA = Path(__file__).parent / "data" / "raw_trials"
+
+
+def raw(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text())["raw"]
+
+
+@pytest.fixture(scope="module")
+def injected() -> dict:
+    return raw("ipv4fwd_150kpps_injected")
+
+
+@pytest.fixture(scope="module")
+def overload() -> dict:
+    return raw("ipv4fwd_1800kpps_overload")
+
+
+def test_due_times_follow_the_generators_schedule(injected):
+    g = injected["generator"]
+    # the first window packet went out at its due time plus the lag the generator measured
+    lag = g["window_start_ns"] - loss_time.due_ns(g, g["warmup_pkts"])
+    assert 0 <= lag <= g["window_lag_max_ns"]
+    seqs = np.array([0, 1, g["warmup_pkts"], g["sent_pkts"] - 1])
+    assert list(loss_time.due_ns(g, seqs)) == [loss_time.due_ns(g, int(s)) for s in seqs]
+    # the schedule spans count / rate
+    span = loss_time.due_ns(g, g["sent_pkts"]) - loss_time.due_ns(g, 0)
+    assert span == pytest.approx(g["sent_pkts"] / g["intended_rate_pps"] * 1e9, abs=1)
+
+
+@pytest.mark.parametrize("name", ["ipv4fwd_150kpps_injected", "ipv4fwd_150kpps_quiet", "ipv4fwd_1800kpps_overload"])
+def test_the_timeline_accounts_for_every_lost_packet(name):
+    r = raw(name)
+    result = evaluate(r)
+    t = r["sink_timeline"]
+    bins = loss_time.Bins.of(t, r["generator"])
+    assert bins.lost.sum() == t["lost_pkts"] == result.lost_pkts
+    assert bins.pkts.sum() == result.sent_pkts
+    assert result.loss_timeline["lost_runs"]["total"] == t["runs_total"]
+    series = result.loss_timeline["series"]
+    assert sum(series["lost_pkts"]) == result.lost_pkts
+    assert max(series["delay_max_ns"]) == result.latency_max_ns
+    a = result.loss_attribution
+    assert 0 <= a["explained_pkts"] <= a["lost_pkts"] == result.lost_pkts
+    assert result.sut_lost_pkts == result.lost_pkts - a["explained_pkts"]
+
+
+def test_every_injected_stall_is_found_and_explains_the_loss(injected):
+    result = evaluate(injected)
+    inj = result.host_stalls["injected"]
+    assert inj["injected"] >= 5 and inj["found"] == inj["injected"], inj
+    a = result.loss_attribution
+    assert result.lost_pkts > 0
+    assert a["explained_share"] >= 0.9, a["words"]
+    assert "host_interference" in result.flags and result.valid  # informational: the trial still counts
+    assert a["words"].startswith(f"{a['explained_pkts']:,} of {result.lost_pkts:,} lost packets fell in")
+    sut = result.host_stalls["per_cpu"]["1"]
+    assert sut["role"] == "SUT" and sut["max_ms"] >= 4.5 and "softnet-inject" in sut["by"]
+
+
+def test_without_the_stalls_nothing_is_explained(injected):
+    bare = copy.deepcopy(injected)
+    bare["stalls"]["stalls"] = []
+    bare["generator"]["late_episodes"] = []
+    result = evaluate(bare)
+    assert result.loss_attribution["explained_pkts"] == 0
+    assert "host_interference" not in result.flags
+    assert result.sut_lost_pkts == result.lost_pkts
+    assert result.host_stalls["injected"]["found"] == 0
+    assert result.loss_attribution["words"].startswith(f"none of the {result.lost_pkts:,} lost packets")
+
+
+def test_overload_loss_is_the_data_paths(overload):
+    result = evaluate(overload)
+    a = result.loss_attribution
+    assert result.loss_ratio > 0.2
+    assert a["explained_share"] < 0.1, a["words"]
+    assert a["rest_cause"] == "overload"
+    assert "host_interference" not in result.flags
+    # the loss outside stalls sets the baseline that stall windows must exceed
+    assert a["baseline_loss_ratio"] == pytest.approx(result.loss_ratio, rel=0.2)
+
+
+def test_a_stall_explains_only_loss_beyond_the_baseline(overload):
+    """One long made-up stall over the whole window at overload: the loss in it
+    is the baseline's, so it explains nothing (the windows cover everything: a
+    baseline of 0 would make it all host loss; the rule needs loss outside)."""
+    r = copy.deepcopy(overload)
+    g = r["generator"]
+    mid = loss_time.due_ns(g, (g["warmup_pkts"] + g["sent_pkts"]) // 2)
+    r["stalls"]["stalls"] = [{"cpu": 1, "kind": "gap", "start_ns": mid, "end_ns": mid + 2_000_000, "pid": 0,
+                              "task": "napi/x", "by_pid": 0, "by": "", "by_policy": -1}]
+    r["generator"]["late_episodes"] = []
+    a = evaluate(r).loss_attribution
+    assert a["stall_windows"] == 1
+    # a 2 ms stall at 1.8 Mpps: at most its 3.6k packets (+1 ms after) can be in excess of the baseline
+    assert a["explained_pkts"] <= 1.8e6 * 3.1e-3 * (1 - a["baseline_loss_ratio"]) + 1
+
+
+@pytest.mark.parametrize("event, counts", [
+    ({"kind": "gap", "task": "napi/x", "by": ""}, True),  # the vCPU did not run
+    ({"kind": "runq", "task": "napi/sn1i-", "by": "softnet-inject", "by_policy": 1, "by_pid": 9}, True),
+    ({"kind": "runq", "task": "napi/sn1i-", "by": "python", "by_policy": 0, "by_pid": 9}, True),
+    ({"kind": "runq", "task": "softnet-gen", "by": "kworker/0:1", "by_policy": 0, "by_pid": 9}, True),
+    ({"kind": "runq", "task": "sshd", "by": "swapper/1", "by_policy": 0, "by_pid": 0}, True),  # late wake-up
+    ({"kind": "runq", "task": "sshd", "by": "softnet-inject", "by_policy": 1, "by_pid": 9}, True),
+    ({"kind": "runq", "task": "python", "by": "napi/sn1i-", "by_policy": 0, "by_pid": 9}, False),  # the data path
+    ({"kind": "runq", "task": "napi/sn1i-", "by": "napi/sn1e-", "by_policy": 0, "by_pid": 9}, False),
+    ({"kind": "runq", "task": "kworker/1:2", "by": "python", "by_policy": 0, "by_pid": 9}, False),  # fair share
+])
+def test_which_probe_events_are_host_stalls(event, counts):
+    assert loss_time.is_host_stall(event) is counts
+
+
+def test_the_probe_saw_the_injected_stalls_as_the_napi_thread_waiting(injected):
+    """The real events: the SUT's NAPI kthread kept off CPU 1 by softnet-inject
+    for about the injected 5 ms, once per injected stall."""
+    inj = injected["injected_stalls"]["stalls"]
+    waits = [e for e in injected["stalls"]["stalls"]
+             if e["cpu"] == 1 and e["kind"] == "runq" and e["by"] == "softnet-inject"]
+    assert waits
+    for e in waits:
+        assert any(b - 1e6 <= e["start_ns"] <= e2 and e["end_ns"] <= e2 + 1e6 for b, e2 in inj)
+        assert (e["end_ns"] - e["start_ns"]) / 1e6 <= 5.0 + 1.0
+
+
+def test_merge_joins_overlapping_stalls_of_one_cpu_only():
+    s = loss_time.Stall
+    merged = loss_time.merge([s(1, "SUT", "runq", 0, 10, "a"), s(1, "SUT", "gap", 5, 20, ""),
+                              s(0, "generator", "runq", 5, 8, "b"), s(1, "SUT", "runq", 30, 40, "c")])
+    assert [(m.cpu, m.start_ns, m.end_ns, m.kind) for m in merged] == [
+        (1, 0, 20, "merged"), (0, 5, 8, "runq"), (1, 30, 40, "runq")]
+
+
+def test_a_missing_probe_leaves_the_loss_the_sut_s(injected):
+    r = copy.deepcopy(injected)
+    r["stalls"] = {"missing": "off (--no-stall-probe)"}
+    result = evaluate(r)
+    assert result.host_stalls == {"missing": "off (--no-stall-probe)"}
+    assert result.sut_lost_pkts == result.lost_pkts
+    assert result.loss_attribution is None and "host_interference" not in result.flags
+
+
+def test_counted_received_sets_host_stall_loss_apart():
+    trial = {"sent_pkts": 1000, "received_pkts": 900, "sut_lost_pkts": 30}
+    assert loss_time.counted_received(trial, "set_apart") == 970
+    assert loss_time.counted_received(trial, "count") == 900
+    assert loss_time.counted_received({**trial, "sut_lost_pkts": None}, "set_apart") == 900

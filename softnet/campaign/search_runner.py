@@ -75,6 +75,19 @@ class ReplayThenMeasure:
         return as_measurement(result, self.host_stall_loss)
 
 
+def host_stall_note(trials: list[dict], host_stall_loss: str) -> str | None:
+    """What host stalls did in a search's trials, for its diagnosis."""
+    probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts")]
+    lost = sum(t["lost_pkts"] for t in probed)
+    explained = sum(t["lost_pkts"] - t["sut_lost_pkts"] for t in probed)
+    if not explained:
+        return None
+    flagged = sum("host_interference" in (t.get("flags") or ()) for t in probed)
+    how = "set apart" if host_stall_loss == "set_apart" else "counted as the SUT's (host_stall_loss = count)"
+    return (f"host stalls explained {explained:,} of {lost:,} lost packets ({100 * explained / lost:.0f}%; "
+            f"{flagged} of {len(trials)} trials flagged host_interference), {how}")
+
+
 def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
                run_index: int, on_trial: Callable[[dict, bool], None]) -> dict:
     """One (cell, repeat) search, replaying what is stored; its result is stored too."""
@@ -84,8 +97,13 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
                                m.host_stall_loss)
     config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
                           max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
-    result = search(replay, config).to_dict()
+    found = search(replay, config)
+    result = found.to_dict()
     result["replayed_trials"] = replay.replayed
+    stalls = host_stall_note([t.detail or {} for t in found.trials], m.host_stall_loss)
+    if stalls:
+        for g in result["goals"]:
+            g["diagnosis"] += f"; {stalls}"
     store.add_search(campaign_id, cell_id, run_index, result)
     return result
 

@@ -4,7 +4,7 @@ runs) and the rate the sink takes, with and without --bin-pkts, interleaved.
 
 The generator sends straight to the sink (SUT "none": the sink's XDP runs in
 the veth NAPI kthread on CPU 1, the generator on CPU 0). Run as root on a
-quiet host: .venv/bin/python tests/data/timeline/sink_cost.py [RUNS]
+quiet host: .venv/bin/python bench/sink_cost.py [RUNS]
 Prints one JSON document (per run and summary)."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402

@@ -155,6 +155,7 @@ def test_a_missing_probe_leaves_the_loss_the_sut_s(injected):
     assert result.host_stalls == {"missing": "off (--no-stall-probe)"}
     assert result.sut_lost_pkts == result.lost_pkts
     assert result.loss_attribution is None and "host_interference" not in result.flags
+    assert sum(result.loss_timeline["series"]["lost_pkts"]) == result.lost_pkts  # when is known without it
 
 
 def test_counted_received_sets_host_stall_loss_apart():

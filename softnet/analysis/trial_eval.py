@@ -191,8 +191,11 @@ def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None, ge
     timeline, probe, p = raw.get("sink_timeline"), raw.get("stalls") or {}, raw["testbed"]["placement"]
     missing = probe.get("missing") or (None if timeline else "no sink timeline")
     if missing or lost is None:
-        return {"host_stalls": {"missing": missing or "loss unknown (counters inconsistent)"},
-                "sut_lost_pkts": lost, "sut_loss_ratio": lost / sent if sent and lost is not None else None}
+        out = {"host_stalls": {"missing": missing or "loss unknown (counters inconsistent)"},
+               "sut_lost_pkts": lost, "sut_loss_ratio": lost / sent if sent and lost is not None else None}
+        if timeline and lost is not None:  # when packets were lost is known without the probe
+            out["loss_timeline"] = loss_time.attribute(timeline, raw["generator"], {}, p, None)["loss_timeline"]
+        return out
     busy = [counters.busy_ratio(window["cpu_ticks"][c]) for c in p["sut_cpus"] if c in window["cpu_ticks"]]
     busy = [b for b in busy if b is not None]
     steal = {c: 10.0 * t.get("steal", 0) for c, t in window["cpu_ticks"].items()}  # USER_HZ 100: 10 ms a tick

@@ -60,15 +60,26 @@ def cell_label(knobs: dict, spec: dict) -> str:
     return spec.get("testbed", {}).get("sut", "cell")
 
 
+LOW_LOSS_RATIO = 0.01  # trials losing less than this are below overload: where host stalls matter
+
+
 def host_stall_summary(trials: list[dict]) -> dict:
     """A configuration's loss and the part host stalls explain, over its
-    trials (store rows; trials without a stall probe are counted apart)."""
+    trials (store rows; trials without a stall probe are counted apart), and
+    over its trials below overload (loss under LOW_LOSS_RATIO), where the
+    NDR and the PDR are decided and overload's loss does not drown them."""
     probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts") is not None]
-    lost = sum(t["lost_pkts"] for t in probed)
-    explained = sum(t.get("host_stall_lost_pkts") or 0 for t in probed)
-    return {"trials": len(trials), "trials_probed": len(probed), "lost_pkts": lost, "explained_pkts": explained,
-            "explained_share": explained / lost if lost else None,
-            "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in probed)}
+
+    def totals(sel: list[dict]) -> dict:
+        lost = sum(t["lost_pkts"] for t in sel)
+        explained = sum(t.get("host_stall_lost_pkts") or 0 for t in sel)
+        return {"trials": len(sel), "lost_pkts": lost, "explained_pkts": explained,
+                "explained_share": explained / lost if lost else None,
+                "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in sel)}
+
+    low = [t for t in probed if (t.get("loss_ratio") or 0) < LOW_LOSS_RATIO]
+    return {**totals(probed), "trials": len(trials), "trials_probed": len(probed),
+            "below_overload": {**totals(low), "loss_ratio_under": LOW_LOSS_RATIO}}
 
 
 def host_stall_sentence(meta: dict, rate=lambda v: f"{v:,.0f} pps") -> str | None:
@@ -78,13 +89,20 @@ def host_stall_sentence(meta: dict, rate=lambda v: f"{v:,.0f} pps") -> str | Non
         return None
     if not h["lost_pkts"]:
         return f"no loss in {h['trials_probed']} trials watched for host stalls"
-    text = (f"host stalls explain {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
-            f"({100 * h['explained_share']:.1f}%; {h['trials_with_host_interference']} of {h['trials_probed']} "
-            f"trials flagged host_interference)")
+    low = h["below_overload"]
+    if low["trials"] < h["trials_probed"] and low["lost_pkts"]:  # overload's loss would drown the share
+        text = (f"below overload (trials losing < {100 * low['loss_ratio_under']:g}%: {low['trials']} of "
+                f"{h['trials_probed']}) host stalls explain {low['explained_pkts']:,} of {low['lost_pkts']:,} "
+                f"lost packets ({100 * low['explained_share']:.0f}%); over all trials "
+                f"{100 * h['explained_share']:.1f}%")
+    else:
+        text = (f"host stalls explain {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
+                f"({100 * h['explained_share']:.1f}%)")
+    text += f"; {h['trials_with_host_interference']} of {h['trials_probed']} trials flagged host_interference"
     if meta.get("host_stall_loss") == "set_apart" and h["explained_pkts"]:
         o = meta["counting_all_loss"]
         ndr = "none" if o["ndr_load_pps"] is None else rate(o["ndr_load_pps"])
-        text += f"; the verdict sets them apart; counting all loss: {o['verdict']}, NDR {ndr}"
+        text += f"; the verdict sets them apart (counting all loss: {o['verdict']}, NDR {ndr})"
     return text
 
 

@@ -40,6 +40,10 @@ OVERLOAD_BUSY = 0.90
 # generator) is load, not interference.
 DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen")
 REALTIME_POLICIES = (1, 2)  # SCHED_FIFO, SCHED_RR: they take a CPU from every normal task
+# A lost run after the one-way delay rose to this share of the ring's fill time (and well above the
+# trial's usual delay) followed a queue left undrained: a stall too short for the probe to see.
+UNSEEN_FILL_SHARE = 0.8
+UNSEEN_OVER_MEDIAN = 4
 SERIES_POINTS = 1000  # the result's time series are pooled down to at most this many points
 KEEP_STALLS = 200  # stalls listed one by one in the result (all are counted)
 
@@ -233,7 +237,9 @@ def _ms_range(stalls: list[Stall]) -> str:
     return f"{d[0]:.1f} ms" if len(d) == 1 or d[-1] - d[0] < 0.05 else f"{d[0]:.1f}-{d[-1]:.1f} ms"
 
 
-def words(lost: int, explained: int, windows: list, cause_rest: str) -> str:
+def words(lost: int, explained: int, windows: list, cause_rest: str, inline: bool = False) -> str:
+    """The attribution in one sentence; ``inline``: cause_rest follows the
+    rest's count directly ("the other 86 followed ...")."""
     if lost == 0:
         return "no packet lost"
     hit = [s for _, _, ss in windows for s in ss]
@@ -247,7 +253,7 @@ def words(lost: int, explained: int, windows: list, cause_rest: str) -> str:
     rest = lost - explained
     if rest <= 0.1 * lost:
         return text + ": the host, not the data path"
-    return text + f"; the other {rest:,}: {cause_rest}"
+    return text + f"; the other {rest:,}{' ' if inline else ': '}{cause_rest}"
 
 
 def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy: float | None,
@@ -294,12 +300,31 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
     run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
     starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
     ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
+    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
+    unseen_at = max(UNSEEN_FILL_SHARE * fill_ns, UNSEEN_OVER_MEDIAN * float(np.median(delays)) if len(delays) else 0)
+    unseen_ms = []
     for s, n in runs:
         a, b = due_ns(gen, s), due_ns(gen, s + n - 1)
         j = np.searchsorted(starts, b, "right") - 1
         key = "host_stall" if j >= 0 and ends[j] >= a else rest_cause
+        if key == "unexplained":
+            k = s // timeline["bin_pkts"] - bins.first_bin
+            before = int(delays[max(k - 3, 0):k + 1].max()) if len(delays) else 0
+            if before >= unseen_at:
+                key = "unseen_stall"
+                unseen_ms.append(before / 1e6)
+        run_cause.setdefault(key, [0, 0])
         run_cause[key][0] += 1
         run_cause[key][1] += n
+    if unseen_ms:
+        ms = f"{min(unseen_ms):.1f}" if max(unseen_ms) - min(unseen_ms) < 0.05 else \
+            f"{min(unseen_ms):.1f}-{max(unseen_ms):.1f}"
+        unseen = f"followed the SUT's queue going undrained for {ms} ms (stalls shorter than the probe sees)"
+        inline = not run_cause["unexplained"][1]  # all the rest: "the other 86 followed ..."
+        rest_words = unseen if inline else \
+            f"{run_cause['unseen_stall'][1]:,} {unseen}; {run_cause['unexplained'][1]:,} {rest_words}"
+    else:
+        inline = False
     share = explained / lost if lost else 0.0
     result = {
         "host_stalls": {
@@ -318,7 +343,9 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
             "rest_cause": rest_cause, "sut_busy_ratio": sut_busy, "loss_spread": spread,
             "runs_by_cause": {k: {"runs": r, "pkts": p} for k, (r, p) in run_cause.items()},
             "runs_counted": len(runs),
-            "words": words(lost, explained, hit, rest_words),
+            # the part of the rest that followed a queue left undrained (not set apart: the probe did not see it)
+            "unseen_stall_pkts": run_cause.get("unseen_stall", [0, 0])[1],
+            "words": words(lost, explained, hit, rest_words, inline),
         },
         "loss_explained_by_host_stalls": {"pkts": explained, "share": share},
         "host_interference": explained >= 1 and share >= HOST_INTERFERENCE_SHARE,

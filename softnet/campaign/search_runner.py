@@ -84,8 +84,13 @@ def host_stall_note(trials: list[dict], host_stall_loss: str) -> str | None:
         return None
     flagged = sum("host_interference" in (t.get("flags") or ()) for t in probed)
     how = "set apart" if host_stall_loss == "set_apart" else "counted as the SUT's (host_stall_loss = count)"
-    return (f"host stalls explained {explained:,} of {lost:,} lost packets ({100 * explained / lost:.0f}%; "
+    unseen = sum((t.get("loss_attribution") or {}).get("unseen_stall_pkts") or 0 for t in probed)
+    note = (f"host stalls explained {explained:,} of {lost:,} lost packets ({100 * explained / lost:.0f}%; "
             f"{flagged} of {len(trials)} trials flagged host_interference), {how}")
+    if unseen:
+        note += (f"; {unseen:,} more followed a queue left undrained by stalls shorter than the probe sees "
+                 "(counted as the SUT's: a reason the bounds vary)")
+    return note
 
 
 def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,

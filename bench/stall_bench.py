@@ -114,7 +114,7 @@ def part_cost(repeats: int) -> dict:
                         "cost_pct_median": 100 * (1 - statistics.median(ratios))}, "trials": rows}
 
 
-def part_search(repeats: int, max_trials: int) -> dict:
+def part_search(repeats: int, max_trials: int, period_us: int) -> dict:
     from softnet.analysis.searches import summarize_searches
     from softnet.campaign.runner import run_campaign
     from softnet.campaign.spec import CampaignSpec
@@ -126,7 +126,7 @@ def part_search(repeats: int, max_trials: int) -> dict:
             for mode in ("set_apart", "count") if i % 2 == 0 else ("count", "set_apart"):
                 spec = CampaignSpec.model_validate({
                     "name": f"stall-bench-{mode}-{i}", "testbed": {"sut": "ipv4-fwd"},
-                    "collect": {"sample": False},
+                    "collect": {"sample": False, "stall_period_us": period_us},
                     "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "width": 0.02, "min_load": "10kpps",
                                "max_load": "2Mpps", "duration_s": 1.0, "warmup_s": 0.3, "runs": 1,
                                "max_trials": max_trials, "host_stall_loss": mode}})
@@ -159,6 +159,7 @@ def main() -> None:
     ap.add_argument("--part", choices=("attribution", "cost", "search"), required=True)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--max-trials", type=int, default=40, help="search: trial budget per search")
+    ap.add_argument("--stall-period-us", type=int, default=2000, help="search: the stall probe's period")
     args = ap.parse_args()
     t0 = time.time()
     if args.part == "attribution":
@@ -166,7 +167,7 @@ def main() -> None:
     elif args.part == "cost":
         out = part_cost(args.repeats or 5)
     else:
-        out = part_search(args.repeats or 10, args.max_trials)
+        out = part_search(args.repeats or 10, args.max_trials, args.stall_period_us)
     out.update(benchmark=f"stall_{args.part}", elapsed_s=time.time() - t0,
                command=" ".join(["bench/stall_bench.py", *sys.argv[1:]]),
                provenance=provenance(None, benchmark=f"stall_{args.part}"))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from softnet.analysis.loss_time import due_ns
+from softnet.campaign.trial import drain_sink
 from softnet.errors import TestbedError
 from softnet.testbed.local import LocalTestbed
 from softnet.tools import hostcmd
@@ -23,26 +25,8 @@ from softnet.traffic.native import (TIMELINE_MAX_BINS, TIMELINE_MAX_RUNS, Genera
 from tests.conftest import needs_root
 
 NATIVE = Path(os.environ.get("SOFTNET_NATIVE_DIR") or Path(__file__).resolve().parents[1] / "native" / "build")
-GEN_FP_SHIFT = 20  # native/gen/gen.h
 GEN_LATE_NS = 10_000
 GEN_MAX_EPISODES = 4096
-
-
-def due_ns(gen: dict, seq: int) -> int:
-    """When the generator's schedule had seq due (CLOCK_MONOTONIC ns), as gen.bpf.c computes it."""
-    interval_fp = math.floor(1e9 / gen["intended_rate_pps"] * (1 << GEN_FP_SHIFT) + 0.5)  # llround
-    return gen["schedule_start_ns"] + ((seq * interval_fp) >> GEN_FP_SHIFT)
-
-
-def drain(sink: Sink) -> dict:
-    """Read the sink until its counters stop moving (as measure() does)."""
-    last, stable, start = sink.read(), 0, time.monotonic()
-    while stable < 3 and time.monotonic() - start < 2.0:
-        time.sleep(0.02)
-        cur = sink.read()
-        stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
-        last = cur
-    return last
 
 
 @contextmanager
@@ -61,7 +45,7 @@ def send(tb, ep, rate: float, total: int, warmup: int, bin_pkts: int | None = No
             before()
         job = GeneratorJob.start(tc, ep, rate, total, warmup, 64, 1, tb.placement.gen_cpu)
         gen = job.wait(timeout=total / min(rate, 4e6) * 2 + 10)
-        counts = drain(sink)
+        counts, _ = drain_sink(sink)
         tl = sink.timeline(gen["sent_pkts"])
     return gen, counts, tl
 

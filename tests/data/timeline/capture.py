@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
+from softnet.campaign.trial import drain_sink  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts  # noqa: E402
@@ -27,17 +27,6 @@ CASES = {
 }
 
 
-def drain(sink: Sink) -> dict:
-    """Read the sink until its counters stop moving (as measure() does)."""
-    last, stable, start = sink.read(), 0, time.monotonic()
-    while stable < 3 and time.monotonic() - start < 2.0:
-        time.sleep(0.02)
-        cur = sink.read()
-        stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
-        last = cur
-    return last
-
-
 def capture(name: str) -> None:
     rate, total, warmup = CASES[name]
     with HostChanges() as ch:
@@ -47,7 +36,7 @@ def capture(name: str) -> None:
             sink = Sink(tc, ep.sink_ns, ep.sink_if, total, warmup, bin_pkts=timeline_bin_pkts(rate, total))
             gen = GeneratorJob.start(tc, ep, rate, total, warmup, 64, 1, tb.placement.gen_cpu).wait(
                 timeout=total / rate * 2 + 10)
-            counts = drain(sink)
+            counts, _ = drain_sink(sink)
             timeline = sink.timeline(gen["sent_pkts"])
     for part, doc in (("generator", gen), ("sink", counts), ("timeline", timeline)):
         (OUT / f"{name}.{part}.json").write_text(json.dumps(doc) + "\n")

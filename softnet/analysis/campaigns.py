@@ -65,14 +65,15 @@ LOW_LOSS_RATIO = 0.01  # trials losing less than this are below overload: where 
 
 def host_stall_summary(trials: list[dict]) -> dict:
     """A configuration's loss and the part host stalls explain, over its
-    trials (store rows; trials without a stall probe are counted apart), and
+    trials (store rows or trial results; trials without a stall probe are
+    counted apart), and
     over its trials below overload (loss under LOW_LOSS_RATIO), where the
     NDR and the PDR are decided and overload's loss does not drown them."""
     probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts") is not None]
 
     def totals(sel: list[dict]) -> dict:
         lost = sum(t["lost_pkts"] for t in sel)
-        explained = sum(t.get("host_stall_lost_pkts") or 0 for t in sel)
+        explained = sum(t["lost_pkts"] - t["sut_lost_pkts"] for t in sel)
         return {"trials": len(sel), "lost_pkts": lost, "explained_pkts": explained,
                 "explained_share": explained / lost if lost else None,
                 "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in sel)}

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from softnet.analysis.campaigns import host_stall_summary
 from softnet.analysis.loss_time import counted_received
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
@@ -77,16 +78,14 @@ class ReplayThenMeasure:
 
 def host_stall_note(trials: list[dict], host_stall_loss: str) -> str | None:
     """What host stalls did in a search's trials, for its diagnosis."""
-    probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts")]
-    lost = sum(t["lost_pkts"] for t in probed)
-    explained = sum(t["lost_pkts"] - t["sut_lost_pkts"] for t in probed)
-    if not explained:
+    h = host_stall_summary(trials)
+    if not h["explained_pkts"]:
         return None
-    flagged = sum("host_interference" in (t.get("flags") or ()) for t in probed)
     how = "set apart" if host_stall_loss == "set_apart" else "counted as the SUT's (host_stall_loss = count)"
-    unseen = sum((t.get("loss_attribution") or {}).get("unseen_stall_pkts") or 0 for t in probed)
-    note = (f"host stalls explained {explained:,} of {lost:,} lost packets ({100 * explained / lost:.0f}%; "
-            f"{flagged} of {len(trials)} trials flagged host_interference), {how}")
+    unseen = sum((t.get("loss_attribution") or {}).get("unseen_stall_pkts") or 0 for t in trials)
+    note = (f"host stalls explained {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
+            f"({100 * h['explained_share']:.0f}%; {h['trials_with_host_interference']} of {len(trials)} trials "
+            f"flagged host_interference), {how}")
     if unseen:
         note += (f"; {unseen:,} more followed a queue left undrained by stalls shorter than the probe sees "
                  "(counted as the SUT's: a reason the bounds vary)")

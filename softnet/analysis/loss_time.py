@@ -256,6 +256,34 @@ def words(lost: int, explained: int, windows: list, cause_rest: str, inline: boo
     return text + f"; the other {rest:,}{' ' if inline else ': '}{cause_rest}"
 
 
+def run_causes(timeline: dict, gen: dict, bins: Bins, hit: list, rest_cause: str,
+               fill_ns: float) -> tuple[dict[str, list[int]], list[float]]:
+    """Each listed lost run's cause ([runs, packets] per cause): host_stall
+    when it falls in a stall window with excess loss, else the trial's
+    rest_cause; an unexplained run after the one-way delay rose towards the
+    ring's fill time is unseen_stall. Also the delays (ms) before those."""
+    run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
+    starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
+    ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
+    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
+    unseen_at = max(UNSEEN_FILL_SHARE * fill_ns, UNSEEN_OVER_MEDIAN * float(np.median(delays)) if len(delays) else 0)
+    unseen_ms = []
+    for s, n in timeline["runs"]:
+        a, b = due_ns(gen, s), due_ns(gen, s + n - 1)
+        j = np.searchsorted(starts, b, "right") - 1
+        key = "host_stall" if j >= 0 and ends[j] >= a else rest_cause
+        if key == "unexplained":
+            k = s // timeline["bin_pkts"] - bins.first_bin
+            before = int(delays[max(k - 3, 0):k + 1].max()) if len(delays) else 0
+            if before >= unseen_at:
+                key = "unseen_stall"
+                unseen_ms.append(before / 1e6)
+        run_cause.setdefault(key, [0, 0])
+        run_cause[key][0] += 1
+        run_cause[key][1] += n
+    return run_cause, unseen_ms
+
+
 def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy: float | None,
               steal_ms: dict[int, float] | None = None, injected: dict | None = None,
               generator_lag: bool = True) -> dict:
@@ -297,25 +325,8 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
     rest_words = (f"the data path (overload: loss in {100 * spread:.0f}% of the ms outside stalls, the SUT CPU "
                   f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy})")
     runs = timeline["runs"]
-    run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
-    starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
-    ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
-    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
-    unseen_at = max(UNSEEN_FILL_SHARE * fill_ns, UNSEEN_OVER_MEDIAN * float(np.median(delays)) if len(delays) else 0)
-    unseen_ms = []
-    for s, n in runs:
-        a, b = due_ns(gen, s), due_ns(gen, s + n - 1)
-        j = np.searchsorted(starts, b, "right") - 1
-        key = "host_stall" if j >= 0 and ends[j] >= a else rest_cause
-        if key == "unexplained":
-            k = s // timeline["bin_pkts"] - bins.first_bin
-            before = int(delays[max(k - 3, 0):k + 1].max()) if len(delays) else 0
-            if before >= unseen_at:
-                key = "unseen_stall"
-                unseen_ms.append(before / 1e6)
-        run_cause.setdefault(key, [0, 0])
-        run_cause[key][0] += 1
-        run_cause[key][1] += n
+    run_cause, unseen_ms = run_causes(timeline, gen, bins, hit, rest_cause, fill_ns)
+    inline = False
     if unseen_ms:
         ms = f"{min(unseen_ms):.1f}" if max(unseen_ms) - min(unseen_ms) < 0.05 else \
             f"{min(unseen_ms):.1f}-{max(unseen_ms):.1f}"
@@ -323,8 +334,6 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
         inline = not run_cause["unexplained"][1]  # all the rest: "the other 86 followed ..."
         rest_words = unseen if inline else \
             f"{run_cause['unseen_stall'][1]:,} {unseen}; {run_cause['unexplained'][1]:,} {rest_words}"
-    else:
-        inline = False
     share = explained / lost if lost else 0.0
     result = {
         "host_stalls": {

@@ -222,14 +222,17 @@ def lost_runs(timeline: dict, gen: dict, window_due_ns: int) -> dict:
                       for s, n in runs[:KEEP_STALLS]]}
 
 
-def injected_found(injected: dict, stalls: list[Stall]) -> dict:
-    """Each injected stall is found when a detected stall of its CPU overlaps it."""
+def injected_found(injected: dict, stalls: list[Stall], gen: dict) -> dict:
+    """Each injected stall while the generator was sending (the data path
+    needed the CPU then; outside, nothing waits for it to be seen) is found
+    when a detected stall of its CPU overlaps it."""
     cpu = injected["cpu"]
     mine = [s for s in stalls if s.cpu == cpu]
-    found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in injected["stalls"]]
+    during = [(b, e) for b, e in injected["stalls"] if b < gen["last_send_ns"] and e > gen["first_send_ns"]]
+    found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in during]
     return {"cpu": cpu, "busy_ms": injected["busy_ns"] / 1e6, "every_ms": injected["period_ns"] / 1e6,
-            "injected": len(found), "found": sum(found),
-            "missed_at_ns": [b for (b, _), f in zip(injected["stalls"], found) if not f]}
+            "injected": len(found), "found": sum(found), "outside_traffic": len(injected["stalls"]) - len(during),
+            "missed_at_ns": [b for (b, _), f in zip(during, found) if not f]}
 
 
 def _ms_range(stalls: list[Stall]) -> str:
@@ -360,5 +363,5 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
         "host_interference": explained >= 1 and share >= HOST_INTERFERENCE_SHARE,
     }
     if injected is not None:
-        result["host_stalls"]["injected"] = injected_found(injected, stalls)
+        result["host_stalls"]["injected"] = injected_found(injected, stalls, gen)
     return result

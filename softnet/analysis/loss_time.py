@@ -222,6 +222,15 @@ def lost_runs(timeline: dict, gen: dict, window_due_ns: int) -> dict:
                       for s, n in runs[:KEEP_STALLS]]}
 
 
+def loss_timeline(timeline: dict, gen: dict, bins: Bins | None = None) -> dict:
+    """The result's loss in time: lost runs and the pooled series, in seconds
+    from the window's first due time (``bins``: already cut, or cut here)."""
+    bins = bins or Bins.of(timeline, gen)
+    window_due = int(bins.due_start[0])
+    return {"bin_pkts": timeline["bin_pkts"], "lost_runs": lost_runs(timeline, gen, window_due),
+            "series": loss_series(timeline, bins, window_due)}
+
+
 def injected_found(injected: dict, stalls: list[Stall], gen: dict) -> dict:
     """Each injected stall while the generator was sending (the data path
     needed the CPU then; outside, nothing waits for it to be seen) is found
@@ -347,8 +356,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
                         "start_s": (s.start_ns - window_due) / 1e9, "duration_ms": s.duration_ns / 1e6}
                        for s in stalls[:KEEP_STALLS]],
         },
-        "loss_timeline": {"bin_pkts": timeline["bin_pkts"], "lost_runs": lost_runs(timeline, gen, window_due),
-                          "series": loss_series(timeline, bins, window_due)},
+        "loss_timeline": loss_timeline(timeline, gen, bins),
         "loss_attribution": {
             "lost_pkts": lost, "explained_pkts": explained, "explained_share": share,
             "baseline_loss_ratio": baseline, "stall_windows": len(windows), "stall_windows_with_loss": len(hit),

@@ -194,7 +194,7 @@ def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None, ge
         out = {"host_stalls": {"missing": missing or "loss unknown (counters inconsistent)"},
                "sut_lost_pkts": lost, "sut_loss_ratio": lost / sent if sent and lost is not None else None}
         if timeline and lost is not None:  # when packets were lost is known without the probe
-            out["loss_timeline"] = loss_time.attribute(timeline, raw["generator"], {}, p, None)["loss_timeline"]
+            out["loss_timeline"] = loss_time.loss_timeline(timeline, raw["generator"])
         return out
     busy = [counters.busy_ratio(window["cpu_ticks"][c]) for c in p["sut_cpus"] if c in window["cpu_ticks"]]
     busy = [b for b in busy if b is not None]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
+from softnet.analysis.loss_time import cpu_roles
 from softnet.analysis.trial_eval import evaluate
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
@@ -73,8 +74,7 @@ def _sampler(tb: LocalTestbed, spec: TrialSpec):
 
 def data_path_cpus(tb: LocalTestbed) -> list[int]:
     """The CPUs the data path needs: the stall probe watches them."""
-    p = tb.placement
-    return sorted({p.gen_cpu, *p.sut_cpus} | ({p.sink_cpu} if p.sink_cpu is not None else set()))
+    return sorted(cpu_roles(asdict(tb.placement)))
 
 
 def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tuple[StallProbe | None, str | None]:

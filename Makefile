@@ -3,7 +3,7 @@
 PYTHON   ?= python3
 VENV     := .venv
 APT_PKGS := clang llvm libbpf-dev libxdp-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
-            netsniff-ng iperf3 procps gcc make iputils-ping
+            netsniff-ng iperf3 procps gcc make iputils-ping openssh-server openssh-client
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 
 .PHONY: setup apt venv native demo test bench clean

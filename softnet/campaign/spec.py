@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +41,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from softnet.errors import InputError
+from softnet.specfile import read_toml, spec_error  # noqa: F401 (spec_error: for the CLI)
 from softnet.units import parse_rate
 
 SUT_KINDS = ("ipv4-fwd", "ipv6-fwd", "none", "synthetic")
@@ -414,33 +414,9 @@ def _is_max(v) -> bool:
     return isinstance(v, str) and v.strip().lower() == "max"
 
 
-def spec_error(exc: ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> InputError:
-    """Every error pydantic found, each naming its field (or, through
-    ``names``, the command-line option that set it): the first is the error's field."""
-    names = names or {}
-    found = []
-    for e in exc.errors():
-        path = ".".join(str(p) for p in e["loc"]) or "spec"
-        found.append((names.get(path, path), e["msg"].removeprefix("Value error, ")))
-    (field, message), rest = found[0], found[1:]
-    return InputError(prefix + field, "; ".join([message, *(f"{f}: {m}" for f, m in rest)]))
-
-
 def load_spec(path: str | Path) -> CampaignSpec:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise InputError(str(path), "is a folder; expected a campaign spec file (TOML)") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not a text file (byte {exc.start} is not UTF-8); "
-                                    "expected a campaign spec (TOML)") from None
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(path), f"not valid TOML: {exc}") from None
+    data = read_toml(path, "a campaign spec")
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:

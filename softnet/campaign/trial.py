@@ -32,23 +32,12 @@ from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts
 
-DRAIN_STABLE_READS = 3
-DRAIN_POLL_S = 0.02
-DRAIN_MAX_S = 2.0
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped
 NETNS_DIR = Path("/run/netns")
 
 
 def drain_sink(sink: Sink) -> tuple[dict, float]:
-    """Read the sink until its counters stop moving: nothing left in flight."""
-    start = time.monotonic()
-    last, stable = sink.read(), 0
-    while stable < DRAIN_STABLE_READS and time.monotonic() - start < DRAIN_MAX_S:
-        time.sleep(DRAIN_POLL_S)
-        cur = sink.read()
-        stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
-        last = cur
-    return last, time.monotonic() - start
+    return sink.drain()
 
 
 def other_runs(tb: LocalTestbed) -> set[str]:

@@ -105,16 +105,22 @@ def trial(
                                         "period + 0.2 ms are seen; shorter costs more)"),
     inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)"),
     inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)"),
+    inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
+    testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
 ) -> None:
     """Run one trial: build the testbed, offer a constant load, count, tear down."""
-    placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering)
+    if (inventory is None) != (testbed is None):
+        raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
+    placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=inventory is not None)
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls)
-    need_root()
-    with measuring(None, wait):
+    remote = (inventory, testbed) if inventory else None
+    if remote is None:
+        need_root()
+    with measuring(None, wait) if remote is None else nullcontext():  # a remote run: each host's agent locks
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls)
+                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls, remote=remote)
 
 
 @app.command()
@@ -415,23 +421,64 @@ def demo(results: Path = typer.Option(Path("results"), help="results directory")
 @app.command()
 def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1 if leftovers exist"),
           as_json: bool = typer.Option(False, "--json")) -> None:
-    """Remove leftovers of a killed run (namespaces, links, processes named sn-...)."""
+    """Remove leftovers of a killed run (namespaces, links, processes named
+    sn-...) and replay the journals of killed agents."""
+    import textwrap
+
     from softnet.testbed import cleanup
 
     need_root()
     found = cleanup.find_leftovers() if check else cleanup.clean()
+    errors = found.pop("journal_errors", [])
     any_found = any(found.values())
     if as_json:
-        print_json({"leftovers" if check else "removed": found})
+        print_json({"leftovers" if check else "removed": found, **({} if check else {"journal_errors": errors})})
     elif not any_found:
         console.print("clean: nothing left by softnet")
     else:
         verb = "found" if check else "removed"
         for kind, items in found.items():
-            if items:
+            if items and kind != "journals":
                 console.print(f"{verb} {kind}: {', '.join(map(str, items))}")
-    if check and any_found:
+        for j in found["journals"]:
+            # paths and change names may hold [brackets]: no rich markup
+            console.print(f"{'found' if check else 'replayed'} journal of a dead agent "
+                          f"({len(j['pending'])} changes to undo):\n  {j['path']}", markup=False, highlight=False)
+            console.print(textwrap.fill("; ".join(j["pending"]), width=78, initial_indent="  ",
+                                        subsequent_indent="  "), markup=False, highlight=False)
+    for err in errors:
+        err_console.print(f"clean: not restored: {err}", markup=False, highlight=False)
+    if (check and any_found) or errors:
         raise typer.Exit(1)
+
+
+@app.command()
+def agent(stdio: bool = typer.Option(False, "--stdio", help="speak the agent protocol on stdin/stdout (as SSH runs it)"),
+          state_dir: Path = typer.Option(None, help="journal and lock folder (default /run/softnet/agent/net-INODE)"),
+          lease_s: float = typer.Option(10.0, help="undo everything when no request came for this long, s")) -> None:
+    """The on-host agent a controller starts over SSH (not for people)."""
+    if not stdio:
+        raise InputError("--stdio", "the agent speaks only over stdin/stdout: softnet agent --stdio "
+                         "(a controller starts it over SSH; see docs/remote-hosts.md)")
+    need_root()
+    from softnet.hosts import agent as agent_mod
+
+    raise typer.Exit(agent_mod.main(str(state_dir) if state_dir else None, lease_s))
+
+
+inventory_app = typer.Typer(no_args_is_help=True, help="The hosts and testbeds of an inventory file.")
+app.add_typer(inventory_app, name="inventory")
+
+
+@inventory_app.command("check")
+def inventory_check(path: Path = typer.Argument(..., help="inventory (TOML)"),
+                    doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="run softnet doctor on each host"),
+                    as_json: bool = typer.Option(False, "--json", help="print the findings as JSON")) -> None:
+    """Connect to every host; verify each interface (MAC, PCI, driver, safety),
+    what each role needs of the kernel, and clock and version skew."""
+    from softnet.cli import hosts_cmd
+
+    raise typer.Exit(hosts_cmd.inventory_check(path, doctor, as_json))
 
 
 @app.command()

@@ -28,14 +28,20 @@ def parse_cpus(text: str, field: str) -> list[int]:
     return cpus
 
 
-def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | None, steering: str) -> Placement:
-    p = Placement.default()
+def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | None, steering: str,
+                    remote: bool = False) -> Placement:
+    """The CPUs of a trial; on remote hosts they are the hosts' CPUs, which
+    their agents check (here: generator 0, SUT 1 unless given)."""
+    p = Placement(gen_cpu=0, sut_cpus=[1]) if remote else Placement.default()
     if gen_cpu is not None:
         p.gen_cpu = gen_cpu
     if sut_cpus is not None:
         p.sut_cpus = parse_cpus(sut_cpus, "--sut-cpus")
     p.sink_cpu, p.steering = sink_cpu, steering
-    p.validate()
+    if not remote:
+        p.validate()
+    elif sink_cpu is not None:
+        raise InputError("--sink-cpu", "not on remote testbeds (the sink's host runs only the sink)")
     return p
 
 
@@ -76,25 +82,21 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
         profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
-        stalls: dict | None = None) -> dict:
-    with HostChanges() as changes:
-        tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
-        spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
-                         warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                         profile=profile, profile_duty=profile_duty, **(stalls or {}))
-        spec.validate(tb.ip_version)  # all input checked before the host is changed
-        ep = tb.build()
-        if raw_out is not None:
-            check_writable(raw_out)
-        if as_json:
-            result = run_trial(tb, ep, spec, changes, keep_raw=True)
-        else:
-            with Progress(TextColumn("[bold]trial[/] {task.description}"), BarColumn(),
-                          TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                          console=err_console, transient=True) as bar:
-                task = bar.add_task(f"{sut} at {format_rate(spec.rate_pps)}", total=1.0)
-                result = run_trial(tb, ep, spec, changes, progress=lambda f: bar.update(task, completed=f),
-                                   keep_raw=True)
+        stalls: dict | None = None, remote: tuple[Path, str] | None = None) -> dict:
+    spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
+                     warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
+                     profile=profile, profile_duty=profile_duty, **(stalls or {}))
+    if raw_out is not None:
+        check_writable(raw_out)
+    if remote is not None:
+        result = _remote(remote, sut, placement, spec, as_json)
+    else:
+        with HostChanges() as changes:
+            tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
+            spec.validate(tb.ip_version)  # all input checked before the host is changed
+            ep = tb.build()
+            result = with_bar(lambda progress: run_trial(tb, ep, spec, changes, progress=progress, keep_raw=True),
+                              f"{sut} at {format_rate(spec.rate_pps)}", as_json)
     raw = result.pop("raw_trial")
     if raw_out is not None:
         raw_out.write_text(json.dumps(raw) + "\n")
@@ -104,6 +106,32 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
     else:
         show(result, wide)
     return result
+
+
+def with_bar(fn, what: str, quiet: bool):
+    """fn(progress) under a progress bar on stderr (none with --json)."""
+    if quiet:
+        return fn(None)
+    with Progress(TextColumn("[bold]trial[/] {task.description}"), BarColumn(),
+                  TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task(what, total=1.0)
+        return fn(lambda f: bar.update(task, completed=f))
+
+
+def _remote(remote: tuple[Path, str], sut: str, placement: Placement, spec: TrialSpec, as_json: bool) -> dict:
+    """The trial on an inventory's testbed: generator and sink on its traffic
+    host, the SUT on its SUT host, each restored when the trial ends."""
+    from softnet.hosts.inventory import load
+    from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed, run_remote_trial
+
+    inv = load(remote[0])
+    tb = RemoteTestbed(inv, remote[1], sut, RemotePlacement(placement.gen_cpu, placement.sut_cpus,
+                                                            placement.steering))
+    spec.validate(tb.ip_version)
+    with tb:
+        return with_bar(lambda progress: run_remote_trial(tb, spec, progress, keep_raw=True),
+                        f"{sut} at {format_rate(spec.rate_pps)} on {remote[1]}", as_json)
 
 
 def check_writable(path: Path) -> None:

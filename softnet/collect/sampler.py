@@ -47,9 +47,13 @@ POWERCAP = Path("/sys/class/powercap")
 QDISC_FIELDS = ("packets", "bytes", "drops", "requeues", "overlimits", "backlog", "qlen")
 
 @contextmanager
-def in_netns(ns: str):
+def in_netns(ns: str | None):
     """Run the block with this thread in network namespace ``ns`` (setns(2)
-    is per thread); sockets opened inside stay bound to it."""
+    is per thread); sockets opened inside stay bound to it. None: the
+    current namespace (the remote agent samples its own host's)."""
+    if ns is None:
+        yield
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     with open("/proc/thread-self/ns/net") as home, open(f"/run/netns/{ns}") as target:
         if libc.setns(target.fileno(), CLONE_NEWNET) != 0:

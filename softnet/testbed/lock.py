@@ -45,6 +45,8 @@ def describe(holder: dict) -> str:
         return "another softnet run (holder not yet written)"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_unix_s"]))
     where = f", results in {holder['results_dir']}" if holder.get("results_dir") else ""
+    if holder.get("who"):  # a remote controller, through its agent on this host
+        return f"{holder['who']} `{holder.get('command', '?')}` since {since}{where} (agent pid {holder['pid']})"
     return f"pid {holder['pid']} `{holder['command']}` since {since}{where}"
 
 
@@ -57,9 +59,12 @@ def read_holder(path: Path) -> dict:
 
 @contextmanager
 def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, lock_dir: Path | None = None,
-                 on_wait: Callable[[dict], None] = lambda holder: None) -> Iterator[dict]:
+                 on_wait: Callable[[dict], None] = lambda holder: None,
+                 holder: dict | None = None) -> Iterator[dict]:
     """Hold the testbed lock for the body; wait up to ``wait_s`` for a holder
-    to finish (``on_wait(holder)`` once), else raise TestbedBusy naming it."""
+    to finish (``on_wait(holder)`` once), else raise TestbedBusy naming it.
+    ``holder``: who holds it, when not this process's command (the agent
+    takes it for a remote controller: {"who": "user@host pid N", "command": ...})."""
     if _held:  # the command holds it and its testbed takes it again: one process, one run
         yield _held[0]
         return
@@ -86,8 +91,8 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
             time.sleep(min(POLL_S, max(wait_s - waited, 0.0)))
         # a softnet command by its arguments; a library user (bench, tests) by its own command line
         cmd = (["softnet", *sys.argv[1:]] if Path(sys.argv[0]).name in ("softnet", "__main__.py") else sys.argv)
-        holder = {"pid": os.getpid(), "command": " ".join(cmd),
-                  "started_unix_s": time.time(), "results_dir": None if results_dir is None else str(results_dir)}
+        holder = {"pid": os.getpid(), "command": " ".join(cmd), "started_unix_s": time.time(),
+                  "results_dir": None if results_dir is None else str(results_dir), **(holder or {})}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         _held.append(holder)

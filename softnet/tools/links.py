@@ -7,5 +7,5 @@ from dataclasses import dataclass
 @dataclass
 class LinkRef:
     role: str  # gen | sut_in | sut_out | sink
-    ns: str
+    ns: str | None  # None: the current network namespace (a remote host's own)
     ifname: str

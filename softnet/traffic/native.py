@@ -6,6 +6,7 @@ import math
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import IO
 
@@ -16,7 +17,8 @@ from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # 
 
 TIMELINE_MAX_BINS = 1 << 21  # native/sink/sink.h SINK_TIMELINE_MAX_BINS
 TIMELINE_MAX_RUNS = 20_000  # runs listed by "timeline" (all are counted)
-TIMELINE_BIN_S = 1e-3  # a bin: about 1 ms of the generator's schedule
+TIMELINE_BIN_S = 1e-3
+DRAIN_STABLE_READS, DRAIN_POLL_S, DRAIN_MAX_S = 3, 0.02, 2.0  # a bin: about 1 ms of the generator's schedule
 
 
 def timeline_bin_pkts(rate_pps: float, total_pkts: int) -> int:
@@ -26,6 +28,12 @@ def timeline_bin_pkts(rate_pps: float, total_pkts: int) -> int:
     return max(1, round(rate_pps * TIMELINE_BIN_S), math.ceil(total_pkts / TIMELINE_MAX_BINS))
 
 
+def netns_args(ns: str | None) -> list[str]:
+    """A native tool's namespace option; None: the current namespace (on a
+    remote host, the agent's own)."""
+    return [] if ns is None else ["--netns", ns]
+
+
 class Sink:
     """The XDP sink on the sink interface, alive for one trial."""
 
@@ -33,7 +41,7 @@ class Sink:
                  bin_pkts: int = 0):
         """``bin_pkts``: keep the timeline (largest delay per bin of that many
         seqs) and answer `timeline()`; timeline_bin_pkts() gives ~1 ms bins."""
-        argv = [str(tool("sink")), "--netns", ns, "--ifname", ifname, "--count", str(count),
+        argv = [str(tool("sink")), *netns_args(ns), "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
         if exact:  # every delay kept too: for checking the histogram, not for long trials
             argv += ["--exact", str(exact)]
@@ -63,6 +71,18 @@ class Sink:
             raise TestbedError(f"softnet-sink timeline: {reply.get('error', reply)}")
         return reply["timeline"]
 
+    def drain(self) -> tuple[dict, float]:
+        """Read until the counters stop moving (nothing left in flight):
+        the counts and how long that took."""
+        start = time.monotonic()
+        last, stable = self.read(), 0
+        while stable < DRAIN_STABLE_READS and time.monotonic() - start < DRAIN_MAX_S:
+            time.sleep(DRAIN_POLL_S)
+            cur = self.read()
+            stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
+            last = cur
+        return last, time.monotonic() - start
+
     def close(self) -> None:
         quit_tool(self.proc)
 
@@ -78,7 +98,7 @@ class GeneratorJob:
     @classmethod
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int,
               frame_bytes: int, flows: int, cpu: int) -> "GeneratorJob":
-        argv = [str(tool("gen")), "--netns", ep.gen_ns, "--ifname", ep.gen_if, "--anchor", ep.anchor_if,
+        argv = [str(tool("gen")), *netns_args(ep.gen_ns), "--ifname", ep.gen_if, "--anchor", ep.anchor_if,
                 "--src-mac", ep.gen_mac, "--dst-mac", ep.next_hop_mac, "--src-ip", ep.src_ip,
                 "--dst-ip", ep.dst_ip, "--size", str(frame_bytes), "--rate", repr(float(rate_pps)),
                 "--count", str(count), "--warmup", str(warmup), "--flows", str(flows), "--cpu", str(cpu)]

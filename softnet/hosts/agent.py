@@ -1,0 +1,443 @@
+"""`softnet agent --stdio`: softnet's hands on one host, driven over SSH.
+
+One JSON object per line each way, no listening port. A request is
+{"id": n, "op": ..., ...}; the answer {"id": n, "ok": true, ...} or
+{"id": n, "ok": false, "error": "...", "field": "hosts.dut.interfaces.0.mac"}.
+Ops (docs/remote-hosts.md): hello, check, reserve, apply, start, poll, wait,
+interrupt, drain, timeline, read, stop, reads, window, collect, lease, undo,
+bye.
+
+The host is always restored: every change is journalled (fsync) before it is
+made; the agent undoes everything on `undo`/`bye`, when its stdin closes
+(the controller or its SSH connection died), when the lease lapses (no
+request for lease_s: a cut management link) and on SIGTERM/SIGHUP/SIGINT. A
+reaper process replays the journal if the agent itself is killed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from softnet import __version__
+from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
+from softnet.collect import procfs
+from softnet.collect.sampler import KernelSampler
+from softnet.collect.stalls import StallProbe
+from softnet.errors import SoftnetError, TestbedError
+from softnet.hosts import safety
+from softnet.hosts.host_ops import HostOps, anchor_names
+from softnet.provenance import cpu_model, provenance
+from softnet.testbed.local import ADDR
+from softnet.testbed.lock import TestbedBusy, testbed_lock
+from softnet.tools.changes import HostChanges, Terminated
+from softnet.tools.journal import Journal, default_state_dir
+from softnet.tools.links import LinkRef
+from softnet.tools.reaper import spawn_reaper
+from softnet.traffic.native import GeneratorJob, Sink
+
+PROTOCOL_VERSION = 1
+CAPABILITIES = ("check", "reserve", "apply:traffic", "apply:sut", "tool:sink", "tool:gen", "tool:sampler",
+                "tool:stalls", "window", "lease", "journal", "reaper")
+log = logging.getLogger("softnet.agent")
+
+
+class AgentError(SoftnetError):
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class GenEndpoints:
+    """What GeneratorJob.start needs, on this host (no namespace)."""
+
+    gen_if: str
+    anchor_if: str
+    gen_mac: str
+    next_hop_mac: str
+    src_ip: str
+    dst_ip: str
+    gen_ns: None = None
+
+
+@dataclass
+class Agent:
+    state_dir: Path
+    lease_s: float = 10.0
+    out: Any = field(default_factory=lambda: sys.stdout)
+    journal: Journal | None = None
+    ops: HostOps | None = None
+    closers: HostChanges = field(default_factory=HostChanges)  # graceful stops of this agent's tools
+    tools: dict[str, Any] = field(default_factory=dict)
+    window: dict = field(default_factory=dict)
+    schedule: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
+    lock: Any = None
+    holder: dict = field(default_factory=dict)
+    deadline: float = 0.0
+    next_handle: int = 0
+
+    # ---- the loop --------------------------------------------------------
+    def serve(self, fd: int = 0) -> int:
+        """Answer requests until bye, EOF, a lapsed lease or a signal; undo
+        everything before returning. The exit code says why it ended."""
+        self.deadline = time.monotonic() + self.lease_s
+        buf, code, why = b"", 0, "bye"
+        with self.closers:  # SIGINT/SIGTERM become exceptions here
+            old_hup = signal.signal(signal.SIGHUP, lambda *_: (_ for _ in ()).throw(Terminated()))
+            try:
+                while True:
+                    now = time.monotonic()
+                    if now >= self.deadline:
+                        code, why = 3, f"lease of {self.lease_s:g} s lapsed"
+                        break
+                    self._run_due()
+                    wait = self.deadline - now
+                    if self.schedule:
+                        wait = min(wait, max(0.0, self.schedule[0][0] - time.time()))
+                    ready, _, _ = select.select([fd], [], [], min(wait, 1.0))
+                    if not ready:
+                        continue
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        code, why = 0 if self.journal is None else 4, "stdin closed"
+                        break
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        if line.strip() and self._handle(line) == "bye":
+                            return self._finish(0, "bye")
+            except (KeyboardInterrupt, Terminated):
+                code, why = 5, "signal"
+            except BrokenPipeError:
+                code, why = 4, "controller gone (broken pipe)"
+            finally:
+                signal.signal(signal.SIGHUP, old_hup)
+        return self._finish(code, why)
+
+    def _finish(self, code: int, why: str) -> int:
+        n = len(self.ops.applied) if self.ops else 0
+        errors = self.undo()
+        log.info("agent ends: %s; %d change(s) undone%s", why, n,
+                 f"; undo errors: {errors}" if errors else "")
+        return code
+
+    def _handle(self, line: bytes) -> str | None:
+        rid = None
+        try:
+            req = json.loads(line)
+            rid, op = req.get("id"), req.get("op")
+            fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+            if fn is None:
+                raise AgentError(f"unknown op {op!r}; accepted: {', '.join(self.op_names())}")
+            self.deadline = time.monotonic() + self.lease_s  # any request renews the lease
+            args = {k: v for k, v in req.items() if k not in ("id", "op")}
+            reply = {"id": rid, "ok": True, **(fn(**args) or {})}
+        except AgentError as exc:
+            reply = {"id": rid, "ok": False, "error": str(exc), "field": exc.field}
+        except (SoftnetError, OSError, ValueError, TypeError, KeyError) as exc:
+            reply = {"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        self.out.write(json.dumps(reply) + "\n")
+        self.out.flush()
+        return "bye" if reply.get("ok") and req.get("op") == "bye" else None
+
+    @classmethod
+    def op_names(cls) -> list[str]:
+        return sorted(n[3:] for n in dir(cls) if n.startswith("op_"))
+
+    def _run_due(self) -> None:
+        while self.schedule and self.schedule[0][0] <= time.time():
+            at, name, action = self.schedule.pop(0)
+            action()
+            self.window.setdefault("late_ms", {})[name] = (time.time() - at) * 1e3
+
+    # ---- hello, check, reserve, lease --------------------------------------
+    def op_hello(self, version: int, controller: str = "") -> dict:
+        if version != PROTOCOL_VERSION:
+            raise AgentError(f"protocol version {version} from the controller; this agent speaks "
+                             f"{PROTOCOL_VERSION} (softnet {__version__}): install the same softnet on both")
+        self.holder["controller"] = controller
+        return {"version": PROTOCOL_VERSION, "softnet_version": __version__, "capabilities": list(CAPABILITIES),
+                "ops": self.op_names(), "time_unix_s": time.time(), "host": host_facts(),
+                "state_dir": str(self.state_dir), "lease_s": self.lease_s}
+
+    def op_lease(self, seconds: float) -> dict:
+        """Hold the lease this long from now (a trial's window: no request,
+        so no SSH traffic, needs to cross the SUT while it runs)."""
+        self.deadline = time.monotonic() + max(float(seconds), self.lease_s)
+        return {"lease_until_s": float(seconds)}
+
+    def op_check(self, ports: dict[str, dict], doctor: bool = False) -> dict:
+        """Facts of the listed interfaces and why each must not be used; no change."""
+        mgmt = safety.management_interfaces()
+        facts, problems = {}, []
+        for role, port in ports.items():
+            f = safety.interface_facts(port["name"])
+            facts[role] = f
+            problems += safety.refusals(port["field"], port, f, mgmt)
+        out = {"facts": facts, "refusals": problems, "management": mgmt, "time_unix_s": time.time()}
+        if doctor:
+            from softnet import doctor as doc
+
+            out["doctor"] = [c.to_dict() for c in doc.run_probes()]
+        return out
+
+    def op_reserve(self, holder: dict, wait_s: float = 0.0) -> dict:
+        """This host's testbed lock for the controller's run; a second user is
+        told who holds it."""
+        if self.lock is None:
+            lock = testbed_lock(wait_s=wait_s, lock_dir=self.state_dir, holder=holder)
+            try:
+                self.holder = lock.__enter__()
+            except TestbedBusy as exc:
+                raise AgentError(f"reserved by {exc.holder.get('who', '?')}: {exc}") from None
+            self.lock = lock
+        return {"holder": self.holder}
+
+    # ---- apply --------------------------------------------------------------
+    def _changes(self) -> HostOps:
+        if self.journal is None:
+            self.journal = Journal.open(self.state_dir, {"controller": self.holder.get("controller", ""),
+                                                         "agent_pid": os.getpid()}, replay_stale=True)
+            spawn_reaper(os.getpid(), self.journal.path)
+            self.ops = HostOps(self.journal)
+        return self.ops
+
+    def _verify(self, ports: dict[str, dict]) -> None:
+        mgmt = safety.management_interfaces()
+        problems = [p for port in ports.values()
+                    for p in safety.refusals(port["field"], port, safety.interface_facts(port["name"]), mgmt)]
+        if problems:
+            raise AgentError("; ".join(p["error"] for p in problems), problems[0]["field"])
+
+    def op_apply(self, role: str, ports: dict[str, dict], **kw) -> dict:
+        """Configure this host for its role in the testbed, after the safety
+        checks; every change journalled first."""
+        if role not in ("traffic", "sut"):
+            raise AgentError(f"role {role!r}; accepted: traffic, sut", "role")
+        need = ("gen_out", "sink_in") if role == "traffic" else ("sut_in", "sut_out")
+        missing = [r for r in need if r not in ports]
+        if missing:
+            raise AgentError(f"apply {role}: no port for {', '.join(missing)}", "ports")
+        self._verify(ports)
+        ops = self._changes()
+        out: dict = {}
+        if role == "traffic":
+            for r in need:
+                ops.link_up(ports[r]["name"])
+            anchor, peer = anchor_names()
+            ops.veth_pair(anchor, peer)
+            out["anchor"] = anchor
+        else:
+            out["napi_threads"] = self._apply_sut(ports, **kw)
+        out["facts"] = {r: safety.interface_facts(port["name"]) for r, port in ports.items()}
+        out["applied"] = list(ops.applied)
+        return out
+
+    def _apply_sut(self, ports: dict[str, dict], sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],
+                   steering: str = "threaded") -> dict:
+        if sut not in ("ipv4-fwd", "ipv6-fwd"):
+            raise AgentError(f"sut {sut!r}: accepted on remote hosts: ipv4-fwd, ipv6-fwd", "sut")
+        ops, v = self.ops, 0 if sut == "ipv4-fwd" else 1
+        i, o = ports["sut_in"]["name"], ports["sut_out"]["name"]
+        for name, role in ((i, "sut_in"), (o, "sut_out")):
+            ops.link_up(name)
+            ops.add_address(name, ADDR[role][v], 24 if v == 0 else 64)
+        ops.static_neighbour(i, ADDR["gen"][v], gen_mac)
+        ops.static_neighbour(o, ADDR["sink"][v], sink_mac)
+        ops.sysctl("net.ipv4.ip_forward" if v == 0 else "net.ipv6.conf.all.forwarding", "1")
+        ops.ethtool_feature(i, "gro", "on")  # veth NAPI for the generator's XDP frames; harmless on a NIC
+        if steering == "rps":
+            ops.write_file(f"/sys/class/net/{i}/queues/rx-0/rps_cpus", format(sum(1 << c for c in sut_cpus), "x"))
+            return {}
+        return {i: ops.pin_napi(i, sut_cpus)}
+
+    # ---- tools ----------------------------------------------------------------
+    def _add_tool(self, obj, proc, what: str) -> str:
+        self.ops.started(proc, what)
+        self.next_handle += 1
+        handle = f"{what.split()[0]}-{self.next_handle}"
+        self.tools[handle] = obj
+        return handle
+
+    def _tool(self, handle: str, kind: type | tuple = object):
+        obj = self.tools.get(handle)
+        if obj is None or not isinstance(obj, kind):
+            raise AgentError(f"no running tool {handle!r}", "handle")
+        return obj
+
+    def op_start(self, tool: str, **a) -> dict:
+        ops = self._changes()
+        if tool == "sink":
+            sink = Sink(self.closers, None, a["ifname"], a["count"], a["warmup"], a.get("exact", 0),
+                        a.get("bin_pkts", 0))
+            return {"handle": self._add_tool(sink, sink.proc, f"sink on {a['ifname']}"), "prog_id": sink.prog_id}
+        if tool == "gen":
+            ep = GenEndpoints(a["ifname"], a["anchor"], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"])
+            started = time.time()
+            job = GeneratorJob.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"], a["frame_bytes"],
+                                     a["flows"], a["cpu"])
+            return {"handle": self._add_tool(job, job.proc, f"generator on {a['ifname']}"),
+                    "started_unix_s": started}
+        if tool == "stalls":
+            probe = StallProbe(self.closers, a["cpus"], period_us=a["period_us"], avoid_cpus=a.get("avoid_cpus"))
+            return {"handle": self._add_tool(probe, probe.proc, "stall probe")}
+        if tool == "sampler":
+            links = [LinkRef(role, None, ifname) for role, ifname in a.get("links", [])]
+            sampler = KernelSampler(a["interval_s"], avoid_cpus=a.get("avoid_cpus"), links=links).__enter__()
+            self.closers.record("kernel sampler", lambda: sampler.__exit__(None, None, None))
+            self.next_handle += 1
+            handle = f"sampler-{self.next_handle}"
+            self.tools[handle] = sampler
+            del ops
+            return {"handle": handle}
+        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, sampler", "tool")
+
+    def op_poll(self, handle: str) -> dict:
+        job = self._tool(handle, GeneratorJob)
+        return {"running": job.proc.poll() is None}
+
+    def op_interrupt(self, handle: str) -> dict:
+        self._tool(handle, GeneratorJob).interrupt()
+        return {}
+
+    def op_wait(self, handle: str, wait_s: float = 5.0) -> dict:
+        report = self._tool(handle, GeneratorJob).wait(timeout=wait_s)
+        return {"report": report}
+
+    def op_drain(self, handle: str) -> dict:
+        counts, drain_s = self._tool(handle, Sink).drain()
+        return {"counts": counts, "drain_s": drain_s}
+
+    def op_timeline(self, handle: str, sent: int) -> dict:
+        return {"timeline": self._tool(handle, Sink).timeline(sent)}
+
+    def op_read(self, handle: str) -> dict:
+        obj = self._tool(handle)
+        if isinstance(obj, KernelSampler):
+            return {"series": obj.series.to_json()}
+        return {"read": obj.read()}
+
+    def op_stop(self, handle: str) -> dict:
+        obj = self._tool(handle)
+        out = {}
+        if isinstance(obj, KernelSampler):
+            obj.__exit__(None, None, None)
+            out["series"] = obj.series.to_json()
+        elif isinstance(obj, GeneratorJob):
+            obj.stop()
+        else:
+            obj.close() if hasattr(obj, "close") else None
+        del self.tools[handle]
+        return out
+
+    def op_reads(self, ifnames: list[str], ethtool: list[str] = (), qdiscs: list[str] = (),
+                 procfs_snapshot: bool = False) -> dict:
+        """Counters of this host's interfaces (and /proc), as the local trial reads them."""
+        out = {"links": link_stats(ifnames), "ethtool": {i: ethtool_stats(i) for i in ethtool},
+               "qdisc_drops": sum(qdisc_drops(i) for i in qdiscs), "time_unix_s": time.time()}
+        if procfs_snapshot:
+            out["procfs"] = procfs.snapshot()
+        return out
+
+    def op_window(self, at_unix_s: list[float], sampler: str | None = None) -> dict:
+        """Take the window-edge reads at these times of this host's clock, on
+        the host, and keep them until `collect`: nothing crosses the link meanwhile."""
+        self.window = {"scheduled_unix_s": list(at_unix_s)}
+        s = self.tools.get(sampler) if sampler else None
+
+        def edge(name: str) -> Callable[[], None]:
+            def take():
+                self.window[name] = procfs.snapshot()
+                self.window[f"{name}_unix_s"] = time.time()
+                if s is not None:
+                    s.sample_now(f"window_{name}")
+            return take
+
+        self.schedule = sorted([(at_unix_s[0], "start", edge("start")), (at_unix_s[1], "end", edge("end"))])
+        return {}
+
+    def op_collect(self) -> dict:
+        self._run_due()
+        return {"window": self.window}
+
+    # ---- undo -------------------------------------------------------------------
+    def undo(self) -> list[str]:
+        errors: list[str] = []
+        self.tools.clear()
+        self.closers.undo_all()  # tools first, gracefully (the journal then finds them gone)
+        errors += self.closers.undo_errors
+        self.closers.undo_errors = []
+        if self.journal is not None:
+            errors += self.journal.undo_all()
+            self.journal, self.ops = None, None
+        if self.lock is not None:
+            self.lock.__exit__(None, None, None)
+            self.lock = None
+        return errors
+
+    def op_undo(self) -> dict:
+        applied = list(self.ops.applied) if self.ops else []
+        return {"undone": applied, "errors": self.undo()}
+
+    def op_bye(self) -> dict:
+        return self.op_undo()
+
+
+def host_facts() -> dict:
+    """Provenance of this host: kernel, CPU, softnet."""
+    p = provenance(None)
+    return {k: p[k] for k in ("softnet_version", "kernel", "hostname", "cpu_model", "cpus_online")} | {
+        "cpu_model": cpu_model(), "netns_inode": os.stat("/proc/self/ns/net").st_ino,
+        "cpus_usable": sorted(os.sched_getaffinity(0)), "cpu_freq_hz": cpu_freq_hz(), "sysctls": host_sysctls()}
+
+
+def link_stats(ifnames: list[str]) -> dict[str, dict[str, int]]:
+    from pyroute2 import IPRoute
+
+    out = {}
+    with IPRoute() as ipr:
+        for name in ifnames:
+            links = ipr.get_links(ifname=name)
+            if not links:
+                raise TestbedError(f"no interface {name} on this host")
+            stats = links[0].get("stats64") or {}
+            out[name] = {k: int(stats.get(k, 0)) for k in
+                         ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
+    return out
+
+
+def ethtool_stats(ifname: str) -> dict[str, int]:
+    from softnet.tools import hostcmd
+
+    stats = {}
+    for line in hostcmd.run(["ethtool", "-S", ifname], check=False).splitlines()[1:]:
+        key, _, val = line.strip().partition(":")
+        if val.strip().isdigit():
+            stats[key.strip()] = int(val)
+    return stats
+
+
+def qdisc_drops(ifname: str) -> int:
+    from softnet.tools import hostcmd
+
+    out = hostcmd.run(["tc", "-s", "-j", "qdisc", "show", "dev", ifname])
+    return sum(int(q.get("drops", 0)) for q in json.loads(out or "[]"))
+
+
+def main(state_dir: str | None = None, lease_s: float = 10.0) -> int:
+    """The `softnet agent --stdio` entry point: stdout carries the protocol
+    only, logs go to stderr (the controller keeps them)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="agent: %(message)s")
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # nothing a library prints may corrupt the protocol stream
+    agent = Agent(Path(state_dir) if state_dir else default_state_dir(), lease_s, out)
+    agent.state_dir.mkdir(parents=True, exist_ok=True)
+    return agent.serve(0)

@@ -1,0 +1,131 @@
+"""The changes the agent makes to its host, each journalled as undo data
+(fsync'ed) before it is made, in the host's own network namespace.
+
+The journal (softnet/tools/journal.py) is the single record: a normal stop,
+a lapsed lease, a closed stdin, the reaper after a kill -9 and `softnet
+clean` all undo by replaying it. What it cannot hold is a process's pid before
+the process exists: a started tool is journalled right after fork, and its
+bpf_link programs die with it anyway.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from softnet.errors import TestbedError
+from softnet.testbed.netns import IFA_F_NODAD, NUD_PERMANENT, napi_thread_pids
+from softnet.tools import hostcmd
+from softnet.tools.journal import Journal, pid_start
+
+
+class HostOps:
+    def __init__(self, journal: Journal):
+        self.journal = journal
+        self.applied: list[str] = []  # provenance: every change made, in order
+
+    def _record(self, what: str, op: str, **args) -> None:
+        self.journal.record(what, op, **args)  # fsync'ed when it returns: then the change is made
+        self.applied.append(what)
+
+    # ---- links and addresses ---------------------------------------------
+    def link_up(self, ifname: str) -> None:
+        with IPRoute() as ipr:
+            idx = _index(ipr, ifname)
+            was_up = bool(ipr.get_links(idx)[0]["flags"] & 1)
+            if was_up:
+                return
+            self._record(f"{ifname} up", "link_state", ifname=ifname, up=False)
+            ipr.link("set", index=idx, state="up")
+
+    def add_address(self, ifname: str, address: str, prefixlen: int) -> None:
+        with IPRoute() as ipr:
+            idx = _index(ipr, ifname)
+            if any(a.get_attr("IFA_ADDRESS") == address for a in ipr.get_addr(index=idx)):
+                return  # already there: not ours to remove
+            self._record(f"address {address}/{prefixlen} on {ifname}", "addr_del",
+                                ifname=ifname, address=address, prefixlen=prefixlen)
+            ipr.addr("add", index=idx, address=address, prefixlen=prefixlen,
+                     **({"flags": IFA_F_NODAD} if ":" in address else {}))
+
+    def static_neighbour(self, ifname: str, dst: str, mac: str) -> None:
+        self._record(f"neighbour {dst} lladdr {mac} on {ifname}", "neigh_del", ifname=ifname, dst=dst)
+        with IPRoute() as ipr:
+            ipr.neigh("replace", dst=dst, lladdr=mac, ifindex=_index(ipr, ifname), state=NUD_PERMANENT)
+
+    def veth_pair(self, name: str, peer: str) -> None:
+        """A pair of softnet's own (the generator's idle anchor), left down."""
+        self._record(f"veth {name} <-> {peer}", "link_del", ifname=name)
+        with IPRoute() as ipr:
+            ipr.link("add", ifname=name, kind="veth", peer={"ifname": peer})
+
+    # ---- kernel knobs -----------------------------------------------------
+    def sysctl(self, key: str, value: str) -> None:
+        path = Path("/proc/sys", key.replace(".", "/"))
+        old = path.read_text().strip()
+        if old == value:
+            return
+        self._record(f"sysctl {key}={value} (was {old})", "sysctl", key=key, old=old)
+        path.write_text(value + "\n")
+
+    def write_file(self, path: str, value: str) -> None:
+        old = Path(path).read_text().strip()
+        if old == value:
+            return
+        self._record(f"{path} = {value} (was {old})", "file", path=path, old=old)
+        Path(path).write_text(value + "\n")
+
+    def ethtool_feature(self, ifname: str, feature: str, value: str) -> None:
+        out = hostcmd.run(["ethtool", "-k", ifname])
+        old = next((line.split(":", 1)[1].split()[0] for line in out.splitlines()
+                    if line.strip().startswith(f"{_long_feature(feature)}:")), None)
+        if old == value:
+            return
+        if old is None:
+            raise TestbedError(f"ethtool -k {ifname}: no feature {feature}")
+        self._record(f"{ifname}: {feature} {value} (was {old})", "ethtool_features",
+                            ifname=ifname, features={feature: old})
+        hostcmd.run(["ethtool", "-K", ifname, feature, value])
+
+    def pin_napi(self, ifname: str, cpus: list[int]) -> list[int]:
+        """Threaded NAPI for ifname, its kthreads pinned to cpus."""
+        self.write_file(f"/sys/class/net/{ifname}/threaded", "1")
+        pids = napi_thread_pids(ifname)
+        if not pids:
+            raise TestbedError(f"no NAPI kthread appeared for {ifname} after enabling threaded NAPI")
+        for pid in pids:
+            old = sorted(os.sched_getaffinity(pid))
+            self._record(f"affinity of napi kthread {pid} ({ifname}) -> {cpus}", "affinity",
+                                pid=pid, pid_start=pid_start(pid), old=old)
+            os.sched_setaffinity(pid, cpus)
+        return pids
+
+    # ---- processes ----------------------------------------------------------
+    def started(self, proc: subprocess.Popen, what: str) -> None:
+        """Journal a tool process just started: the reaper stops it if we die."""
+        self._record(f"{what} (pid {proc.pid})", "kill", pid=proc.pid, pid_start=pid_start(proc.pid))
+
+
+def anchor_names() -> tuple[str, str]:
+    """Names for softnet's own veth pair on this host (cleanup.py's pattern)."""
+    i = f"sn{secrets.token_hex(3)}"
+    return f"{i}a", f"{i}b"
+
+
+def _index(ipr: IPRoute, ifname: str) -> int:
+    idx = ipr.link_lookup(ifname=ifname)
+    if not idx:
+        raise TestbedError(f"no interface {ifname} on this host")
+    return idx[0]
+
+
+_LONG = {"gro": "generic-receive-offload", "gso": "generic-segmentation-offload", "tso": "tcp-segmentation-offload",
+         "lro": "large-receive-offload", "rx": "rx-checksumming", "tx": "tx-checksumming"}
+
+
+def _long_feature(short: str) -> str:
+    """ethtool -K takes short names, ethtool -k prints long ones."""
+    return _LONG.get(short, short)

@@ -1,0 +1,197 @@
+"""The controller's end of an agent: one SSH connection per host (asyncssh),
+`softnet agent --stdio` started on it, requests answered in order.
+
+asyncssh runs on one event loop in a background thread, so the synchronous
+trial code calls `session.call(...)` and several hosts are connected at once
+(`open_sessions`). Keepalives detect a dead management link within about
+keepalive_interval x keepalive_count_max; the agent, for its part, undoes
+everything when its lease lapses.
+"""
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import shlex
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import asyncssh
+
+from softnet.errors import InputError, TestbedError
+from softnet.hosts.agent import PROTOCOL_VERSION
+from softnet.hosts.inventory import Host
+
+KEEPALIVE_S, KEEPALIVE_MAX = 2.0, 3
+CONNECT_TIMEOUT_S = 15.0
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def loop() -> asyncio.AbstractEventLoop:
+    """The process's asyncio loop for SSH, running in a daemon thread."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="softnet-ssh", daemon=True).start()
+        return _loop
+
+
+def run(coro, timeout: float):
+    fut = asyncio.run_coroutine_threadsafe(coro, loop())
+    try:
+        return fut.result(timeout)
+    except FutureTimeout:
+        fut.cancel()
+        raise
+
+
+def controller_id() -> str:
+    """Who is asking: user@host pid N (what a second user is told)."""
+    return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
+
+
+class AgentSession:
+    """``call(op, **args)`` -> the agent's answer (a dict); a refusal raises
+    InputError naming the inventory field, any other failure TestbedError."""
+
+    def __init__(self, name: str, host: Host):
+        self.name, self.host = name, host
+        self.conn = self.proc = None
+        self.stderr: deque[str] = deque(maxlen=50)
+        self.next_id = 0
+        self.hello: dict = {}
+        self.clock: dict = {}
+
+    # ---- connection -----------------------------------------------------
+    def open(self) -> "AgentSession":
+        try:
+            run(self._open(), CONNECT_TIMEOUT_S + 10)
+        except (OSError, asyncssh.Error, FutureTimeout) as exc:
+            raise TestbedError(f"host {self.name} ({self.target()}): cannot start the agent over SSH: "
+                               f"{type(exc).__name__}: {exc}") from None
+        t0 = time.time()
+        self.hello = self.call("hello", version=PROTOCOL_VERSION, controller=controller_id())
+        t1 = time.time()
+        # Its clock against ours: the hello's answer was stamped within [t0, t1].
+        self.clock = {"offset_s": self.hello["time_unix_s"] - (t0 + t1) / 2, "uncertainty_s": (t1 - t0) / 2}
+        return self
+
+    def target(self) -> str:
+        return f"{self.host.user}@{self.host.address}:{self.host.port}"
+
+    async def _open(self) -> None:
+        h = self.host
+        opts = {"port": h.port, "username": h.user, "keepalive_interval": KEEPALIVE_S,
+                "keepalive_count_max": KEEPALIVE_MAX, "connect_timeout": CONNECT_TIMEOUT_S}
+        if h.identity:  # this key only, not whatever an SSH agent offers
+            opts |= {"client_keys": [os.path.expanduser(h.identity)], "agent_path": None}
+        if h.known_hosts:
+            opts["known_hosts"] = os.path.expanduser(h.known_hosts)
+        self.conn = await asyncssh.connect(h.address, **opts)
+        cmd = shlex.join([h.softnet, "agent", "--stdio", "--lease-s", f"{h.lease_s:g}"])
+        self.proc = await self.conn.create_process(cmd, encoding="utf-8")
+        asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        try:
+            async for line in self.proc.stderr:
+                self.stderr.append(line.rstrip())
+        except (asyncssh.Error, OSError):
+            pass
+
+    # ---- requests -------------------------------------------------------------
+    async def _call(self, req: dict) -> dict:
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise TestbedError(f"host {self.name}: the agent ended ({self._why()})")
+        return json.loads(line)
+
+    def call(self, op: str, timeout: float = 60.0, **args) -> dict:
+        if self.proc is None:
+            raise TestbedError(f"host {self.name}: not connected")
+        self.next_id += 1
+        req = {"id": self.next_id, "op": op, **args}
+        try:
+            reply = run(self._call(req), timeout)
+        except FutureTimeout:
+            raise TestbedError(f"host {self.name}: no answer to {op} within {timeout:g} s "
+                               f"(management link down?)") from None
+        except (asyncssh.Error, OSError, BrokenPipeError) as exc:
+            raise TestbedError(f"host {self.name}: {op}: the SSH connection failed: {exc}") from None
+        if reply.get("id") != req["id"]:
+            raise TestbedError(f"host {self.name}: answer {reply.get('id')} to request {req['id']} ({op})")
+        if not reply.get("ok"):
+            if reply.get("field"):
+                raise InputError(reply["field"], f"host {self.name}: {reply['error']}")
+            raise TestbedError(f"host {self.name}: {op}: {reply.get('error')}")
+        return reply
+
+    def _why(self) -> str:
+        tail = " | ".join(list(self.stderr)[-3:])
+        return tail or "no message"
+
+    def close(self, undo: bool = True) -> dict:
+        """Undo everything on the host (bye), then close; returns what was undone."""
+        out: dict = {}
+        if self.proc is not None and undo:
+            try:
+                out = self.call("bye", timeout=60)
+            except TestbedError as exc:  # the agent undoes by itself on EOF or lease
+                out = {"errors": [str(exc)]}
+        if self.conn is not None:
+            try:
+                run(self._close(), 10)
+            except (FutureTimeout, asyncssh.Error, OSError):
+                pass
+        self.conn = self.proc = None
+        return out
+
+    async def _close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.write_eof()
+            try:
+                await asyncio.wait_for(self.proc.wait_closed(), 5)
+            except asyncio.TimeoutError:
+                pass
+        self.conn.close()
+        await self.conn.wait_closed()
+
+
+def open_sessions(hosts: dict[str, Host]) -> dict[str, AgentSession]:
+    """Connect to several hosts at once; on any failure the others are closed."""
+    sessions = {name: AgentSession(name, h) for name, h in hosts.items()}
+    errors = []
+    threads = [threading.Thread(target=_open_one, args=(s, errors)) for s in sessions.values()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        for s in sessions.values():
+            s.close()
+        raise errors[0]
+    return sessions
+
+
+def _open_one(session: AgentSession, errors: list) -> None:
+    try:
+        session.open()
+    except Exception as exc:  # reported by the caller
+        errors.append(exc)
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual probe: python -m softnet.hosts.session INVENTORY HOST
+    from softnet.hosts.inventory import load
+
+    inv = load(sys.argv[1])
+    s = AgentSession(sys.argv[2], inv.hosts[sys.argv[2]]).open()
+    print(json.dumps(s.hello, indent=1))
+    s.close()

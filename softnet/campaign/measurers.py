@@ -20,6 +20,7 @@ from softnet.provenance import provenance
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement, SideSettings
 from softnet.campaign.trial import TrialSpec, run_trial
+from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed, run_remote_trial
 
 PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
 
@@ -112,6 +113,9 @@ class TestbedMeasurer:
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu)
+        return self._run(spec)
+
+    def _run(self, spec: TrialSpec) -> dict:
         return run_trial(self.tb, self.ep, spec, self.changes, keep_raw=True, path=self.path())
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
@@ -135,5 +139,34 @@ class TestbedMeasurer:
         return r["received_pkts"] / r["send_span_s"], r
 
 
+class RemoteMeasurer(TestbedMeasurer):
+    """Real trials on an inventory's testbed: the hosts are configured once
+    per cell through their agents and restored when the cell ends."""
+
+    def __init__(self, spec: CampaignSpec, cell_id: int):
+        t = spec.testbed
+        self.spec = spec
+        self.placement = RemotePlacement(gen_cpu=t.gen_cpu if t.gen_cpu is not None else 0,
+                                         sut_cpus=list(t.sut_cpus or [1]), steering=t.ingress_steering())
+
+    def __enter__(self):
+        from softnet.hosts.inventory import load
+
+        t = self.spec.testbed
+        self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement,
+                                wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)).__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.tb.__exit__(*exc)
+
+    def _run(self, spec: TrialSpec) -> dict:
+        result = run_remote_trial(self.tb, spec, keep_raw=True, path=self.path())
+        result.pop("hosts", None)  # kept in the raw trial and its provenance
+        return result
+
+
 def measurer_for(spec: CampaignSpec, cell_id: int):
-    return (SyntheticMeasurer if spec.testbed.sut == "synthetic" else TestbedMeasurer)(spec, cell_id)
+    if spec.testbed.sut == "synthetic":
+        return SyntheticMeasurer(spec, cell_id)
+    return (RemoteMeasurer if spec.testbed.inventory else TestbedMeasurer)(spec, cell_id)

@@ -84,6 +84,12 @@ class TestbedSpec(Strict):
     direction: Literal["a_to_b", "b_to_a"] = "a_to_b"
     side_a: SideSpec = SideSpec()
     side_b: SideSpec = SideSpec()
+    # Real hosts: an inventory (docs/remote-hosts.md) and the testbed of it to
+    # run on; `testbeds = [...]` runs the campaign on each (a matrix knob over
+    # `name`). gen_cpu is then the traffic host's CPU, sut_cpus the SUT host's.
+    inventory: str | None = None
+    name: str | None = None
+    testbeds: list[str] | None = None
 
     def sides(self) -> tuple[str, str]:
         """(ingress side, egress side) of the SUT for this direction."""
@@ -101,6 +107,21 @@ class TestbedSpec(Strict):
         if not ingress.gro and ingress.xdp == "none":
             raise ValueError(f"side_{self.sides()[0]} receives ({self.direction}): gro = false needs xdp = \"pass\" "
                              "(veth delivers the generator's XDP frames only through NAPI: GRO on or an XDP program)")
+        return self
+
+    @model_validator(mode="after")
+    def remote_testbed(self):
+        if self.inventory is None:
+            if self.name is not None or self.testbeds is not None:
+                raise ValueError("name / testbeds choose a testbed of an inventory: give inventory = FILE too")
+            return self
+        if self.sut not in ("ipv4-fwd", "ipv6-fwd"):
+            raise ValueError(f"sut = \"{self.sut}\" on an inventory's hosts; accepted: ipv4-fwd, ipv6-fwd")
+        if self.placement is not None or self.sink_cpu is not None or self.direction != "a_to_b":
+            raise ValueError("placement, sink_cpu and direction are for the local testbed; on real hosts the "
+                             "cabling of the inventory decides")
+        if self.name is None and not self.testbeds:
+            raise ValueError("inventory given: name the testbed (name = \"tb1\") or testbeds = [...]")
         return self
 
     @model_validator(mode="after")
@@ -310,6 +331,18 @@ class CampaignSpec(Strict):
     latency: LatencySpec = LatencySpec()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def testbeds_knob(cls, data):
+        """testbed.testbeds = [a, b] is the matrix knob testbed.name = [a, b]."""
+        tb = data.get("testbed") if isinstance(data, dict) else None
+        if isinstance(tb, dict) and tb.get("testbeds"):
+            if "testbed.name" in (data.get("matrix") or {}):
+                raise ValueError("testbed.testbeds and matrix.\"testbed.name\" say the same: give one")
+            data = {**data, "testbed": {**tb, "testbeds": None, "name": tb["testbeds"][0]},
+                    "matrix": {**(data.get("matrix") or {}), "testbed.name": list(tb["testbeds"])}}
+        return data
+
     @field_validator("matrix")
     @classmethod
     def knobs_exist(cls, matrix):
@@ -417,10 +450,22 @@ def _is_max(v) -> bool:
 def load_spec(path: str | Path) -> CampaignSpec:
     path = Path(path)
     data = read_toml(path, "a campaign spec")
+    inv = (data.get("testbed") or {}).get("inventory") if isinstance(data.get("testbed"), dict) else None
+    if isinstance(inv, str):  # relative to the spec, as a user reads it
+        data["testbed"]["inventory"] = str((path.parent / inv).resolve())
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, prefix=f"{path}: ") from None
+    if spec.testbed.inventory:
+        from softnet.hosts.inventory import load
+
+        hosts = load(spec.testbed.inventory)
+        for _, cell in spec.cells():
+            try:
+                hosts.ports(cell.testbed.name)
+            except InputError as exc:
+                raise InputError(f"{path}: testbed.name", exc.message) from None
     for _, cell in spec.cells():
         # Unit errors now, before anything runs.
         if cell.method.kind == "search":

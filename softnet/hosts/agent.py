@@ -38,7 +38,7 @@ from softnet.provenance import cpu_model, provenance
 from softnet.testbed.local import ADDR
 from softnet.testbed.lock import TestbedBusy, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
-from softnet.tools.journal import Journal, default_state_dir
+from softnet.tools.journal import Journal, default_state_dir, read_journal, replay, stale_journals
 from softnet.tools.links import LinkRef
 from softnet.tools.reaper import spawn_reaper
 from softnet.traffic.native import GeneratorJob, Sink
@@ -167,6 +167,9 @@ class Agent:
         return {"version": PROTOCOL_VERSION, "softnet_version": __version__, "capabilities": list(CAPABILITIES),
                 "ops": self.op_names(), "time_unix_s": time.time(), "host": host_facts(),
                 "state_dir": str(self.state_dir), "lease_s": self.lease_s}
+
+    def op_time(self) -> dict:
+        return {"time_unix_s": time.time()}
 
     def op_lease(self, seconds: float) -> dict:
         """Hold the lease this long from now (a trial's window: no request,
@@ -367,6 +370,18 @@ class Agent:
     def op_collect(self) -> dict:
         self._run_due()
         return {"window": self.window}
+
+    def op_clean(self, check: bool = True) -> dict:
+        """Journals of dead agents on this host (`softnet clean --check`),
+        replayed unless ``check``."""
+        found = []
+        for path in stale_journals(self.state_dir.parent):
+            if path.parent != self.state_dir:  # another host's (emulated hosts share a filesystem)
+                continue
+            _, pending = read_journal(path)
+            found.append({"journal": str(path), "pending": [e["what"] for e in reversed(pending)]})
+        errors = [] if check else [err for j in found for err in replay(Path(j["journal"]))]
+        return {"journals": found, "errors": errors}
 
     # ---- undo -------------------------------------------------------------------
     def undo(self) -> list[str]:

@@ -72,6 +72,10 @@ class RemoteTestbed:
             holder = {"who": controller_id(), "command": f"softnet testbed {self.name}"}
             for s in self.sessions.values():
                 s.call("reserve", holder=holder, wait_s=self.wait_s, timeout=self.wait_s + 30)
+                left = s.call("clean", check=True)["journals"]  # `softnet clean --check` on each host first
+                if left:
+                    raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
+                                       f"({'; '.join(left[0]['pending'][:3])}): run `softnet clean` there")
             t, u = self.sessions["traffic"], self.sessions["sut"]
             self.applied["traffic"] = t.call("apply", role="traffic",
                                              ports={r: self._port(r) for r in ("gen_out", "sink_in")})

@@ -29,6 +29,7 @@ from softnet.hosts.inventory import Host
 
 KEEPALIVE_S, KEEPALIVE_MAX = 2.0, 3
 CONNECT_TIMEOUT_S = 15.0
+CLOCK_ROUNDS = 5
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -76,12 +77,22 @@ class AgentSession:
         except (OSError, asyncssh.Error, FutureTimeout) as exc:
             raise TestbedError(f"host {self.name} ({self.target()}): cannot start the agent over SSH: "
                                f"{type(exc).__name__}: {exc}") from None
-        t0 = time.time()
         self.hello = self.call("hello", version=PROTOCOL_VERSION, controller=controller_id())
-        t1 = time.time()
-        # Its clock against ours: the hello's answer was stamped within [t0, t1].
-        self.clock = {"offset_s": self.hello["time_unix_s"] - (t0 + t1) / 2, "uncertainty_s": (t1 - t0) / 2}
+        self.clock = self.measure_clock()
         return self
+
+    def measure_clock(self, rounds: int = CLOCK_ROUNDS) -> dict:
+        """Its clock against ours, NTP-style: each answer was stamped within
+        the round trip [t0, t1]; the shortest round trip bounds it best."""
+        best = None
+        for _ in range(rounds):
+            t0 = time.time()
+            there = self.call("time")["time_unix_s"]
+            t1 = time.time()
+            if best is None or t1 - t0 < best[1] - best[0]:
+                best = (t0, t1, there)
+        t0, t1, there = best
+        return {"offset_s": there - (t0 + t1) / 2, "uncertainty_s": (t1 - t0) / 2}
 
     def target(self) -> str:
         return f"{self.host.user}@{self.host.address}:{self.host.port}"

@@ -442,8 +442,8 @@ def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1
                 console.print(f"{verb} {kind}: {', '.join(map(str, items))}")
         for j in found["journals"]:
             # paths and change names may hold [brackets]: no rich markup
-            console.print(f"{'found' if check else 'replayed'} journal of a dead agent "
-                          f"({len(j['pending'])} changes to undo):\n  {j['path']}", markup=False, highlight=False)
+            console.print(f"{'found' if check else 'replayed'} journal of a dead agent, "
+                          f"{len(j['pending'])} changes:\n  {j['path']}", markup=False, highlight=False)
             console.print(textwrap.fill("; ".join(j["pending"]), width=78, initial_indent="  ",
                                         subsequent_indent="  "), markup=False, highlight=False)
     for err in errors:

@@ -5,6 +5,8 @@ Everything softnet creates is named with the `sn-` prefix (namespaces) or
 live run claims its namespaces in /run/softnet/<run id>.owner (its pid): those
 are not leftovers while that process lives. Processes still running inside those namespaces (a generator or
 sink whose parent was killed) are stopped first, or the namespace would live on.
+Journals of dead agents (softnet.tools.journal) are replayed before anything
+else: they know exactly what to undo, in which namespace.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
+from softnet.errors import SoftnetError
+from softnet.tools import journal
 from softnet.tools.changes import NAME_PREFIX
 from softnet.testbed.netns import OWNERS_DIR, remove_netns
 
@@ -72,16 +76,31 @@ def leftover_links() -> list[str]:
         return sorted(name for link in ipr.get_links() if IFNAME_RE.match(name := link.get("ifname") or ""))
 
 
+def stale_journals() -> list[dict]:
+    """Journals of dead agents: path and what each pending entry changed."""
+    found = []
+    for path in journal.stale_journals():
+        try:
+            pending = journal.read_journal(path)[1]
+        except (OSError, SoftnetError):
+            continue  # finished meanwhile
+        found.append({"path": str(path), "pending": [e.get("what") or e.get("op") for e in pending]})
+    return found
+
+
 def find_leftovers() -> dict:
     namespaces = leftover_namespaces()
     return {"namespaces": namespaces,
             "processes": {str(pid): ns for pid, ns in processes_in(namespaces).items()},
-            "root_links": leftover_links()}
+            "root_links": leftover_links(),
+            "journals": stale_journals()}
 
 
 def clean() -> dict:
-    """Remove all leftovers; returns what was removed."""
+    """Remove all leftovers; returns what was removed, and in "journal_errors"
+    the undo steps of journals that failed (those stay pending)."""
     found = find_leftovers()
+    found["journal_errors"] = [err for j in found["journals"] for err in journal.replay(Path(j["path"]))]
     pids = [int(p) for p in found["processes"]]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:

@@ -1,0 +1,339 @@
+"""An on-host journal of undo data, so that a host is restored even if the
+process changing it (the agent) is killed with SIGKILL.
+
+Before each change, its undo data is appended as one JSON line and fsync'ed;
+only then is the change made. A killed agent's journal is replayed by its
+reaper (softnet.tools.reaper) or by `softnet clean`. Lines::
+
+    {"journal": 1, "pid": P, "pid_start": T, "started_unix_s": S,
+     "netns_ino": I, "netns_cookie": C, **owner}          header
+    {"i": n, "op": "sysctl", "what": "...", **args}       a change to undo
+    {"undone": n} | {"undone": n, "skipped": "..."}       undone (or moot)
+    {"undo_failed": n, "error": "..."}                    still pending
+
+A failed undo stays pending, so that the next replay tries it again and
+`softnet clean --check` keeps reporting the host as not restored. Undo ops are
+idempotent: replaying an entry twice is harmless. They act on the network
+namespace the journal was written in (see replay()).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from softnet.errors import TestbedError
+from softnet.tools.undo_ops import NETNS_GONE, OPS, pid_start, running, undo_entry
+
+__all__ = ["Journal", "NETNS_GONE", "default_state_dir", "pid_start", "read_journal", "replay", "running",
+           "stale_journals"]
+
+AGENT_BASE = Path("/run/softnet/agent")
+JOURNAL_NAME = "journal.jsonl"
+KEEP_DONE = 5
+SO_NETNS_COOKIE = 71  # Linux >= 5.14; not in Python 3.11's socket module
+
+
+# ---- where journals live --------------------------------------------------
+def agent_base() -> Path:
+    """Parent of the per-namespace state dirs (SOFTNET_AGENT_BASE: tests)."""
+    return Path(os.environ.get("SOFTNET_AGENT_BASE") or AGENT_BASE)
+
+
+def netns_ino() -> int:
+    # thread-self: a thread may have joined another namespace (pyroute2 pushns)
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def netns_cookie() -> int | None:
+    """Never reused, unlike namespace inodes: tells a namespace from a later one
+    that got the same inode."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            return struct.unpack("Q", s.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0]
+    except OSError:
+        return None
+
+
+def default_state_dir() -> Path:
+    """Keyed by network namespace: emulated hosts in tests are namespaces sharing
+    one filesystem; on a real host this is the root namespace."""
+    env = os.environ.get("SOFTNET_AGENT_STATE")
+    return Path(env) if env else agent_base() / f"net-{netns_ino()}"
+
+
+# ---- reading --------------------------------------------------------------
+def owner_alive(header: dict) -> bool:
+    return running(header["pid"], header.get("pid_start"))
+
+
+def _parse(text: str, path: Path) -> tuple[dict, list[dict]]:
+    header, entries, done = None, {}, set()
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue  # torn by a killed writer: its record() never returned, no change was made
+        if not isinstance(obj, dict):
+            continue
+        if header is None:
+            if obj.get("journal") != 1:
+                raise TestbedError(f"{path}: not a softnet journal (remove it if nothing is to be undone)")
+            header = obj
+        elif "undone" in obj:
+            done.add(obj["undone"])
+        elif "i" in obj:
+            entries[obj["i"]] = obj
+    if header is None:
+        raise TestbedError(f"{path}: empty journal (remove it)")
+    return header, [entries[i] for i in sorted(entries) if i not in done]
+
+
+def read_journal(path: Path) -> tuple[dict, list[dict]]:
+    """(header, entries still to undo, oldest first)."""
+    path = Path(path)
+    return _parse(path.read_text(), path)
+
+
+def stale_journals(base: Path | None = None) -> list[Path]:
+    """Journals with pending entries whose owner is dead (or its pid reused)."""
+    base = Path(base) if base else agent_base()
+    stale = []
+    for path in sorted(base.glob(f"*/{JOURNAL_NAME}")):
+        try:
+            header, pending = read_journal(path)
+        except (OSError, TestbedError):
+            continue
+        if pending and not owner_alive(header):
+            stale.append(path)
+    return stale
+
+
+# ---- replaying ------------------------------------------------------------
+@contextlib.contextmanager
+def signals_ignored():
+    """Ctrl-C or SIGTERM must not interrupt an undo half way (as in HostChanges).
+    Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _append(fd: int, obj: dict) -> None:
+    data = (json.dumps(obj) + "\n").encode()
+    if os.write(fd, data) != len(data):
+        raise OSError(f"short write to journal fd {fd}")
+    os.fsync(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _finish(path: Path) -> None:
+    """Nothing left to undo: keep the journal as one of the last KEEP_DONE done files."""
+    path.rename(path.with_name(f"journal-{time.time():.3f}.done.jsonl"))
+    done = sorted(path.parent.glob("journal-*.done.jsonl"), key=lambda p: p.stat().st_mtime)
+    for old in done[:-KEEP_DONE]:
+        old.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def replay_here(path: Path, netns_gone: bool = False) -> list[str]:
+    """Undo the pending entries, newest first, in this process and namespace.
+    Holds the journal's lock, so a reaper and `softnet clean` never replay at
+    once; whoever comes second finds nothing pending."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []  # done already
+    errors = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return []  # finished and renamed while we waited for the lock
+        except FileNotFoundError:
+            return []
+        with open(fd, "rb", closefd=False) as f:
+            text = f.read().decode(errors="replace")
+        header, pending = _parse(text, path)
+        if text and not text.endswith("\n"):
+            os.write(fd, b"\n")  # end a torn line so that our marks stay parseable
+        for e in reversed(pending):
+            try:
+                skipped = undo_entry(e, netns_gone)
+                _append(fd, {"undone": e["i"], **({"skipped": skipped} if skipped else {})})
+            except Exception as exc:  # keep undoing the rest, report at the end
+                errors.append(f"undo '{e.get('what')}': {exc}")
+                _append(fd, {"undo_failed": e["i"], "error": str(exc)})
+        if not errors:
+            _finish(path)
+    finally:
+        os.close(fd)
+    return errors
+
+
+def find_netns(ino: int) -> str | None:
+    """A path that opens the namespace with this inode: a name in /run/netns,
+    else any process living in it."""
+    for pattern, root in (("*", Path("/run/netns")), ("[0-9]*/ns/net", Path("/proc"))):
+        for p in root.glob(pattern):
+            try:
+                if os.stat(p).st_ino == ino:
+                    return str(p)
+            except OSError:
+                continue
+    return None
+
+
+def replay(path: Path) -> list[str]:
+    """Undo a journal's pending entries in the namespace it was written in:
+    here, or through a child that joins it; if that namespace is gone, its own
+    entries (links, net sysctls) went with it and only the rest is undone."""
+    path = Path(path)
+    try:
+        header, pending = read_journal(path)
+    except FileNotFoundError:
+        return []
+    with signals_ignored():  # inherited by the child: it is not interrupted either
+        cookie = header.get("netns_cookie")
+        if header.get("netns_ino") == netns_ino() and cookie in (None, netns_cookie()):
+            return replay_here(path)
+        handle = find_netns(header.get("netns_ino", -1))
+        if handle is None:
+            return replay_here(path, netns_gone=True)
+        proc = subprocess.run([sys.executable, "-m", "softnet.tools.reaper", "--journal", str(path),
+                               "--netns", handle], capture_output=True, text=True, timeout=300,
+                              env=reaper_env())
+        try:
+            return json.loads(proc.stdout.strip().splitlines()[-1])["errors"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            return [f"replay of {path} in {handle} failed ({proc.returncode}): {proc.stderr.strip()}"]
+
+
+def reaper_env() -> dict:
+    """Lets `python -m softnet.tools.reaper` import this very softnet, from any cwd."""
+    root = str(Path(__file__).resolve().parents[2])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+
+# ---- writing --------------------------------------------------------------
+class Journal:
+    """The journal of one agent. record() before each change; undo_all() at the
+    end (or leave it to the reaper). Usable as a context manager."""
+
+    def __init__(self, path: Path, fd: int, header: dict):
+        self.path, self.header = path, header
+        self._fd: int | None = fd
+        self._next = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, state_dir: Path | None, owner: dict, replay_stale: bool = False) -> "Journal":
+        state_dir = Path(state_dir) if state_dir else default_state_dir()
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = state_dir / JOURNAL_NAME
+        if path.exists():
+            cls._settle(path, replay_stale)
+        me = os.getpid()
+        header = {"journal": 1, "pid": me, "pid_start": pid_start(me), "started_unix_s": round(time.time(), 3),
+                  "netns_ino": netns_ino(), "netns_cookie": netns_cookie()}
+        if clash := set(owner) & set(header):
+            raise ValueError(f"owner keys {sorted(clash)} are reserved by the journal header")
+        header.update(owner)
+        # Written whole before it appears: link() makes it visible atomically,
+        # and fails if another agent created the journal meanwhile.
+        tmp = state_dir / f".{JOURNAL_NAME}.{me}"
+        tmp.write_text(json.dumps(header) + "\n")
+        with open(tmp) as f:
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise TestbedError(f"{path}: another agent opened it just now") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(state_dir)
+        return cls(path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC), header)
+
+    @staticmethod
+    def _settle(path: Path, replay_stale: bool) -> None:
+        """An existing journal: refuse a live owner's; a dead owner's must be replayed."""
+        header, pending = read_journal(path)
+        if owner_alive(header):
+            raise TestbedError(f"{path}: in use by pid {header['pid']} (started at "
+                               f"{header.get('started_unix_s')}); one agent per host at a time")
+        if pending and not replay_stale:
+            raise TestbedError(f"{path}: pid {header['pid']} died leaving {len(pending)} changes not undone; "
+                               "run `softnet clean` on this host to restore it")
+        if pending and (errors := replay(path)):
+            raise TestbedError(f"{path}: host not restored: {'; '.join(errors)}; fix that, "
+                               "then run `softnet clean` (or remove the journal)")
+        with contextlib.suppress(FileNotFoundError):  # a reaper may have finished it meanwhile
+            _finish(path)
+
+    def record(self, what: str, op: str, **args) -> int:
+        """Append the undo data of a change and fsync it: make the change only
+        after this returns. Returns the entry number."""
+        if op not in OPS:
+            raise ValueError(f"unknown journal op {op!r} (known: {', '.join(OPS)})")
+        if missing := [a for a in OPS[op] if a not in args]:
+            raise ValueError(f"journal op {op} needs {', '.join(missing)}")
+        if "i" in args:
+            raise ValueError("'i' is the entry number")
+        if op in ("kill", "affinity") and args.get("pid_start") is None:
+            args["pid_start"] = pid_start(args["pid"])
+            if args["pid_start"] is None:
+                raise ValueError(f"no process {args['pid']}")
+        with self._lock:
+            if self._fd is None:
+                raise TestbedError(f"{self.path}: journal closed")
+            i = self._next
+            _append(self._fd, {"i": i, "op": op, "what": what, **args})
+            self._next += 1
+        return i
+
+    def pending(self) -> list[dict]:
+        try:
+            return read_journal(self.path)[1]
+        except FileNotFoundError:
+            return []
+
+    def undo_all(self) -> list[str]:
+        """Undo every pending change, newest first; returns the errors. When all
+        is undone the journal is closed and kept as a done file."""
+        with self._lock, signals_ignored():
+            if self._fd is None:
+                return []
+            errors = replay_here(self.path)
+            if not errors:
+                os.close(self._fd)
+                self._fd = None
+        return errors
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo_all()

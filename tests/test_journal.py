@@ -422,3 +422,23 @@ def test_record_checks_its_entries_and_keeps_five_done_files(base, tmp_path):
     assert (tmp_path / "f").read_text() == "6\n"
     with pytest.raises(TestbedError, match="closed"):
         j.record("x", "file", path=str(tmp_path / "f"), old="1")
+
+
+@pytest.mark.netns
+def test_clean_spares_the_root_links_of_a_live_run(host_unchanged):
+    """Emulated hosts put management veths in the root namespace: a concurrent
+    `softnet clean` (this suite's, for one) must not cut a live run off."""
+    from softnet.testbed.cleanup import leftover_links
+
+    run_id = secrets.token_hex(3)
+    link, owner = f"sn{run_id}z", OWNERS_DIR / f"{run_id}.owner"
+    OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+    owner.write_text(str(os.getpid()))
+    subprocess.run(["ip", "link", "add", link, "type", "veth", "peer", "name", f"sn{run_id}y"], check=True)
+    try:
+        assert link not in leftover_links()
+        owner.unlink()
+        assert link in leftover_links()
+    finally:
+        subprocess.run(["ip", "link", "del", link], check=True)
+        owner.unlink(missing_ok=True)

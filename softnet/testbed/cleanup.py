@@ -71,9 +71,11 @@ def processes_in(namespaces: list[str]) -> dict[int, str]:
 
 
 def leftover_links() -> list[str]:
-    """softnet-named interfaces in the root namespace (none should ever be there)."""
+    """softnet-named interfaces in the root namespace whose run is gone (a live
+    run's are not leftovers: emulated hosts put their management links there)."""
     with IPRoute() as ipr:
-        return sorted(name for link in ipr.get_links() if IFNAME_RE.match(name := link.get("ifname") or ""))
+        return sorted(name for link in ipr.get_links() if IFNAME_RE.match(name := link.get("ifname") or "")
+                      and live_owner(f"{NAME_PREFIX}{name[2:8]}-x") is None)
 
 
 def stale_journals() -> list[dict]:

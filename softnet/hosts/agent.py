@@ -137,7 +137,11 @@ class Agent:
             fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
             if fn is None:
                 raise AgentError(f"unknown op {op!r}; accepted: {', '.join(self.op_names())}")
-            self.deadline = time.monotonic() + self.lease_s  # any request renews the lease
+            # Any request renews the lease, but never cuts short one that
+            # `lease` extended over a window: the SUT's window-edge and
+            # sampler requests came right after it, and a window longer than
+            # lease_s lapsed mid-trial (bench/restore_bench.py, issue 17).
+            self.deadline = max(self.deadline, time.monotonic() + self.lease_s)
             args = {k: v for k, v in req.items() if k not in ("id", "op")}
             reply = {"id": rid, "ok": True, **(fn(**args) or {})}
         except AgentError as exc:

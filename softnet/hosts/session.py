@@ -136,6 +136,8 @@ class AgentSession:
             raise TestbedError(f"host {self.name}: no answer to {op} within {timeout:g} s "
                                f"(management link down?)") from None
         except (asyncssh.Error, OSError, BrokenPipeError) as exc:
+            if self.proc.exit_status is not None or self.stderr:
+                raise TestbedError(f"host {self.name}: {op}: the agent ended ({self._why()})") from None
             raise TestbedError(f"host {self.name}: {op}: the SSH connection failed: {exc}") from None
         if reply.get("id") != req["id"]:
             raise TestbedError(f"host {self.name}: answer {reply.get('id')} to request {req['id']} ({op})")

@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,15 +64,19 @@ class EmulatedHosts(NetnsLab):
     """``hosts``: names of the traffic host and the SUT of the first testbed;
     testbed n > 1 adds the same names with suffix n (tg2, dut2). ``workdir``
     receives keys, sshd configs and logs, known_hosts and the inventory
-    (None: a temporary directory removed on teardown)."""
+    (None: a temporary directory removed on teardown). ``lease_s`` is every
+    host's agent lease in the inventory (short ones make crash tests quick)."""
 
     def __init__(self, changes: HostChanges, hosts: tuple[str, str] = ("tg", "dut"),
-                 workdir: Path | None = None, testbeds: int = 1):
+                 workdir: Path | None = None, testbeds: int = 1, lease_s: float = 10.0):
         if len(hosts) != 2 or hosts[0] == hosts[1] or not all(HOST_NAME_RE.match(h) for h in hosts):
             raise InputError("hosts", f"two distinct names matching {HOST_NAME_RE.pattern} are needed, got {hosts}")
         if not 1 <= testbeds <= len(MGMT_LETTERS) // 2:
             raise InputError("testbeds", f"{testbeds} out of range; accepted: 1..{len(MGMT_LETTERS) // 2}")
+        if not 1.0 <= lease_s <= 300.0:  # the inventory's bounds
+            raise InputError("lease_s", f"{lease_s:g} out of range; accepted: 1..300 s")
         super().__init__(changes)
+        self.lease_s = float(lease_s)
         self.workdir = None if workdir is None else Path(workdir).resolve()
         self.hosts: dict[str, Host] = {}
         self.testbeds: dict[str, tuple[str, str]] = {}  # name -> (traffic host, SUT host)
@@ -126,7 +131,18 @@ class EmulatedHosts(NetnsLab):
             self._add_data_link(dut, "eth2", tg, "eth2")
         self._start_sshds()
         self._write_inventory()
+        self._settle()
         return self.inventory
+
+    def _settle(self, timeout: float = 5.0) -> None:
+        """Wait out IPv6 duplicate address detection on the management links:
+        a host snapshot taken while an address is still tentative would
+        differ from the next one for no change of ours."""
+        deadline = time.monotonic() + timeout
+        for host in self.hosts.values():
+            while time.monotonic() < deadline and hostcmd.in_netns(
+                    host.ns, ["ip", "-6", "addr", "show", "tentative"]).strip():
+                time.sleep(0.1)
 
     def _add_mgmt(self, host: Host) -> None:
         self.changes.record(f"veth {host.mgmt_link} <-> {host.ns}/{MGMT_IF}", lambda: _del_root_link(host.mgmt_link))
@@ -178,7 +194,7 @@ class EmulatedHosts(NetnsLab):
         for host in self.hosts.values():
             out += [f"[hosts.{host.name}]", f"address = {_s(host.addr)}", "port = 22", 'user = "root"',
                     f"identity = {_s(self.identity)}", f"known_hosts = {_s(self.known_hosts)}",
-                    f"softnet = {_s(softnet)}", "housekeeping_cpus = [0]", "lease_s = 10", ""]
+                    f"softnet = {_s(softnet)}", "housekeeping_cpus = [0]", f"lease_s = {self.lease_s:g}", ""]
             for nic in host.nics:
                 out += [f"[[hosts.{host.name}.interfaces]]", f"name = {_s(nic.name)}", f"mac = {_s(nic.mac)}",
                         'pci = ""  # veth has no PCI address', 'driver = "veth"', f"role = {_s(nic.role)}",

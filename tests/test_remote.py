@@ -1,0 +1,359 @@
+"""Real hosts over SSH (issue 17), on emulated hosts: each host a network
+namespace running its own sshd, the data links veth pairs between them. One
+kernel, so these tests prove the plumbing, the safety rules and the cleanup,
+not SUT numbers."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from softnet.errors import InputError, SoftnetError, TestbedError
+from softnet.hosts import inventory as inv_mod
+from softnet.hosts.agent import PROTOCOL_VERSION
+from softnet.hosts.remote_trial import RemoteTestbed, run_remote_trial
+from softnet.hosts.session import AgentSession, controller_id, run
+from softnet.results.trial import TrialSpec
+from softnet.tools.changes import HostChanges
+from softnet.tools.snapshot import host_snapshot, snapshot_diff
+from tests.conftest import host_state, wait_host_state
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "inventory.toml"
+SOFTNET = str(Path(sys.executable).parent / "softnet")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+
+
+def softnet(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([SOFTNET, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# ---- the inventory: every error names its field --------------------------------
+def example() -> dict:
+    return tomllib.loads(EXAMPLE.read_text())
+
+
+def test_example_inventory_makes_its_testbed():
+    inv = inv_mod.load(EXAMPLE)
+    ports = inv.ports("tb1")
+    assert {r: (p.host, p.iface.name) for r, p in ports.items()} == {
+        "gen_out": ("tg", "ens1f0"), "sut_in": ("dut", "ens2f0"), "sut_out": ("dut", "ens2f1"),
+        "sink_in": ("tg", "ens1f1")}
+
+
+@pytest.mark.parametrize("mutate, field, words", [
+    (lambda d: d["hosts"]["dut"]["interfaces"][0].update(mac="3c:fd:fe:00:00"), "hosts.dut.interfaces.0.mac",
+     "not a MAC address"),
+    (lambda d: d["hosts"]["tg"]["interfaces"][1].update(pci="3b:00.1"), "hosts.tg.interfaces.1.pci",
+     "not a PCI address"),
+    (lambda d: d["hosts"]["tg"]["interfaces"][0].update(role="gen"), "hosts.tg.interfaces.0.role", "gen_out"),
+    (lambda d: d["hosts"]["tg"]["interfaces"][0].pop("allow_physical"), "hosts.tg.interfaces.0.allow_physical",
+     "allow_physical = true"),
+    (lambda d: d["hosts"]["dut"]["interfaces"][1].update(link="l1"), "hosts.tg.interfaces.0.link",
+     "joins 3 interface(s)"),
+    (lambda d: d["testbeds"]["tb1"].update(sut="dut9"), "testbeds.tb1.sut", "not in [hosts]"),
+    (lambda d: d["hosts"]["dut"]["interfaces"][0].update(role="sut_out"), "hosts.dut.interfaces",
+     "role = \"sut_in\""),
+    (lambda d: d["hosts"]["dut"].update(port=70000), "hosts.dut.port", "less than or equal"),
+    (lambda d: d["hosts"]["dut"].update(colour="red"), "hosts.dut.colour", "Extra inputs"),
+])
+def test_inventory_errors_name_the_field(mutate, field, words):
+    data = example()
+    mutate(data)
+    with pytest.raises(InputError) as err:
+        inv_mod.parse(data, "inv.toml")
+    assert err.value.field == f"inv.toml: {field}", err.value
+    assert words in err.value.message
+
+
+def test_inventory_cli_errors_name_file_and_field(tmp_path):
+    bad = tmp_path / "inv.toml"
+    bad.write_text(EXAMPLE.read_text().replace('mac = "3c:fd:fe:00:00:20"', 'mac = "nonsense"'))
+    r = softnet("inventory", "check", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}: hosts.dut.interfaces.0.mac" in r.stderr and "Traceback" not in r.stderr
+    r = softnet("inventory", "check", str(tmp_path / "missing.toml"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+# ---- the protocol, against asyncssh's in-process server ---------------------------
+@pytest.fixture
+def inprocess_agent(tmp_path):
+    """An asyncssh server in this process whose sessions run `softnet agent
+    --stdio` (with its own state dir): the controller's session talks to it
+    as it would over the network."""
+    import asyncssh
+
+    server_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    (tmp_path / "id").write_bytes(client_key.export_private_key())
+    (tmp_path / "id").chmod(0o600)
+    (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:PORT {server_key.export_public_key().decode()}")
+    state = tmp_path / "state"
+    lease = {"s": 10}
+
+    async def handle(process):
+        argv = [SOFTNET, "agent", "--stdio", "--state-dir", str(state), "--lease-s", str(lease["s"])]
+        local = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        await process.redirect(stdin=local.stdin, stdout=local.stdout, stderr=local.stderr)
+        await process.stdout.drain()
+        code = await asyncio.get_running_loop().run_in_executor(None, local.wait)
+        process.exit(code)
+
+    class Server(asyncssh.SSHServer):
+        def begin_auth(self, username):
+            return True
+
+        def public_key_auth_supported(self):
+            return True
+
+        def validate_public_key(self, username, key):
+            return key.public_data == client_key.public_data
+
+    async def start():
+        return await asyncssh.create_server(Server, "127.0.0.1", 0, server_host_keys=[server_key],
+                                            process_factory=handle, encoding=None)
+
+    server = run(start(), 10)
+    port = server.sockets[0].getsockname()[1]
+    kh = tmp_path / "known_hosts"
+    kh.write_text(kh.read_text().replace("PORT", str(port)))
+    host = inv_mod.Host(address="127.0.0.1", port=port, identity=str(tmp_path / "id"), known_hosts=str(kh),
+                        softnet=SOFTNET)
+    yield host, lease
+    server.close()
+    run(server.wait_closed(), 10)
+
+
+@needs_root
+def test_protocol_hello_check_and_errors(inprocess_agent):
+    host, _ = inprocess_agent
+    s = AgentSession("local", host).open()
+    try:
+        assert s.hello["version"] == PROTOCOL_VERSION and "journal" in s.hello["capabilities"]
+        assert s.hello["host"]["kernel"] == os.uname().release
+        assert abs(s.clock["offset_s"]) < 0.05 and s.clock["uncertainty_s"] < 0.05  # one clock here
+        with pytest.raises(TestbedError, match="unknown op 'fly'.*accepted: apply"):
+            s.call("fly")
+        with pytest.raises(TestbedError, match="protocol version 99"):
+            s.call("hello", version=99)
+        lo_mac = Path("/sys/class/net/lo/address").read_text().strip()
+        found = s.call("check", ports={"0": {"field": "hosts.x.interfaces.0", "name": "lo", "mac": lo_mac,
+                                             "pci": "0000:00:01.0", "driver": "", "allow_physical": False}})
+        fields = {p["field"] for p in found["refusals"]}
+        assert fields == {"hosts.x.interfaces.0.pci", "hosts.x.interfaces.0.allow_physical"}
+        assert found["facts"]["0"]["mac"] == lo_mac
+        # a refusal to change the host names the inventory field
+        with pytest.raises(InputError) as err:
+            s.call("apply", role="sut", ports={r: {"field": f"hosts.x.interfaces.{i}", "name": "lo", "mac": lo_mac,
+                                                  "pci": "", "driver": "", "allow_physical": False}
+                                              for i, r in enumerate(("sut_in", "sut_out"))},
+                   sut="ipv4-fwd", gen_mac=lo_mac, sink_mac=lo_mac, sut_cpus=[0])
+        assert err.value.field == "hosts.x.interfaces.0.allow_physical"
+        assert s.call("undo")["undone"] == []
+    finally:
+        s.close()
+
+
+@needs_root
+def test_agent_ends_when_its_lease_lapses(inprocess_agent):
+    host, lease = inprocess_agent
+    lease["s"] = 1
+    s = AgentSession("local", host.model_copy(update={"lease_s": 1.0})).open()
+    try:
+        import time
+
+        time.sleep(2.5)
+        with pytest.raises(TestbedError, match="the agent ended.*lease of 1 s lapsed"):
+            s.call("time", timeout=5)
+    finally:
+        s.close(undo=False)
+
+
+# ---- two emulated hosts --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hosts():
+    """Two emulated testbeds (tg, dut and tg2, dut2); the host is as it was after."""
+    from softnet.testbed.emulated_hosts import EmulatedHosts
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    before = host_state()
+    with HostChanges() as changes:
+        eh = EmulatedHosts(changes, testbeds=2)
+        path = eh.build()
+        yield eh, path
+    assert not changes.undo_errors
+    assert wait_host_state(before) == before
+
+
+def snapshots(eh, names=("tg", "dut")) -> dict:
+    return {h: host_snapshot(eh.ns_of(h)) for h in names}
+
+
+def same(before: dict, after: dict) -> list[str]:
+    return [f"{h}: {d}" for h in before for d in snapshot_diff(before[h], after[h])]
+
+
+def restored(eh, before: dict, timeout: float = 5.0) -> list[str]:
+    """The differences left once the hosts settle (agents and their reapers
+    exit just after the session closes); [] when restored."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (diff := same(before, snapshots(eh, tuple(before)))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return diff
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts):
+    from softnet.campaign.trial import run_trial
+    from softnet.testbed.local import LocalTestbed
+
+    eh, path = hosts
+    spec = TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3)
+    before = snapshots(eh)
+    with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
+        during = snapshots(eh)
+        remote = run_remote_trial(tb, spec, keep_raw=True)
+    assert restored(eh, before) == []
+    assert same(before, during)  # it did change them while it ran
+    with HostChanges() as changes:
+        ltb = LocalTestbed(changes)
+        local = run_trial(ltb, ltb.build(), spec, changes)
+    assert set(local) <= set(remote), set(local) - set(remote)
+    assert remote["sent_pkts"] == spec.window_pkts
+    assert remote["received_pkts"] > 0.9 * spec.window_pkts  # forwarded by the dut's kernel
+    for role, name in (("traffic", "tg"), ("sut", "dut")):
+        h = remote["hosts"][role]
+        assert h["name"] == name and h["kernel"] == os.uname().release and h["softnet_version"]
+        assert {f["driver"] for f in h["interfaces"].values()} == {"veth"}
+        assert h["host_changes_applied"]
+    assert "sysctl net.ipv4.ip_forward=1 (was 0)" in remote["hosts"]["sut"]["host_changes_applied"]
+    assert 0 <= remote["window_skew_ms"] < 100
+    raw = remote["raw_trial"]
+    assert raw["window"]["start"] and raw["window"]["end"]  # taken on the SUT host, on its clock
+    assert raw["testbed"]["remote"]["hosts"] == {"traffic": "tg", "sut": "dut"}
+
+
+@pytest.mark.netns
+def test_inventory_check_names_a_wrong_mac_pci_or_driver(hosts, tmp_path):
+    eh, path = hosts
+    r = softnet("inventory", "check", str(path), "--no-doctor", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["problems"] == []
+    text = path.read_text()
+    wrong = (text.replace('mac = "02:00:00:02:00:01"', 'mac = "02:00:00:02:00:09"', 1)
+             .replace('driver = "veth"', 'driver = "i40e"', 1)
+             .replace('pci = ""', 'pci = "0000:3b:00.0"', 2))
+    bad = tmp_path / "wrong.toml"
+    bad.write_text(wrong)
+    inv = inv_mod.load(bad)
+    r = softnet("inventory", "check", str(bad), "--no-doctor", "--json")
+    assert r.returncode == 1
+    fields = {p["field"] for p in json.loads(r.stdout)["problems"]}
+    dut_mac = next(i for i, f in enumerate(inv.hosts["dut"].interfaces) if f.mac == "02:00:00:02:00:09")
+    assert f"hosts.dut.interfaces.{dut_mac}.mac" in fields
+    assert "hosts.tg.interfaces.0.driver" in fields and "hosts.tg.interfaces.0.pci" in fields
+    r = softnet("inventory", "check", str(bad), "--no-doctor")  # for people: the field, in 80 columns
+    assert r.returncode == 1 and f"hosts.dut.interfaces.{dut_mac}.mac" in r.stdout
+
+
+@pytest.mark.netns
+def test_inventory_check_runs_doctor_on_each_host(hosts):
+    eh, path = hosts
+    r = softnet("inventory", "check", str(path), "--json", timeout=300)
+    found = json.loads(r.stdout)
+    assert r.returncode == 0, found["problems"]
+    for name in ("tg", "dut"):
+        names = {c["name"]: c["ok"] for c in found["hosts"][name]["doctor"]}
+        assert names["root"] is True and names["threaded_napi"] is True
+
+
+@pytest.mark.netns
+def test_agent_refuses_the_management_interface(hosts, tmp_path):
+    eh, path = hosts
+    data = tomllib.loads(path.read_text())
+    mgmt_mac = subprocess.run(["ip", "netns", "exec", eh.ns_of("dut"), "cat", "/sys/class/net/mgmt0/address"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    iface = data["hosts"]["dut"]["interfaces"][0]
+    assert iface["role"] == "sut_in"
+    iface.update(name="mgmt0", mac=mgmt_mac)
+    before = snapshots(eh)
+    with pytest.raises(InputError) as err:
+        with RemoteTestbed(inv_mod.parse(data, "mgmt.toml"), "tb1"):
+            pass
+    assert err.value.field == "hosts.dut.interfaces.0.name"
+    assert "management connection" in err.value.message and "never touches it" in err.value.message
+    assert restored(eh, before) == []
+
+
+@pytest.mark.netns
+def test_agent_refuses_an_interface_not_allowed(hosts):
+    """The inventory refuses it first; the agent refuses it too, on its own."""
+    eh, path = hosts
+    inv = inv_mod.load(path)
+    before = snapshots(eh, ("dut",))
+    s = AgentSession("dut", inv.hosts["dut"]).open()
+    try:
+        ports = {f.role: {"field": f"hosts.dut.interfaces.{i}", **f.model_dump(), "allow_physical": False}
+                 for i, f in enumerate(inv.hosts["dut"].interfaces)}
+        with pytest.raises(InputError) as err:
+            s.call("apply", role="sut", ports=ports, sut="ipv4-fwd", gen_mac="02:00:00:00:00:01",
+                   sink_mac="02:00:00:00:00:02", sut_cpus=[1])
+        assert err.value.field.endswith(".allow_physical") and "not created by softnet" in err.value.message
+    finally:
+        s.close()
+    assert restored(eh, before) == []
+
+
+@pytest.mark.netns
+def test_a_second_user_is_told_who_holds_the_testbed(hosts):
+    eh, path = hosts
+    inv = inv_mod.load(path)
+    with RemoteTestbed(inv, "tb1"):
+        with pytest.raises(SoftnetError) as err:
+            with RemoteTestbed(inv, "tb1"):
+                pass
+    msg = str(err.value)
+    assert "reserved by" in msg and controller_id() in msg and "softnet testbed tb1" in msg
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_campaign_runs_across_two_emulated_testbeds(hosts, tmp_path):
+    eh, path = hosts
+    spec = tmp_path / "two.toml"
+    spec.write_text(f"""
+name = "two-testbeds"
+[testbed]
+sut = "ipv4-fwd"
+inventory = "{path}"
+testbeds = ["tb1", "tb2"]
+[method]
+loads = ["20kpps", "40kpps"]
+runs = 1
+duration_s = 0.3
+warmup_s = 0.1
+""")
+    before = snapshots(eh, ("tg", "dut", "tg2", "dut2"))
+    results = tmp_path / "results"
+    r = softnet("run", str(spec), "--results", str(results), "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert restored(eh, before) == []
+    db = duckdb.connect(str(results / "softnet.duckdb"), read_only=True)
+    rows = db.execute("SELECT cell_id, load_index, result_json FROM trials ORDER BY cell_id, load_index").fetchall()
+    assert [(c, li) for c, li, _ in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    on = {c: json.loads(j)["provenance"]["spec"]["testbed"] for c, _, j in rows}
+    assert on == {0: "tb1", 1: "tb2"}
+    for c, _, j in rows:
+        assert json.loads(j)["received_pkts"] > 0

@@ -357,3 +357,62 @@ warmup_s = 0.1
     assert on == {0: "tb1", 1: "tb2"}
     for c, _, j in rows:
         assert json.loads(j)["received_pkts"] > 0
+
+
+def leave_stale_journal(ns: str) -> None:
+    """An agent that died before its reaper ran: a journalled sysctl change
+    in host ``ns`` that nobody undid."""
+    code = ("import os; from pathlib import Path; from softnet.tools.journal import Journal, default_state_dir\n"
+            "j = Journal.open(default_state_dir(), {'controller': 'test'}, replay_stale=True)\n"
+            "j.record('sysctl net.ipv4.ip_forward=1 (was 0)', 'sysctl', key='net.ipv4.ip_forward', old='0')\n"
+            "Path('/proc/sys/net/ipv4/ip_forward').write_text('1')\n"
+            "os._exit(0)\n")
+    subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], check=True, cwd=ROOT, timeout=30)
+
+
+def ip_forward(eh, host: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", eh.ns_of(host), "cat", "/proc/sys/net/ipv4/ip_forward"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.netns
+def test_a_dead_agents_journal_stops_a_run_until_clean_replays_it(hosts):
+    eh, path = hosts
+    before = snapshots(eh)
+    leave_stale_journal(eh.ns_of("dut"))
+    assert ip_forward(eh, "dut") == "1"
+    with pytest.raises(TestbedError, match="host dut: a killed run left changes.*sysctl net.ipv4.ip_forward=1"):
+        with RemoteTestbed(inv_mod.load(path), "tb1"):
+            pass
+    r = softnet("clean", "--inventory", str(path), "--check")
+    assert r.returncode == 1 and "dut: found journal of a dead agent, 1 changes" in r.stdout
+    assert "tg: nothing left by softnet" in r.stdout
+    r = softnet("clean", "--inventory", str(path))
+    assert r.returncode == 0 and "dut: replayed journal" in r.stdout, r.stdout + r.stderr
+    assert ip_forward(eh, "dut") == "0"
+    assert softnet("clean", "--inventory", str(path), "--check").returncode == 0
+    assert restored(eh, before) == []
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_host_prepare_ships_softnet_and_builds_the_native_tools(hosts, tmp_path):
+    eh, path = hosts
+    target = tmp_path / "remote-softnet"
+    inv = tmp_path / "inv.toml"
+    inv.write_text(path.read_text().replace(f'softnet = "{SOFTNET}"', f'softnet = "{target}/.venv/bin/softnet"'))
+    r = softnet("host", "prepare", str(inv), "--hosts", "dut", "--steps", "native", timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    assert f"dut: softnet 0.1.0 in {target} (native," in " ".join(r.stdout.split())
+    gen = target / "native" / "build" / "softnet-gen"
+    help_text = subprocess.run(["ip", "netns", "exec", eh.ns_of("dut"), str(gen), "--help"],
+                               capture_output=True, text=True, timeout=30).stdout
+    assert "usage: softnet-gen" in help_text
+    assert (target / "softnet" / "hosts" / "agent.py").read_text() == (ROOT / "softnet/hosts/agent.py").read_text()
+    r = softnet("host", "prepare", str(path), "--hosts", "nohost")
+    assert r.returncode == 2 and "--hosts: 'nohost' is not in" in r.stderr
+    inv.write_text(path.read_text().replace(f'softnet = "{SOFTNET}"', 'softnet = "softnet"'))
+    r = softnet("host", "prepare", str(inv), "--hosts", "dut", "--steps", "native")
+    assert r.returncode == 2 and "hosts.dut.softnet" in r.stderr and "DIR/.venv/bin/softnet" in r.stderr
+    r = softnet("host", "prepare", str(path), "--hosts", "dut", "--steps", "compile")
+    assert r.returncode == 2 and "--steps" in r.stderr and "accepted: apt, venv, native" in r.stderr

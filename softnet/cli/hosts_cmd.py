@@ -36,3 +36,47 @@ def inventory_check(path: Path, doctor: bool, as_json: bool) -> int:
     if not found["problems"]:
         console.print("inventory check: every host and interface matches")
     return 1 if found["problems"] else 0
+
+
+def clean_hosts(path: Path, check: bool, as_json: bool) -> int:
+    """Exit 1 when a host has (or, after cleaning, still has) a journal to replay."""
+    import textwrap
+
+    from softnet.hosts.inventory import load
+    from softnet.hosts.remote_clean import clean_hosts as clean
+
+    found = clean(load(path), check)
+    bad = any(h["errors"] or (check and h["journals"]) for h in found.values())
+    if as_json:
+        print_json(found)
+        return 1 if bad else 0
+    for name, h in found.items():
+        if not h["journals"] and not h["errors"]:
+            console.print(f"{name}: nothing left by softnet", highlight=False)
+        for j in h["journals"]:
+            console.print(f"{name}: {'found' if check else 'replayed'} journal of a dead agent, "
+                          f"{len(j['pending'])} changes:", markup=False, highlight=False)
+            console.print(textwrap.fill("; ".join(j["pending"]), width=78, initial_indent="  ",
+                                        subsequent_indent="  "), markup=False, highlight=False)
+        for err in h["errors"]:
+            console.print(f"{name}: not restored: {err}", markup=False, highlight=False)
+    return 1 if bad else 0
+
+
+def prepare_hosts(path: Path, names: str | None, steps: str) -> int:
+    from softnet.errors import InputError
+    from softnet.hosts.inventory import load
+    from softnet.hosts.prepare import prepare
+
+    inv = load(path)
+    chosen = [n.strip() for n in names.split(",")] if names else list(inv.hosts)
+    unknown = [n for n in chosen if n not in inv.hosts]
+    if unknown:
+        raise InputError("--hosts", f"'{unknown[0]}' is not in {path}; accepted: {', '.join(inv.hosts)}")
+    for name in chosen:
+        console.print(f"[bold]{name}[/]: preparing {inv.hosts[name].address}", highlight=False)
+        done = prepare(name, inv.hosts[name], tuple(s.strip() for s in steps.split(",") if s.strip()),
+                       say=lambda line: console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))
+        console.print(f"{name}: softnet {done['softnet_version']} in {done['dir']} "
+                      f"({', '.join(done['steps'])}, {done['seconds']:.0f} s)", highlight=False)
+    return 0

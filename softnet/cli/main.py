@@ -421,13 +421,18 @@ def demo(results: Path = typer.Option(Path("results"), help="results directory")
 
 @app.command()
 def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1 if leftovers exist"),
-          as_json: bool = typer.Option(False, "--json")) -> None:
+          as_json: bool = typer.Option(False, "--json"),
+          inventory: Path = typer.Option(None, help="clean every host of this inventory, through its agent")) -> None:
     """Remove leftovers of a killed run (namespaces, links, processes named
     sn-...) and replay the journals of killed agents."""
     import textwrap
 
     from softnet.testbed import cleanup
 
+    if inventory is not None:
+        from softnet.cli import hosts_cmd
+
+        raise typer.Exit(hosts_cmd.clean_hosts(inventory, check, as_json))
     need_root()
     found = cleanup.find_leftovers() if check else cleanup.clean()
     errors = found.pop("journal_errors", [])
@@ -480,6 +485,21 @@ def inventory_check(path: Path = typer.Argument(..., help="inventory (TOML)"),
     from softnet.cli import hosts_cmd
 
     raise typer.Exit(hosts_cmd.inventory_check(path, doctor, as_json))
+
+
+host_app = typer.Typer(no_args_is_help=True, help="Prepare the hosts of an inventory.")
+app.add_typer(host_app, name="host")
+
+
+@host_app.command("prepare")
+def host_prepare(path: Path = typer.Argument(..., help="inventory (TOML)"),
+                 hosts: str = typer.Option(None, "--hosts", help="comma-separated host names (default: all)"),
+                 steps: str = typer.Option("apt,venv,native", help="what to make there: apt, venv, native")) -> None:
+    """Ship this softnet to each host and build it there (Debian packages,
+    virtualenv, native tools for the host's kernel)."""
+    from softnet.cli import hosts_cmd
+
+    raise typer.Exit(hosts_cmd.prepare_hosts(path, hosts, steps))
 
 
 @app.command()

@@ -63,17 +63,50 @@ def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, pe
     return out
 
 
+def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = False) -> dict:
+    """--src-ips N and --gen-cpus LIST -> TrialSpec fields (src_ips, gen_cpus):
+    N source addresses in turn (RSS spread), one generator per CPU of LIST
+    (streams of one schedule). Local testbeds only, for now."""
+    from softnet.results.trial import MAX_GEN_STREAMS, SRC_IPS_RANGE
+
+    lo, hi = SRC_IPS_RANGE
+    if not lo <= src_ips <= hi:
+        raise InputError("--src-ips", f"{src_ips} is outside [{lo}, {hi}] (source addresses used in turn)")
+    out: dict = {"src_ips": src_ips, "gen_cpus": None}
+    if gen_cpus is not None:
+        cpus = parse_cpus(gen_cpus, "--gen-cpus")
+        online = sorted(os.sched_getaffinity(0))
+        bad = [c for c in cpus if c not in online]
+        if bad:
+            raise InputError("--gen-cpus", f"CPU {bad[0]} does not exist or is not usable; accepted: {online}")
+        if len(set(cpus)) != len(cpus):
+            raise InputError("--gen-cpus", f"'{gen_cpus}' names a CPU twice (one generator per CPU)")
+        if len(cpus) > MAX_GEN_STREAMS:
+            raise InputError("--gen-cpus", f"{len(cpus)} CPUs: at most {MAX_GEN_STREAMS} generators per trial")
+        out["gen_cpus"] = cpus
+    if remote and (src_ips != 1 or gen_cpus is not None):
+        raise InputError("--src-ips" if src_ips != 1 else "--gen-cpus", "not on remote testbeds yet (local only)")
+    return out
+
+
 def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
                     sample_interval_s: float | None, profile_duty: float, raw_out: Path | None,
-                    stalls: dict | None = None) -> None:
-    """Every input checked before the testbed lock is waited for or the host touched."""
-    from softnet.testbed.local import SUTS
+                    stalls: dict | None = None, traffic: dict | None = None) -> None:
+    """Every input checked before the testbed lock is waited for or the host touched.
+    ``traffic``: parse_traffic()'s fields."""
+    from softnet.campaign.trial import first_source
+    from softnet.testbed.local import ADDR, SUTS
 
     if sut not in SUTS:
         raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
     spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration, warmup_s=warmup,
                      frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty,
-                     **(stalls or {}))
+                     **(stalls or {}), **(traffic or {}))
+    v = 6 if sut == "ipv6-fwd" else 4
+    try:  # the local testbed's source addresses (the remote ones refuse src_ips > 1 before this)
+        first_source(v, ADDR["gen"][0 if v == 4 else 1], spec.src_ips)
+    except InputError as exc:
+        raise InputError("--src-ips", exc.message) from None
     spec.validate(6 if sut == "ipv6-fwd" else 4)
     if raw_out is not None:
         check_writable(raw_out)
@@ -82,10 +115,11 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
         profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
-        stalls: dict | None = None, remote: tuple[Path, str] | None = None) -> dict:
+        stalls: dict | None = None, remote: tuple[Path, str] | None = None, traffic: dict | None = None) -> dict:
+    """``traffic``: parse_traffic()'s fields (source addresses, generator CPUs)."""
     spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
                      warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                     profile=profile, profile_duty=profile_duty, **(stalls or {}))
+                     profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
     if raw_out is not None:
         check_writable(raw_out)
     if remote is not None:
@@ -203,9 +237,17 @@ def show(r: dict, wide: bool = False) -> None:
     title = (f"{r['sut']} IPv{r['ip_version']}, {r['frame_bytes']} B frames, {r['flows']} flow(s), "
              f"{r['duration_s']} s window after {r['warmup_s']} s warm-up")
     console.print(kv_table(title, rows))
+    if r.get("hosts"):  # a trial across an inventory's hosts
+        t, u = r["hosts"]["traffic"], r["hosts"]["sut"]
+        console.print(f"hosts: generator and sink on {t['name']} ({t['address']}, {t['kernel']}), SUT on "
+                      f"{u['name']} ({u['address']}, {u['kernel']}); SUT window edges within "
+                      f"±{r['window_skew_ms']:.1f} ms of the generator's", highlight=False)
     pl = r["placement"]
     obs = pl["observed"]
-    console.print(f"placement requested: gen CPU {pl['requested']['gen_cpu']}, SUT CPUs {pl['requested']['sut_cpus']} "
+    gens = pl["requested"].get("gen_cpus")
+    console.print(f"placement requested: "
+                  f"{f'gen CPUs {gens}' if gens else 'gen CPU ' + str(pl['requested']['gen_cpu'])}, "
+                  f"SUT CPUs {pl['requested']['sut_cpus']} "
                   f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
                   f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}", highlight=False)
     if (r.get("kernel") or {}).get("per_cpu"):

@@ -27,8 +27,9 @@ from softnet.testbed.local import ADDR
 from softnet.traffic.native import timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # as the local trial: a generator this far behind is stopped
-POLL_S = 0.25  # the traffic host is asked how the generator does (never the SUT host)
-LEASE_MARGIN_S = 30.0
+POLL_S = 0.25  # the traffic host is asked how the generator does (the SUT host only past the window)
+LEASE_MARGIN_S = 5.0  # the SUT's lease beyond the generator's expected run (tools start before it)
+RENEW_S = 1.0  # past the window, the SUT's lease is renewed this often while the generator runs late
 
 
 @dataclass
@@ -64,10 +65,12 @@ class RemoteTestbed:
         return {"field": p.field, **p.iface.model_dump()}
 
     def __enter__(self) -> "RemoteTestbed":
-        hosts = {role: self.inv.hosts[name] for role, name in self.host_of.items()}
-        if hosts["traffic"] is hosts["sut"]:
+        if self.host_of["traffic"] == self.host_of["sut"]:
             raise InputError(f"testbeds.{self.name}", "traffic and sut are one host; a remote testbed needs two")
-        self.sessions = open_sessions(hosts)
+        # Sessions named by inventory host, so that an error names the host
+        # ("host dut: ..."), not its role; kept here by role.
+        by_name = open_sessions({name: self.inv.hosts[name] for name in self.host_of.values()})
+        self.sessions = {role: by_name[name] for role, name in self.host_of.items()}
         try:
             holder = {"who": controller_id(), "command": f"softnet testbed {self.name}"}
             for s in self.sessions.values():
@@ -119,9 +122,13 @@ class RemoteTestbed:
         warmup, window = spec.warmup_pkts, spec.window_pkts
         total = warmup + window
         expected_s = total / spec.rate_pps
-        hold = expected_s * OVERTIME_FACTOR + OVERTIME_S + LEASE_MARGIN_S
-        for s in (t, u):
-            s.call("lease", seconds=hold)  # no request needs to reach the SUT while the window runs
+        # No request needs to reach the SUT while the window runs, so its lease
+        # is extended over the generator's expected run, and no further: a cut
+        # management link must still restore it within about its lease after
+        # the window (issue 17: lease + 10 s). Should the generator run late,
+        # the poll loop renews it once the window is over. The traffic host
+        # is polled all along and needs no extension.
+        u.call("lease", seconds=expected_s + LEASE_MARGIN_S)
         p, v = self.placement, 0 if self.ip_version == 4 else 1
         sink = t.call("start", tool="sink", ifname=self.ports["sink_in"].iface.name, count=total, warmup=warmup,
                       bin_pkts=timeline_bin_pkts(spec.rate_pps, total))["handle"]
@@ -151,8 +158,12 @@ class RemoteTestbed:
         # the agent takes them there and keeps them until `collect`.
         at = t_started - t.clock["offset_s"] + u.clock["offset_s"] + spec.warmup_s
         u.call("window", at_unix_s=[at, at + spec.duration_s], sampler=sampler)
+        renewed = time.time()
         while t.call("poll", handle=gen)["running"]:
             elapsed = time.time() - started
+            if elapsed > expected_s and time.time() - renewed > RENEW_S:  # past the window
+                u.call("lease", seconds=0)
+                renewed = time.time()
             if progress:
                 progress(min(elapsed / expected_s, 1.0))
             if elapsed > expected_s * OVERTIME_FACTOR + OVERTIME_S:

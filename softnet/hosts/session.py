@@ -58,6 +58,17 @@ def controller_id() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
+async def connect(h: Host) -> asyncssh.SSHClientConnection:
+    """An SSH connection to an inventory host, with keepalives."""
+    opts = {"port": h.port, "username": h.user, "keepalive_interval": KEEPALIVE_S,
+            "keepalive_count_max": KEEPALIVE_MAX, "connect_timeout": CONNECT_TIMEOUT_S}
+    if h.identity:  # this key only, not whatever an SSH agent offers
+        opts |= {"client_keys": [os.path.expanduser(h.identity)], "agent_path": None}
+    if h.known_hosts:
+        opts["known_hosts"] = os.path.expanduser(h.known_hosts)
+    return await asyncssh.connect(h.address, **opts)
+
+
 class AgentSession:
     """``call(op, **args)`` -> the agent's answer (a dict); a refusal raises
     InputError naming the inventory field, any other failure TestbedError."""
@@ -99,13 +110,7 @@ class AgentSession:
 
     async def _open(self) -> None:
         h = self.host
-        opts = {"port": h.port, "username": h.user, "keepalive_interval": KEEPALIVE_S,
-                "keepalive_count_max": KEEPALIVE_MAX, "connect_timeout": CONNECT_TIMEOUT_S}
-        if h.identity:  # this key only, not whatever an SSH agent offers
-            opts |= {"client_keys": [os.path.expanduser(h.identity)], "agent_path": None}
-        if h.known_hosts:
-            opts["known_hosts"] = os.path.expanduser(h.known_hosts)
-        self.conn = await asyncssh.connect(h.address, **opts)
+        self.conn = await connect(h)
         cmd = shlex.join([h.softnet, "agent", "--stdio", "--lease-s", f"{h.lease_s:g}"])
         self.proc = await self.conn.create_process(cmd, encoding="utf-8")
         asyncio.ensure_future(self._drain_stderr())

@@ -416,3 +416,47 @@ def test_host_prepare_ships_softnet_and_builds_the_native_tools(hosts, tmp_path)
     assert r.returncode == 2 and "hosts.dut.softnet" in r.stderr and "DIR/.venv/bin/softnet" in r.stderr
     r = softnet("host", "prepare", str(path), "--hosts", "dut", "--steps", "compile")
     assert r.returncode == 2 and "--steps" in r.stderr and "accepted: apt, venv, native" in r.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_killed_remote_campaign_resumes_without_loss_or_repeats(hosts, tmp_path):
+    """kill -9 of the controller mid-campaign: the agents restore the hosts by
+    themselves, and the rerun measures only what is missing."""
+    import signal
+    import time
+
+    eh, path = hosts
+    spec = tmp_path / "resume.toml"
+    spec.write_text(f"""
+name = "remote-resume"
+[testbed]
+inventory = "{path}"
+name = "tb1"
+[method]
+loads = ["20kpps", "40kpps"]
+runs = 2
+duration_s = 0.3
+warmup_s = 0.1
+""")
+    before = snapshots(eh)
+    results = tmp_path / "results"
+    proc = subprocess.Popen([SOFTNET, "run", str(spec), "--results", str(results), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while len(list((results / "raw").glob("*/*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in (results / "raw").glob("*/*.json")}
+    assert 2 <= len(first) < 4
+    # the controller's death closed the SSH sessions: each agent undid its host
+    assert restored(eh, before, timeout=15) == []
+    r = softnet("run", str(spec), "--results", str(results), "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    db = duckdb.connect(str(results / "softnet.duckdb"), read_only=True)
+    keys = db.execute("SELECT load_index, run_index, started_unix_s FROM trials").fetchall()
+    assert sorted((k[0], k[1]) for k in keys) == [(li, ri) for li in range(2) for ri in range(2)]
+    stored = {f"cell000-load{li:03d}-run{ri:03d}.json": t for li, ri, t in keys}
+    assert all(stored[name] == t for name, t in first.items())
+    assert restored(eh, before) == []

@@ -460,3 +460,14 @@ warmup_s = 0.1
     stored = {f"cell000-load{li:03d}-run{ri:03d}.json": t for li, ri, t in keys}
     assert all(stored[name] == t for name, t in first.items())
     assert restored(eh, before) == []
+
+
+@pytest.mark.netns
+def test_inventory_check_names_housekeeping_cpus_the_host_lacks(hosts, tmp_path):
+    eh, path = hosts
+    bad = tmp_path / "cpus.toml"
+    bad.write_text(path.read_text().replace("housekeeping_cpus = [0]", "housekeeping_cpus = [0, 64]", 1))
+    r = softnet("inventory", "check", str(bad), "--no-doctor", "--json")
+    assert r.returncode == 1
+    (problem,) = json.loads(r.stdout)["problems"]
+    assert problem["field"] == "hosts.tg.housekeeping_cpus" and "CPU 64 is not usable" in problem["error"]

@@ -22,8 +22,8 @@ def inventory_check(path: Path, doctor: bool, as_json: bool) -> int:
     for col in ("host", "reached", "kernel", "softnet", "clock", "ifaces"):
         table.add_column(col, no_wrap=col != "kernel", overflow="fold")
     for name, h in found["hosts"].items():
-        if not h["reachable"]:
-            table.add_row(name, "no", "-", "-", "-", "-")
+        if "host" not in h:  # unreachable, or refused at hello
+            table.add_row(name, "yes" if h["reachable"] else "no", "-", "-", "-", "-")
             continue
         n_if = len(inv.hosts[name].interfaces)
         bad = {p["field"].split(".")[3] for p in found["problems"]

@@ -36,7 +36,7 @@ from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.testbed.local import ADDR
-from softnet.testbed.lock import TestbedBusy, testbed_lock
+from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
 from softnet.tools.journal import Journal, default_state_dir, read_journal, replay, stale_journals
 from softnet.tools.links import LinkRef
@@ -163,11 +163,17 @@ class Agent:
             self.window.setdefault("late_ms", {})[name] = (time.time() - at) * 1e3
 
     # ---- hello, check, reserve, lease --------------------------------------
-    def op_hello(self, version: int, controller: str = "") -> dict:
+    def op_hello(self, version: int, controller: str = "", housekeeping_cpus: list[int] | None = None) -> dict:
         if version != PROTOCOL_VERSION:
             raise AgentError(f"protocol version {version} from the controller; this agent speaks "
                              f"{PROTOCOL_VERSION} (softnet {__version__}): install the same softnet on both")
         self.holder["controller"] = controller
+        if housekeeping_cpus:  # the agent and its sampler stay off the data path's CPUs
+            usable = sorted(os.sched_getaffinity(0))
+            bad = [c for c in housekeeping_cpus if c not in usable]
+            if bad:
+                raise AgentError(f"CPU {bad[0]} is not usable here; this host has {usable}", "housekeeping_cpus")
+            os.sched_setaffinity(0, housekeeping_cpus)
         return {"version": PROTOCOL_VERSION, "softnet_version": __version__, "capabilities": list(CAPABILITIES),
                 "ops": self.op_names(), "time_unix_s": time.time(), "host": host_facts(),
                 "state_dir": str(self.state_dir), "lease_s": self.lease_s}
@@ -204,7 +210,7 @@ class Agent:
             try:
                 self.holder = lock.__enter__()
             except TestbedBusy as exc:
-                raise AgentError(f"reserved by {exc.holder.get('who', '?')}: {exc}") from None
+                raise AgentError(f"reserved by {describe(exc.holder)}; one run per testbed at a time") from None
             self.lock = lock
         return {"holder": self.holder}
 

@@ -7,7 +7,7 @@ roles need, and stamps its clock. Nothing is changed on any host.
 from __future__ import annotations
 
 from softnet import __version__
-from softnet.errors import SoftnetError
+from softnet.errors import InputError, SoftnetError
 from softnet.hosts.inventory import Inventory
 from softnet.hosts.session import open_sessions
 
@@ -28,6 +28,10 @@ def check_inventory(inv: Inventory, doctor: bool = True) -> dict:
     for name, host in inv.hosts.items():
         try:
             session = open_sessions({name: host})[name]
+        except InputError as exc:  # refused at hello: a field of this host
+            problems.append({"field": exc.field, "error": exc.message})
+            hosts[name] = {"reachable": True}
+            continue
         except SoftnetError as exc:
             problems.append({"field": f"hosts.{name}.address", "error": str(exc)})
             hosts[name] = {"reachable": False}
@@ -50,11 +54,6 @@ def check_inventory(inv: Inventory, doctor: bool = True) -> dict:
         if abs(session.clock["offset_s"]) > CLOCK_SKEW_MAX_S:
             problems.append({"field": f"hosts.{name}.address", "error": f"clock {session.clock['offset_s']:+.3f} s "
                              f"from the controller's (> {CLOCK_SKEW_MAX_S:g} s): run NTP/chrony on both"})
-        usable = set(hello["host"]["cpus_usable"])
-        bad = [c for c in host.housekeeping_cpus if c not in usable]
-        if bad:
-            problems.append({"field": f"hosts.{name}.housekeeping_cpus", "error": f"CPU {bad[0]} is not usable "
-                             f"on the host; it has {sorted(usable)}"})
         if doctor:
             checks = {c["name"]: c for c in found["doctor"]}
             findings["doctor"] = found["doctor"]

@@ -88,7 +88,12 @@ class AgentSession:
         except (OSError, asyncssh.Error, FutureTimeout) as exc:
             raise TestbedError(f"host {self.name} ({self.target()}): cannot start the agent over SSH: "
                                f"{type(exc).__name__}: {exc}") from None
-        self.hello = self.call("hello", version=PROTOCOL_VERSION, controller=controller_id())
+        try:
+            self.hello = self.call("hello", version=PROTOCOL_VERSION, controller=controller_id(),
+                                   housekeeping_cpus=self.host.housekeeping_cpus)
+        except InputError as exc:  # the inventory's field, with the host it belongs to
+            self.close(undo=False)
+            raise InputError(f"hosts.{self.name}.{exc.field}", exc.message) from None
         self.clock = self.measure_clock()
         return self
 

@@ -471,3 +471,19 @@ def test_inventory_check_names_housekeeping_cpus_the_host_lacks(hosts, tmp_path)
     assert r.returncode == 1
     (problem,) = json.loads(r.stdout)["problems"]
     assert problem["field"] == "hosts.tg.housekeeping_cpus" and "CPU 64 is not usable" in problem["error"]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_remote_trial_profiles_the_sut_host(hosts):
+    """The eBPF profiler runs on the SUT host and is read at the window edges
+    there; the controller evaluates its stages as for a local trial."""
+    eh, path = hosts
+    with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
+        r = run_remote_trial(tb, TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3, profile=True),
+                             keep_raw=True)
+    p = r["profile"]
+    assert p["plan"] and 0.9 < p["window_s"] / 1.0 < 1.1 and p["stages"]
+    ids = r["raw_trial"]["testbed"]["interface_ids"]
+    assert [name for _, _, name in ids] == ["sut_in (dut/eth1)", "sut_out (dut/eth2)"]
+    assert "ebpf" in json.dumps(r["kernel_samples"])  # the profiler's times at every sample

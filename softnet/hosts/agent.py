@@ -20,6 +20,7 @@ import logging
 import os
 import select
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any, Callable
 from softnet import __version__
 from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
 from softnet.collect import procfs
+from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
 from softnet.errors import SoftnetError, TestbedError
@@ -45,7 +47,7 @@ from softnet.traffic.native import GeneratorJob, Sink
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = ("check", "reserve", "apply:traffic", "apply:sut", "tool:sink", "tool:gen", "tool:sampler",
-                "tool:stalls", "window", "lease", "journal", "reaper")
+                "tool:stalls", "tool:profiler", "window", "lease", "journal", "reaper")
 log = logging.getLogger("softnet.agent")
 
 
@@ -159,8 +161,8 @@ class Agent:
     def _run_due(self) -> None:
         while self.schedule and self.schedule[0][0] <= time.time():
             at, name, action = self.schedule.pop(0)
+            self.window.setdefault("late_ms", {})[name] = (time.time() - at) * 1e3  # the /proc read comes first
             action()
-            self.window.setdefault("late_ms", {})[name] = (time.time() - at) * 1e3
 
     # ---- hello, check, reserve, lease --------------------------------------
     def op_hello(self, version: int, controller: str = "", housekeeping_cpus: list[int] | None = None) -> dict:
@@ -302,16 +304,24 @@ class Agent:
         if tool == "stalls":
             probe = StallProbe(self.closers, a["cpus"], period_us=a["period_us"], avoid_cpus=a.get("avoid_cpus"))
             return {"handle": self._add_tool(probe, probe.proc, "stall probe")}
+        if tool == "profiler":
+            prof = Profiler(self.closers, a.get("per_packet", True), a.get("duty", 0.02),
+                            avoid_cpus=a.get("avoid_cpus"))
+            handle = self._add_tool(prof, prof.proc, "profiler")
+            return {"handle": handle, "start": prof.read(), "plan": prof.plan, "events": prof.events,
+                    "drop_reasons": prof.drop_reasons, "duty": prof.duty, "period_ms": prof.period_ms}
         if tool == "sampler":
             links = [LinkRef(role, None, ifname) for role, ifname in a.get("links", [])]
             sampler = KernelSampler(a["interval_s"], avoid_cpus=a.get("avoid_cpus"), links=links).__enter__()
+            if a.get("profiler"):  # the profiler's times at every sample too, as a local trial has them
+                sampler.add_source("ebpf", self._tool(a["profiler"], Profiler).series_values)
             self.closers.record("kernel sampler", lambda: sampler.__exit__(None, None, None))
             self.next_handle += 1
             handle = f"sampler-{self.next_handle}"
             self.tools[handle] = sampler
             del ops
             return {"handle": handle}
-        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, sampler", "tool")
+        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, profiler, sampler", "tool")
 
     def op_poll(self, handle: str) -> dict:
         job = self._tool(handle, GeneratorJob)
@@ -353,23 +363,29 @@ class Agent:
 
     def op_reads(self, ifnames: list[str], ethtool: list[str] = (), qdiscs: list[str] = (),
                  procfs_snapshot: bool = False) -> dict:
-        """Counters of this host's interfaces (and /proc), as the local trial reads them."""
+        """Counters of this host's interfaces (and /proc), as the local trial
+        reads them; ifindex: how the profiler's kernel records name them."""
         out = {"links": link_stats(ifnames), "ethtool": {i: ethtool_stats(i) for i in ethtool},
-               "qdisc_drops": sum(qdisc_drops(i) for i in qdiscs), "time_unix_s": time.time()}
+               "qdisc_drops": sum(qdisc_drops(i) for i in qdiscs), "time_unix_s": time.time(),
+               "netns_inode": os.stat("/proc/self/ns/net").st_ino,
+               "ifindex": {i: socket.if_nametoindex(i) for i in ifnames}}
         if procfs_snapshot:
             out["procfs"] = procfs.snapshot()
         return out
 
-    def op_window(self, at_unix_s: list[float], sampler: str | None = None) -> dict:
+    def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None) -> dict:
         """Take the window-edge reads at these times of this host's clock, on
         the host, and keep them until `collect`: nothing crosses the link meanwhile."""
         self.window = {"scheduled_unix_s": list(at_unix_s)}
-        s = self.tools.get(sampler) if sampler else None
+        s = self._tool(sampler, KernelSampler) if sampler else None
+        prof = self._tool(profiler, Profiler) if profiler else None
 
         def edge(name: str) -> Callable[[], None]:
             def take():
                 self.window[name] = procfs.snapshot()
                 self.window[f"{name}_unix_s"] = time.time()
+                if prof is not None:
+                    self.window[f"profile_{name}"] = prof.read()
                 if s is not None:
                     s.sample_now(f"window_{name}")
             return take

@@ -111,13 +111,12 @@ class RemoteTestbed:
         links = {"gen": t["links"][names["gen_out"]], "sut_in": u["links"][names["sut_in"]],
                  "sut_out": u["links"][names["sut_out"]], "sink": t["links"][names["sink_in"]]}
         return {"links": links, "ethtool_gen": t["ethtool"][names["gen_out"]], "qdisc_drops": u["qdisc_drops"],
-                "procfs": u["procfs"]}
+                "procfs": u["procfs"], "sut_netns_inode": u["netns_inode"], "sut_ifindex": u["ifindex"]}
 
     def measure(self, spec: TrialSpec, progress: Callable[[float], None] | None = None) -> dict:
         spec.validate(self.ip_version)
-        if spec.profile or spec.inject_busy_ms:
-            raise InputError("--profile" if spec.profile else "--inject-stall",
-                             "not yet on remote testbeds (docs/remote-hosts.md)")
+        if spec.inject_busy_ms:
+            raise InputError("--inject-stall", "not yet on remote testbeds (docs/remote-hosts.md)")
         t, u = self.sessions["traffic"], self.sessions["sut"]
         warmup, window = spec.warmup_pkts, spec.window_pkts
         total = warmup + window
@@ -132,11 +131,15 @@ class RemoteTestbed:
         p, v = self.placement, 0 if self.ip_version == 4 else 1
         sink = t.call("start", tool="sink", ifname=self.ports["sink_in"].iface.name, count=total, warmup=warmup,
                       bin_pkts=timeline_bin_pkts(spec.rate_pps, total))["handle"]
-        sampler = probe = None
+        sampler = probe = profiler = None
         sut_names = [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
+        if spec.profile:  # the eBPF profiler on the SUT host, read at the window edges there
+            profiler = u.call("start", tool="profiler", per_packet=spec.profile_per_packet, duty=spec.profile_duty,
+                              avoid_cpus=p.sut_cpus, timeout=120)
         if spec.sample_interval_s is not None:
             sampler = u.call("start", tool="sampler", interval_s=spec.sample_interval_s, avoid_cpus=p.sut_cpus,
-                             links=[["sut_in", sut_names[0]], ["sut_out", sut_names[1]]])["handle"]
+                             links=[["sut_in", sut_names[0]], ["sut_out", sut_names[1]]],
+                             profiler=profiler["handle"] if profiler else None)["handle"]
         probe_missing = None
         if spec.stall_probe:
             try:
@@ -157,7 +160,8 @@ class RemoteTestbed:
         # The SUT's window edges on its own clock, sent during the warm-up:
         # the agent takes them there and keeps them until `collect`.
         at = t_started - t.clock["offset_s"] + u.clock["offset_s"] + spec.warmup_s
-        u.call("window", at_unix_s=[at, at + spec.duration_s], sampler=sampler)
+        u.call("window", at_unix_s=[at, at + spec.duration_s], sampler=sampler,
+               profiler=profiler["handle"] if profiler else None)
         renewed = time.time()
         while t.call("poll", handle=gen)["running"]:
             elapsed = time.time() - started
@@ -177,12 +181,20 @@ class RemoteTestbed:
         stalls = u.call("read", handle=probe)["read"] if probe else {"missing": probe_missing}
         series = u.call("stop", handle=sampler)["series"] if sampler else None
         after = self._host_reads()
-        for handle, s in ((probe, u), (sink, t), (gen, t)):
+        for handle, s in ((probe, u), (profiler and profiler["handle"], u), (sink, t), (gen, t)):
             if handle:
                 s.call("stop", handle=handle)
         late = edge_reads.get("late_ms", {})
         skew_ms = (t.clock["uncertainty_s"] + u.clock["uncertainty_s"]) * 1e3 + max(late.values(), default=0.0)
-        return self._raw(spec, report, drained, timeline, stalls, before, after, edge_reads, series, started, skew_ms)
+        raw = self._raw(spec, report, drained, timeline, stalls, before, after, edge_reads, series, started, skew_ms)
+        if profiler:
+            raw["profile"] = {"reads": {"start": profiler["start"], "window_start": edge_reads.get("profile_start"),
+                                        "window_end": edge_reads.get("profile_end")},
+                              **{k: profiler[k] for k in ("plan", "events", "drop_reasons", "duty", "period_ms")}}
+            raw["testbed"]["interface_ids"] = [[before["sut_netns_inode"], before["sut_ifindex"][self.ports[r].iface.name],
+                                                f"{r} ({self.host_of['sut']}/{self.ports[r].iface.name})"]
+                                               for r in ("sut_in", "sut_out")]
+        return json.loads(json.dumps(raw))
 
     def _raw(self, spec, gen, drained, timeline, stalls, before, after, edges, series, started, skew_ms) -> dict:
         p = self.placement
@@ -217,7 +229,7 @@ class RemoteTestbed:
         }
         raw["provenance"] = provenance(None, spec=asdict(spec), sut=self.sut, testbed=self.name)
         raw["provenance"]["hosts"] = hosts
-        return json.loads(json.dumps(raw))
+        return raw
 
 
 def run_remote_trial(tb: RemoteTestbed, spec: TrialSpec, progress: Callable[[float], None] | None = None,

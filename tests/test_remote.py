@@ -487,3 +487,21 @@ def test_remote_trial_profiles_the_sut_host(hosts):
     ids = r["raw_trial"]["testbed"]["interface_ids"]
     assert [name for _, _, name in ids] == ["sut_in (dut/eth1)", "sut_out (dut/eth2)"]
     assert "ebpf" in json.dumps(r["kernel_samples"])  # the profiler's times at every sample
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_search_runs_on_two_emulated_testbeds(hosts, tmp_path):
+    eh, path = hosts
+    before = snapshots(eh, ("tg", "dut", "tg2", "dut2"))
+    r = softnet("search", "--inventory", str(path), "--testbed", "tb1,tb2", "--goals", "ndr", "--width", "0.2",
+                "--duration", "0.3", "--initial-duration", "0.3", "--warmup", "0.1", "--max-trials", "4",
+                "--min-load", "10kpps", "--max-load", "200kpps", "--results", str(tmp_path / "r"), "--json",
+                timeout=300)
+    assert r.returncode == 0, r.stderr
+    searches = json.loads(r.stdout)["searches"]
+    assert sorted(s["label"] for s in searches) == ["name=tb1", "name=tb2"]
+    assert all(1 <= rep["trial_count"] <= 4 for s in searches for rep in s["repeats"])
+    assert restored(eh, before) == []
+    r = softnet("search", "--inventory", str(path), "--testbed", "tb7")
+    assert r.returncode == 2 and "--testbed: 'tb7' is not in" in r.stderr

@@ -132,7 +132,11 @@ def show_searches(summaries: list, wide: bool = False) -> None:
                          f"{eng(r['lower_confidence'])}/{eng(r['upper_confidence'])}", ci,
                          f"{r['trial_count']} ({eng(r['trial_seconds'], 's')})"])
             notes.append(f"{s.label} {s.goal} run {r['run_index']}: {r['diagnosis']}")
-    console.print(table("NDR/PDR searches", SEARCH_COLS, rows, wide))
+    # One table per configuration, named in its title: a configuration column
+    # would leave the numbers no room in 80 columns.
+    for label in dict.fromkeys(r[0] for r in rows):
+        title = f"NDR/PDR searches: {label}" if label else "NDR/PDR searches"
+        console.print(table(title, SEARCH_COLS[1:], [r[1:] for r in rows if r[0] == label], wide))
     for n in notes:
         console.print(f"  {n}", highlight=False)
     if any(len(s.repeats) > 1 for s in summaries):

@@ -186,6 +186,8 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
     wide: bool = wide_option(),
     wait: float = wait_option(),
+    inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/remote-hosts.md)"),
+    testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2"),
 ) -> None:
     """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
     from softnet.cli import campaign_cmd
@@ -196,16 +198,25 @@ def search(
               "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds,
               "latency_fractions": parse_fractions(latency_fractions, "--latency-fractions"),
               "latency_duration_s": latency_duration, "host_stall_loss": host_stall_loss}
-    spec = spec_from_options({"name": name, "testbed": {"sut": sut},
+    if (inventory is None) != (testbed is None):
+        raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
+    where = {"sut": sut}
+    if inventory is not None:  # a testbed of an inventory, or several (the campaign's testbeds knob)
+        where |= {"inventory": str(inventory.resolve()), "testbeds": [t.strip() for t in testbed.split(",")]}
+        inv = load_inventory(inventory)
+        for t in where["testbeds"]:
+            inv.ports(t)  # names a testbed the inventory does not have (as --testbed)
+    spec = spec_from_options({"name": name, "testbed": where,
                               "traffic": {"frame_bytes": size, "flows": flows}, "method": method}, SEARCH_OPTIONS)
     try:
         spec.search_range_pps()
     except InputError as exc:
         raise option_error(exc, SEARCH_OPTIONS) from None
     check_store(results)
-    if sut != "synthetic":
+    local = sut != "synthetic" and inventory is None  # on an inventory's hosts each agent locks its host
+    if local:
         need_root()
-    with measuring(results, wait, sut != "synthetic"):
+    with measuring(results, wait, local):
         cid = campaign_cmd.run(spec, results, as_json)
     summaries = campaign_cmd.search_summaries(results, cid)
     if as_json:
@@ -317,11 +328,18 @@ SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.
                   "method.max_trial_seconds": "--max-seconds", "testbed.sut": "--sut", "traffic.frame_bytes": "--size",
                   "traffic.flows": "--flows", "name": "--name", "method.latency_fractions": "--latency-fractions",
                   "method.latency_duration_s": "--latency-duration", "method.host_stall_loss": "--host-stall-loss",
-                  "method": "--initial-duration"}  # the only whole-method check a search can fail
+                  "method": "--initial-duration",  # the only whole-method check a search can fail
+                  "testbed": "--testbed"}
 PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
                    "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
                    "testbed.placement": "--placement", "traffic.frame_bytes": "--size",
                    "collect.profile_duty": "--duty", "name": "--name"}
+
+
+def load_inventory(path: Path):
+    from softnet.hosts.inventory import load
+
+    return load(path)
 
 
 def spec_from_options(data: dict, options: dict[str, str]):

@@ -95,7 +95,7 @@ class Agent:
         self.deadline = time.monotonic() + self.lease_s
         buf, code, why = b"", 0, "bye"
         with self.closers:  # SIGINT/SIGTERM become exceptions here
-            old_hup = signal.signal(signal.SIGHUP, lambda *_: (_ for _ in ()).throw(Terminated()))
+            old_hup = signal.signal(signal.SIGHUP, _hangup)
             try:
                 while True:
                     now = time.monotonic()
@@ -150,8 +150,11 @@ class Agent:
             reply = {"id": rid, "ok": True, **(fn(**args) or {})}
         except AgentError as exc:
             reply = {"id": rid, "ok": False, "error": str(exc), "field": exc.field}
-        except (SoftnetError, OSError, ValueError, TypeError, KeyError) as exc:
-            reply = {"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # an op that failed; the controller decides (and undoes through bye)
+            reply = {"id": rid, "ok": False, "error": str(exc) if isinstance(exc, SoftnetError)
+                     else f"{type(exc).__name__}: {exc}"}
+        self.deadline = time.monotonic() + self.lease_s if self.deadline - time.monotonic() < self.lease_s \
+            else self.deadline  # a long op (doctor, a generator's wait) does not eat the lease
         self.out.write(json.dumps(reply) + "\n")
         self.out.flush()
         return "bye" if reply.get("ok") and req.get("op") == "bye" else None
@@ -435,6 +438,10 @@ class Agent:
 
     def op_bye(self) -> dict:
         return self.op_undo()
+
+
+def _hangup(signum, frame):
+    raise Terminated()  # the session's terminal went away: undo as for SIGTERM
 
 
 def _of_a_gone_netns(header: dict, pending: list[dict]) -> bool:

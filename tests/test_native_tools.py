@@ -17,8 +17,10 @@ NATIVE = Path(os.environ.get("SOFTNET_NATIVE_DIR") or Path(__file__).resolve().p
 # Each tool's long options, and one bad value the parser must name.
 TOOLS = {
     "gen": (["netns", "ifname", "src-mac", "dst-mac", "src-ip", "dst-ip", "size", "rate", "count", "warmup",
-             "flows", "cpu", "batch", "anchor", "verbose", "help"], ["--rate", "fast"]),
-    "sink": (["netns", "ifname", "count", "warmup", "exact", "verbose", "help"], ["--count", "-5"]),
+             "flows", "src-ips", "streams", "stream", "t0-ns", "cpu", "batch", "anchor", "verbose", "help"],
+            ["--rate", "fast"]),
+    "sink": (["netns", "ifname", "count", "warmup", "exact", "bin-pkts", "streams", "verbose", "help"],
+             ["--count", "-5"]),
     "profile": (["no-per-packet", "duty", "period-ms", "cpu", "verbose", "help"], ["--duty", "2"]),
     "victim": (["cpu", "seconds", "help"], ["--seconds", "0"]),
 }
@@ -121,6 +123,7 @@ def test_sink_verbose_in_a_namespace(host_unchanged):
         assert r.returncode == 0, r.stderr
         hello, counters = (json.loads(line) for line in r.stdout.splitlines())
         assert hello["ready"] and counters["rx_test_pkts"] == 0
+        assert hello["xdp_mode"] == counters["xdp_mode"] == "generic"  # lo has no native XDP
         assert "libbpf: " in r.stderr and "sn_sink" in r.stderr
         r = run("sink", "--netns", ns, "--ifname", "nosuch", "--count", "64")
         assert r.returncode == 2 and "--ifname: no interface 'nosuch'" in r.stderr, r.stderr

@@ -14,13 +14,22 @@
  * run makes those changes no-ops (the dispatcher refcounts a program it holds).
  *
  * When the generator cannot keep up it sends back to back and reports its lag;
- * the caller decides whether the trial was generator-limited. */
+ * the caller decides whether the trial was generator-limited.
+ *
+ * Several generators drive one interface past one core's rate: N processes
+ * with --streams N --stream 0..N-1, one per CPU (one per TX queue on a NIC),
+ * each sending the seqs s with s % N == K at the due times of one shared
+ * schedule (--t0-ns: the same origin for all). Each needs an anchor of its own
+ * (an interface holds one XDP program). The report's counts are this
+ * process's; softnet.traffic.native.GeneratorGroup merges them. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/genetlink.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/netlink.h>
 #include <linux/udp.h>
 #include <math.h>
 #include <net/if.h>
@@ -30,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "../common/sn_proto.h"
@@ -39,6 +49,9 @@
 
 #define REPEAT (1u << 18) /* program iterations per syscall: ~10 ms of idle slots */
 #define START_DELAY_NS 2000000ull
+#define MAX_STREAMS 1024
+#define MAX_T0_AHEAD_NS (60ull * 1000000000ull) /* --t0-ns further ahead: a mistake, not a plan */
+#define WAKE_EARLY_NS 2000000ull /* sleep until this long before t0, then spin in the program */
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -46,16 +59,22 @@ static void on_signal(int sig) { (void)sig; stop = 1; }
 struct opts {
 	const char *netns, *ifname, *anchor, *src_ip, *dst_ip;
 	unsigned char src_mac[6], dst_mac[6];
-	unsigned size, flows, batch;
+	unsigned size, flows, batch, src_ips;
 	double rate;
-	uint64_t count, warmup;
+	uint64_t count, warmup, streams, stream, t0_ns;
 	int cpu;
+};
+
+/* The source addresses --src-ips varies: the first (IPv4: the whole address in
+ * host order; IPv6: its last 16 bits), and the IPv4 header's sum without it. */
+struct src_range {
+	uint32_t base, ip_csum_nosrc;
 };
 
 /* Builds the template frame; returns its length and the UDP checksum base
  * (pseudo-header + UDP header + payload with seq, ts and sport zeroed). */
 static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum_base,
-			  struct gen_layout *lay)
+			  struct gen_layout *lay, struct src_range *src)
 {
 	size_t len = o->size - SN_FCS_LEN;
 	struct ethhdr *eth = (struct ethhdr *)f;
@@ -80,6 +99,9 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip6->hop_limit = 64;
 		ip6->saddr = s6;
 		ip6->daddr = d6;
+		src->base = (uint32_t)s6.s6_addr[14] << 8 | s6.s6_addr[15];
+		if (o->src_ips > 1) /* the program adds the varied last 16 bits */
+			s6.s6_addr[14] = s6.s6_addr[15] = 0;
 		sum = sn_csum_add(sum, &s6, 16);
 		sum = sn_csum_add(sum, &d6, 16);
 	} else {
@@ -91,10 +113,13 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip->tot_len = htons(len - l3);
 		ip->ttl = 64;
 		ip->protocol = IPPROTO_UDP;
-		ip->saddr = s4.s_addr;
 		ip->daddr = d4.s_addr;
+		src->ip_csum_nosrc = sn_csum_add(0, ip, sizeof(*ip)); /* saddr and check still zero */
+		ip->saddr = s4.s_addr;
 		ip->check = htons(~sn_csum_fold(sn_csum_add(0, ip, sizeof(*ip))) & 0xffff);
-		sum = sn_csum_add(sum, &s4, 4);
+		src->base = ntohl(s4.s_addr);
+		if (o->src_ips == 1) /* else the program adds each packet's source */
+			sum = sn_csum_add(sum, &s4, 4);
 		sum = sn_csum_add(sum, &d4, 4);
 	}
 	sum += IPPROTO_UDP + udp_len;
@@ -108,7 +133,8 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 	return len;
 }
 
-enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR };
+enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR, OPT_STREAMS,
+       OPT_STREAM, OPT_T0, OPT_SRC_IPS };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -118,10 +144,14 @@ static const struct sn_option options[] = {
 	SN_REQUIRED("src-ip", OPT_SRC_IP, "IP", "IPv4 or IPv6 source address"),
 	SN_REQUIRED("dst-ip", OPT_DST_IP, "IP", "destination address, same IP version"),
 	SN_REQUIRED("size", 's', "BYTES", "frame size with the 4-byte FCS, 64-1518"),
-	SN_REQUIRED("rate", 'r', "PPS", "packets per second (an absolute schedule)"),
+	SN_REQUIRED("rate", 'r', "PPS", "packets per second, all streams (an absolute schedule)"),
 	SN_REQUIRED("count", 'c', "N", "packets to send, warm-up included"),
 	SN_OPTION("warmup", 'w', "N", "the first N packets are warm-up (default 0)"),
 	SN_OPTION("flows", 'f', "N", "UDP source ports used in turn (default 1)"),
+	SN_OPTION("src-ips", OPT_SRC_IPS, "N", "source addresses from --src-ip up, in turn (default 1)"),
+	SN_OPTION("streams", OPT_STREAMS, "N", "N generators share the schedule (default 1)..."),
+	SN_OPTION("stream", OPT_STREAM, "K", "...this one sends the seqs s with s % N == K"),
+	SN_OPTION("t0-ns", OPT_T0, "NS", "schedule origin, CLOCK_MONOTONIC ns (default: now)"),
 	SN_OPTION("cpu", OPT_CPU, "N", "pin the sending thread to CPU N"),
 	SN_OPTION("batch", OPT_BATCH, "N", "frames per flush, 1-256 (default: from the rate)"),
 	SN_OPTION("anchor", OPT_ANCHOR, "DEV", "idle veth that keeps the program attached"),
@@ -132,7 +162,7 @@ static const struct sn_tool tool = {
 	.about = "Sends COUNT UDP test frames at RATE packets per second from a BPF program\n"
 		 "(BPF_PROG_RUN live frames), stamped with sequence number and send time.",
 	.footer = "Prints one JSON line when done: packets sent, schedule lag, late episodes,\n"
-		  "interrupted, error.\n"
+		  "interrupted, error (counts are this stream's with --streams).\n"
 		  "SIGINT/SIGTERM stop it early (the report then says interrupted).",
 	.options = options,
 	.bpf = true,
@@ -153,6 +183,10 @@ static void on_option(int key, const char *val, void *arg)
 	case 'c': o->count = sn_parse_u64("count", val, 1, 1ull << 40); break;
 	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 40); break;
 	case 'f': o->flows = sn_parse_u64("flows", val, 1, 65535 - SN_UDP_SPORT_BASE); break;
+	case OPT_SRC_IPS: o->src_ips = sn_parse_u64("src-ips", val, 1, 65536); break;
+	case OPT_STREAMS: o->streams = sn_parse_u64("streams", val, 1, MAX_STREAMS); break;
+	case OPT_STREAM: o->stream = sn_parse_u64("stream", val, 0, MAX_STREAMS - 1); break;
+	case OPT_T0: o->t0_ns = sn_parse_u64("t0-ns", val, 1, UINT64_MAX >> 1); break;
 	case OPT_CPU: o->cpu = sn_parse_u64("cpu", val, 0, CPU_SETSIZE - 1); break;
 	case OPT_BATCH: o->batch = sn_parse_u64("batch", val, 1, 256); break;
 	/* below 1e-3 pps the fixed-point interval overflows */
@@ -164,6 +198,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->flows = 1;
+	o->src_ips = 1;
+	o->streams = 1;
 	o->cpu = -1;
 	o->batch = 0; /* auto, from the rate */
 	sn_parse_args(&tool, argc, argv, on_option, o);
@@ -173,15 +209,139 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	    inet_pton(v6 ? AF_INET6 : AF_INET, o->dst_ip, addr) != 1)
 		sn_usage_error("--src-ip/--dst-ip: expected two IPv%d addresses, got '%s' '%s'", v6 ? 6 : 4,
 			       o->src_ip, o->dst_ip);
+	if (v6) { /* --src-ips varies the last 16 bits of an IPv6 source, and never carries out of them */
+		inet_pton(AF_INET6, o->src_ip, addr);
+		unsigned first = (unsigned)addr[14] << 8 | addr[15];
+		if (first + (uint64_t)o->src_ips - 1 > 0xffff)
+			sn_usage_error("--src-ips: %u IPv6 sources from %s overflow its last 16 bits (at most %u from there)",
+				       o->src_ips, o->src_ip, 0x10000 - first);
+	} else {
+		inet_pton(AF_INET, o->src_ip, addr);
+		uint64_t first = (uint64_t)addr[0] << 24 | addr[1] << 16 | addr[2] << 8 | addr[3];
+		if (first + o->src_ips - 1 > 0xffffffffull)
+			sn_usage_error("--src-ips: %u IPv4 sources from %s run past 255.255.255.255", o->src_ips,
+				       o->src_ip);
+	}
 	size_t min = (strchr(o->dst_ip, ':') ? 14 + 40 : 14 + 20) + 8 + sizeof(struct sn_payload) + SN_FCS_LEN;
 	if (o->size < min)
 		sn_usage_error("--size: %u B cannot carry the softnet payload; at least %zu B for this IP version",
 			       o->size, min);
+	if (o->stream >= o->streams)
+		sn_usage_error("--stream: %llu is not below --streams %llu (streams are numbered 0..N-1)",
+			       (unsigned long long)o->stream, (unsigned long long)o->streams);
+	if (o->t0_ns && o->t0_ns > sn_now_ns() + MAX_T0_AHEAD_NS)
+		sn_usage_error("--t0-ns: %llu is %.0f s ahead of CLOCK_MONOTONIC now (at most %llu s)",
+			       (unsigned long long)o->t0_ns, (double)(o->t0_ns - sn_now_ns()) / 1e9,
+			       MAX_T0_AHEAD_NS / 1000000000ull);
+}
+
+/* This stream's share of seqs [0, n): those s < n with s % streams == stream. */
+static uint64_t stream_share(const struct opts *o, uint64_t n)
+{
+	return n > o->stream ? (n - o->stream + o->streams - 1) / o->streams : 0;
+}
+
+/* How frames leave through ifindex. BPF_PROG_RUN's XDP_TX always goes to the
+ * driver's XDP transmit (ndo_xdp_xmit; there is no generic fallback), so it is
+ * "native" when the device advertises that (NETDEV_XDP_ACT_NDO_XMIT, asked of
+ * the "netdev" generic netlink family), "none" when it does not (every frame
+ * would be dropped: a veth whose peer has neither GRO nor an XDP program), and
+ * "unknown" when the kernel cannot say (before 6.3). */
+#define SN_NETDEV_CMD_DEV_GET 1
+#define SN_NETDEV_A_DEV_IFINDEX 1
+#define SN_NETDEV_A_DEV_XDP_FEATURES 3
+#define SN_NETDEV_XDP_ACT_NDO_XMIT 4
+
+struct nl_req {
+	struct nlmsghdr nh;
+	struct genlmsghdr gh;
+	char attrs[64];
+};
+
+static void nl_put_attr(struct nl_req *r, unsigned short type, const void *data, unsigned short len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)r + NLMSG_ALIGN(r->nh.nlmsg_len));
+	a->nla_type = type;
+	a->nla_len = NLA_HDRLEN + len;
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	r->nh.nlmsg_len = NLMSG_ALIGN(r->nh.nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+/* One request, one reply; calls found(type, payload, len, arg) for each top-level
+ * attribute of the reply. Returns 0, or -1 (the kernel said no, or no reply). */
+static int nl_ask(int fd, struct nl_req *r, void (*found)(int, const void *, int, void *), void *arg)
+{
+	char buf[8192];
+	if (send(fd, r, r->nh.nlmsg_len, 0) < 0)
+		return -1;
+	int n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0)
+		return -1;
+	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_DONE)
+			return -1;
+		int len = h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
+		struct nlattr *a = (struct nlattr *)((char *)NLMSG_DATA(h) + GENL_HDRLEN);
+		while (len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN && a->nla_len <= len) {
+			found(a->nla_type & NLA_TYPE_MASK, (char *)a + NLA_HDRLEN, a->nla_len - NLA_HDRLEN, arg);
+			len -= NLA_ALIGN(a->nla_len);
+			a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len));
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static void found_family(int type, const void *p, int len, void *arg)
+{
+	if (type == CTRL_ATTR_FAMILY_ID && len >= 2)
+		memcpy(arg, p, 2);
+}
+
+static void found_features(int type, const void *p, int len, void *arg)
+{
+	if (type == SN_NETDEV_A_DEV_XDP_FEATURES && len >= 8) {
+		memcpy(arg, p, 8);
+		((uint64_t *)arg)[1] = 1; /* seen */
+	}
+}
+
+static const char *tx_xdp_mode(unsigned ifindex)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	struct timeval tv = { .tv_sec = 1 };
+	uint16_t family = 0;
+	uint64_t features[2] = { 0, 0 };
+	struct nl_req r;
+
+	if (fd < 0)
+		return "unknown";
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	memset(&r, 0, sizeof(r));
+	r.nh = (struct nlmsghdr){ .nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN), .nlmsg_type = GENL_ID_CTRL,
+				  .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 };
+	r.gh = (struct genlmsghdr){ .cmd = CTRL_CMD_GETFAMILY, .version = 1 };
+	nl_put_attr(&r, CTRL_ATTR_FAMILY_NAME, "netdev", 7);
+	if (nl_ask(fd, &r, found_family, &family) || !family) {
+		close(fd);
+		return "unknown";
+	}
+	memset(&r, 0, sizeof(r));
+	r.nh = (struct nlmsghdr){ .nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN), .nlmsg_type = family,
+				  .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 2 };
+	r.gh = (struct genlmsghdr){ .cmd = SN_NETDEV_CMD_DEV_GET, .version = 1 };
+	uint32_t idx = ifindex;
+	nl_put_attr(&r, SN_NETDEV_A_DEV_IFINDEX, &idx, 4);
+	int err = nl_ask(fd, &r, found_features, features);
+	close(fd);
+	if (err || !features[1])
+		return "unknown";
+	return features[0] & SN_NETDEV_XDP_ACT_NDO_XMIT ? "native" : "none";
 }
 
 /* The late episodes, warm-up included: the closed ones from the map, then
  * the one still open when the last packet went out (late up to it). */
-static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uint64_t sent)
+static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uint64_t last_seq)
 {
 	uint64_t kept = st->ep_kept;
 	int open = st->ep_open && st->ep_max_lag_ns >= GEN_EPISODE_KEEP_NS;
@@ -198,7 +358,7 @@ static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uin
 	}
 	if (open && kept < GEN_MAX_EPISODES)
 		printf("%s[%llu, %llu, %llu]", kept ? ", " : "", (unsigned long long)st->ep_first_seq,
-		       (unsigned long long)(sent - 1), (unsigned long long)st->ep_max_lag_ns);
+		       (unsigned long long)last_seq, (unsigned long long)st->ep_max_lag_ns);
 	printf("]");
 }
 
@@ -223,7 +383,11 @@ int main(int argc, char **argv)
 	unsigned anchor = o.anchor ? if_nametoindex(o.anchor) : 0;
 	if (o.anchor && !anchor)
 		sn_die("--anchor: no interface '%s' in this namespace", o.anchor);
-	size_t len = build_frame(&o, frame, &csum_base, &lay);
+	struct src_range src = { 0, 0 };
+	size_t len = build_frame(&o, frame, &csum_base, &lay, &src);
+	const char *xdp_mode = tx_xdp_mode(ifindex);
+	/* this stream's warm-up boundary: its first seq at or past --warmup */
+	uint64_t mark = o.warmup + (o.stream + o.streams - o.warmup % o.streams) % o.streams;
 
 	struct gen_bpf *skel = gen_bpf__open();
 	if (!skel)
@@ -232,7 +396,12 @@ int main(int argc, char **argv)
 	skel->rodata->payload_off = lay.payload_off;
 	skel->rodata->flows = o.flows;
 	skel->rodata->count = o.count;
-	skel->rodata->mark_seq = o.warmup;
+	skel->rodata->mark_seq = mark;
+	skel->rodata->stride = o.streams;
+	skel->rodata->first_seq = o.stream;
+	skel->rodata->src_ips = o.src_ips;
+	skel->rodata->src_base = src.base;
+	skel->rodata->ip_csum_nosrc = src.ip_csum_nosrc;
 	skel->rodata->interval_fp = (uint64_t)llround(1e9 / o.rate * (double)(1ull << GEN_FP_SHIFT));
 	skel->rodata->csum_base = csum_base;
 	skel->rodata->anchor_ifindex = anchor;
@@ -250,8 +419,9 @@ int main(int argc, char **argv)
 	 * to 256 frames sit in the peer's ring, and a pool that small recycles few
 	 * of them: every send then allocates and initialises a fresh page
 	 * (docs/measurements.md: how far behind a small batch falls). */
+	double stream_rate = o.rate / (double)o.streams; /* what this process sends */
 	if (!o.batch)
-		o.batch = o.rate < 500e3 ? 16 : o.rate < 2e6 ? 64 : 256;
+		o.batch = stream_rate < 500e3 ? 16 : stream_rate < 2e6 ? 64 : 256;
 	struct xdp_md ctx = { .data = 0, .data_end = len, .ingress_ifindex = ifindex };
 	LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = frame, .data_size_in = len,
 		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = REPEAT,
@@ -261,7 +431,16 @@ int main(int argc, char **argv)
 	uint64_t calls = 0;
 	int err = 0;
 
-	st->t0 = sn_now_ns() + START_DELAY_NS;
+	st->next_seq = o.stream;
+	if (o.t0_ns) { /* a shared origin: sleep (not spin) until just before it */
+		uint64_t wake = o.t0_ns > WAKE_EARLY_NS ? o.t0_ns - WAKE_EARLY_NS : 0;
+		struct timespec ts = { .tv_sec = wake / 1000000000ull, .tv_nsec = wake % 1000000000ull };
+		while (!stop && sn_now_ns() < wake && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		st->t0 = o.t0_ns;
+	} else {
+		st->t0 = sn_now_ns() + START_DELAY_NS;
+	}
 	while (st->next_seq < o.count && !stop) {
 		if (bpf_prog_test_run_opts(fd, &run)) {
 			if (errno != EINTR)
@@ -270,19 +449,22 @@ int main(int argc, char **argv)
 		}
 		calls++;
 	}
-	uint64_t sent = st->next_seq, window = sent > o.warmup ? sent - o.warmup : 0;
+	uint64_t sent = (st->next_seq - o.stream) / o.streams, warmup = stream_share(&o, o.warmup);
+	uint64_t window = sent > warmup ? sent - warmup : 0;
 	printf("{\"sent_pkts\": %llu, \"intended_pkts\": %llu, \"warmup_pkts\": %llu, "
 	       "\"intended_rate_pps\": %.3f, \"schedule_start_ns\": %llu, \"first_send_ns\": %llu, "
 	       "\"window_start_ns\": %llu, \"last_send_ns\": %llu, \"calls\": %llu, \"batch\": %u, "
 	       "\"window_lag_mean_ns\": %.1f, \"window_lag_max_ns\": %llu, \"window_late_pkts\": %llu, ",
-	       (unsigned long long)sent, (unsigned long long)o.count, (unsigned long long)o.warmup,
+	       (unsigned long long)sent, (unsigned long long)stream_share(&o, o.count), (unsigned long long)warmup,
 	       o.rate, (unsigned long long)st->t0, (unsigned long long)st->first_ns,
 	       (unsigned long long)st->mark_ns, (unsigned long long)st->last_ns,
 	       (unsigned long long)calls, o.batch, window ? (double)st->lag_sum_ns / window : 0.0,
 	       (unsigned long long)st->lag_max_ns, (unsigned long long)st->late_pkts);
-	print_episodes(skel, st, sent);
-	printf(", \"frame_bytes\": %u, \"cpu\": %d, \"interrupted\": %s, \"error\": \"%s\"}\n",
-	       o.size, sched_getcpu(), stop ? "true" : "false", err ? strerror(err) : "");
+	print_episodes(skel, st, st->next_seq - o.streams);
+	printf(", \"frame_bytes\": %u, \"cpu\": %d, \"stream\": %llu, \"streams\": %llu, \"src_ips\": %u, "
+	       "\"xdp_mode\": \"%s\", \"interrupted\": %s, \"error\": \"%s\"}\n",
+	       o.size, sched_getcpu(), (unsigned long long)o.stream, (unsigned long long)o.streams, o.src_ips,
+	       xdp_mode, stop ? "true" : "false", err ? strerror(err) : "");
 	bpf_link__destroy(anchor_link);
 	gen_bpf__destroy(skel);
 	return err ? 1 : 0;

@@ -2,7 +2,8 @@
 /* Counts softnet test frames on the sink interface and drops them. Loss,
  * duplicates and reordering come from sequence numbers: a bitmap with one bit
  * per expected sequence number finds duplicates exactly; a packet whose seq is
- * below the highest seen so far is reordered. Counters are per-CPU; the
+ * below the highest seen so far (in its stream: seq % streams, one per
+ * generator with --streams) is reordered. Counters are per-CPU; the
  * highest-seq tracker is a plain global because one NAPI instance (one veth
  * queue) never runs on two CPUs at once. So is the timeline (--bin-pkts): the
  * largest delay per bin of bin_pkts sequence numbers, one lookup and one
@@ -23,6 +24,7 @@ const volatile __u64 warmup = 0;  /* seqs below this are warm-up */
 const volatile __u64 nseq = 64;   /* expected seqs: bitmap size in bits */
 const volatile __u32 exact_n = 0; /* --exact: delays kept one by one (0: none) */
 const volatile __u64 bin_pkts = 0; /* --bin-pkts: seqs per timeline bin (0: no timeline) */
+const volatile __u32 streams = 1;  /* --streams: generators whose seqs interleave (seq % streams) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -69,7 +71,8 @@ struct {
 	__type(value, __u64);
 } bin_delay_max SEC(".maps");
 
-__u64 max_seq_plus1 = 0;
+/* Per stream: the highest seq seen + 1 (only [0] without --streams). */
+__u64 max_seq_plus1[SINK_MAX_STREAMS] = {};
 
 static __always_inline void inc(__u32 idx, __u64 by)
 {
@@ -193,9 +196,12 @@ int sn_sink(struct xdp_md *ctx)
 			inc(SINK_DUP, 1);
 		return XDP_DROP;
 	}
-	int reordered = seq + 1 < max_seq_plus1;
+	/* < streams <= SINK_MAX_STREAMS (a power of two; sink.c bounds --streams):
+	 * the mask changes nothing but lets the verifier see the bound */
+	__u32 stream = (streams > 1 ? (__u32)(seq % streams) : 0) & (SINK_MAX_STREAMS - 1);
+	int reordered = seq + 1 < max_seq_plus1[stream];
 	if (!reordered)
-		max_seq_plus1 = seq + 1;
+		max_seq_plus1[stream] = seq + 1;
 	if (seq < warmup) {
 		inc(SINK_RX_WARMUP, 1);
 		return XDP_DROP;

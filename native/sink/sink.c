@@ -36,6 +36,7 @@ struct reader {
 	const volatile __u64 *seen;  /* the mmapped bitmap of seqs seen */
 	const volatile __u64 *bin_delay_max; /* the mmapped timeline, or NULL */
 	__u64 count, warmup, bin_pkts;
+	const char *xdp_mode; /* how the kernel attached the program: in every "read" too */
 };
 
 /* The histogram as its non-empty buckets only: a trial fills a few hundred of
@@ -102,6 +103,7 @@ static void print_counters(const struct reader *r)
 			printf("], ");
 		}
 	}
+	printf("\"xdp_mode\": \"%s\", ", r->xdp_mode);
 	print_hist(skel, ncpu);
 	if (r->exact)
 		print_exact(r);
@@ -218,8 +220,10 @@ static void on_line(const char *line, void *arg)
 
 struct opts {
 	const char *netns, *ifname;
-	__u64 count, warmup, exact, bin_pkts;
+	__u64 count, warmup, exact, bin_pkts, streams;
 };
+
+enum { OPT_STREAMS = 256 };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -229,6 +233,7 @@ static const struct sn_option options[] = {
 	SN_OPTION("warmup", 'w', "N", "sequence numbers below N are warm-up (default 0)"),
 	SN_OPTION("exact", 'x', "N", "also keep the first N delays exactly, one by one"),
 	SN_OPTION("bin-pkts", 'b', "N", "timeline: largest delay per N seqs (default 0: off)"),
+	SN_OPTION("streams", OPT_STREAMS, "N", "N generators: reordering per stream seq % N (default 1)"),
 	{ 0 } };
 
 static const struct sn_tool tool = {
@@ -253,7 +258,25 @@ static void on_option(int key, const char *val, void *arg)
 	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 33); break;
 	case 'x': o->exact = sn_parse_u64("exact", val, 0, SINK_EXACT_MAX); break;
 	case 'b': o->bin_pkts = sn_parse_u64("bin-pkts", val, 0, 1ull << 33); break;
+	case OPT_STREAMS: o->streams = sn_parse_u64("streams", val, 1, SINK_MAX_STREAMS); break;
 	}
+}
+
+/* How the kernel attached our program (id) to ifindex: "native" (the driver
+ * runs it), "generic" (the kernel's fallback on the skb, for drivers without
+ * XDP: much slower), "offload", or "unknown". */
+static const char *xdp_mode(unsigned ifindex, __u32 id)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return "unknown";
+	if (q.drv_prog_id == id)
+		return "native";
+	if (q.skb_prog_id == id)
+		return "generic";
+	if (q.hw_prog_id == id)
+		return "offload";
+	return "unknown";
 }
 
 /* Maps a BPF_F_MMAPABLE array of n u64 read-only; exits on failure. */
@@ -267,7 +290,7 @@ static const volatile __u64 *map_u64s(struct bpf_map *map, __u64 n, const char *
 
 int main(int argc, char **argv)
 {
-	struct opts o = {};
+	struct opts o = { .streams = 1 };
 	sn_parse_args(&tool, argc, argv, on_option, &o);
 	__u64 nbins = o.bin_pkts ? (o.count + o.bin_pkts - 1) / o.bin_pkts : 0;
 	if (nbins > SINK_TIMELINE_MAX_BINS)
@@ -293,6 +316,7 @@ int main(int argc, char **argv)
 	skel->rodata->exact_n = o.exact;
 	bpf_map__set_max_entries(skel->maps.exact, o.exact ? o.exact : 1);
 	skel->rodata->bin_pkts = o.bin_pkts;
+	skel->rodata->streams = o.streams;
 	bpf_map__set_max_entries(skel->maps.bin_delay_max, nbins ? nbins : 1);
 	if (sink_bpf__load(skel))
 		sn_die("load BPF program: %s", strerror(errno));
@@ -303,12 +327,14 @@ int main(int argc, char **argv)
 	struct bpf_prog_info info = {};
 	__u32 ilen = sizeof(info);
 	bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.sn_sink), &info, &ilen);
-	printf("{\"ready\": true, \"prog_id\": %u, \"ncpu\": %d}\n", info.id, ncpu);
+	const char *mode = xdp_mode(ifindex, info.id);
+	printf("{\"ready\": true, \"prog_id\": %u, \"ncpu\": %d, \"xdp_mode\": \"%s\", \"streams\": %llu}\n",
+	       info.id, ncpu, mode, (unsigned long long)o.streams);
 	fflush(stdout);
 
 	__u64 nwords = (o.count + 63) / 64;
 	struct reader r = { .skel = skel, .ncpu = ncpu, .count = o.count, .warmup = o.warmup,
-			    .bin_pkts = o.bin_pkts };
+			    .bin_pkts = o.bin_pkts, .xdp_mode = mode };
 	if (o.exact)
 		r.exact = map_u64s(skel->maps.exact, o.exact, "exact-delay");
 	r.seen = map_u64s(skel->maps.seen, nwords, "seen-bitmap");

@@ -33,5 +33,7 @@ enum sink_counter {
  * "timeline" command lists of the lost runs (all are counted) */
 #define SINK_TIMELINE_MAX_BINS (1u << 21)
 #define SINK_TIMELINE_MAX_RUNS 20000
+/* --streams N: reordering is judged per generator stream (seq % N) */
+#define SINK_MAX_STREAMS 1024 /* a power of two (a mask in sink.bpf.c) */
 
 #endif

@@ -89,7 +89,8 @@ class Stall:
 def cpu_roles(placement: dict) -> dict[int, str]:
     """The CPUs the data path needs and what each does there."""
     roles: dict[int, list[str]] = {}
-    roles.setdefault(placement["gen_cpu"], []).append("generator")
+    for c in dict.fromkeys([placement["gen_cpu"], *(placement.get("gen_cpus") or [])]):  # several generators
+        roles.setdefault(c, []).append("generator")
     for c in placement["sut_cpus"]:
         roles.setdefault(c, []).append("SUT")
     if placement.get("sink_cpu") is not None:
@@ -121,10 +122,12 @@ def probe_stalls(probe: dict, roles: dict[int, str]) -> list[Stall]:
 def generator_stalls(gen: dict, roles: dict[int, str], threshold_ns: int) -> list[Stall]:
     """The generator's late episodes that lasted the probe's threshold: its CPU
     did not run it (it then catches up back to back, a burst). From the first
-    late packet's due time for as long as the episode's largest lag."""
-    cpu = gen["cpu"]
-    return [Stall(cpu, roles.get(cpu, "generator"), "gen_lag", due_ns(gen, first), due_ns(gen, first) + lag, "")
-            for first, _, lag in gen.get("late_episodes", []) if lag >= threshold_ns]
+    late packet's due time for as long as the episode's largest lag. Several
+    generators (a merged report: its "streams"): each stream's on its own CPU."""
+    streams = gen.get("streams") if isinstance(gen.get("streams"), list) else [gen]
+    return [Stall(s["cpu"], roles.get(s["cpu"], "generator"), "gen_lag", due_ns(gen, first),
+                  due_ns(gen, first) + lag, "")
+            for s in streams for first, _, lag in s.get("late_episodes", []) if lag >= threshold_ns]
 
 
 def merge(stalls: list[Stall]) -> list[Stall]:

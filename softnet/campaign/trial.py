@@ -10,7 +10,9 @@ process driven through softnet.tools, so it can later run on another host.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -23,17 +25,18 @@ from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
-from softnet.errors import TestbedError
+from softnet.errors import InputError, TestbedError
 from softnet.provenance import provenance
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
-from softnet.testbed.local import LocalTestbed
+from softnet.testbed.local import ADDR, LocalTestbed
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
-from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts
+from softnet.traffic.native import GeneratorGroup, Sink, timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped
 NETNS_DIR = Path("/run/netns")
+BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
 
 
 def drain_sink(sink: Sink) -> tuple[dict, float]:
@@ -61,9 +64,45 @@ def _sampler(tb: LocalTestbed, spec: TrialSpec):
     return KernelSampler(spec.sample_interval_s, avoid_cpus=tb.placement.sut_cpus, links=tb.sample_links())
 
 
-def data_path_cpus(tb: LocalTestbed) -> list[int]:
+def data_path_cpus(tb: LocalTestbed, gen_cpus: list[int] | None = None) -> list[int]:
     """The CPUs the data path needs: the stall probe watches them."""
-    return sorted(cpu_roles(asdict(tb.placement)))
+    return sorted(cpu_roles({**asdict(tb.placement), "gen_cpus": gen_cpus or []}))
+
+
+def generator_cpus(tb: LocalTestbed, spec: TrialSpec) -> list[int]:
+    """One generator per CPU: spec.gen_cpus, else the placement's gen_cpu;
+    CPUs this host does not have are refused."""
+    if spec.gen_cpus is None:
+        return [tb.placement.gen_cpu]
+    online = sorted(os.sched_getaffinity(0))
+    bad = [c for c in spec.gen_cpus if c not in online]
+    if bad:
+        raise InputError("gen_cpus", f"CPU {bad[0]} does not exist or is not usable; accepted: {online}")
+    return list(spec.gen_cpus)
+
+
+def first_source(ip_version: int, src_ip: str, n: int) -> str:
+    """The first of the ``n`` consecutive source addresses of a trial: the
+    testbed's generator address for one; for more, the first run of n from it
+    upwards that holds none of the SUT's own addresses (to the SUT's kernel a
+    packet from its own address is a martian, and dropped), within the
+    benchmark range (IPv4) or the address's last 16 bits (IPv6: softnet-gen
+    varies only those)."""
+    if n == 1:
+        return src_ip
+    v = 0 if ip_version == 4 else 1
+    start = ipaddress.ip_address(src_ip)
+    for a in sorted(ipaddress.ip_address(ADDR[role][v]) for role in ("sut_in", "sut_out")):
+        if start <= a < start + n:
+            start = a + 1
+    last = start + (n - 1)
+    if ip_version == 4 and last not in BENCHMARK_V4:
+        raise InputError("src_ips", f"{n} source addresses from {start} (the first after the SUT's own) end at "
+                         f"{last}, outside the benchmark range {BENCHMARK_V4}")
+    if ip_version == 6 and (int(start) & 0xffff) + n - 1 > 0xffff:
+        raise InputError("src_ips", f"{n} IPv6 source addresses from {start} (the first after the SUT's own) "
+                         f"overflow its last 16 bits: at most {0x10000 - (int(start) & 0xffff)}")
+    return str(start)
 
 
 def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tuple[StallProbe | None, str | None]:
@@ -72,7 +111,7 @@ def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tup
     if not spec.stall_probe:
         return None, "off (--no-stall-probe)"
     try:
-        return StallProbe(changes, data_path_cpus(tb), period_us=spec.stall_period_us,
+        return StallProbe(changes, data_path_cpus(tb, spec.gen_cpus), period_us=spec.stall_period_us,
                           avoid_cpus=tb.placement.sut_cpus), None
     except TestbedError as exc:
         return None, str(exc)
@@ -86,6 +125,8 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     window delays one by one (the raw's sink latency_exact_ns), to check its
     histogram against."""
     spec.validate(tb.ip_version)
+    gen_cpus = generator_cpus(tb, spec)
+    src_ip = first_source(tb.ip_version, ep.src_ip, spec.src_ips)
     warmup, window = spec.warmup_pkts, spec.window_pkts
     total = warmup + window
     others = other_runs(tb)
@@ -93,7 +134,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts,
-                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total))
+                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus))
         probe, probe_missing = _stall_probe(tb, spec, trial_changes)
         injector = None
         if spec.inject_busy_ms:  # a host change like any other: recorded, undone when the trial ends
@@ -106,14 +147,20 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             sampler.add_source("ebpf", profiler.series_values)  # the profiler's times at every sample too
         before = _host_reads(tb)
         started = time.time()
-        gen_job = GeneratorJob.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
-                                     spec.flows, tb.placement.gen_cpu)
-        expected_s = total / spec.rate_pps
+        # one generator per CPU of gen_cpus (streams of one schedule, started
+        # GROUP_LEAD_S ahead); on one CPU the generator as it always was
+        gen_job = GeneratorGroup.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
+                                       spec.flows, gen_cpus, src_ips=spec.src_ips,
+                                       src_ip=src_ip if spec.src_ips > 1 else None)
+        lead_s = 0.0  # several generators start sending at their common t0, a little later
+        if gen_job.t0_ns:
+            lead_s = time.time() - started + max((gen_job.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
+        expected_s = lead_s + total / spec.rate_pps
         # Kernel counters for the measurement window: sampled at its nominal edges.
         kw0 = None
-        while gen_job.proc.poll() is None:
+        while gen_job.running():
             elapsed = time.time() - started
-            if kw0 is None and elapsed >= spec.warmup_s:
+            if kw0 is None and elapsed >= lead_s + spec.warmup_s:
                 kw0 = procfs.snapshot()
                 if profiler:
                     prof["window_start"] = profiler.read()
@@ -144,8 +191,11 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         "raw_schema_version": RAW_SCHEMA_VERSION,
         "spec": asdict(spec),
         "testbed": {"sut": tb.sut, "ip_version": tb.ip_version, "run_id": tb.run_id,
-                    "placement": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu,
-                                  "steering": p.steering},
+                    # several generators: gen_cpu is the first stream's (the merged report's "cpu")
+                    "placement": {"gen_cpu": gen_cpus[0], "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu,
+                                  "steering": p.steering,
+                                  **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
+                    "src_ip_first": src_ip,
                     "sink_ifname": tb.ifs["sink"],
                     # observed after the trial: the CPU each NAPI kthread last ran on
                     "napi_thread_cpus": {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids}

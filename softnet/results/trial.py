@@ -36,6 +36,8 @@ DURATION_RANGE_S = (0.1, 3600.0)
 WARMUP_RANGE_S = (0.0, 60.0)
 INJECT_BUSY_RANGE_MS = (0.1, 100.0)  # softnet-inject's own bounds
 STALL_PERIOD_RANGE_US = (100, 1_000_000)
+SRC_IPS_RANGE = (1, 65536)  # source addresses in turn (IPv6: within the last 16 bits)
+MAX_GEN_STREAMS = 21  # generator processes of one trial (softnet.traffic.native: one idle anchor each)
 
 
 def min_frame_bytes(ip_version: int) -> int:
@@ -61,6 +63,11 @@ class TrialSpec:
     inject_busy_ms: float | None = None  # stall injector: take a CPU away this long...
     inject_every_ms: float = 500.0  # ...this often (SCHED_FIFO busy loop, softnet-inject)
     inject_cpu: int | None = None  # None: the first SUT CPU
+    # RSS spread: source addresses used in turn, from the testbed's first source up (with `flows` UDP source
+    # ports: flows x src_ips distinct flows)
+    src_ips: int = 1
+    # one generator process per CPU, streams of one schedule (each sends rate / N); None: the placement's gen_cpu
+    gen_cpus: list[int] | None = None
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -74,6 +81,20 @@ class TrialSpec:
             raise InputError("--warmup", f"{self.warmup_s} s is outside [0, {WARMUP_RANGE_S[1]:.0f}] s")
         if not (1 <= self.flows <= 64511):
             raise InputError("--flows", f"{self.flows} is outside [1, 64511] (UDP source ports 1024..65534)")
+        lo, hi = SRC_IPS_RANGE
+        if isinstance(self.src_ips, bool) or not isinstance(self.src_ips, int) or not lo <= self.src_ips <= hi:
+            raise InputError("src_ips", f"{self.src_ips!r}: expected a whole number in [{lo}, {hi}] (source "
+                             "addresses the generator uses in turn; 1: one address)")
+        if self.gen_cpus is not None:
+            cpus = self.gen_cpus
+            if (not isinstance(cpus, list) or not cpus
+                    or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in cpus)):
+                raise InputError("gen_cpus", f"{cpus!r}: expected a list of one or more CPU numbers "
+                                 "(None: the placement's gen_cpu)")
+            if len(set(cpus)) != len(cpus):
+                raise InputError("gen_cpus", f"{cpus}: a CPU appears twice (one generator per CPU)")
+            if len(cpus) > MAX_GEN_STREAMS:
+                raise InputError("gen_cpus", f"{len(cpus)} CPUs: at most {MAX_GEN_STREAMS} generators per trial")
         lo, hi = INTERVAL_RANGE_S
         if not 0.01 <= self.profile_duty <= 1:
             raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")

@@ -8,10 +8,11 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from softnet.errors import TestbedError
-from softnet.results.trial import MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
+from softnet.results.trial import MAX_GEN_STREAMS, MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # noqa: F401
 
@@ -38,21 +39,26 @@ class Sink:
     """The XDP sink on the sink interface, alive for one trial."""
 
     def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int, exact: int = 0,
-                 bin_pkts: int = 0):
+                 bin_pkts: int = 0, streams: int = 1):
         """``bin_pkts``: keep the timeline (largest delay per bin of that many
-        seqs) and answer `timeline()`; timeline_bin_pkts() gives ~1 ms bins."""
+        seqs) and answer `timeline()`; timeline_bin_pkts() gives ~1 ms bins.
+        ``streams``: the generators of a GeneratorGroup; reordering is judged
+        within each one's seqs (seq % streams)."""
         argv = [str(tool("sink")), *netns_args(ns), "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
         if exact:  # every delay kept too: for checking the histogram, not for long trials
             argv += ["--exact", str(exact)]
         if bin_pkts:
             argv += ["--bin-pkts", str(bin_pkts)]
+        if streams > 1:
+            argv += ["--streams", str(streams)]
         self.proc = None
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         hello = read_json_line(self.proc, "softnet-sink did not start", 10)
         self.prog_id = hello["prog_id"]
+        self.xdp_mode = hello.get("xdp_mode")  # "native" | "generic" (also in every read)
 
     def read(self) -> dict:
         return read_tool(self.proc, "softnet-sink")
@@ -97,16 +103,33 @@ class GeneratorJob:
 
     @classmethod
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int,
-              frame_bytes: int, flows: int, cpu: int) -> "GeneratorJob":
-        argv = [str(tool("gen")), *netns_args(ep.gen_ns), "--ifname", ep.gen_if, "--anchor", ep.anchor_if,
-                "--src-mac", ep.gen_mac, "--dst-mac", ep.next_hop_mac, "--src-ip", ep.src_ip,
+              frame_bytes: int, flows: int, cpu: int, *, src_ips: int = 1, src_ip: str | None = None,
+              streams: int = 1, stream: int = 0, t0_ns: int | None = None,
+              anchor: str | None = None) -> "GeneratorJob":
+        """One softnet-gen. The keyword options are added to its command line
+        only when they differ from their defaults (the single generator's
+        command line is what it always was): ``src_ips`` source addresses from
+        ``src_ip`` (default ep.src_ip) up; stream ``stream`` of ``streams`` on
+        the schedule starting at ``t0_ns`` (CLOCK_MONOTONIC); its own
+        ``anchor`` (default ep.anchor_if)."""
+        argv = [str(tool("gen")), *netns_args(ep.gen_ns), "--ifname", ep.gen_if, "--anchor", anchor or ep.anchor_if,
+                "--src-mac", ep.gen_mac, "--dst-mac", ep.next_hop_mac, "--src-ip", src_ip or ep.src_ip,
                 "--dst-ip", ep.dst_ip, "--size", str(frame_bytes), "--rate", repr(float(rate_pps)),
                 "--count", str(count), "--warmup", str(warmup), "--flows", str(flows), "--cpu", str(cpu)]
+        if src_ips != 1:
+            argv += ["--src-ips", str(src_ips)]
+        if streams != 1:
+            argv += ["--streams", str(streams), "--stream", str(stream)]
+        if t0_ns is not None:
+            argv += ["--t0-ns", str(t0_ns)]
         out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
         job = cls(proc, out, err)
         changes.record(f"generator on {ep.gen_ns}/{ep.gen_if} (pid {proc.pid})", job.stop)
         return job
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -143,3 +166,160 @@ class GeneratorJob:
         text = f.read()
         f.close()
         return text
+
+
+# Extra anchors (an interface holds one XDP program: each stream needs its own)
+# are named like the testbed's own links, sn + 6 hex digits + a letter, so that
+# `softnet clean` recognises a leftover; these letters are not taken by the
+# testbed (g, a, b, i, o, k). Two anchors per veth pair (both ends).
+EXTRA_ANCHOR_LETTERS = "cdefhjlmnpqrstuvwxyz"
+assert MAX_GEN_STREAMS == 1 + len(EXTRA_ANCHOR_LETTERS)
+# The streams' common t0 lies this far ahead of their start: each process loads
+# and verifies its program first (about 10-40 ms each here, in parallel; a
+# process that starts late catches up and reports it as a late episode).
+GROUP_LEAD_S = 0.25
+
+
+def extra_anchors(changes: HostChanges, ns: str | None, first_anchor: str, n: int) -> list[str]:
+    """``n`` more idle anchors next to ``first_anchor`` in namespace ``ns``
+    (None: this one): veth pairs left down, deleted when ``changes`` is
+    undone; a pair still there from an earlier group under the same changes
+    is used again."""
+    from pyroute2 import IPRoute
+
+    if n > len(EXTRA_ANCHOR_LETTERS):
+        raise TestbedError(f"{n + 1} generator streams: at most {MAX_GEN_STREAMS} (one anchor each)")
+    stem = first_anchor[:-1]
+    names = [stem + c for c in EXTRA_ANCHOR_LETTERS[:n + n % 2]]
+    kw = {} if ns is None else {"netns": ns}
+    for a, b in zip(names[::2], names[1::2]):
+        with IPRoute(**kw) as ipr:
+            if ipr.link_lookup(ifname=a) and ipr.link_lookup(ifname=b):
+                continue
+        def undo(a=a):
+            if ns is not None and not (Path("/run/netns") / ns).exists():
+                return  # gone with its namespace
+            with IPRoute(**kw) as ipr:
+                idx = ipr.link_lookup(ifname=a)
+                if idx:
+                    ipr.link("del", index=idx[0])
+        changes.record(f"generator anchor veth {ns or ''}/{a} <-> {b}", undo)
+        with IPRoute(**kw) as ipr:
+            ipr.link("add", ifname=a, kind="veth", num_tx_queues=1, num_rx_queues=1,
+                     peer={"ifname": b, "num_tx_queues": 1, "num_rx_queues": 1})
+    return names[:n]
+
+
+def merge_reports(reports: list[dict], cpus: list[int] | None = None) -> dict:
+    """One report with the single generator's keys from the reports of the
+    streams of one schedule (softnet-gen --streams N --stream K, K = 0..N-1),
+    so softnet.analysis.trial_eval.evaluate reads it as it reads one
+    generator's: counts summed; first/window-start send times the earliest,
+    the last one the latest (evaluate's achieved rate, (window packets - 1) /
+    (last - window start), is then the aggregate's); the window's mean lag
+    weighted by each stream's window packets, its maximum the largest; the
+    late episodes of all streams in seq order (each stream's first and last
+    seq are its own: an episode of stream K spans the other streams' seqs in
+    between). ``cpus``: the CPUs asked for, stream by stream: "cpu" is the
+    first stream's CPU when every stream ran where asked, else -1 (the
+    placement check then fails); "cpus" lists where each ran. The reports
+    themselves are kept under "streams", in stream order."""
+    reports = sorted(reports, key=lambda r: r.get("stream", 0))
+    if len(reports) == 1:
+        return reports[0]
+    first = reports[0]
+    out = dict(first)
+
+    def total(key: str) -> int:
+        return sum(r[key] for r in reports)
+
+    def sent_times(key: str) -> list[int]:
+        return [r[key] for r in reports if r["sent_pkts"] and r[key]]
+
+    for key in ("sent_pkts", "intended_pkts", "warmup_pkts", "calls", "window_late_pkts", "late_episodes_total"):
+        out[key] = total(key)
+    out["schedule_start_ns"] = min(r["schedule_start_ns"] for r in reports)
+    out["first_send_ns"] = min(sent_times("first_send_ns"), default=0)
+    out["window_start_ns"] = min(sent_times("window_start_ns"), default=0)
+    out["last_send_ns"] = max(sent_times("last_send_ns"), default=0)
+    windows = [max(r["sent_pkts"] - r["warmup_pkts"], 0) for r in reports]
+    out["window_lag_mean_ns"] = (sum(w * r["window_lag_mean_ns"] for w, r in zip(windows, reports)) / sum(windows)
+                                 if sum(windows) else 0.0)
+    out["window_lag_max_ns"] = max(r["window_lag_max_ns"] for r in reports)
+    out["late_episodes"] = sorted((e for r in reports for e in r["late_episodes"]), key=lambda e: (e[0], e[1]))
+    out["batch"] = max(r["batch"] for r in reports)
+    observed = [r["cpu"] for r in reports]
+    out["cpus"] = observed
+    out["cpu"] = observed[0] if cpus is None or observed == list(cpus) else -1
+    out["interrupted"] = any(r["interrupted"] for r in reports)
+    out["error"] = "; ".join(f"stream {r.get('stream', k)}: {r['error']}" for k, r in enumerate(reports) if r["error"])
+    modes = sorted({r.get("xdp_mode") for r in reports} - {None})
+    out["xdp_mode"] = modes[0] if len(modes) == 1 else "/".join(modes) or None
+    out["stream"] = None  # all of them
+    out["streams"] = reports
+    return out
+
+
+class GeneratorGroup:
+    """One softnet-gen per CPU of ``cpus``, streams of one schedule: together
+    they send ``rate_pps`` (each rate_pps / N), every seq exactly once, from a
+    common t0 slightly in the future. `wait()` gives the merged report
+    (merge_reports). With one CPU it is GeneratorJob as it always was."""
+
+    def __init__(self, jobs: list[GeneratorJob], cpus: list[int], t0_ns: int | None):
+        self.jobs, self.cpus, self.t0_ns = jobs, cpus, t0_ns
+
+    @classmethod
+    def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int, frame_bytes: int,
+              flows: int, cpus: list[int], *, src_ips: int = 1, src_ip: str | None = None,
+              lead_s: float = GROUP_LEAD_S) -> "GeneratorGroup":
+        cpus = list(cpus)
+        if not cpus or len(set(cpus)) != len(cpus):
+            raise TestbedError(f"generator CPUs {cpus}: one or more, each once")
+        if len(cpus) == 1:
+            return cls([GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpus[0],
+                                           src_ips=src_ips, src_ip=src_ip)], cpus, None)
+        anchors = [ep.anchor_if, *extra_anchors(changes, ep.gen_ns, ep.anchor_if, len(cpus) - 1)]
+        t0 = time.monotonic_ns() + int(lead_s * 1e9)  # CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock
+        group = cls([], cpus, t0)
+        try:
+            for k, (cpu, anchor) in enumerate(zip(cpus, anchors)):
+                group.jobs.append(GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpu,
+                                                     src_ips=src_ips, src_ip=src_ip, streams=len(cpus), stream=k,
+                                                     t0_ns=t0, anchor=anchor))
+        except BaseException:
+            group.stop()
+            raise
+        return group
+
+    @property
+    def proc(self):
+        """The first stream's process (what GeneratorJob callers poll);
+        running() covers them all."""
+        return self.jobs[0].proc
+
+    def running(self) -> bool:
+        return any(j.running() for j in self.jobs)
+
+    def stop(self) -> None:
+        for j in self.jobs:
+            j.stop()
+
+    def interrupt(self) -> None:
+        for j in self.jobs:
+            j.interrupt()
+
+    def wait(self, timeout: float) -> dict:
+        """Every stream's report, merged; the first failure (after stopping
+        the others) raises TestbedError naming its stream."""
+        if len(self.jobs) == 1:
+            return self.jobs[0].wait(timeout)
+        deadline = time.monotonic() + timeout
+        reports = []
+        for k, job in enumerate(self.jobs):
+            try:
+                reports.append(job.wait(max(deadline - time.monotonic(), 0.0)))
+            except TestbedError as exc:
+                self.stop()
+                raise TestbedError(f"generator stream {k} of {len(self.jobs)} (CPU {self.cpus[k]}): {exc}") from None
+        return merge_reports(reports, self.cpus)

@@ -505,3 +505,20 @@ def test_search_runs_on_two_emulated_testbeds(hosts, tmp_path):
     assert restored(eh, before) == []
     r = softnet("search", "--inventory", str(path), "--testbed", "tb7")
     assert r.returncode == 2 and "--testbed: 'tb7' is not in" in r.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_remote_trial_with_two_generators_and_many_sources(hosts):
+    """Two generator CPUs on the traffic host (streams of one schedule) and 16
+    source addresses x 4 ports (RSS spread): every seq once, per stream."""
+    eh, path = hosts
+    spec = TrialSpec(rate_pps=100e3, duration_s=1.0, warmup_s=0.3, gen_cpus=[0, 1], src_ips=16, flows=4)
+    with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
+        r = run_remote_trial(tb, spec, keep_raw=True)
+    gen = r["raw_trial"]["generator"]
+    assert len(gen["streams"]) == 2 and gen["sent_pkts"] == sum(s["sent_pkts"] for s in gen["streams"])
+    assert abs(gen["streams"][0]["sent_pkts"] - gen["streams"][1]["sent_pkts"]) <= 1
+    assert r["duplicate_pkts"] == 0 and r["reordered_pkts"] == 0
+    assert r["received_pkts"] > 0.9 * spec.window_pkts
+    assert r["raw_trial"]["testbed"]["src_ip_first"] == "198.18.0.3"

@@ -14,9 +14,30 @@ from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
 pytestmark = [needs_root, pytest.mark.netns]
 
 
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_trial_outlives_its_test():
+    """A test that fails while its trial still waits for the testbed lock
+    must not leave that trial to run later, in someone else's test."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
 def start_long_trial() -> subprocess.Popen:
-    return subprocess.Popen(softnet_cmd("trial", "--rate", "20kpps", "--duration", "30", "--json"),
+    proc = subprocess.Popen(softnet_cmd("trial", "--rate", "20kpps", "--duration", "30", "--json"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _started.append(proc)
+    return proc
 
 
 def pids_of(comm: str, parent: int | None = None) -> list[int]:

@@ -10,7 +10,6 @@ process driven through softnet.tools, so it can later run on another host.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import time
@@ -29,14 +28,13 @@ from softnet.errors import InputError, TestbedError
 from softnet.provenance import provenance
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
-from softnet.testbed.local import ADDR, LocalTestbed
+from softnet.testbed.local import LocalTestbed, first_source
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.traffic.native import GeneratorGroup, Sink, timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped
 NETNS_DIR = Path("/run/netns")
-BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
 
 
 def drain_sink(sink: Sink) -> tuple[dict, float]:
@@ -79,30 +77,6 @@ def generator_cpus(tb: LocalTestbed, spec: TrialSpec) -> list[int]:
     if bad:
         raise InputError("gen_cpus", f"CPU {bad[0]} does not exist or is not usable; accepted: {online}")
     return list(spec.gen_cpus)
-
-
-def first_source(ip_version: int, src_ip: str, n: int) -> str:
-    """The first of the ``n`` consecutive source addresses of a trial: the
-    testbed's generator address for one; for more, the first run of n from it
-    upwards that holds none of the SUT's own addresses (to the SUT's kernel a
-    packet from its own address is a martian, and dropped), within the
-    benchmark range (IPv4) or the address's last 16 bits (IPv6: softnet-gen
-    varies only those)."""
-    if n == 1:
-        return src_ip
-    v = 0 if ip_version == 4 else 1
-    start = ipaddress.ip_address(src_ip)
-    for a in sorted(ipaddress.ip_address(ADDR[role][v]) for role in ("sut_in", "sut_out")):
-        if start <= a < start + n:
-            start = a + 1
-    last = start + (n - 1)
-    if ip_version == 4 and last not in BENCHMARK_V4:
-        raise InputError("src_ips", f"{n} source addresses from {start} (the first after the SUT's own) end at "
-                         f"{last}, outside the benchmark range {BENCHMARK_V4}")
-    if ip_version == 6 and (int(start) & 0xffff) + n - 1 > 0xffff:
-        raise InputError("src_ips", f"{n} IPv6 source addresses from {start} (the first after the SUT's own) "
-                         f"overflow its last 16 bits: at most {0x10000 - (int(start) & 0xffff)}")
-    return str(start)
 
 
 def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tuple[StallProbe | None, str | None]:

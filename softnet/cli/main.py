@@ -105,6 +105,9 @@ def trial(
                                         "period + 0.2 ms are seen; shorter costs more)"),
     inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)"),
     inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)"),
+    src_ips: int = typer.Option(1, help="source addresses used in turn (RSS spread by addresses; 1..65536)"),
+    gen_cpus: str = typer.Option(None, help="one generator per CPU, e.g. 0,1 (streams of one schedule; "
+                                 "default: --gen-cpu)"),
     inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
 ) -> None:
@@ -112,15 +115,17 @@ def trial(
     if (inventory is None) != (testbed is None):
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=inventory is not None)
+    traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=inventory is not None)
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
-                              stalls)
+                              stalls, traffic)
     remote = (inventory, testbed) if inventory else None
     if remote is None:
         need_root()
     with measuring(None, wait) if remote is None else nullcontext():  # a remote run: each host's agent locks
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls, remote=remote)
+                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls, remote=remote,
+                      traffic=traffic)
 
 
 @app.command()

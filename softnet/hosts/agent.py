@@ -37,7 +37,7 @@ from softnet.errors import SoftnetError, TestbedError
 from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
-from softnet.testbed.local import ADDR
+from softnet.testbed.local import ADDR, Endpoints
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
 from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
@@ -45,7 +45,7 @@ from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, net
 from softnet.tools.links import LinkRef
 from softnet.tools.reaper import spawn_reaper
 from softnet.tools.undo_ops import netns_bound, running
-from softnet.traffic.native import GeneratorJob, Sink
+from softnet.traffic.native import GeneratorGroup, Sink
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = ("check", "reserve", "apply:traffic", "apply:sut", "tool:sink", "tool:gen", "tool:sampler",
@@ -60,19 +60,6 @@ class AgentError(SoftnetError):
 
 
 @dataclass
-class GenEndpoints:
-    """What GeneratorJob.start needs, on this host (no namespace)."""
-
-    gen_if: str
-    anchor_if: str
-    gen_mac: str
-    next_hop_mac: str
-    src_ip: str
-    dst_ip: str
-    gen_ns: None = None
-
-
-@dataclass
 class Agent:
     state_dir: Path
     lease_s: float = 10.0
@@ -81,6 +68,7 @@ class Agent:
     ops: HostOps | None = None
     closers: HostChanges = field(default_factory=HostChanges)  # graceful stops of this agent's tools
     tools: dict[str, Any] = field(default_factory=dict)
+    anchors: list[str] = field(default_factory=list)  # extra generators' idle anchors (journalled)
     window: dict = field(default_factory=dict)
     schedule: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
     lock: Any = None
@@ -297,14 +285,24 @@ class Agent:
         ops = self._changes()
         if tool == "sink":
             sink = Sink(self.closers, None, a["ifname"], a["count"], a["warmup"], a.get("exact", 0),
-                        a.get("bin_pkts", 0))
+                        a.get("bin_pkts", 0), streams=a.get("streams", 1))
             return {"handle": self._add_tool(sink, sink.proc, f"sink on {a['ifname']}"), "prog_id": sink.prog_id}
         if tool == "gen":
-            ep = GenEndpoints(a["ifname"], a["anchor"], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"])
+            ep = Endpoints(None, a["ifname"], a["anchor"], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"],
+                           None, None)  # no namespaces: the host's own
+            cpus = list(a.get("cpus") or [a["cpu"]])
+            while len(self.anchors) < len(cpus) - 1:  # one idle anchor per extra generator, journalled
+                name, peer = anchor_names()
+                ops.veth_pair(name, peer)
+                self.anchors.append(name)
             started = time.time()
-            job = GeneratorJob.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"], a["frame_bytes"],
-                                     a["flows"], a["cpu"])
-            return {"handle": self._add_tool(job, job.proc, f"generator on {a['ifname']}"),
+            group = GeneratorGroup.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"], a["frame_bytes"],
+                                         a["flows"], cpus, src_ips=a.get("src_ips", 1),
+                                         src_ip=a.get("src_ip_first"),
+                                         anchors=[a["anchor"], *self.anchors[:len(cpus) - 1]])
+            for job in group.jobs[1:]:
+                ops.started(job.proc, f"generator stream on {a['ifname']}")
+            return {"handle": self._add_tool(group, group.proc, f"generator on {a['ifname']}"),
                     "started_unix_s": started}
         if tool == "stalls":
             probe = StallProbe(self.closers, a["cpus"], period_us=a["period_us"], avoid_cpus=a.get("avoid_cpus"))
@@ -329,15 +327,14 @@ class Agent:
         raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, profiler, sampler", "tool")
 
     def op_poll(self, handle: str) -> dict:
-        job = self._tool(handle, GeneratorJob)
-        return {"running": job.proc.poll() is None}
+        return {"running": self._tool(handle, GeneratorGroup).running()}
 
     def op_interrupt(self, handle: str) -> dict:
-        self._tool(handle, GeneratorJob).interrupt()
+        self._tool(handle, GeneratorGroup).interrupt()
         return {}
 
     def op_wait(self, handle: str, wait_s: float = 5.0) -> dict:
-        report = self._tool(handle, GeneratorJob).wait(timeout=wait_s)
+        report = self._tool(handle, GeneratorGroup).wait(timeout=wait_s)
         return {"report": report}
 
     def op_drain(self, handle: str) -> dict:
@@ -359,7 +356,7 @@ class Agent:
         if isinstance(obj, KernelSampler):
             obj.__exit__(None, None, None)
             out["series"] = obj.series.to_json()
-        elif isinstance(obj, GeneratorJob):
+        elif isinstance(obj, GeneratorGroup):
             obj.stop()
         else:
             obj.close() if hasattr(obj, "close") else None
@@ -426,7 +423,7 @@ class Agent:
         self.closers.undo_errors = []
         if self.journal is not None:
             errors += self.journal.undo_all()
-            self.journal, self.ops = None, None
+            self.journal, self.ops, self.anchors = None, None, []
         if self.lock is not None:
             self.lock.__exit__(None, None, None)
             self.lock = None

@@ -23,7 +23,7 @@ from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, controller_id, open_sessions
 from softnet.provenance import provenance
 from softnet.results.trial import RAW_SCHEMA_VERSION, TrialSpec
-from softnet.testbed.local import ADDR
+from softnet.testbed.local import ADDR, first_source
 from softnet.traffic.native import timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # as the local trial: a generator this far behind is stopped
@@ -129,8 +129,9 @@ class RemoteTestbed:
         # is polled all along and needs no extension.
         u.call("lease", seconds=expected_s + LEASE_MARGIN_S)
         p, v = self.placement, 0 if self.ip_version == 4 else 1
+        gen_cpus = list(spec.gen_cpus or [p.gen_cpu])  # one generator per CPU of the traffic host
         sink = t.call("start", tool="sink", ifname=self.ports["sink_in"].iface.name, count=total, warmup=warmup,
-                      bin_pkts=timeline_bin_pkts(spec.rate_pps, total))["handle"]
+                      bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus))["handle"]
         sampler = probe = profiler = None
         sut_names = [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
         if spec.profile:  # the eBPF profiler on the SUT host, read at the window edges there
@@ -153,7 +154,8 @@ class RemoteTestbed:
         gen_args = dict(ifname=self.ports["gen_out"].iface.name, anchor=self.applied["traffic"]["anchor"],
                         src_mac=self.ports["gen_out"].iface.mac, dst_mac=self.ports["sut_in"].iface.mac,
                         src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v], rate_pps=spec.rate_pps, count=total,
-                        warmup=warmup, frame_bytes=spec.frame_bytes, flows=spec.flows, cpu=p.gen_cpu)
+                        warmup=warmup, frame_bytes=spec.frame_bytes, flows=spec.flows, cpu=p.gen_cpu, cpus=gen_cpus,
+                        src_ips=spec.src_ips, src_ip_first=first_source(self.ip_version, ADDR["gen"][v], spec.src_ips))
         gen_start = t.call("start", tool="gen", **gen_args)
         gen, t_started = gen_start["handle"], gen_start["started_unix_s"]
         started = t_started - t.clock["offset_s"]  # on the controller's clock
@@ -211,7 +213,10 @@ class RemoteTestbed:
             "spec": asdict(spec),
             "testbed": {"sut": self.sut, "ip_version": self.ip_version, "run_id": self.name,
                         "placement": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": None,
-                                      "steering": p.steering},
+                                      "steering": p.steering,
+                                      **({"gen_cpus": spec.gen_cpus} if len(spec.gen_cpus or []) > 1 else {})},
+                        "src_ip_first": first_source(self.ip_version, ADDR["gen"][0 if self.ip_version == 4 else 1],
+                                                     spec.src_ips),
                         "sink_ifname": self.ports["sink_in"].iface.name,
                         "napi_thread_cpus": {}, "interface_ids": [],
                         "remote": {"testbed": self.name, "inventory": self.inv.source,

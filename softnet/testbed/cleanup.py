@@ -98,21 +98,25 @@ def find_leftovers() -> dict:
             "journals": stale_journals()}
 
 
-def clean() -> dict:
-    """Remove all leftovers; returns what was removed, and in "journal_errors"
-    the undo steps of journals that failed (those stay pending)."""
-    found = find_leftovers()
-    found["journal_errors"] = [err for j in found["journals"] for err in journal.replay(Path(j["path"]))]
-    pids = [int(p) for p in found["processes"]]
+def stop_pids(pids: list[int], grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL to what is left after ``grace_s``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + grace_s
         while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+
+def clean() -> dict:
+    """Remove all leftovers; returns what was removed, and in "journal_errors"
+    the undo steps of journals that failed (those stay pending)."""
+    found = find_leftovers()
+    found["journal_errors"] = [err for j in found["journals"] for err in journal.replay(Path(j["path"]))]
+    stop_pids([int(p) for p in found["processes"]])
     for name in found["namespaces"]:
         remove_netns(name)
     for owner in stale_owner_files():

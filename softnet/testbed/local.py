@@ -13,6 +13,7 @@ work to a NAPI kthread (threaded NAPI, which we pin) or to RPS.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ SUTS = {
     "none": "no SUT: generator veth paired straight with the sink",
 }
 STEERINGS = ("threaded", "rps")
+BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
 
 # role -> (IPv4 address, IPv6 address, MAC). 198.18/24 and 2001:2::/64 on the
 # generator side, 198.19/24 and 2001:2:0:1::/64 on the sink side.
@@ -42,6 +44,30 @@ ADDR = {
     "sut_out": ("198.19.0.2", "2001:2:0:1::2", "02:53:4e:00:00:03"),
     "sink": ("198.19.0.1", "2001:2:0:1::1", "02:53:4e:00:00:04"),
 }
+
+
+def first_source(ip_version: int, src_ip: str, n: int) -> str:
+    """The first of the ``n`` consecutive source addresses of a trial: the
+    testbed's generator address for one; for more, the first run of n from it
+    upwards that holds none of the SUT's own addresses (to the SUT's kernel a
+    packet from its own address is a martian, and dropped), within the
+    benchmark range (IPv4) or the address's last 16 bits (IPv6: softnet-gen
+    varies only those)."""
+    if n == 1:
+        return src_ip
+    v = 0 if ip_version == 4 else 1
+    start = ipaddress.ip_address(src_ip)
+    for a in sorted(ipaddress.ip_address(ADDR[role][v]) for role in ("sut_in", "sut_out")):
+        if start <= a < start + n:
+            start = a + 1
+    last = start + (n - 1)
+    if ip_version == 4 and last not in BENCHMARK_V4:
+        raise InputError("src_ips", f"{n} source addresses from {start} (the first after the SUT's own) end at "
+                         f"{last}, outside the benchmark range {BENCHMARK_V4}")
+    if ip_version == 6 and (int(start) & 0xffff) + n - 1 > 0xffff:
+        raise InputError("src_ips", f"{n} IPv6 source addresses from {start} (the first after the SUT's own) "
+                         f"overflow its last 16 bits: at most {0x10000 - (int(start) & 0xffff)}")
+    return str(start)
 
 
 @dataclass
@@ -94,15 +120,15 @@ class SideSettings:
 class Endpoints:
     """What the generator and the sink need to know about the testbed."""
 
-    gen_ns: str
+    gen_ns: str | None  # None: the current namespace (a remote host's own)
     gen_if: str
     anchor_if: str
     gen_mac: str
     next_hop_mac: str
     src_ip: str
     dst_ip: str
-    sink_ns: str
-    sink_if: str
+    sink_ns: str | None
+    sink_if: str | None
 
 
 class LocalTestbed(NetnsLab):

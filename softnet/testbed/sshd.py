@@ -7,17 +7,16 @@ could block it, and the log is what we show when it fails to start.
 """
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 from softnet.errors import TestbedError
-from softnet.testbed.cleanup import processes_in
+from softnet.testbed.cleanup import processes_in, stop_pids
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
+from softnet.tools.process import terminate
 
 SSHD = Path("/usr/sbin/sshd")
 PRIVSEP_DIR = Path("/run/sshd")  # compiled into Debian's sshd; it refuses to start without it
@@ -81,29 +80,14 @@ def start(changes: HostChanges, ns: str, config: Path, log: Path) -> subprocess.
 
 
 def stop(proc: subprocess.Popen | None, ns: str) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc)
     # Sessions outlive the listening sshd (an agent started over SSH, say);
     # left running they would keep the namespace and its links alive.
     kill_all_in(ns)
 
 
 def kill_all_in(ns: str) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = list(processes_in([ns]))
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 2
-        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.02)
+    stop_pids(list(processes_in([ns])))
 
 
 def wait_listening(proc: subprocess.Popen | None, addr: str, log: Path | None,

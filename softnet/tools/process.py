@@ -59,6 +59,18 @@ def quit_tool(proc: subprocess.Popen | None) -> None:
         f.close()
 
 
+def terminate(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
+    """SIGTERM (a tool detaches and exits), then SIGKILL after ``timeout`` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""

@@ -14,7 +14,7 @@ from typing import IO
 from softnet.errors import TestbedError
 from softnet.results.trial import MAX_GEN_STREAMS, MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
 from softnet.tools.changes import HostChanges
-from softnet.tools.process import quit_tool, read_json_line, read_tool, tool  # noqa: F401
+from softnet.tools.process import quit_tool, read_json_line, read_tool, terminate, tool  # noqa: F401
 
 TIMELINE_MAX_BINS = 1 << 21  # native/sink/sink.h SINK_TIMELINE_MAX_BINS
 TIMELINE_MAX_RUNS = 20_000  # runs listed by "timeline" (all are counted)
@@ -132,13 +132,7 @@ class GeneratorJob:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
     def interrupt(self) -> None:
         """Ask it to stop now: it reports what it sent, flagged interrupted."""
@@ -272,14 +266,19 @@ class GeneratorGroup:
     @classmethod
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int, frame_bytes: int,
               flows: int, cpus: list[int], *, src_ips: int = 1, src_ip: str | None = None,
-              lead_s: float = GROUP_LEAD_S) -> "GeneratorGroup":
+              lead_s: float = GROUP_LEAD_S, anchors: list[str] | None = None) -> "GeneratorGroup":
+        """``anchors``: one idle interface per CPU, made by the caller (the
+        remote agent journals its own); None: made here, through ``changes``."""
         cpus = list(cpus)
         if not cpus or len(set(cpus)) != len(cpus):
             raise TestbedError(f"generator CPUs {cpus}: one or more, each once")
         if len(cpus) == 1:
             return cls([GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpus[0],
                                            src_ips=src_ips, src_ip=src_ip)], cpus, None)
-        anchors = [ep.anchor_if, *extra_anchors(changes, ep.gen_ns, ep.anchor_if, len(cpus) - 1)]
+        if anchors is None:
+            anchors = [ep.anchor_if, *extra_anchors(changes, ep.gen_ns, ep.anchor_if, len(cpus) - 1)]
+        elif len(anchors) != len(cpus):
+            raise TestbedError(f"{len(anchors)} anchor interfaces for {len(cpus)} generator CPUs")
         t0 = time.monotonic_ns() + int(lead_s * 1e9)  # CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock
         group = cls([], cpus, t0)
         try:

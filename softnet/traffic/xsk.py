@@ -15,7 +15,7 @@ import numpy as np
 from softnet.errors import TestbedError
 from softnet.results.latency import read_records
 from softnet.tools.changes import HostChanges
-from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
+from softnet.tools.process import quit_tool, read_json_line, read_tool, terminate, tool
 
 RX_MODES = ("busy", "poll", "recvfrom", "epoll")
 TX_KICKS = ("wakeup", "always")
@@ -66,18 +66,6 @@ class XskKnobs:
         if not self.stamp:
             a.append("--no-stamp")
         return a
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """SIGTERM (the tool detaches and exits), then kill after 5 s."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class _Server:
@@ -147,14 +135,14 @@ class Ping:
             gap_s = (interval_ns or 1e6) / 1e9 if rate_pps is None else 1 / rate_pps
             timeout = 30 + count * gap_s * (2 if arrivals == "poisson" else 1.2) + drain_ms / 1e3
         proc = None
-        self.changes.record(f"softnet-xsk --role ping in {self.ns}", lambda: _stop(proc))
+        self.changes.record(f"softnet-xsk --role ping in {self.ns}", lambda: terminate(proc))
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
         self.hello = read_json_line(proc, "softnet-xsk --role ping did not start", 10)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _stop(proc)
+            terminate(proc)
             raise TestbedError(f"softnet-xsk --role ping did not finish within {timeout:.0f} s") from None
         lines = out.strip().splitlines()
         if proc.returncode != 0 or not lines:

@@ -522,3 +522,14 @@ def test_remote_trial_with_two_generators_and_many_sources(hosts):
     assert r["duplicate_pkts"] == 0 and r["reordered_pkts"] == 0
     assert r["received_pkts"] > 0.9 * spec.window_pkts
     assert r["raw_trial"]["testbed"]["src_ip_first"] == "198.18.0.3"
+
+
+def test_inventory_check_names_a_missing_key_file(tmp_path):
+    inv = tmp_path / "inv.toml"
+    inv.write_text(EXAMPLE.read_text().replace('identity = "~/.ssh/softnet_ed25519"',
+                                               f'identity = "{tmp_path}/nokey"'))
+    r = softnet("inventory", "check", str(inv), "--no-doctor", "--json")
+    assert r.returncode == 1
+    fields = {p["field"]: p["error"] for p in json.loads(r.stdout)["problems"]}
+    assert fields == {"hosts.tg.identity": f"{tmp_path}/nokey: no such file on this controller",
+                      "hosts.dut.identity": f"{tmp_path}/nokey: no such file on this controller"}

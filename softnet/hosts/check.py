@@ -28,9 +28,9 @@ def check_inventory(inv: Inventory, doctor: bool = True) -> dict:
     for name, host in inv.hosts.items():
         try:
             session = open_sessions({name: host})[name]
-        except InputError as exc:  # refused at hello: a field of this host
+        except InputError as exc:  # a field of this host: its key files here, or refused at hello there
             problems.append({"field": exc.field, "error": exc.message})
-            hosts[name] = {"reachable": True}
+            hosts[name] = {"reachable": not exc.field.endswith((".identity", ".known_hosts"))}
             continue
         except SoftnetError as exc:
             problems.append({"field": f"hosts.{name}.address", "error": str(exc)})

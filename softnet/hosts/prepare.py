@@ -21,7 +21,7 @@ import asyncssh
 from softnet import __version__
 from softnet.errors import InputError, TestbedError
 from softnet.hosts.inventory import Host
-from softnet.hosts.session import connect, run
+from softnet.hosts.session import check_key_files, connect, run
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("pyproject.toml", "Makefile", "README.md", "softnet", "native")
@@ -67,6 +67,7 @@ def prepare(name: str, host: Host, steps: tuple[str, ...] = STEPS,
     if bad or not steps:
         raise InputError("--steps", f"'{','.join(bad) or ''}': accepted: {', '.join(STEPS)}")
     target = install_dir(name, host)
+    check_key_files(name, host)
     with tempfile.TemporaryDirectory(prefix="softnet-prepare-") as tmp:
         tar = tarball(Path(tmp))
         return run(_prepare(name, host, target, tar, [s for s in STEPS if s in steps], say), PREPARE_TIMEOUT_S)

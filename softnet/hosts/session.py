@@ -58,6 +58,14 @@ def controller_id() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
+def check_key_files(name: str, h: Host) -> None:
+    """The identity and known_hosts files the inventory names exist here."""
+    for key in ("identity", "known_hosts"):
+        value = getattr(h, key)
+        if value and not os.path.isfile(os.path.expanduser(value)):
+            raise InputError(f"hosts.{name}.{key}", f"{value}: no such file on this controller")
+
+
 async def connect(h: Host) -> asyncssh.SSHClientConnection:
     """An SSH connection to an inventory host, with keepalives."""
     opts = {"port": h.port, "username": h.user, "keepalive_interval": KEEPALIVE_S,
@@ -83,6 +91,7 @@ class AgentSession:
 
     # ---- connection -----------------------------------------------------
     def open(self) -> "AgentSession":
+        check_key_files(self.name, self.host)
         try:
             run(self._open(), CONNECT_TIMEOUT_S + 10)
         except (OSError, asyncssh.Error, FutureTimeout) as exc:

@@ -3,7 +3,8 @@
 For each scenario and repeat, on emulated hosts (softnet.testbed.emulated_hosts:
 a namespace + sshd per host): snapshot both hosts, start a remote trial as
 its own process (`softnet trial --inventory INV --testbed tb1 --rate 100kpps
---duration D --json`), wait a random time, then
+--duration D --json`), wait a random time (stratified: repeat k of N falls in
+the k-th of N equal slices of --at, in random order), then
 
   controller_kill  SIGKILL the controller;
   agent_kill       SIGKILL the agent (`softnet agent --stdio`) of a randomly
@@ -262,9 +263,16 @@ def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng:
     else:
         raise ValueError(scenario)
     rec["action_s"] = round(t_act - t0, 3)
+    note_phases()
+    # where the action fell: before the generator ran, while it ran, after it was done
+    rec["phase"] = ("teardown" if "generator_done" in phases else "trial" if "generator_running" in phases
+                    else "setup")
     note_agents()
 
-    # Restored? Poll until the snapshots equal the ones before, up to lease + 10 s.
+    # Restored? Poll the snapshots until they equal the ones before and the
+    # controller has ended (a controller still alive could change the hosts
+    # again: with a link cut before it connected, it would once the link is
+    # back), up to lease + 10 s. restore_s: since when they have been equal.
     deadline = t_act + lease_s + 10.0
     mask = without_mgmt_state if cut else None
     restored_s = None
@@ -281,28 +289,21 @@ def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng:
         d = diffs(before, now, mask)
         if "first_diff" not in rec:
             rec["first_diff"] = {h: x[:10] for h, x in d.items()}
-        if not d:
+        if d:
+            restored_s = None
+        elif restored_s is None:
             restored_s = t - t_act
-            break
-        if t > deadline:
+        if (not d and ctl_end) or t > deadline:
             break
         time.sleep(POLL_S)
     rec["restored"] = restored_s is not None
     rec["restore_s"] = None if restored_s is None else round(restored_s, 3)
     if d:
         rec["diff"] = d
-    if cut:
+    if cut:  # the links stay cut until the hosts are restored and the controller gave up
         for h in cut:
             eh.restore_mgmt(h)
         rec["mgmt_restored_s"] = round(time.monotonic() - t_act, 3)
-        # The carrier comes back asynchronously: a few seconds for the full match.
-        until = time.monotonic() + 5
-        while (d_full := diffs(before, snapshots(eh, pool))) and time.monotonic() < until:
-            note_end()
-            time.sleep(POLL_S)
-        if d_full:
-            rec["restored"] = False
-            rec["diff_after_mgmt_restored"] = d_full
 
     # The controller: ended by itself (agent_kill, mgmt_cut) with a clear error?
     grace_until = time.monotonic() + CONTROLLER_GRACE_S
@@ -321,6 +322,14 @@ def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng:
                              "traceback": "Traceback (most recent call last)" in stderr}
     rec["controller"]["ended_s_after_action"] = (None if rec["controller"]["hung"]
                                                  else round(t_end - t_act, 2))
+    # Once all is over (the management links back, whose carrier returns
+    # asynchronously): the full snapshots, mgmt0 included, equal the ones before.
+    until = time.monotonic() + 5
+    while (d_full := diffs(before, snapshots(eh, pool))) and time.monotonic() < until:
+        time.sleep(POLL_S)
+    if d_full:
+        rec["restored"] = False
+        rec["diff_at_end"] = d_full
     if ctl.returncode == 0:
         try:
             res = json.loads(out_path.read_text())
@@ -339,9 +348,12 @@ def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng:
     rec["phases_s"] = phases
     if scenario == "agent_kill" and rec.get("victim"):
         rec["reaper_log"] = reaper_log_tail(eh, rec["victim"])
+    # A controller may finish well when the kill came after its last request
+    # to that host (teardown); otherwise it must fail.
     rec["ok"] = (not rec.get("missed") and rec["restored"] and not left and not rec["pending_journals"]
                  and not rec["controller"].get("hung") and not rec["controller"].get("traceback")
-                 and (scenario == "controller_kill" or rec["controller"]["exit_code"] != 0))
+                 and (scenario == "controller_kill" or rec["controller"]["exit_code"] != 0
+                      or rec["phase"] == "teardown"))
     return rec
 
 
@@ -367,19 +379,29 @@ def run_scenario(scenario: str, repeats: int, lease_s: float, duration_s: float,
         eh = EmulatedHosts(ch, lease_s=lease_s)
         inventory = eh.build()
         baseline = settled_snapshots(eh, pool)
-        for i in range(repeats):
+        # Random points stratified over the run: repeat k draws from the k-th of
+        # `repeats` equal slices of the range (in random order), so that ten
+        # repeats cover setup, warm-up and window; a missed one redraws anywhere.
+        lo, hi = at_range
+        w = (hi - lo) / repeats
+        ats = [rng.uniform(lo + k * w, lo + (k + 1) * w) for k in range(repeats)]
+        rng.shuffle(ats)
+        i = attempts = 0
+        while i < repeats and attempts < 2 * repeats:  # a missed action (the run ended first) is done again
+            attempts += 1
             not_back = wait_quiet(eh, baseline, pool)
             if not_back:
                 runs.append({"scenario": scenario, "repeat": i, "skipped": "hosts not back at the baseline",
                              "diff": not_back[:20]})
                 print(f"{scenario} #{i}: hosts not at the baseline: {not_back[:3]}", flush=True)
                 continue
-            at = rng.uniform(*at_range)
+            at = ats[i] if not (runs and runs[-1].get("missed")) else rng.uniform(lo, hi)
             rec = run_one(eh, inventory, scenario, at, rng, duration_s, lease_s, pool, eh.workdir, cut_hosts)
             rec["repeat"] = i
             runs.append(rec)
+            i += 0 if rec.get("missed") else 1
             c = rec["controller"]
-            print(f"{scenario} #{i}: at {rec['action_s']:.2f} s{' (' + rec['missed'] + ')' if rec.get('missed') else ''}"
+            print(f"{scenario} #{rec['repeat']}: at {rec['action_s']:.2f} s{' (' + rec['missed'] + ')' if rec.get('missed') else ''}"
                   f"{' victim ' + rec['victim'] if rec.get('victim') else ''}: restored={rec['restored']} "
                   f"in {rec['restore_s']} s; controller "
                   f"{'HUNG' if c.get('hung') else 'exit ' + str(c['exit_code'])} after {c['ended_s_after_action']} s"
@@ -409,11 +431,15 @@ def summarize(scenario: str, runs: list[dict], lease_s: float) -> dict:
         "left_processes": sum(bool(r["left_processes"]) for r in done),
         "pending_journals": sum(bool(r["pending_journals"]) for r in done),
         "ok": sum(bool(r.get("ok")) for r in done),
+        "phases": {ph: sum(r.get("phase") == ph for r in done) for ph in ("setup", "trial", "teardown")},
+        "controller_exit_0_after_teardown_kill": sum(r["controller"].get("exit_code") == 0 for r in done
+                                                     if scenario != "controller_kill"),
     }
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ("scenario", "restored", "max restore s", "median s", "controller outcome", "leftovers")
+    head = ("scenario", "restored", "max restore s", "median s", "action in setup/trial/teardown",
+            "controller outcome", "leftovers")
     lines = [head]
     for s in rows:
         if s["scenario"] == "controller_kill":
@@ -421,8 +447,9 @@ def print_table(rows: list[dict]) -> None:
         else:
             outcome = (f"exit {'/'.join(map(str, s['controller_exit_codes']))}, ended <= {s['controller_max_end_s']} s"
                        f" after the action; hung {s['controller_hung']}, tracebacks {s['controller_tracebacks']}")
+        ph = s["phases"]
         lines.append((s["scenario"], f"{s['restored']}/{s['n']}", str(s["max_restore_s"]), str(s["median_restore_s"]),
-                      outcome, f"processes {s['left_processes']}, journals {s['pending_journals']}"
+                      f"{ph['setup']}/{ph['trial']}/{ph['teardown']}", outcome, f"processes {s['left_processes']}, journals {s['pending_journals']}"
                       + (f"; missed {s['missed']}, skipped {s['skipped']}" if s["missed"] or s["skipped"] else "")))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     for row in lines:

@@ -58,7 +58,7 @@ def crash(scenario: str, victim: str | None = None) -> dict:
 
 def assert_restored(rec: dict) -> None:
     assert not rec.get("missed"), rec
-    assert rec["restored"], rec.get("diff") or rec.get("diff_after_mgmt_restored")
+    assert rec["restored"], rec.get("diff") or rec.get("diff_at_end")
     assert rec["restore_s"] <= LEASE_S + 10
     assert rec["left_processes"] == {}
     assert rec["pending_journals"] == {}
@@ -99,7 +99,7 @@ def test_management_links_cut(testbed, host_unchanged):
     rec = crash("mgmt_cut")
     assert rec["cut"] == ["tg", "dut"]
     assert_restored(rec)
-    assert "diff_after_mgmt_restored" not in rec
+    assert "diff_at_end" not in rec
     assert_failed_naming(rec, "tg")
     assert rec["controller"]["ended_s_after_action"] < LEASE_S + 10
 

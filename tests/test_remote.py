@@ -194,6 +194,27 @@ def hosts():
     assert wait_host_state(before) == before
 
 
+@pytest.fixture(autouse=True)
+def previous_agents_gone():
+    """Agents of an earlier test (and their reapers) exit just after their
+    sessions close; a snapshot taken before they are gone would list them."""
+    import time
+
+    def reapers() -> bool:
+        for c in Path("/proc").glob("[0-9]*/comm"):
+            try:
+                if c.read_text().strip() == "softnet-reaper":
+                    return True
+            except OSError:  # gone meanwhile
+                pass
+        return False
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and reapers():
+        time.sleep(0.1)
+    yield
+
+
 def snapshots(eh, names=("tg", "dut")) -> dict:
     return {h: host_snapshot(eh.ns_of(h)) for h in names}
 

@@ -35,10 +35,10 @@ class HostOps:
     def link_up(self, ifname: str) -> None:
         with IPRoute() as ipr:
             idx = _index(ipr, ifname)
-            was_up = bool(ipr.get_links(idx)[0]["flags"] & 1)
-            if was_up:
+            link = ipr.get_links(idx)[0]
+            if link["flags"] & 1:  # IFF_UP already
                 return
-            self._record(f"{ifname} up", "link_state", ifname=ifname, up=False)
+            self._record(f"{ifname} up", "link_state", ifname=ifname, up=False, qdisc=link.get_attr("IFLA_QDISC"))
             ipr.link("set", index=idx, state="up")
 
     def add_address(self, ifname: str, address: str, prefixlen: int) -> None:

@@ -8,8 +8,8 @@ controller. What differs is recorded: which host each piece ran on
 SUT host line up with the generator's clock (`window_skew_ms`).
 
 No SSH traffic crosses the SUT host while the window runs: its window-edge
-reads are scheduled on its own clock before the generator starts, its lease
-is extended over the trial, and its samples are collected afterwards.
+reads are scheduled on its own clock during the warm-up, its lease is
+extended over the trial, and its samples are collected afterwards.
 """
 from __future__ import annotations
 

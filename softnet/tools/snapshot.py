@@ -36,7 +36,7 @@ def host_snapshot(netns: str | None = None, sysctls=DEFAULT_SYSCTLS) -> dict:
     files = _read_files(run, [*(f"/proc/sys/{k.replace('.', '/')}" for k in sysctls),
                               *(f"/sys/class/net/{n}/threaded" for n in names)])
     return {
-        "links": {link["ifname"]: _link(link) for link in links},
+        "links": {link["ifname"]: _stable(link) for link in links},
         "addresses": {a["ifname"]: [_address(i) for i in a.get("addr_info", [])]
                       for a in json.loads(run(["ip", "-j", "addr"]) or "[]")},
         "routes4": _sorted(_stable(r) for r in json.loads(run(["ip", "-j", "-4", "route"]) or "[]")),
@@ -85,17 +85,6 @@ def _stable(obj):
     if isinstance(obj, list):
         return [_stable(v) for v in obj]
     return obj
-
-
-def _link(link: dict) -> dict:
-    """A link's state. The root qdisc of a link that is down carries no
-    traffic and is not compared: bringing a never-activated link up attaches
-    its default qdisc (noop -> noqueue, mq, ...), and the kernel keeps it
-    after the link goes down again; no undo can give "noop" back."""
-    out = _stable(link)
-    if "UP" not in link.get("flags", []):
-        out["qdisc"] = "(link down)"
-    return out
 
 
 def _address(info: dict) -> dict:

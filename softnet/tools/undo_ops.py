@@ -151,13 +151,24 @@ UNDO = {
     "affinity": _affinity,
     "kill": _kill,
     "link_del": lambda e: _netlink(e, lambda ipr, i: ipr.link("del", index=i)),
-    "link_state": lambda e: _netlink(e, lambda ipr, i: ipr.link("set", index=i, state="up" if e["up"] else "down")),
+    "link_state": lambda e: _link_state(e),
     "addr_del": lambda e: _netlink(e, lambda ipr, i: ipr.addr("del", index=i, address=e["address"],
                                                                prefixlen=e["prefixlen"])),
     "neigh_del": lambda e: _netlink(e, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=e["dst"])),
     "ethtool_features": _ethtool,
     "xdp_off": _xdp_off,
 }
+
+
+def _link_state(e: dict) -> None:
+    """The link back up or down; a link that had never been up (root qdisc
+    "noop") gets noop back: its first activation attached the default qdisc,
+    which outlives the link going down, and grafting one and deleting it on
+    a down link leaves noop."""
+    _netlink(e, lambda ipr, i: ipr.link("set", index=i, state="up" if e["up"] else "down"))
+    if not e["up"] and e.get("qdisc") == "noop" and _link_exists(e["ifname"]):
+        _run(["tc", "qdisc", "replace", "dev", e["ifname"], "root", "pfifo"])
+        _run(["tc", "qdisc", "del", "dev", e["ifname"], "root"])
 
 
 def netns_bound(e: dict) -> bool:

@@ -47,6 +47,9 @@ bench: setup
 	$(VENV)/bin/python bench/latency_hist_bench.py
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/xsk_stamp_bench.py
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/latency_rate_bench.py
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/restore_bench.py --repeats 10 --scenario all
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/agent_cost.py --repeats 5 --window 30
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/multigen_bench.py 5
 
 clean:
 	$(MAKE) -C native clean

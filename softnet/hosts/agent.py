@@ -201,7 +201,7 @@ class Agent:
         """This host's testbed lock for the controller's run; a second user is
         told who holds it."""
         if self.lock is None:
-            lock = testbed_lock(wait_s=wait_s, lock_dir=self.state_dir, holder=holder)
+            lock = testbed_lock(wait_s=wait_s, lock_dir=self.state_dir, on_behalf=holder)
             try:
                 self.holder = lock.__enter__()
             except TestbedBusy as exc:

@@ -60,10 +60,10 @@ def read_holder(path: Path) -> dict:
 @contextmanager
 def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, lock_dir: Path | None = None,
                  on_wait: Callable[[dict], None] = lambda holder: None,
-                 holder: dict | None = None) -> Iterator[dict]:
+                 on_behalf: dict | None = None) -> Iterator[dict]:
     """Hold the testbed lock for the body; wait up to ``wait_s`` for a holder
     to finish (``on_wait(holder)`` once), else raise TestbedBusy naming it.
-    ``holder``: who holds it, when not this process's command (the agent
+    ``on_behalf``: who holds it, when not this process's command (the agent
     takes it for a remote controller: {"who": "user@host pid N", "command": ...})."""
     if _held:  # the command holds it and its testbed takes it again: one process, one run
         yield _held[0]
@@ -92,7 +92,7 @@ def testbed_lock(results_dir: str | Path | None = None, wait_s: float = 0.0, loc
         # a softnet command by its arguments; a library user (bench, tests) by its own command line
         cmd = (["softnet", *sys.argv[1:]] if Path(sys.argv[0]).name in ("softnet", "__main__.py") else sys.argv)
         holder = {"pid": os.getpid(), "command": " ".join(cmd), "started_unix_s": time.time(),
-                  "results_dir": None if results_dir is None else str(results_dir), **(holder or {})}
+                  "results_dir": None if results_dir is None else str(results_dir), **(on_behalf or {})}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         _held.append(holder)

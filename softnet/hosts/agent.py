@@ -122,9 +122,12 @@ class Agent:
         return code
 
     def _handle(self, line: bytes) -> str | None:
-        rid = None
+        rid, req = None, {}
         try:
-            req = json.loads(line)
+            parsed = json.loads(line)
+            if not isinstance(parsed, dict):
+                raise AgentError('a request is one JSON object per line: {"id": N, "op": "..."}')
+            req = parsed
             rid, op = req.get("id"), req.get("op")
             fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
             if fn is None:
@@ -141,8 +144,7 @@ class Agent:
         except Exception as exc:  # an op that failed; the controller decides (and undoes through bye)
             reply = {"id": rid, "ok": False, "error": str(exc) if isinstance(exc, SoftnetError)
                      else f"{type(exc).__name__}: {exc}"}
-        self.deadline = time.monotonic() + self.lease_s if self.deadline - time.monotonic() < self.lease_s \
-            else self.deadline  # a long op (doctor, a generator's wait) does not eat the lease
+        self.deadline = max(self.deadline, time.monotonic() + self.lease_s)  # a long op does not eat the lease
         self.out.write(json.dumps(reply) + "\n")
         self.out.flush()
         return "bye" if reply.get("ok") and req.get("op") == "bye" else None

@@ -33,13 +33,14 @@ from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
-from softnet.errors import SoftnetError, TestbedError
+from softnet.errors import SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.testbed.local import ADDR, Endpoints
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
+from softnet.tools import link_counters
 from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
                                    replay_here, stale_journals)
 from softnet.tools.links import LinkRef
@@ -369,8 +370,9 @@ class Agent:
                  procfs_snapshot: bool = False) -> dict:
         """Counters of this host's interfaces (and /proc), as the local trial
         reads them; ifindex: how the profiler's kernel records name them."""
-        out = {"links": link_stats(ifnames), "ethtool": {i: ethtool_stats(i) for i in ethtool},
-               "qdisc_drops": sum(qdisc_drops(i) for i in qdiscs), "time_unix_s": time.time(),
+        out = {"links": {i: link_counters.link_stats(None, i) for i in ifnames},
+               "ethtool": {i: link_counters.ethtool_stats(None, i, check=False) for i in ethtool},
+               "qdisc_drops": sum(link_counters.qdisc_drops(None, i) for i in qdiscs), "time_unix_s": time.time(),
                "netns_inode": os.stat("/proc/self/ns/net").st_ino,
                "ifindex": {i: socket.if_nametoindex(i) for i in ifnames}}
         if procfs_snapshot:
@@ -463,39 +465,6 @@ def host_facts() -> dict:
     return {k: p[k] for k in ("softnet_version", "kernel", "hostname", "cpu_model", "cpus_online")} | {
         "cpu_model": cpu_model(), "netns_inode": os.stat("/proc/self/ns/net").st_ino,
         "cpus_usable": sorted(os.sched_getaffinity(0)), "cpu_freq_hz": cpu_freq_hz(), "sysctls": host_sysctls()}
-
-
-def link_stats(ifnames: list[str]) -> dict[str, dict[str, int]]:
-    from pyroute2 import IPRoute
-
-    out = {}
-    with IPRoute() as ipr:
-        for name in ifnames:
-            links = ipr.get_links(ifname=name)
-            if not links:
-                raise TestbedError(f"no interface {name} on this host")
-            stats = links[0].get("stats64") or {}
-            out[name] = {k: int(stats.get(k, 0)) for k in
-                         ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
-    return out
-
-
-def ethtool_stats(ifname: str) -> dict[str, int]:
-    from softnet.tools import hostcmd
-
-    stats = {}
-    for line in hostcmd.run(["ethtool", "-S", ifname], check=False).splitlines()[1:]:
-        key, _, val = line.strip().partition(":")
-        if val.strip().isdigit():
-            stats[key.strip()] = int(val)
-    return stats
-
-
-def qdisc_drops(ifname: str) -> int:
-    from softnet.tools import hostcmd
-
-    out = hostcmd.run(["tc", "-s", "-j", "qdisc", "show", "dev", ifname])
-    return sum(int(q.get("drops", 0)) for q in json.loads(out or "[]"))
 
 
 def main(state_dir: str | None = None, lease_s: float = 10.0) -> int:

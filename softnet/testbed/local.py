@@ -14,7 +14,6 @@ work to a NAPI kthread (threaded NAPI, which we pin) or to RPS.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from pyroute2 import IPRoute
 from softnet.tools.links import LinkRef
 from softnet.errors import InputError
 from softnet.testbed.netns import NetnsLab, cpu_mask
-from softnet.tools import hostcmd
+from softnet.tools import hostcmd, link_counters
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.tools.process import bpf_object
 
@@ -226,17 +225,9 @@ class LocalTestbed(NetnsLab):
     # ---- diagnostics ----------------------------------------------------
     def link_stats(self) -> dict[str, dict[str, int]]:
         """stats64 of every testbed interface, keyed 'role'."""
-        out = {}
-        for role, if_role in (("gen", "gen"), ("sut_in", "sut_in"), ("sut_out", "sut_out"), ("sink", "sink")):
-            ns_role = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}[role]
-            if ns_role == "sut" and self.sut == "none":
-                continue
-            with IPRoute(netns=self.ns[ns_role]) as ipr:
-                link = ipr.get_links(ifname=self.ifs[if_role])[0]
-                stats = link.get("stats64") or {}
-                out[role] = {k: int(stats.get(k, 0)) for k in
-                             ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")}
-        return out
+        ns_of = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}
+        return {role: link_counters.link_stats(self.ns[ns_of[role]], self.ifs[role]) for role in ns_of
+                if not (ns_of[role] == "sut" and self.sut == "none")}
 
     def sample_links(self) -> list[LinkRef]:
         """The testbed's interfaces for the kernel statistics sampler."""
@@ -260,18 +251,8 @@ class LocalTestbed(NetnsLab):
         noqueue, so this moves only when a qdisc was configured)."""
         if self.sut == "none":
             return 0
-        total = 0
-        for role in ("sut_in", "sut_out"):
-            out = hostcmd.in_netns(self.ns["sut"], ["tc", "-s", "-j", "qdisc", "show", "dev", self.ifs[role]])
-            total += sum(int(q.get("drops", 0)) for q in json.loads(out or "[]"))
-        return total
+        return sum(link_counters.qdisc_drops(self.ns["sut"], self.ifs[role]) for role in ("sut_in", "sut_out"))
 
     def ethtool_stats(self, role: str) -> dict[str, int]:
         ns_role = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}[role]
-        text = hostcmd.in_netns(self.ns[ns_role], ["ethtool", "-S", self.ifs[role]])
-        stats = {}
-        for line in text.splitlines()[1:]:
-            key, _, val = line.strip().partition(":")
-            if val.strip().isdigit():
-                stats[key.strip()] = int(val)
-        return stats
+        return link_counters.ethtool_stats(self.ns[ns_role], self.ifs[role])

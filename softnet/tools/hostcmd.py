@@ -21,6 +21,11 @@ def in_netns(ns: str, argv: list[str], **kw) -> str:
     return run(["ip", "netns", "exec", ns, *argv], **kw)
 
 
+def run_in(ns: str | None, argv: list[str], **kw) -> str:
+    """argv inside namespace ns, or here for None (a remote agent's own host)."""
+    return in_netns(ns, argv, **kw) if ns else run(argv, **kw)
+
+
 def read_ns_file(ns: str, path: str) -> str:
     return in_netns(ns, ["cat", path]).strip()
 

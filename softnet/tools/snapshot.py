@@ -29,7 +29,7 @@ PAIR_SEP = re.compile(r"\s{2,}(?=[A-Za-z][\w -]*:)")  # between two "key: value"
 def host_snapshot(netns: str | None = None, sysctls=DEFAULT_SYSCTLS) -> dict:
     """State of the host (netns None) or of a namespace, as plain JSON data."""
     def run(argv: list[str], **kw) -> str:
-        return hostcmd.in_netns(netns, argv, **kw) if netns else hostcmd.run(argv, **kw)
+        return hostcmd.run_in(netns, argv, **kw)
 
     links = json.loads(run(["ip", "-j", "link"]) or "[]")
     names = sorted(link["ifname"] for link in links)

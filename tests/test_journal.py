@@ -234,7 +234,9 @@ def test_reaper_restores_after_sigkill(host_unchanged, ns, base, other):
     before = ns_state(ns, other)
     proc, info = start_agent(ns, "crash", base / "a", other)
     assert_changed(before, ns_state(ns, other))
-    assert Path(f"/proc/{info['reaper']}/comm").read_text().strip() == "softnet-reaper"
+    # the reaper names itself once its Python has started: give it that time
+    wait_for(lambda: Path(f"/proc/{info['reaper']}/comm").read_text().strip() == "softnet-reaper", 10,
+             "the reaper to name itself")
     kill_agent(proc)
     wait_for(lambda: ns_state(ns, other) == before and gone(info["sleep"]), 5, "the reaper to restore")
     wait_for(lambda: gone(info["reaper"]), 5, "the reaper to exit")

@@ -305,6 +305,8 @@ class Agent:
                                          anchors=[a["anchor"], *self.anchors[:len(cpus) - 1]])
             for job in group.jobs[1:]:
                 ops.started(job.proc, f"generator stream on {a['ifname']}")
+            if group.t0_ns:  # several generators start sending together at t0, a little later
+                started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
             return {"handle": self._add_tool(group, group.proc, f"generator on {a['ifname']}"),
                     "started_unix_s": started}
         if tool == "stalls":

@@ -34,6 +34,10 @@ SUTS = {
 }
 STEERINGS = ("threaded", "rps")
 BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
+# Several destination addresses (dst_ips > 1) come from these ranges, which
+# every personality routes towards the sink (its address is the next hop):
+# clear of the SUT's and sink's own addresses, so none is delivered locally.
+DST_RANGE = {4: ipaddress.ip_network("198.19.128.0/17"), 6: ipaddress.ip_network("2001:2:0:8000::/64")}
 
 # role -> (IPv4 address, IPv6 address, MAC). 198.18/24 and 2001:2::/64 on the
 # generator side, 198.19/24 and 2001:2:0:1::/64 on the sink side.
@@ -67,6 +71,20 @@ def first_source(ip_version: int, src_ip: str, n: int) -> str:
         raise InputError("src_ips", f"{n} IPv6 source addresses from {start} (the first after the SUT's own) "
                          f"overflow its last 16 bits: at most {0x10000 - (int(start) & 0xffff)}")
     return str(start)
+
+
+def first_destination(ip_version: int, dst_ip: str, n: int) -> str:
+    """The first of the ``n`` consecutive destination addresses of a trial:
+    the sink's own address for one; for more, DST_RANGE's first host up
+    (IPv6: softnet-gen varies the last 16 bits only)."""
+    if n == 1:
+        return dst_ip
+    net = DST_RANGE[ip_version]
+    first = net.network_address + 1
+    limit = min(net.num_addresses - 2, 0xffff - 1)
+    if n > limit:
+        raise InputError("dst_ips", f"{n} destination addresses: at most {limit} (from {first} in {net})")
+    return str(first)
 
 
 @dataclass

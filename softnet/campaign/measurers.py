@@ -95,7 +95,7 @@ class TestbedMeasurer:
             t = self.spec.testbed
             sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp)
                      for role, name in zip(("sut_in", "sut_out"), t.sides())}
-            self.tb = LocalTestbed(self.changes, t.sut, self.placement, sides)
+            self.tb = LocalTestbed(self.changes, t.personality(), self.placement, sides)
             self.ep = self.tb.build()
         except BaseException:
             self.changes.__exit__(None, None, None)

@@ -44,7 +44,6 @@ from softnet.errors import InputError
 from softnet.specfile import read_toml, spec_error  # noqa: F401 (spec_error: for the CLI)
 from softnet.units import parse_rate
 
-SUT_KINDS = ("ipv4-fwd", "ipv6-fwd", "none", "synthetic")
 MAX_LATENCY_FRACTIONS = 10
 # A full factorial grows as the product of its knobs' value counts; beyond this
 # a matrix is a typo (or days of measuring), not a plan.
@@ -69,7 +68,11 @@ class SideSpec(Strict):
 
 class TestbedSpec(Strict):
     __test__ = False
-    sut: Literal["ipv4-fwd", "ipv6-fwd", "none", "synthetic"] = "ipv4-fwd"
+    # a SUT personality's spec string (softnet.testbed.personalities), e.g.
+    # "nft-fw:rules=100,conntrack=on", or "synthetic" (simulated, no root)
+    sut: str = "ipv4-fwd"
+    # the custom personality's commands (softnet.testbed.personalities.custom)
+    custom: dict[str, Any] | None = None
     gen_cpu: int | None = None
     sut_cpus: list[int] | None = None
     sink_cpu: int | None = None
@@ -101,6 +104,22 @@ class TestbedSpec(Strict):
     def ingress_steering(self) -> str:
         return self.side(self.sides()[0]).steering or self.steering
 
+    @field_validator("sut")
+    @classmethod
+    def known_personality(cls, v: str) -> str:
+        if v == "synthetic":
+            return v
+        from softnet.testbed.personalities import parse_sut
+        try:
+            return parse_sut(v, "testbed.sut").spec
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+
+    def personality(self):
+        """The SUT personality (not for "synthetic")."""
+        from softnet.testbed.personalities import parse_sut
+        return parse_sut(self.sut, "testbed.sut", self.custom)
+
     @model_validator(mode="after")
     def receiving_side_has_napi(self):
         ingress = self.side(self.sides()[0])
@@ -116,7 +135,8 @@ class TestbedSpec(Strict):
                 raise ValueError("name / testbeds choose a testbed of an inventory: give inventory = FILE too")
             return self
         if self.sut not in ("ipv4-fwd", "ipv6-fwd"):
-            raise ValueError(f"sut = \"{self.sut}\" on an inventory's hosts; accepted: ipv4-fwd, ipv6-fwd")
+            raise ValueError(f"sut = \"{self.sut}\" on an inventory's hosts; accepted: ipv4-fwd, ipv6-fwd "
+                             "(the other personalities run on the local testbed only)")
         if self.placement is not None or self.sink_cpu is not None or self.direction != "a_to_b":
             raise ValueError("placement, sink_cpu and direction are for the local testbed; on real hosts the "
                              "cabling of the inventory decides")
@@ -466,7 +486,15 @@ def load_spec(path: str | Path) -> CampaignSpec:
                 hosts.ports(cell.testbed.name)
             except InputError as exc:
                 raise InputError(f"{path}: testbed.name", exc.message) from None
-    for _, cell in spec.cells():
+    checked: set[str] = set()
+    for knobs, cell in spec.cells():
+        if cell.testbed.sut != "synthetic" and cell.testbed.sut not in checked:
+            # what this host lacks, and the custom personality's table: refused now
+            from softnet.doctor.personalities import require
+
+            where = f"{path}: " + ('matrix."testbed.sut"' if "testbed.sut" in knobs else "testbed.sut")
+            require(cell.testbed.personality(), where)
+            checked.add(cell.testbed.sut)
         # Unit errors now, before anything runs.
         if cell.method.kind == "search":
             cell.search_range_pps()

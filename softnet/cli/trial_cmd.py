@@ -93,19 +93,21 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
     """Every input checked before the testbed lock is waited for or the host touched.
     ``traffic``: parse_traffic()'s fields."""
     from softnet.campaign.trial import first_source
-    from softnet.testbed.local import ADDR, SUTS
+    from softnet.doctor.personalities import require
+    from softnet.testbed.local import ADDR
+    from softnet.testbed.personalities import parse_sut
 
-    if sut not in SUTS:
-        raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
+    personality = parse_sut(sut, "--sut")
+    require(personality, "--sut")
     spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration, warmup_s=warmup,
                      frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty,
                      **(stalls or {}), **(traffic or {}))
-    v = 6 if sut == "ipv6-fwd" else 4
+    v = personality.ip_version
     try:  # the local testbed's source addresses (the remote ones refuse src_ips > 1 before this)
         first_source(v, ADDR["gen"][0 if v == 4 else 1], spec.src_ips)
     except InputError as exc:
         raise InputError("--src-ips", exc.message) from None
-    spec.validate(6 if sut == "ipv6-fwd" else 4)
+    spec.validate(v)
     if raw_out is not None:
         check_writable(raw_out)
 

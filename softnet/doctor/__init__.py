@@ -28,6 +28,7 @@ from softnet.doctor.host import (_probe_af_xdp, _probe_bpf_raw_tracepoint, _prob
                                  _probe_rapl, _probe_tools, _probe_tracefs, tracefs_info)
 from softnet.doctor.lab import (_Lab, _probe_actions, _probe_classifiers, _probe_netns, _probe_qdiscs,
                                 _probe_root, _probe_rps, _probe_threaded_napi, _probe_veth, _probe_xdp_veth)
+from softnet.doctor.personalities import probe_personalities
 from softnet.errors import TestbedError
 from softnet.tools.changes import HostChanges
 
@@ -74,6 +75,7 @@ def run_probes() -> list[Check]:
     checks += _guard(_probe_rapl, ["rapl_power"])
     checks += _guard(_probe_irq_time, ["irq_time_accounting"], config, config_src)
     checks += _guard(_probe_tools, [f"tool:{k}" for k in TOOLS])
+    checks += probe_personalities()
     if os.geteuid() != 0:  # a refusal to a non-root user says nothing about the host
         for c in checks:
             if c.name != "root" and c.ok is False and any(w in c.detail for w in _DENIED):

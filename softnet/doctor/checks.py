@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from softnet.testbed.personalities import names as personality_names
 from softnet.tools.changes import NAME_PREFIX
 
 
@@ -92,11 +93,13 @@ def check_names() -> list[str]:
             + [f"tc_action:{k}" for k in ACTIONS]
             + ["tracefs", "bpf_raw_tracepoint", "kprobes", "fentry_fexit", "kernel_btf", "hw_perf_counters",
                "rapl_power", "irq_time_accounting"]
-            + [f"tool:{k}" for k in TOOLS])
+            + [f"tool:{k}" for k in TOOLS] + [f"sut:{n}" for n in personality_names()])
 
 
 def _enables(name: str) -> str:
     kind, _, sub = name.partition(":")
+    if kind == "sut":
+        return f"SUT personality {sub}"
     table = {"qdisc": QDISCS, "tc_filter": CLASSIFIERS, "tc_action": ACTIONS, "tool": TOOLS}.get(kind)
     return table[sub][1] if table else ENABLES[name]
 

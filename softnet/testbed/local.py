@@ -23,15 +23,11 @@ from pyroute2 import IPRoute
 from softnet.tools.links import LinkRef
 from softnet.errors import InputError
 from softnet.testbed.netns import NetnsLab, cpu_mask
+from softnet.testbed.personalities import Personality, parse_sut
 from softnet.tools import hostcmd, link_counters
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.tools.process import bpf_object
 
-SUTS = {
-    "ipv4-fwd": "kernel IPv4 forwarding",
-    "ipv6-fwd": "kernel IPv6 forwarding",
-    "none": "no SUT: generator veth paired straight with the sink",
-}
 STEERINGS = ("threaded", "rps")
 BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
 # Several destination addresses (dst_ips > 1) come from these ranges, which
@@ -153,20 +149,20 @@ class LocalTestbed(NetnsLab):
 
     addr = ADDR
 
-    def __init__(self, changes: HostChanges, sut: str = "ipv4-fwd", placement: Placement | None = None,
+    def __init__(self, changes: HostChanges, sut: str | Personality = "ipv4-fwd", placement: Placement | None = None,
                  sides: dict[str, SideSettings] | None = None):
-        """``sides``: settings of the SUT's receiving ("sut_in") and sending
+        """``sut``: a personality or its spec string (softnet.testbed.personalities);
+        ``sides``: settings of the SUT's receiving ("sut_in") and sending
         ("sut_out") interfaces; defaults: GRO on, no XDP."""
-        if sut not in SUTS:
-            raise InputError("--sut", f"unknown SUT '{sut}'; accepted: {', '.join(SUTS)}")
+        self.personality = sut if isinstance(sut, Personality) else parse_sut(sut, "--sut")
         super().__init__(changes)
-        self.sut = sut
+        self.sut = self.personality.spec
         self.placement = placement or Placement.default()
         self.placement.validate()
         self.sides = {"sut_in": SideSettings(), "sut_out": SideSettings(), **(sides or {})}
         for role, side in self.sides.items():
             side.validate(f"sides.{role}", receiving=role == "sut_in")
-        self.ip_version = 6 if sut == "ipv6-fwd" else 4
+        self.ip_version = self.personality.ip_version
         p = f"{NAME_PREFIX}{self.run_id}"
         self.ns = {"gen": f"{p}-gen", "sut": f"{p}-sut", "sink": f"{p}-snk"}
         i = f"sn{self.run_id}"  # interface names: at most 15 characters
@@ -189,8 +185,7 @@ class LocalTestbed(NetnsLab):
         else:
             self._add_veth("gen", "gen", "sut", "sut_in", peer_role="sut_in")
             self._add_veth("sut", "sut_out", "sink", "sink", role="sut_out", peer_role="sink")
-            self._configure_sut()
-            next_hop = "sut_in"
+            next_hop = self.personality.next_hop_role
         v = 0 if self.ip_version == 4 else 1
         self._neigh("gen", "gen", ADDR[next_hop][v], ADDR[next_hop][2])
         # Without a SUT, the sink's receive processing takes the SUT's CPUs.
@@ -201,20 +196,13 @@ class LocalTestbed(NetnsLab):
         if self.sut != "none":
             for role, side in self.sides.items():
                 self._apply_side(role, side)
+            # after the sides: a personality may attach its own XDP program
+            self.personality.configure(self)
         return Endpoints(
             gen_ns=self.ns["gen"], gen_if=self.ifs["gen"], anchor_if=self.ifs["anchor"],
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
-            src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v],
+            src_ip=ADDR["gen"][v], dst_ip=self.personality.dst_ip(self),
             sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
-
-    def _configure_sut(self) -> None:
-        ns = self.ns["sut"]
-        key = "net.ipv4.ip_forward" if self.sut == "ipv4-fwd" else "net.ipv6.conf.all.forwarding"
-        self.set_sysctl(ns, key, "1")
-        v = 0 if self.ip_version == 4 else 1
-        self._neigh("sut", "sut_out", ADDR["sink"][v], ADDR["sink"][2])
-        self._neigh("sut", "sut_in", ADDR["gen"][v], ADDR["gen"][2])
-        self._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
 
     def _apply_side(self, role: str, side: SideSettings) -> None:
         ns, dev = self.ns["sut"], self.ifs[role]

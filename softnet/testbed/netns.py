@@ -106,6 +106,12 @@ class NetnsLab:
         self.changes.record(f"neighbour {ns}/{name} {ip} lladdr {mac} permanent",
                             lambda: None)  # removed with its interface
 
+    def add_route(self, ns_role: str, dst: str, via: str, if_role: str) -> None:
+        ns = self.ns[ns_role]
+        with IPRoute(netns=ns) as ipr:
+            ipr.route("replace", dst=dst, gateway=via, oif=ipr.link_lookup(ifname=self.ifs[if_role])[0])
+        self.changes.record(f"route {ns} {dst} via {via}", lambda: None)  # removed with its namespace
+
     def set_sysctl(self, ns: str, key: str, value: str) -> None:
         old = hostcmd.sysctl_get(ns, key)
         hostcmd.sysctl_set(ns, key, value)

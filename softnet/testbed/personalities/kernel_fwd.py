@@ -1,0 +1,46 @@
+"""Kernel IP forwarding (IPv4, IPv6) and "none" (generator paired with the sink)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from softnet.testbed.personalities.base import Personality
+
+if TYPE_CHECKING:
+    from softnet.testbed.local import LocalTestbed
+
+
+class L3Forwarding(Personality):
+    """The routed SUT every L3 personality starts from: forwarding on, static
+    neighbours (the sink drops ARP/ND in XDP, so dynamic resolution would stop
+    forwarding), and the destination range several dst_ips come from routed
+    towards the sink."""
+
+    def configure(self, tb: "LocalTestbed") -> None:
+        from softnet.testbed.local import ADDR, DST_RANGE
+
+        ns, v = tb.ns["sut"], 0 if self.ip_version == 4 else 1
+        key = "net.ipv4.ip_forward" if self.ip_version == 4 else "net.ipv6.conf.all.forwarding"
+        tb.set_sysctl(ns, key, "1")
+        tb._neigh("sut", "sut_out", ADDR["sink"][v], ADDR["sink"][2])
+        tb._neigh("sut", "sut_in", ADDR["gen"][v], ADDR["gen"][2])
+        tb._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
+        tb.add_route("sut", str(DST_RANGE[self.ip_version]), ADDR["sink"][v], "sut_out")
+
+
+class Ipv4Fwd(L3Forwarding):
+    name = "ipv4-fwd"
+    summary = "kernel IPv4 forwarding"
+    remote: ClassVar[bool] = True
+
+
+class Ipv6Fwd(L3Forwarding):
+    name = "ipv6-fwd"
+    summary = "kernel IPv6 forwarding"
+    ip_version = 6
+    remote: ClassVar[bool] = True
+
+
+class NoSut(Personality):
+    name = "none"
+    summary = "no SUT: generator veth paired straight with the sink"
+    next_hop_role = "sink"

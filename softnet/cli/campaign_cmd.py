@@ -87,11 +87,57 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     else:
         if configs or not (searches or latency):
             show_analysis(configs, tables, wide)
+        if is_store and compares_data_paths(configs):
+            show_data_paths(data_path_rows(path, configs), wide)
         if searches:
             show_searches(searches, wide)
         for cid in latency:
             latency_cmd.show(path, cid, False, wide)
     return configs
+
+
+def compares_data_paths(configs: list[Configuration]) -> bool:
+    """A sweep over the SUT personality (the matrix knob testbed.sut)."""
+    return len(configs) > 1 and any("testbed.sut" in c.knobs for c in configs)
+
+
+def data_path_rows(results_dir: Path, configs: list[Configuration]) -> list:
+    from softnet.analysis.data_paths import compare
+    from softnet.results.readers import trial_results
+    from softnet.results.store import Store
+
+    with Store(results_dir, read_only=True) as store:
+        full = {c.label: trial_results(store, c.meta["campaign_id"], c.meta["cell_id"]) for c in configs
+                if c.source == "softnet"}
+    return compare(configs, full)
+
+
+DATA_PATH_COLS = [Col("#"), Col("data path", text=True), Col("verdict", justify="left"), Col("NDR"),
+                  Col("PDR in"), Col("capacity"), Col("capacity CI95", wide=True), Col("ns/pkt"),
+                  Col("ns/pkt CI95", wide=True)]
+
+
+def show_data_paths(rows: list, wide: bool = False) -> None:
+    """The data paths ranked: NDR, the PDR's bracket [tested load met, next
+    load), capacity (largest mean throughput, CI95 over runs), SUT CPU ns per
+    forwarded packet at the lowest load."""
+    def ci(pair, unit=""):
+        return "-" if pair is None else f"{eng(pair[0], unit)}-{eng(pair[1], unit)}"
+
+    out = []
+    for r in rows:
+        top = "max" if r.pdr_next_pps is None else eng(r.pdr_next_pps, "pps")
+        out.append([f"{r.rank}" + ("=" if r.tied_with else ""), r.label,
+                    f"[{verdict_style(r.verdict)}]{r.verdict}[/]", eng(r.ndr_pps, "pps"),
+                    "-" if r.pdr_pps is None else f"[{eng(r.pdr_pps)}, {top})", eng(r.capacity_pps, "pps"),
+                    ci(r.capacity_ci), "-" if r.cpu_ns_per_pkt is None else f"{r.cpu_ns_per_pkt:,.0f}",
+                    ci(r.cpu_ns_ci)])
+    console.print(table("data paths, ranked (PDR, then capacity)", DATA_PATH_COLS, out, wide))
+    ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
+    if ref:
+        console.print(f"  ns/pkt: SUT CPU time per forwarded packet at {eng(ref, 'pps')} (the lowest load); "
+                      "= : not separable from a neighbour (PDR brackets and capacity CI95 overlap)",
+                      highlight=False)
 
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:

@@ -1,0 +1,62 @@
+"""Data paths side by side (softnet.analysis.data_paths) on real inputs: the
+published PASTRAMI sweeps and a trial captured on this machine."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from softnet.analysis.campaigns import analyze_pastrami
+from softnet.analysis.data_paths import compare, cpu_ns_per_packet
+from softnet.analysis.trial_eval import evaluate
+
+DATA = Path(__file__).parent / "data"
+PASTRAMI = Path("/work/shared/data/pastrami")
+if not PASTRAMI.is_dir():
+    PASTRAMI = Path(__file__).resolve().parents[2] / "shared" / "data" / "pastrami"
+
+
+def _configs(*names):
+    return analyze_pastrami([PASTRAMI / "vm" / n for n in names], 0.005, 0.1, 0.95)
+
+
+def test_cpu_per_packet_of_a_sampled_trial():
+    raw = json.loads((DATA / "raw_trials" / "ipv4fwd_100kpps_sampled.json").read_text())["raw"]
+    r = evaluate(raw).to_dict()
+    k = r["kernel"]
+    cpus = k["normalized"]["cpus"]
+    busy = sum(k["per_cpu"][c]["cpu_time_pct"] for c in cpus) / 100 * k["window_s"]
+    ns = cpu_ns_per_packet(r)
+    assert ns == pytest.approx(busy * 1e9 / r["received_pkts"])
+    # kernel IPv4 forwarding on a VM vCPU: hundreds of ns to tens of us per packet
+    assert 100 < ns < 50_000
+    assert cpu_ns_per_packet({**r, "kernel": None}) is None
+    assert cpu_ns_per_packet({**r, "received_pkts": 0}) is None
+
+
+def test_ranked_by_pdr_and_ties_named():
+    files = sorted(p.name for p in (PASTRAMI / "vm").glob("clab_tb2_raw_50_k6.5_intel_vm_*.txt"))[:2]
+    configs = _configs(*files)
+    same = dataclasses.replace(configs[0], label=configs[0].label + " (again)")
+    rows = compare([*configs, same], {})
+    assert [r.rank for r in rows] == sorted(r.rank for r in rows)
+    twins = [r for r in rows if r.label.startswith(configs[0].label)]
+    # a sweep measured twice cannot be told apart from itself
+    assert twins[0].rank == twins[1].rank and twins[0].label in twins[1].tied_with
+    for r in rows:
+        assert r.pdr_pps is None or r.pdr_next_pps is None or r.pdr_pps < r.pdr_next_pps
+        assert r.capacity_ci is None or r.capacity_ci[0] <= r.capacity_pps <= r.capacity_ci[1]
+        assert r.cpu_ns_per_pkt is None  # PASTRAMI files carry no kernel statistics
+    pdrs = [r.pdr_pps or 0 for r in rows]
+    assert pdrs == sorted(pdrs, reverse=True)
+
+
+def test_separable_paths_get_their_own_ranks():
+    """Sweeps whose PDR brackets do not overlap are ranked apart."""
+    all_vm = analyze_pastrami(sorted((PASTRAMI / "vm").glob("*.txt")), 0.005, 0.1, 0.95)
+    by_pdr = sorted((c for c in all_vm if c.analysis.report.pdr_load_pps), key=lambda c: c.analysis.report.pdr_load_pps)
+    lo, hi = by_pdr[0], by_pdr[-1]
+    assert hi.analysis.report.pdr_load_pps > lo.analysis.report.pdr_load_pps
+    rows = compare([lo, hi], {})
+    assert [r.label for r in rows] == [hi.label, lo.label]
+    assert [r.rank for r in rows] == [1, 2] and not rows[0].tied_with

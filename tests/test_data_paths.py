@@ -2,13 +2,17 @@
 published PASTRAMI sweeps and a trial captured on this machine."""
 import dataclasses
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from softnet.analysis.campaigns import analyze_pastrami
+from softnet.analysis.campaigns import analyze_path, analyze_pastrami
 from softnet.analysis.data_paths import compare, cpu_ns_per_packet
 from softnet.analysis.trial_eval import evaluate
+from softnet.cli.campaign_cmd import data_path_rows
+from tests.conftest import softnet_cmd
 
 DATA = Path(__file__).parent / "data"
 PASTRAMI = Path("/work/shared/data/pastrami")
@@ -60,3 +64,44 @@ def test_separable_paths_get_their_own_ranks():
     rows = compare([lo, hi], {})
     assert [r.label for r in rows] == [hi.label, lo.label]
     assert [r.rank for r in rows] == [1, 2] and not rows[0].tied_with
+
+
+@pytest.mark.usefixtures("host_unchanged")
+def test_campaign_over_personalities_ranks_them(tmp_path):
+    """A sweep whose matrix knob is testbed.sut: `softnet run` ends with the
+    data paths ranked, with SUT CPU per packet from the kernel sampler, and
+    the HTML report has the same table."""
+    spec = tmp_path / "paths.toml"
+    spec.write_text("""
+name = "paths"
+[method]
+loads = ["30kpps", "60kpps"]
+runs = 2
+duration_s = 0.6
+warmup_s = 0.2
+[traffic]
+frame_bytes = 86
+[collect]
+sample_interval_s = 0.2
+[matrix]
+"testbed.sut" = ["ipv4-fwd", "ipv6-fwd"]
+""")
+    results = tmp_path / "results"
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(results)), capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "data paths, ranked" in out
+    assert "sut=ipv4-fwd" in out and "sut=ipv6-fwd" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    html = tmp_path / "r.html"
+    r = subprocess.run(softnet_cmd("report", str(results), "--out", str(html)), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = html.read_text()
+    assert "Data paths compared" in text
+    rows = data_path_rows(results, analyze_path(results))
+    assert {r.label for r in rows} == {"sut=ipv4-fwd", "sut=ipv6-fwd"}
+    for row in rows:
+        assert row.cpu_runs == 2 and 50 < row.cpu_ns_per_pkt < 100_000
+        assert f"{row.cpu_ns_per_pkt:,.0f}" in text

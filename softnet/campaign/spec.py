@@ -495,6 +495,14 @@ def load_spec(path: str | Path) -> CampaignSpec:
             where = f"{path}: " + ('matrix."testbed.sut"' if "testbed.sut" in knobs else "testbed.sut")
             require(cell.testbed.personality(), where)
             checked.add(cell.testbed.sut)
+        if cell.testbed.sut != "synthetic":
+            from softnet.results.trial import min_frame_bytes
+
+            v = cell.testbed.personality().ip_version
+            if cell.traffic.frame_bytes < min_frame_bytes(v):
+                raise InputError(f"{path}: traffic.frame_bytes", f"{cell.traffic.frame_bytes} B with sut = "
+                                 f"\"{cell.testbed.sut}\" (IPv{v}): at least {min_frame_bytes(v)} B"
+                                 + (f" (matrix cell {knobs})" if knobs else ""))
         # Unit errors now, before anything runs.
         if cell.method.kind == "search":
             cell.search_range_pps()

@@ -51,6 +51,7 @@ class SoftnetData:
     audits: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, cpu_audit.summarize_audit)
     stages: list[tuple[str, dict]] = field(default_factory=list)  # (label, {"levels": ..., "models": ...})
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
+    cell_trials: dict[tuple[str, int], list[dict]] = field(default_factory=dict)  # sweep (campaign, cell) -> results
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
@@ -65,6 +66,7 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})
     for cell in readers.sweep_cells(store, list(campaign_ids)):
         label = view.sweep_label(cell.name, cell.cell_id, cell.knobs)
+        data.cell_trials[(cell.campaign_id, cell.cell_id)] = cell.trials
         levels = kernel_stats.summarize_by_load(cell.trials)
         if levels:
             data.kernel.append((label, levels))
@@ -156,6 +158,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "title": title, "source": source, "sources": ", ".join(sources), "version": __version__,
             "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "summary": view.summary(configs) if configs else None,
+            "data_paths": view.data_paths(configs, data.cell_trials),
             "figures": figs.groups(configs) if configs else [],
             "configs": [view.configuration(i, c, data.provenance) for i, c in enumerate(configs)],
             "searches": {**view.searches(data.searches), "figures": figs.searches(data.searches, data.search_trials)}

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from softnet.analysis.campaigns import Configuration, host_stall_sentence
 from softnet.analysis.cpu_audit import by_context
+from softnet.analysis.data_paths import compare
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
@@ -137,6 +138,29 @@ def summary(configs: Sequence[Configuration]) -> dict:
              "flags": ", ".join(f.kind for f in c.analysis.report.flags)} for i, c in enumerate(configs)]
     return {"cards": cards, "pdr_header": "/".join(f"{v * 100:g}%" for v in xs), "rows": rows,
             "verdicts": list(VERDICT_MEANING.items())}
+
+
+def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | None:
+    """The data paths of a sweep over the SUT personality, ranked
+    (analysis.data_paths), as table rows; None when no such sweep."""
+    sweeps = [c for c in configs if c.source == "softnet" and "testbed.sut" in c.knobs]
+    if len(sweeps) < 2:
+        return None
+    full = {c.label: cell_trials.get((c.meta.get("campaign_id"), c.meta.get("cell_id")), []) for c in sweeps}
+    rows = compare(sweeps, full)
+
+    def pair(p, unit=""):
+        return DASH if p is None else f"{format_rate(p[0]) if unit else f'{p[0]:,.0f}'} \u2013 " \
+                                      f"{format_rate(p[1]) if unit else f'{p[1]:,.0f}'}"
+    out = [{"rank": f"{r.rank}" + ("=" if r.tied_with else ""), "label": r.label, "verdict": r.verdict,
+            "ndr": format_rate(r.ndr_pps),
+            "pdr": DASH if r.pdr_pps is None else
+            f"[{format_rate(r.pdr_pps)}, {'max' if r.pdr_next_pps is None else format_rate(r.pdr_next_pps)})",
+            "capacity": format_rate(r.capacity_pps), "capacity_ci": pair(r.capacity_ci, "pps"),
+            "cpu": DASH if r.cpu_ns_per_pkt is None else f"{r.cpu_ns_per_pkt:,.0f}", "cpu_ci": pair(r.cpu_ns_ci),
+            "ties": ", ".join(r.tied_with)} for r in rows]
+    ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
+    return {"rows": out, "ref_load": format_rate(ref)}
 
 
 def _marks(load: float, r) -> list[str]:

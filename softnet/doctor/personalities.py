@@ -34,12 +34,18 @@ def unmet(req: Requirement) -> str | None:
 
 
 def missing(p: Personality | type[Personality]) -> list[str]:
-    """The unmet requirements of a personality, each with what it is for."""
+    """The unmet requirements of a personality, each with what it is for.
+    ``requires`` may depend on the params (nft-fw's conntrack): a class then
+    lists every requirement any configuration has, an instance its own."""
     return [f"{why} ({r.why})" for r in p.requires if (why := unmet(r))]
 
 
 def require(p: Personality, where: str) -> None:
-    """Refuse, naming the field, a personality this host cannot run."""
+    """Refuse, naming the field, a personality this host cannot run (or, for
+    one with a ``check(where)`` of its own, whose input it refuses)."""
+    check = getattr(p, "check", None)
+    if callable(check):
+        check(where)
     gaps = missing(p)
     if gaps:
         raise InputError(where, f"{p.name} cannot run on this host: " + "; ".join(gaps))

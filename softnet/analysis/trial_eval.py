@@ -273,4 +273,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     fields["provenance"] = raw["provenance"]
     if raw.get("path") is not None:
         fields["path"] = raw["path"]
+    b, a = raw["before"].get("path_counters"), raw["after"].get("path_counters")
+    if b is not None and a is not None:  # the personality's proof of path, over the trial
+        # counters as differences; gauges (named *_entries: FDB, conntrack) as found after the trial
+        fields["path_counters"] = {k: a[k] if k.endswith("_entries") else a[k] - b[k] for k in a if k in b}
     return TrialResult(**fields)

@@ -52,7 +52,7 @@ def other_runs(tb: LocalTestbed) -> set[str]:
 
 def _host_reads(tb: LocalTestbed) -> dict:
     return {"links": tb.link_stats(), "ethtool_gen": tb.ethtool_stats("gen"), "qdisc_drops": tb.qdisc_drops(),
-            "procfs": procfs.snapshot()}
+            "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb)}
 
 
 def _sampler(tb: LocalTestbed, spec: TrialSpec):

@@ -250,6 +250,9 @@ def show(r: dict, wide: bool = False) -> None:
                   f"SUT CPUs {pl['requested']['sut_cpus']} "
                   f"({pl['requested']['steering']}); observed: gen CPU {obs['gen_cpu']}, sink ran on CPUs "
                   f"{obs['sink_cpus']}, NET_RX softirqs per CPU {obs['net_rx_softirqs_per_cpu']}", highlight=False)
+    if r.get("path_counters"):  # the personality's own counters: proof the packets took its path
+        console.print(f"path ({r['sut']}): " + ", ".join(f"{k} {count(v)}" for k, v in r["path_counters"].items()),
+                      highlight=False)
     if (r.get("kernel") or {}).get("per_cpu"):
         show_kernel(r["kernel"], wide)
     if r.get("profile"):

@@ -208,6 +208,8 @@ class TrialResult(BaseModel):
     profile: dict[str, Any] | None = None
     provenance: dict[str, Any]
     path: dict[str, Any] | None = None  # which sides of the SUT (campaign trials)
+    # the SUT personality's counters proving the packets took its path (after - before the trial)
+    path_counters: dict[str, int] | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

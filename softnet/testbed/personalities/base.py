@@ -98,7 +98,8 @@ class Personality:
         """Set the SUT namespace up; every change through tb.changes."""
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
-        """Counters proving the path (monotonic, so a trial keeps after - before)."""
+        """Counters proving the path: monotonic ones (a trial keeps after -
+        before), and gauges named ``*_entries`` (kept as read after it)."""
         return {}
 
     def dst_ip(self, tb: "LocalTestbed") -> str:

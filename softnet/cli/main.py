@@ -15,6 +15,7 @@ from softnet.cli import trial_cmd  # campaign_cmd (scipy, DuckDB) is imported by
 from softnet.cli.output import console, err_console, print_error, print_json
 from softnet.errors import InputError, SoftnetError
 from softnet.tools.changes import Terminated
+from softnet.testbed.personalities import names as personality_names
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="softnet: a lab for the Linux packet data path.")
@@ -81,7 +82,8 @@ def version() -> None:
 
 @app.command()
 def trial(
-    sut: str = typer.Option("ipv4-fwd", help="SUT personality: ipv4-fwd, ipv6-fwd, none"),
+    sut: str = typer.Option("ipv4-fwd", help="SUT personality as name:key=value,... (e.g. nft-fw:rules=1000,"
+                            "conntrack=on; docs/personalities.md): " + ", ".join(personality_names())),
     rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)"),
     duration: float = typer.Option(5.0, help="measurement window, seconds"),
     warmup: float = typer.Option(1.0, help="warm-up before the window, seconds (its packets are not counted)"),

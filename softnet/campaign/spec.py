@@ -467,12 +467,34 @@ def _is_max(v) -> bool:
     return isinstance(v, str) and v.strip().lower() == "max"
 
 
+def _file_param_from(sut: str, base: Path) -> str:
+    """A personality's relative ``file=`` param (custom:file=sut.toml) read
+    as the spec's neighbour, as a user reads it."""
+    name, sep, rest = sut.partition(":")
+    if not sep:
+        return sut
+    items = []
+    for item in rest.split(","):
+        key, eq, val = item.partition("=")
+        if key.strip() == "file" and eq and val and not Path(val).is_absolute():
+            item = f"{key}={(base / val).resolve()}"
+        items.append(item)
+    return f"{name}:{','.join(items)}"
+
+
 def load_spec(path: str | Path) -> CampaignSpec:
     path = Path(path)
     data = read_toml(path, "a campaign spec")
     inv = (data.get("testbed") or {}).get("inventory") if isinstance(data.get("testbed"), dict) else None
     if isinstance(inv, str):  # relative to the spec, as a user reads it
         data["testbed"]["inventory"] = str((path.parent / inv).resolve())
+    tb = data.get("testbed")
+    if isinstance(tb, dict) and isinstance(tb.get("sut"), str):
+        tb["sut"] = _file_param_from(tb["sut"], path.parent)
+    matrix = data.get("matrix")
+    if isinstance(matrix, dict) and isinstance(matrix.get("testbed.sut"), list):
+        matrix["testbed.sut"] = [_file_param_from(v, path.parent) if isinstance(v, str) else v
+                                 for v in matrix["testbed.sut"]]
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:

@@ -150,11 +150,17 @@ class LocalTestbed(NetnsLab):
     addr = ADDR
 
     def __init__(self, changes: HostChanges, sut: str | Personality = "ipv4-fwd", placement: Placement | None = None,
-                 sides: dict[str, SideSettings] | None = None):
+                 sides: dict[str, SideSettings] | None = None, bidirectional: bool = False):
         """``sut``: a personality or its spec string (softnet.testbed.personalities);
         ``sides``: settings of the SUT's receiving ("sut_in") and sending
-        ("sut_out") interfaces; defaults: GRO on, no XDP."""
+        ("sut_out") interfaces; defaults: GRO on, no XDP. ``bidirectional``:
+        also ready for traffic from the sink's side (reverse_endpoints)."""
         self.personality = sut if isinstance(sut, Personality) else parse_sut(sut, "--sut")
+        if bidirectional and not self.personality.bidirectional:
+            raise InputError("bidirectional", f"{self.personality.name} forwards one way only: "
+                             f"{self.personality.one_way_why}")
+        self.bidirectional = bidirectional
+        self.reverse_ep: Endpoints | None = None
         super().__init__(changes)
         self.sut = self.personality.spec
         self.placement = placement or Placement.default()
@@ -167,7 +173,9 @@ class LocalTestbed(NetnsLab):
         self.ns = {"gen": f"{p}-gen", "sut": f"{p}-sut", "sink": f"{p}-snk"}
         i = f"sn{self.run_id}"  # interface names: at most 15 characters
         self.ifs = {"gen": f"{i}g", "anchor": f"{i}a", "anchor_peer": f"{i}b",
-                    "sut_in": f"{i}i", "sut_out": f"{i}o", "sink": f"{i}k"}
+                    "sut_in": f"{i}i", "sut_out": f"{i}o", "sink": f"{i}k",
+                    # the reverse generator's anchor, in the sink's namespace (bidirectional)
+                    "rev_anchor": f"{i}ra", "rev_anchor_peer": f"{i}rb"}
 
     # ---- building -------------------------------------------------------
     def build(self) -> Endpoints:
@@ -198,11 +206,27 @@ class LocalTestbed(NetnsLab):
                 self._apply_side(role, side)
             # after the sides: a personality may attach its own XDP program
             self.personality.configure(self)
+        if self.bidirectional:
+            self.reverse_ep = self._reverse(v)
         return Endpoints(
             gen_ns=self.ns["gen"], gen_if=self.ifs["gen"], anchor_if=self.ifs["anchor"],
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],
             src_ip=ADDR["gen"][v], dst_ip=self.personality.dst_ip(self),
             sink_ns=self.ns["sink"], sink_if=self.ifs["sink"])
+
+    def _reverse(self, v: int) -> Endpoints:
+        """Traffic the other way: a generator on the sink's veth (its own idle
+        anchor beside it) and a sink on the generator's veth. The SUT's
+        receive processing of that direction goes to its CPUs too."""
+        self._add_veth("sink", "rev_anchor", "sink", "rev_anchor_peer", up=False)
+        if self.sut != "none":
+            self._steer("sut", "sut_out", self.placement.sut_cpus)
+        next_hop = "gen" if self.personality.next_hop_role == "sink" else "sut_out"
+        return Endpoints(
+            gen_ns=self.ns["sink"], gen_if=self.ifs["sink"], anchor_if=self.ifs["rev_anchor"],
+            gen_mac=ADDR["sink"][2], next_hop_mac=ADDR[next_hop][2],
+            src_ip=ADDR["sink"][v], dst_ip=ADDR["gen"][v],
+            sink_ns=self.ns["gen"], sink_if=self.ifs["gen"])
 
     def _apply_side(self, role: str, side: SideSettings) -> None:
         ns, dev = self.ns["sut"], self.ifs[role]

@@ -76,6 +76,8 @@ class Personality:
     # whose MAC the generator sends to: "sut_in" (an L3 hop) or "sink" (a bridge)
     next_hop_role: ClassVar[str] = "sut_in"
     remote: ClassVar[bool] = False  # runs on an inventory's hosts too (softnet.hosts)
+    bidirectional: ClassVar[bool] = True  # forwards traffic from the sink's side too
+    one_way_why: ClassVar[str] = ""
 
     def __init__(self, values: dict[str, Any], extra: dict | None = None):
         """``values``: parsed params (all keys present); ``extra``: a spec

@@ -5,6 +5,7 @@ the field named before anything changes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -19,11 +20,22 @@ from softnet.testbed.personalities import PERSONALITIES, names, parse_sut
 from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
-from tests.conftest import needs_root, softnet_cmd
+from softnet.testbed.lock import testbed_lock
+from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "custom-sut" / "sut.toml"
 DURATION_S, WARMUP_S = 0.5, 0.2
+
+
+@pytest.fixture
+def host_unchanged():
+    """conftest's, with the testbed lock held around both looks at the host:
+    another suite's testbed (which holds the lock) is then not half-seen."""
+    with testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+        yield before
+        assert wait_host_state(before) == before
 
 
 def trial(sut: str, rate: int, flows: int = 1, extra: dict | None = None, during=None):
@@ -143,14 +155,15 @@ def test_custom_example_xdp_wire_end_to_end(host_unchanged):
 @needs_root
 @pytest.mark.netns
 def test_custom_failing_setup_shows_its_stderr_and_restores_the_host(tmp_path, host_unchanged):
-    table = {"setup": ["ip link add name snx-dummy type dummy", "echo boom from setup >&2; exit 3", "true"],
-             "teardown": ["ip link del snx-dummy", "echo $SN_NS > torn-down"], "l3": True}
+    table = {"setup": ["touch made-by-setup", "echo boom from setup >&2; exit 3", "touch never"],
+             "teardown": ["rm made-by-setup", "echo $SN_NS > torn-down"], "l3": True}
     with pytest.raises(TestbedError) as err:
         with HostChanges() as ch:
             LocalTestbed(ch, parse_sut("custom", "testbed.sut", {**table, "workdir": str(tmp_path)})).build()
     msg = str(err.value)
     assert "echo boom from setup" in msg and "exit 3" in msg and "boom from setup" in msg
     assert (tmp_path / "torn-down").read_text().startswith("sn-")  # torn down in the SUT namespace
+    assert not (tmp_path / "made-by-setup").exists() and not (tmp_path / "never").exists()
 
 
 # ---- bad input ---------------------------------------------------------------

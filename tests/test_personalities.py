@@ -20,7 +20,7 @@ from softnet.testbed.personalities import PERSONALITIES, names, parse_sut
 from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
-from softnet.testbed.lock import testbed_lock
+from softnet.testbed import lock
 from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ DURATION_S, WARMUP_S = 0.5, 0.2
 def host_unchanged():
     """conftest's, with the testbed lock held around both looks at the host:
     another suite's testbed (which holds the lock) is then not half-seen."""
-    with testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
         before = host_state()
         yield before
         assert wait_host_state(before) == before
@@ -237,7 +237,12 @@ def test_campaign_spec_with_a_personality_loads(tmp_path):
     spec = load_spec(spec_file(tmp_path, '[testbed]\nsut = "nft-fw:conntrack=on,rules=100"'))
     assert spec.testbed.sut == "nft-fw:conntrack=on"  # canonical: defaults left out
     spec = load_spec(spec_file(tmp_path, '[testbed]\nsut = "custom"\n[testbed.custom]\nsetup = ["true"]'))
-    assert spec.testbed.personality().table.setup == ["true"]
+    p = spec.testbed.personality()
+    assert p.table.setup == ["true"] and p.workdir == tmp_path.resolve()  # commands run in the spec's folder
+    (tmp_path / "sub").mkdir()
+    spec = load_spec(spec_file(tmp_path, '[testbed]\nsut = "custom"\n[testbed.custom]\nsetup = ["true"]\n'
+                                         'workdir = "sub"'))
+    assert spec.testbed.personality().workdir == (tmp_path / "sub").resolve()
 
 
 def test_campaign_spec_refuses_what_the_personality_refuses(tmp_path):

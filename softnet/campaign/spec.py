@@ -491,6 +491,10 @@ def load_spec(path: str | Path) -> CampaignSpec:
     tb = data.get("testbed")
     if isinstance(tb, dict) and isinstance(tb.get("sut"), str):
         tb["sut"] = _file_param_from(tb["sut"], path.parent)
+    custom = tb.get("custom") if isinstance(tb, dict) else None
+    if isinstance(custom, dict) and isinstance(custom.get("workdir", "."), str):
+        # the custom SUT's commands run in the spec's folder (workdir: relative to it)
+        custom["workdir"] = str((path.parent / custom.get("workdir", ".")).resolve())
     matrix = data.get("matrix")
     if isinstance(matrix, dict) and isinstance(matrix.get("testbed.sut"), list):
         matrix["testbed.sut"] = [_file_param_from(v, path.parent) if isinstance(v, str) else v

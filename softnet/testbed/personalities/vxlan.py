@@ -28,11 +28,12 @@ Each test frame leaves sut_out as outer Ethernet (14) + IPv4 (20) + UDP (8)
 
 Counters (``counters``): the VXLAN device's ``vxlan_tx_packets`` (frames
 encapsulated) and ``vxlan_tx_bytes`` (what the kernel counts there: the inner
-IP packet, frame - 18 B, see iptunnel_xmit), ``vxlan_tx_dropped``,
-``underlay_tx_packets``/``underlay_tx_bytes`` (sut_out's stats64: the
-encapsulated frames, inner frame - 4 B FCS + 50 B each) and
-``ip_forw_datagrams`` (the SUT namespace's Ip: ForwDatagrams: the inner
-packets went through the kernel's forwarding path).
+IP packet, frame - 18 B, see iptunnel_xmit: the bytes on the wire are
+vxlan_tx_bytes + 64 B a packet, 14 B inner Ethernet + 50 B outer headers),
+``vxlan_tx_dropped``, ``underlay_tx_packets`` (sut_out's: the encapsulated
+frames, plus the veth's own few) and ``ip_forw_datagrams`` (the SUT
+namespace's Ip: ForwDatagrams: the inner packets went through the kernel's
+forwarding path).
 
 The reverse direction (decapsulation, sink -> generator) is not built: it
 needs bidirectional traffic. It would need a sender on the sink side that
@@ -55,7 +56,7 @@ from pyroute2 import IPRoute
 from softnet.errors import TestbedError
 from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Param, Personality, Requirement
-from softnet.testbed.personalities.xdp_router import ip_snmp
+from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.tools import hostcmd
 
 if TYPE_CHECKING:
@@ -131,8 +132,8 @@ class Vxlan(Personality):
         under = stats64(ns, tb.ifs["sut_out"])
         return {"vxlan_tx_packets": vx["tx_packets"], "vxlan_tx_bytes": vx["tx_bytes"],
                 "vxlan_tx_dropped": vx["tx_dropped"],
-                "underlay_tx_packets": under["tx_packets"], "underlay_tx_bytes": under["tx_bytes"],
-                "ip_forw_datagrams": ip_snmp(ns)["ForwDatagrams"]}
+                "underlay_tx_packets": under["tx_packets"],
+                "ip_forw_datagrams": forw_datagrams(ns)}
 
 
 def link_mtu(ns: str, dev: str) -> int:

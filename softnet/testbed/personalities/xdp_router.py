@@ -21,7 +21,8 @@ neighbours are what it resolves the next hop with (it never resolves one).
 
 Counters (``counters``): the program's per-CPU stats map summed over CPUs
 (``router_redirected`` proves the path; ``router_pass_*`` by FIB return code
-class, ``router_ttl_expired``, ``router_non_ip``), and the SUT namespace's
+class, ``router_ttl_expired`` (which also counts the veths' own hop-limit-1
+IPv6 neighbour discovery and MLD), ``router_non_ip``), and the SUT namespace's
 ``Ip: ForwDatagrams`` (``ip_forw_datagrams``), which stays ~0 while the
 program forwards: the kernel stack is bypassed.
 """
@@ -31,10 +32,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from softnet.errors import TestbedError
+from softnet.errors import InputError, TestbedError
 from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Param, Requirement
 from softnet.testbed.personalities.kernel_fwd import L3Forwarding
+from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.tools import hostcmd
 from softnet.tools.process import bpf_object
 
@@ -49,15 +51,6 @@ BPF_REQUIREMENTS = (
     Requirement("tool:bpftool", "reads the router's counters"),
     Requirement("CONFIG_BPF_SYSCALL", "loads the eBPF router", symbol="__sys_bpf"),
 )
-
-
-def ip_snmp(ns: str) -> dict[str, int]:
-    """The ``Ip:`` line of a namespace's /proc/net/snmp, by field name."""
-    lines = [line.split() for line in hostcmd.read_ns_file(ns, "/proc/net/snmp").splitlines()
-             if line.startswith("Ip:")]
-    if len(lines) < 2:
-        raise TestbedError(f"no Ip: lines in /proc/net/snmp of {ns}")
-    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
 
 
 def _map_value(v) -> int:
@@ -103,7 +96,7 @@ class _EbpfRouter(L3Forwarding):
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         return {**router_stats(self.prog_id(tb)),
-                "ip_forw_datagrams": ip_snmp(tb.ns["sut"])["ForwDatagrams"]}
+                "ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
 
 
 @register
@@ -115,6 +108,12 @@ class XdpRouter(_EbpfRouter):
                       choices=("native", "generic")),
     }
     requires: ClassVar[tuple[Requirement, ...]] = BPF_REQUIREMENTS
+
+    def configure(self, tb: "LocalTestbed") -> None:
+        if tb.sides["sut_in"].xdp != "none":
+            raise InputError("sides.sut_in.xdp", f"{self.name} attaches its own XDP program to the receiving "
+                             "interface: leave its xdp setting at none")
+        super().configure(tb)
 
     def attach(self, tb: "LocalTestbed", ns: str, dev: str, obj: str) -> None:
         flag = "xdpdrv" if self.values["mode"] == "native" else "xdpgeneric"

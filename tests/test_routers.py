@@ -249,3 +249,12 @@ def test_vxlan_params():
         parse_sut("vxlan:vni=16777216")
     from softnet.doctor.personalities import missing
     assert missing(parse_sut("vxlan")) == []
+
+
+def test_xdp_router_refuses_an_xdp_side_setting_and_restores_the_host(host_unchanged):
+    from softnet.errors import InputError
+    from softnet.testbed.local import SideSettings
+
+    with pytest.raises(InputError, match="sides.sut_in.xdp"):
+        with HostChanges() as ch:
+            LocalTestbed(ch, "xdp-router", sides={"sut_in": SideSettings(xdp="pass")}).build()

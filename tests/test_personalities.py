@@ -62,9 +62,25 @@ def delta(before: dict, after: dict, key: str) -> int:
     return after[key] - before[key]
 
 
-def no_loss(r: dict, slack: int = 0) -> None:
+def ring_drops(r: dict) -> int:
+    """Frames the veth rings of the path dropped (a VM hiccup, another
+    process on the CPUs), warm-up included: the SUT's ingress ring (before
+    any personality sees them) and the sink's."""
+    d = r["diagnosis"]
+    return d["ingress_ring_full_pkts"] + d["interface_deltas"]["sut_out"]["tx_dropped"]
+
+
+def reached(r: dict, n: int, got: int, extra: int = 0) -> None:
+    """A counter on the path saw every packet the SUT's ingress ring took."""
+    lost = r["diagnosis"]["ingress_ring_full_pkts"]
+    assert n - lost <= got <= n + extra, (got, n, lost)
+
+
+def no_loss(r: dict) -> None:
+    """Nothing lost at this low rate but what the rings dropped (counted)."""
     assert r["valid"] and r["sent_pkts"] == r["intended_pkts"]
-    assert r["received_pkts"] >= r["sent_pkts"] - slack, r["diagnosis"]
+    assert r["received_pkts"] + r["lost_pkts"] == r["sent_pkts"]
+    assert r["lost_pkts"] <= ring_drops(r) and r["lost_pkts"] <= r["sent_pkts"] // 100, r["diagnosis"]
 
 
 # ---- data paths ------------------------------------------------------------
@@ -79,8 +95,8 @@ def test_bridge_switches_at_l2_and_routes_nothing(host_unchanged):
     r, c0, c1, fwd, sysctls = trial("bridge", rate, during=during)
     no_loss(r)
     n = total(rate)
-    assert n <= delta(c0, c1, "sut_in_rx_packets") <= n + 5
-    assert n <= delta(c0, c1, "sut_out_tx_packets") <= n + 10
+    reached(r, n, delta(c0, c1, "sut_in_rx_packets"), extra=5)  # a few IPv6 ND frames of the ports
+    reached(r, n, delta(c0, c1, "sut_out_tx_packets"), extra=10)
     assert c1["fdb_learned_gen_mac"] == 1  # learned from the generator's frames on sut_in
     assert fwd == 0 and c1["ip_forw_datagrams"] == 0  # bridged, never routed
     assert set(sysctls.values()) == {"0"}  # no netfilter detour for bridged frames
@@ -96,8 +112,8 @@ def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, host_uncha
     r, c0, c1, fwd, _ = trial(spec, rate)
     no_loss(r)
     n = total(rate)
-    assert delta(c0, c1, "nft_match_packets") == n  # the last rule saw all of them
-    assert fwd == n
+    reached(r, n, delta(c0, c1, "nft_match_packets"))  # the last rule saw all of them
+    assert fwd == delta(c0, c1, "nft_match_packets")
     assert c1["conntrack_entries"] == (1 if conntrack else 0)  # off: conntrack never engaged
 
 
@@ -129,7 +145,8 @@ def test_nat_one_conntrack_entry_per_flow(flows, mode, host_unchanged):
     n = total(rate)
     # one entry per flow: the generator's UDP checksums were good (a bad one is INVALID, never tracked)
     assert c1["conntrack_entries"] == flows
-    assert delta(c0, c1, "nft_forwarded_packets") == n and fwd == n
+    reached(r, n, delta(c0, c1, "nft_forwarded_packets"))
+    assert fwd == delta(c0, c1, "nft_forwarded_packets")
     assert flows <= delta(c0, c1, "nft_nat_first_packets") <= flows + 3  # the nat rule sees new connections only
 
 
@@ -144,10 +161,10 @@ def test_custom_example_xdp_wire_end_to_end(host_unchanged):
 
     rate = 50_000
     r, c0, c1, fwd, (ns, prog) = trial(f"custom:file={EXAMPLE.relative_to(ROOT)}", rate, during=during)
-    no_loss(r, slack=r["sent_pkts"] // 1000)
+    no_loss(r)
     assert prog == "wire"
     n = total(rate)
-    assert n - n // 1000 <= delta(c0, c1, "xdp_redirected") <= n
+    reached(r, n, delta(c0, c1, "xdp_redirected"))
     assert fwd == 0  # XDP took them all, the kernel routed none
     assert not Path(f"/tmp/{ns}-wire.bpf.o").exists()  # the teardown ran
 

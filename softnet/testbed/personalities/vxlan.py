@@ -79,6 +79,9 @@ class Vxlan(Personality):
     requires: ClassVar[tuple[Requirement, ...]] = (
         Requirement("CONFIG_VXLAN", "the VXLAN device", symbol="vxlan_xmit"),
     )
+    bidirectional: ClassVar[bool] = False
+    one_way_why: ClassVar[str] = ("the reverse way needs VXLAN-encapsulated frames from the sink's side to "
+                                  "decapsulate, which the generator does not build")
 
     @staticmethod
     def device(tb: "LocalTestbed") -> str:

@@ -97,7 +97,7 @@ def test_bridge_switches_at_l2_and_routes_nothing(host_unchanged):
     n = total(rate)
     reached(r, n, delta(c0, c1, "sut_in_rx_packets"), extra=5)  # a few IPv6 ND frames of the ports
     reached(r, n, delta(c0, c1, "sut_out_tx_packets"), extra=10)
-    assert c1["fdb_learned_gen_mac"] == 1  # learned from the generator's frames on sut_in
+    assert c1["fdb_gen_mac_entries"] == 1  # learned from the generator's frames on sut_in
     assert fwd == 0 and c1["ip_forw_datagrams"] == 0  # bridged, never routed
     assert set(sysctls.values()) == {"0"}  # no netfilter detour for bridged frames
 

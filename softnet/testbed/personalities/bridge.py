@@ -65,6 +65,6 @@ class Bridge(Personality):
         return {
             "sut_in_rx_packets": link_counters.link_stats(ns, tb.ifs["sut_in"])["rx_packets"],
             "sut_out_tx_packets": link_counters.link_stats(ns, tb.ifs["sut_out"])["tx_packets"],
-            "fdb_learned_gen_mac": learned,
+            "fdb_gen_mac_entries": learned,
             "ip_forw_datagrams": forw_datagrams(ns),
         }

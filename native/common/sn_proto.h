@@ -8,6 +8,13 @@
 #define SN_FCS_LEN 4
 #define SN_UDP_DPORT 7 /* echo: RFC 2544 Appendix C.2.6.4 uses it for test frames */
 #define SN_UDP_SPORT_BASE 1024
+/* --dst-ports N: destination ports SN_UDP_DPORT .. SN_UDP_DPORT + N - 1 (below
+ * VXLAN's 4789, so a VXLAN SUT's encapsulation is never taken for a test frame) */
+#define SN_MAX_DST_PORTS 1024
+#define SN_MAX_FLOWS 65536 /* flows x src-ips x dst-ips x dst-ports, with dst-ips/dst-ports */
+#define SN_VXLAN_PORT 4789
+#define SN_MIX_MAX_TABLE 1024 /* --mix table length: a power of two (BPF masks the index) */
+#define SN_MIX_MAX_SIZES 16
 
 struct sn_payload {
 	__u64 seq; /* sequence number, from 0, big-endian */

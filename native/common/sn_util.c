@@ -247,3 +247,63 @@ void sn_serve_lines(void (*on_line)(const char *line, void *arg), void *arg)
 		on_line(line, arg);
 	}
 }
+
+void sn_parse_mix(const char *opt, const char *val, struct sn_mix *m)
+{
+	const char *p = strcmp(val, "imix") ? val : "64:7,570:4,1518:1";
+	long cur[SN_MIX_MAX_SIZES] = { 0 };
+	size_t used = 0;
+
+	memset(m, 0, sizeof(*m));
+	while (*p) {
+		char *end;
+		errno = 0;
+		unsigned long size = strtoul(p, &end, 10), w = 1;
+		if (end == p || errno || *p == '-' || size < 64 || size > 1518)
+			sn_usage_error("--%s: '%s': expected SIZE[:WEIGHT],... with sizes 64-1518 B, or imix", opt, val);
+		p = end;
+		if (*p == ':') {
+			w = strtoul(++p, &end, 10);
+			if (end == p || *p == '-' || !w || w > SN_MIX_MAX_TABLE)
+				sn_usage_error("--%s: '%s': expected a weight 1-%u after %lu:", opt, val, SN_MIX_MAX_TABLE, size);
+			p = end;
+		}
+		if (*p && *p != ',')
+			sn_usage_error("--%s: '%s': expected SIZE[:WEIGHT],... (e.g. 64:7,570:4,1518:1)", opt, val);
+		if (*p)
+			p++;
+		for (unsigned i = 0; i < m->n; i++)
+			if (m->size[i] == size)
+				sn_usage_error("--%s: '%s': size %lu appears twice", opt, val, size);
+		if (m->n == SN_MIX_MAX_SIZES)
+			sn_usage_error("--%s: '%s': at most %d sizes", opt, val, SN_MIX_MAX_SIZES);
+		m->size[m->n] = size;
+		m->weight[m->n++] = w;
+		m->len += w;
+		if (m->len > SN_MIX_MAX_TABLE)
+			sn_usage_error("--%s: '%s': the weights sum to more than %u", opt, val, SN_MIX_MAX_TABLE);
+		used += snprintf(m->text + used, sizeof(m->text) - used, "%s%lu:%lu", used ? "," : "", size, w);
+	}
+	if (!m->n)
+		sn_usage_error("--%s: empty; expected SIZE[:WEIGHT],... or imix", opt);
+	/* smooth weighted round robin (as nginx balances upstreams): each step
+	 * every size gains its weight, the largest credit goes and pays the total */
+	for (unsigned k = 0; k < m->len; k++) {
+		unsigned best = 0;
+		for (unsigned i = 0; i < m->n; i++) {
+			cur[i] += m->weight[i];
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= m->len;
+		m->table[k] = best;
+	}
+}
+
+double sn_mix_mean_size(const struct sn_mix *m)
+{
+	double sum = 0;
+	for (unsigned i = 0; i < m->n; i++)
+		sum += (double)m->size[i] * m->weight[i];
+	return m->len ? sum / m->len : 0;
+}

@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <linux/types.h>
+#include "sn_proto.h"
 
 /* ---- options: one parser for every tool (getopt_long underneath) ---- */
 
@@ -51,6 +53,25 @@ void sn_parse_mac(const char *opt, const char *val, unsigned char *mac);
  * byte padded with zero), then fold the carries into 16 bits. */
 uint32_t sn_csum_add(uint32_t sum, const void *buf, size_t len);
 uint16_t sn_csum_fold(uint32_t sum);
+
+/* ---- frame mixes (--mix), shared by softnet-gen and softnet-sink ---- */
+
+
+struct sn_mix {
+	unsigned n;                       /* distinct sizes, in the order given */
+	unsigned size[SN_MIX_MAX_SIZES];  /* frame bytes incl. the FCS */
+	unsigned weight[SN_MIX_MAX_SIZES];
+	unsigned len;                     /* table length: the sum of the weights */
+	unsigned char table[SN_MIX_MAX_TABLE]; /* seq % len -> index into size[] */
+	char text[256];                   /* canonical form, "64:7,570:4,1518:1" */
+};
+
+/* "SIZE[:WEIGHT],..." or "imix" (64:7,570:4,1518:1) into m, sizes 64-1518,
+ * weights >= 1, their sum <= SN_MIX_MAX_TABLE; or exit 2 naming OPT. The
+ * table spreads each size evenly (smooth weighted round robin), never
+ * WEIGHT in a row. */
+void sn_parse_mix(const char *opt, const char *val, struct sn_mix *m);
+double sn_mix_mean_size(const struct sn_mix *m);
 
 /* ---- process ---- */
 

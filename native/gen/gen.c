@@ -21,7 +21,11 @@
  * each sending the seqs s with s % N == K at the due times of one shared
  * schedule (--t0-ns: the same origin for all). Each needs an anchor of its own
  * (an interface holds one XDP program). The report's counts are this
- * process's; softnet.traffic.native.GeneratorGroup merges them. */
+ * process's; softnet.traffic.native.GeneratorGroup merges them.
+ *
+ * Traffic shapes (docs/traffic.md): flows over ports and addresses, frame
+ * mixes and arrival processes are tables built here, read per packet by the
+ * program; with none of them the program is the constant single-size one. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -56,27 +61,33 @@
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
+enum { ARR_CONST, ARR_POISSON, ARR_ONOFF };
+static const char *const arrival_names[] = { "const", "poisson", "onoff" };
+
 struct opts {
 	const char *netns, *ifname, *anchor, *src_ip, *dst_ip;
 	unsigned char src_mac[6], dst_mac[6];
-	unsigned size, flows, batch, src_ips;
-	double rate;
-	uint64_t count, warmup, streams, stream, t0_ns;
-	int cpu;
+	unsigned size, flows, batch, src_ips, dst_ips, dst_ports;
+	double rate, duty;
+	uint64_t count, warmup, streams, stream, t0_ns, seed, burst;
+	int cpu, arrivals, has_mix, has_burst, has_duty;
+	struct sn_mix mix;
 };
 
-/* The source addresses --src-ips varies: the first (IPv4: the whole address in
- * host order; IPv6: its last 16 bits), and the IPv4 header's sum without it. */
+/* The addresses --src-ips/--dst-ips vary: the first of each (IPv4: the whole
+ * address in host order; IPv6: its last 16 bits), and the IPv4 header's sum
+ * without the varied fields (addresses, and the length with --mix). */
 struct src_range {
-	uint32_t base, ip_csum_nosrc;
+	uint32_t base, dst_base, ip_csum_novar;
 };
 
-/* Builds the template frame; returns its length and the UDP checksum base
- * (pseudo-header + UDP header + payload with seq, ts and sport zeroed). */
+/* Builds the template frame (with --mix: at its largest size); returns its
+ * length and the UDP checksum base (pseudo-header + UDP header + payload with
+ * seq, ts, sport and every field the program varies zeroed). */
 static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum_base,
 			  struct gen_layout *lay, struct src_range *src)
 {
-	size_t len = o->size - SN_FCS_LEN;
+	size_t len = o->size - SN_FCS_LEN; /* with --mix, parse_args made it the largest size */
 	struct ethhdr *eth = (struct ethhdr *)f;
 	struct in6_addr s6, d6;
 	struct in_addr s4, d4;
@@ -100,8 +111,11 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip6->saddr = s6;
 		ip6->daddr = d6;
 		src->base = (uint32_t)s6.s6_addr[14] << 8 | s6.s6_addr[15];
+		src->dst_base = (uint32_t)d6.s6_addr[14] << 8 | d6.s6_addr[15];
 		if (o->src_ips > 1) /* the program adds the varied last 16 bits */
 			s6.s6_addr[14] = s6.s6_addr[15] = 0;
+		if (o->dst_ips > 1)
+			d6.s6_addr[14] = d6.s6_addr[15] = 0;
 		sum = sn_csum_add(sum, &s6, 16);
 		sum = sn_csum_add(sum, &d6, 16);
 	} else {
@@ -110,23 +124,35 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 			sn_usage_error("--src-ip/--dst-ip: expected IPv4 addresses, got '%s' '%s'", o->src_ip, o->dst_ip);
 		ip->version = 4;
 		ip->ihl = 5;
-		ip->tot_len = htons(len - l3);
 		ip->ttl = 64;
 		ip->protocol = IPPROTO_UDP;
+		if (o->dst_ips == 1)
+			ip->daddr = d4.s_addr;
+		if (!o->has_mix)
+			ip->tot_len = htons(len - l3);
+		src->ip_csum_novar = sn_csum_add(0, ip, sizeof(*ip)); /* saddr, check and what varies zero */
+		ip->tot_len = htons(len - l3);
 		ip->daddr = d4.s_addr;
-		src->ip_csum_nosrc = sn_csum_add(0, ip, sizeof(*ip)); /* saddr and check still zero */
 		ip->saddr = s4.s_addr;
 		ip->check = htons(~sn_csum_fold(sn_csum_add(0, ip, sizeof(*ip))) & 0xffff);
 		src->base = ntohl(s4.s_addr);
+		src->dst_base = ntohl(d4.s_addr);
 		if (o->src_ips == 1) /* else the program adds each packet's source */
 			sum = sn_csum_add(sum, &s4, 4);
-		sum = sn_csum_add(sum, &d4, 4);
+		if (o->dst_ips == 1)
+			sum = sn_csum_add(sum, &d4, 4);
 	}
-	sum += IPPROTO_UDP + udp_len;
+	sum += IPPROTO_UDP + (o->has_mix ? 0 : udp_len); /* with --mix the program adds the length */
 	struct udphdr *udp = (struct udphdr *)(f + l4);
+	if (o->dst_ports == 1)
+		udp->dest = htons(SN_UDP_DPORT);
+	if (!o->has_mix)
+		udp->len = htons(udp_len);
+	/* source, check, seq, ts and the varied fields are still zero; the payload
+	 * past the stamp is zero at every size */
+	sum = sn_csum_add(sum, udp, udp_len);
 	udp->dest = htons(SN_UDP_DPORT);
 	udp->len = htons(udp_len);
-	sum = sn_csum_add(sum, udp, udp_len); /* source, check, seq and ts are still zero */
 	*csum_base = sn_csum_fold(sum);
 	lay->udp_off = l4;
 	lay->payload_off = l4 + sizeof(*udp);
@@ -134,7 +160,8 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 }
 
 enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR, OPT_STREAMS,
-       OPT_STREAM, OPT_T0, OPT_SRC_IPS };
+       OPT_STREAM, OPT_T0, OPT_SRC_IPS, OPT_DST_IPS, OPT_DST_PORTS, OPT_MIX, OPT_ARRIVALS, OPT_SEED, OPT_BURST,
+       OPT_DUTY };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -143,12 +170,19 @@ static const struct sn_option options[] = {
 	SN_REQUIRED("dst-mac", OPT_DST_MAC, "MAC", "Ethernet destination (the next hop)"),
 	SN_REQUIRED("src-ip", OPT_SRC_IP, "IP", "IPv4 or IPv6 source address"),
 	SN_REQUIRED("dst-ip", OPT_DST_IP, "IP", "destination address, same IP version"),
-	SN_REQUIRED("size", 's', "BYTES", "frame size with the 4-byte FCS, 64-1518"),
+	SN_OPTION("size", 's', "BYTES", "frame size with the 4-byte FCS, 64-1518 (or --mix)"),
+	SN_OPTION("mix", OPT_MIX, "SIZES", "frame mix SIZE:WEIGHT,... (e.g. 64:7,570:4,1518:1) or imix"),
 	SN_REQUIRED("rate", 'r', "PPS", "packets per second, all streams (an absolute schedule)"),
 	SN_REQUIRED("count", 'c', "N", "packets to send, warm-up included"),
 	SN_OPTION("warmup", 'w', "N", "the first N packets are warm-up (default 0)"),
 	SN_OPTION("flows", 'f', "N", "UDP source ports used in turn (default 1)"),
 	SN_OPTION("src-ips", OPT_SRC_IPS, "N", "source addresses from --src-ip up, in turn (default 1)"),
+	SN_OPTION("dst-ips", OPT_DST_IPS, "N", "destination addresses from --dst-ip up (default 1)"),
+	SN_OPTION("dst-ports", OPT_DST_PORTS, "N", "UDP destination ports from 7 up (default 1)"),
+	SN_OPTION("arrivals", OPT_ARRIVALS, "KIND", "const (default), poisson or onoff; same mean rate"),
+	SN_OPTION("seed", OPT_SEED, "S", "poisson: the gaps' random seed (default 1)"),
+	SN_OPTION("burst", OPT_BURST, "N", "onoff: packets per on period (default 32)"),
+	SN_OPTION("duty", OPT_DUTY, "D", "onoff: share of time on, 0-1 (default 0.5)"),
 	SN_OPTION("streams", OPT_STREAMS, "N", "N generators share the schedule (default 1)..."),
 	SN_OPTION("stream", OPT_STREAM, "K", "...this one sends the seqs s with s % N == K"),
 	SN_OPTION("t0-ns", OPT_T0, "NS", "schedule origin, CLOCK_MONOTONIC ns (default: now)"),
@@ -163,6 +197,7 @@ static const struct sn_tool tool = {
 		 "(BPF_PROG_RUN live frames), stamped with sequence number and send time.",
 	.footer = "Prints one JSON line when done: packets sent, schedule lag, late episodes,\n"
 		  "interrupted, error (counts are this stream's with --streams).\n"
+		  "Flow f = seq % (flows x src-ips x dst-ips x dst-ports), source port fastest.\n"
 		  "SIGINT/SIGTERM stop it early (the report then says interrupted).",
 	.options = options,
 	.bpf = true,
@@ -184,6 +219,18 @@ static void on_option(int key, const char *val, void *arg)
 	case 'w': o->warmup = sn_parse_u64("warmup", val, 0, 1ull << 40); break;
 	case 'f': o->flows = sn_parse_u64("flows", val, 1, 65535 - SN_UDP_SPORT_BASE); break;
 	case OPT_SRC_IPS: o->src_ips = sn_parse_u64("src-ips", val, 1, 65536); break;
+	case OPT_DST_IPS: o->dst_ips = sn_parse_u64("dst-ips", val, 1, 65536); break;
+	case OPT_DST_PORTS: o->dst_ports = sn_parse_u64("dst-ports", val, 1, SN_MAX_DST_PORTS); break;
+	case OPT_MIX: sn_parse_mix("mix", val, &o->mix); o->has_mix = 1; break;
+	case OPT_SEED: o->seed = sn_parse_u64("seed", val, 0, UINT64_MAX); break;
+	case OPT_BURST: o->burst = sn_parse_u64("burst", val, 1, GEN_ARRIVALS_MAX); o->has_burst = 1; break;
+	case OPT_DUTY: o->duty = sn_parse_double("duty", val, 1e-6, 1); o->has_duty = 1; break;
+	case OPT_ARRIVALS:
+		for (o->arrivals = 0; o->arrivals < 3 && strcmp(val, arrival_names[o->arrivals]); o->arrivals++)
+			;
+		if (o->arrivals == 3)
+			sn_usage_error("--arrivals: '%s': expected const, poisson or onoff", val);
+		break;
 	case OPT_STREAMS: o->streams = sn_parse_u64("streams", val, 1, MAX_STREAMS); break;
 	case OPT_STREAM: o->stream = sn_parse_u64("stream", val, 0, MAX_STREAMS - 1); break;
 	case OPT_T0: o->t0_ns = sn_parse_u64("t0-ns", val, 1, UINT64_MAX >> 1); break;
@@ -198,11 +245,27 @@ static void parse_args(int argc, char **argv, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->flows = 1;
-	o->src_ips = 1;
+	o->src_ips = o->dst_ips = o->dst_ports = 1;
 	o->streams = 1;
+	o->seed = 1;
+	o->burst = 32;
+	o->duty = 0.5;
 	o->cpu = -1;
 	o->batch = 0; /* auto, from the rate */
 	sn_parse_args(&tool, argc, argv, on_option, o);
+	if (!o->size == !o->has_mix)
+		sn_usage_error("--size/--mix: give one of them (one frame size, or a mix of sizes)");
+	if (o->has_mix)
+		for (unsigned i = 0; i < o->mix.n; i++)
+			o->size = o->mix.size[i] > o->size ? o->mix.size[i] : o->size; /* the frame is built at the largest */
+	if ((o->has_burst || o->has_duty) && o->arrivals != ARR_ONOFF)
+		sn_usage_error("--burst/--duty: only with --arrivals onoff");
+	if (o->dst_ips > 1 || o->dst_ports > 1) {
+		uint64_t f = (uint64_t)o->flows * o->src_ips * o->dst_ips * o->dst_ports;
+		if (f > SN_MAX_FLOWS)
+			sn_usage_error("--flows x --src-ips x --dst-ips x --dst-ports: %llu flows, at most %u",
+				       (unsigned long long)f, SN_MAX_FLOWS);
+	}
 	int v6 = strchr(o->dst_ip, ':') != NULL;
 	unsigned char addr[16];
 	if (inet_pton(v6 ? AF_INET6 : AF_INET, o->src_ip, addr) != 1 ||
@@ -215,17 +278,30 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		if (first + (uint64_t)o->src_ips - 1 > 0xffff)
 			sn_usage_error("--src-ips: %u IPv6 sources from %s overflow its last 16 bits (at most %u from there)",
 				       o->src_ips, o->src_ip, 0x10000 - first);
+		inet_pton(AF_INET6, o->dst_ip, addr);
+		first = (unsigned)addr[14] << 8 | addr[15];
+		if (first + (uint64_t)o->dst_ips - 1 > 0xffff)
+			sn_usage_error("--dst-ips: %u IPv6 destinations from %s overflow its last 16 bits (at most %u from there)",
+				       o->dst_ips, o->dst_ip, 0x10000 - first);
 	} else {
 		inet_pton(AF_INET, o->src_ip, addr);
 		uint64_t first = (uint64_t)addr[0] << 24 | addr[1] << 16 | addr[2] << 8 | addr[3];
 		if (first + o->src_ips - 1 > 0xffffffffull)
 			sn_usage_error("--src-ips: %u IPv4 sources from %s run past 255.255.255.255", o->src_ips,
 				       o->src_ip);
+		inet_pton(AF_INET, o->dst_ip, addr);
+		first = (uint64_t)addr[0] << 24 | addr[1] << 16 | addr[2] << 8 | addr[3];
+		if (first + o->dst_ips - 1 > 0xffffffffull)
+			sn_usage_error("--dst-ips: %u IPv4 destinations from %s run past 255.255.255.255", o->dst_ips,
+				       o->dst_ip);
 	}
 	size_t min = (strchr(o->dst_ip, ':') ? 14 + 40 : 14 + 20) + 8 + sizeof(struct sn_payload) + SN_FCS_LEN;
-	if (o->size < min)
-		sn_usage_error("--size: %u B cannot carry the softnet payload; at least %zu B for this IP version",
-			       o->size, min);
+	for (unsigned i = 0; i < (o->has_mix ? o->mix.n : 1); i++) {
+		unsigned size = o->has_mix ? o->mix.size[i] : o->size;
+		if (size < min)
+			sn_usage_error("--%s: %u B cannot carry the softnet payload; at least %zu B for this IP version",
+				       o->has_mix ? "mix" : "size", size, min);
+	}
 	if (o->stream >= o->streams)
 		sn_usage_error("--stream: %llu is not below --streams %llu (streams are numbered 0..N-1)",
 			       (unsigned long long)o->stream, (unsigned long long)o->streams);
@@ -339,6 +415,65 @@ static const char *tx_xdp_mode(unsigned ifindex)
 	return features[0] & SN_NETDEV_XDP_ACT_NDO_XMIT ? "native" : "none";
 }
 
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Entries of the arrival table (0: constant arrivals). Poisson: the whole
+ * trial, in blocks, up to GEN_ARRIVALS_MAX (then it repeats); every stream of
+ * a group computes the same table (same count and seed). Onoff: one cycle. */
+static uint32_t arrivals_len(const struct opts *o)
+{
+	if (o->arrivals == ARR_POISSON) {
+		uint64_t m = (o->count + GEN_POISSON_BLOCK - 1) / GEN_POISSON_BLOCK * GEN_POISSON_BLOCK;
+		return m < GEN_ARRIVALS_MAX ? m : GEN_ARRIVALS_MAX;
+	}
+	return o->arrivals == ARR_ONOFF ? o->burst : 0;
+}
+
+/* off[k]: packet k's due offset (ns) within a period of m intervals.
+ * Poisson: exponential gaps, scaled per block of GEN_POISSON_BLOCK packets to
+ * fill the block's exact share of the period (the mean rate is exact over
+ * every block, and a window's within about a block's). Onoff: burst packets
+ * at rate / duty, then silence for the rest of the cycle. */
+static void fill_arrivals(const struct opts *o, uint64_t *off, uint32_t m)
+{
+	double ivl = 1e9 / o->rate, g[GEN_POISSON_BLOCK];
+	uint64_t x = o->seed;
+
+	if (o->arrivals == ARR_ONOFF) {
+		for (uint32_t k = 0; k < m; k++)
+			off[k] = llround(k * o->duty * ivl);
+		return;
+	}
+	for (uint32_t b = 0; b < m; b += GEN_POISSON_BLOCK) {
+		double total = 0, acc = 0;
+		for (int j = 0; j < GEN_POISSON_BLOCK; j++) {
+			double u = (double)(splitmix64(&x) >> 11) * 0x1.0p-53; /* [0, 1) */
+			g[j] = -log1p(-u);
+			total += g[j];
+		}
+		for (int j = 0; j < GEN_POISSON_BLOCK; j++) {
+			off[b + j] = llround((b + acc / total * GEN_POISSON_BLOCK) * ivl);
+			acc += g[j];
+		}
+	}
+}
+
+/* seq's due time, as the program computes it */
+static uint64_t due_of(const struct gen_bpf *skel, const uint64_t *off, uint64_t t0, uint64_t seq)
+{
+	const typeof(*skel->rodata) *r = skel->rodata;
+	if (!r->arr_m)
+		return t0 + ((seq * r->interval_fp) >> GEN_FP_SHIFT);
+	uint64_t c = seq / r->arr_m;
+	return t0 + c * r->arr_period_ns + ((c * r->arr_period_frac) >> GEN_FP_SHIFT) + off[seq % r->arr_m];
+}
+
 /* The late episodes, warm-up included: the closed ones from the map, then
  * the one still open when the last packet went out (late up to it). */
 static void print_episodes(struct gen_bpf *skel, const struct gen_state *st, uint64_t last_seq)
@@ -383,7 +518,7 @@ int main(int argc, char **argv)
 	unsigned anchor = o.anchor ? if_nametoindex(o.anchor) : 0;
 	if (o.anchor && !anchor)
 		sn_die("--anchor: no interface '%s' in this namespace", o.anchor);
-	struct src_range src = { 0, 0 };
+	struct src_range src = { 0, 0, 0 };
 	size_t len = build_frame(&o, frame, &csum_base, &lay, &src);
 	const char *xdp_mode = tx_xdp_mode(ifindex);
 	/* this stream's warm-up boundary: its first seq at or past --warmup */
@@ -401,8 +536,26 @@ int main(int argc, char **argv)
 	skel->rodata->first_seq = o.stream;
 	skel->rodata->src_ips = o.src_ips;
 	skel->rodata->src_base = src.base;
-	skel->rodata->ip_csum_nosrc = src.ip_csum_nosrc;
+	skel->rodata->ip_csum_novar = src.ip_csum_novar;
 	skel->rodata->interval_fp = (uint64_t)llround(1e9 / o.rate * (double)(1ull << GEN_FP_SHIFT));
+	skel->rodata->dst_ips = o.dst_ips;
+	skel->rodata->dst_base = src.dst_base;
+	skel->rodata->dst_ports = o.dst_ports;
+	uint64_t nflows = (uint64_t)o.flows * o.src_ips * o.dst_ips * o.dst_ports;
+	skel->rodata->nflows = nflows;
+	if (o.has_mix) {
+		skel->rodata->mix_n = o.mix.len;
+		for (unsigned k = 0; k < o.mix.len; k++)
+			skel->rodata->mix_len[k] = o.mix.size[o.mix.table[k]] - SN_FCS_LEN;
+	}
+	uint32_t arr_m = arrivals_len(&o);
+	skel->rodata->arr_m = arr_m;
+	if (arr_m) { /* the period: exactly arr_m intervals of the fixed-point schedule */
+		unsigned __int128 period = (unsigned __int128)arr_m * skel->rodata->interval_fp;
+		skel->rodata->arr_period_ns = (uint64_t)(period >> GEN_FP_SHIFT);
+		skel->rodata->arr_period_frac = (uint64_t)(period & ((1u << GEN_FP_SHIFT) - 1));
+	}
+	bpf_map__set_max_entries(skel->maps.arr_off, arr_m ? arr_m : 1);
 	skel->rodata->csum_base = csum_base;
 	skel->rodata->anchor_ifindex = anchor;
 	memcpy(skel->data->tmpl.hdr, frame, lay.payload_off);
@@ -410,6 +563,14 @@ int main(int argc, char **argv)
 		sn_die("load BPF program: %s", strerror(errno));
 	/* bpf_link: detached by the kernel when this process exits, however. */
 	struct bpf_link *anchor_link = NULL;
+	uint64_t *arr_off = NULL;
+	if (arr_m) {
+		arr_off = mmap(NULL, (size_t)arr_m * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED,
+			       bpf_map__fd(skel->maps.arr_off), 0);
+		if (arr_off == MAP_FAILED)
+			sn_die("mmap the arrivals map: %s", strerror(errno));
+		fill_arrivals(&o, arr_off, arr_m);
+	}
 	if (anchor && !(anchor_link = bpf_program__attach_xdp(skel->progs.sn_gen, anchor)))
 		sn_die("attach to anchor %s: %s", o.anchor, strerror(errno));
 
@@ -461,10 +622,27 @@ int main(int argc, char **argv)
 	       (unsigned long long)calls, o.batch, window ? (double)st->lag_sum_ns / window : 0.0,
 	       (unsigned long long)st->lag_max_ns, (unsigned long long)st->late_pkts);
 	print_episodes(skel, st, st->next_seq - o.streams);
-	printf(", \"frame_bytes\": %u, \"cpu\": %d, \"stream\": %llu, \"streams\": %llu, \"src_ips\": %u, "
-	       "\"xdp_mode\": \"%s\", \"interrupted\": %s, \"error\": \"%s\"}\n",
-	       o.size, sched_getcpu(), (unsigned long long)o.stream, (unsigned long long)o.streams, o.src_ips,
+	printf(", \"frame_bytes\": %u, \"cpu\": %d, \"stream\": %llu, \"streams\": %llu, \"src_ips\": %u, ",
+	       o.size, sched_getcpu(), (unsigned long long)o.stream, (unsigned long long)o.streams, o.src_ips);
+	/* the shape sent; due times let a caller judge pacing against the schedule,
+	 * whatever the arrivals (achieved / intended = due span / send span) */
+	uint64_t last_seq = st->next_seq - o.streams;
+	printf("\"flows\": %u, \"dst_ips\": %u, \"dst_ports\": %u, \"flows_total\": %llu, ", o.flows, o.dst_ips,
+	       o.dst_ports, (unsigned long long)nflows);
+	if (o.has_mix)
+		printf("\"mix\": \"%s\", \"mix_mean_frame_bytes\": %.4f, ", o.mix.text, sn_mix_mean_size(&o.mix));
+	else
+		printf("\"mix\": null, \"mix_mean_frame_bytes\": %u, ", o.size);
+	printf("\"arrivals\": \"%s\", \"seed\": %llu, ", arrival_names[o.arrivals], (unsigned long long)o.seed);
+	if (o.arrivals == ARR_ONOFF)
+		printf("\"burst_pkts\": %llu, \"on_duty\": %g, ", (unsigned long long)o.burst, o.duty);
+	printf("\"window_due_start_ns\": %llu, \"last_due_ns\": %llu, ",
+	       window ? (unsigned long long)due_of(skel, arr_off, st->t0, mark) : 0ull,
+	       sent ? (unsigned long long)due_of(skel, arr_off, st->t0, last_seq) : 0ull);
+	printf("\"xdp_mode\": \"%s\", \"interrupted\": %s, \"error\": \"%s\"}\n",
 	       xdp_mode, stop ? "true" : "false", err ? strerror(err) : "");
+	if (arr_off)
+		munmap(arr_off, (size_t)arr_m * sizeof(uint64_t));
 	bpf_link__destroy(anchor_link);
 	gen_bpf__destroy(skel);
 	return err ? 1 : 0;

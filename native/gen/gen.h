@@ -11,6 +11,10 @@
 
 #define GEN_HDR_V4 42 /* Ethernet 14 + IPv4 20 + UDP 8 */
 #define GEN_HDR_V6 62 /* Ethernet 14 + IPv6 40 + UDP 8 */
+/* --arrivals poisson: gaps normalised per block of this many packets, so any
+ * window's mean rate is within a block's worth of the intended one */
+#define GEN_POISSON_BLOCK 4096
+#define GEN_ARRIVALS_MAX (1u << 20) /* arrival table entries (8 MiB) */
 
 struct gen_template {
 	__u8 hdr[64];
@@ -39,6 +43,9 @@ struct gen_state {
 	__u64 ep_max_lag_ns;
 	__u64 ep_closed;   /* episodes closed so far */
 	__u64 ep_kept;     /* of them, late by GEN_EPISODE_KEEP_NS (the first GEN_MAX_EPISODES kept) */
+	/* --arrivals: the due time of next_seq, looked up once, not per idle slot */
+	__u64 due_seq_plus1;
+	__u64 due_ns;
 };
 
 struct gen_episode {

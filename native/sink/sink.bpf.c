@@ -8,7 +8,13 @@
  * queue) never runs on two CPUs at once. So is the timeline (--bin-pkts): the
  * largest delay per bin of bin_pkts sequence numbers, one lookup and one
  * compare per packet; user space maps it and the bitmap to find when packets
- * were lost (sink.c, "timeline"). */
+ * were lost (sink.c, "timeline").
+ *
+ * Test frames are UDP to ports SN_UDP_DPORT.. (--dst-ports), plain or inside
+ * VXLAN (outer UDP to 4789, 8 B VXLAN header, inner Ethernet frame): a VXLAN
+ * SUT encapsulates towards the sink. Window first copies are also counted per
+ * flow (seq % flows, --flows) and per frame size (--mix: the size seq was sent
+ * with, from the generator's table, whatever encapsulation added). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -25,6 +31,25 @@ const volatile __u64 nseq = 64;   /* expected seqs: bitmap size in bits */
 const volatile __u32 exact_n = 0; /* --exact: delays kept one by one (0: none) */
 const volatile __u64 bin_pkts = 0; /* --bin-pkts: seqs per timeline bin (0: no timeline) */
 const volatile __u32 streams = 1;  /* --streams: generators whose seqs interleave (seq % streams) */
+const volatile __u32 flows = 1;    /* --flows: per-flow counts (seq % flows) when > 1 */
+const volatile __u32 dst_ports = 1; /* test frames go to SN_UDP_DPORT .. + dst_ports - 1 */
+const volatile __u32 mix_n = 0;    /* --mix table length (0: no per-size counts) */
+const volatile __u8 mix_class[SN_MIX_MAX_TABLE] = {}; /* seq % mix_n -> size class */
+
+/* Window first copies per flow and per size class. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* resized by sink.c to --flows */
+	__type(key, __u32);
+	__type(value, __u64);
+} flow_pkts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SN_MIX_MAX_SIZES);
+	__type(key, __u32);
+	__type(value, __u64);
+} size_pkts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -144,7 +169,8 @@ static __always_inline void record_latency(__u64 seq, __u64 sent_ns)
 		*mn = d;
 }
 
-static __always_inline struct sn_payload *test_payload(void *data, void *end)
+/* The UDP header of an Ethernet/IPv4 or IPv6/UDP frame, or 0. */
+static __always_inline struct udphdr *udp_of(void *data, void *end)
 {
 	struct ethhdr *eth = data;
 	struct udphdr *udp;
@@ -164,7 +190,27 @@ static __always_inline struct sn_payload *test_payload(void *data, void *end)
 	} else {
 		return 0;
 	}
-	if ((void *)(udp + 1) > end || udp->dest != bpf_htons(SN_UDP_DPORT))
+	if ((void *)(udp + 1) > end)
+		return 0;
+	return udp;
+}
+
+static __always_inline struct sn_payload *test_payload(void *data, void *end, int *vxlan)
+{
+	struct udphdr *udp = udp_of(data, end);
+
+	if (!udp)
+		return 0;
+	if (udp->dest == bpf_htons(SN_VXLAN_PORT)) {
+		__u8 *vx = (void *)(udp + 1);
+		if ((void *)(vx + 8) > end || !(vx[0] & 0x08)) /* the I flag: a valid VNI */
+			return 0;
+		udp = udp_of(vx + 8, end);
+		if (!udp)
+			return 0;
+		*vxlan = 1;
+	}
+	if ((__u16)(bpf_ntohs(udp->dest) - SN_UDP_DPORT) >= dst_ports)
 		return 0;
 	struct sn_payload *p = (void *)(udp + 1);
 	if ((void *)(p + 1) > end)
@@ -175,13 +221,16 @@ static __always_inline struct sn_payload *test_payload(void *data, void *end)
 SEC("xdp")
 int sn_sink(struct xdp_md *ctx)
 {
-	struct sn_payload *p = test_payload((void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	int vxlan = 0;
+	struct sn_payload *p = test_payload((void *)(long)ctx->data, (void *)(long)ctx->data_end, &vxlan);
 	if (!p) {
 		inc(SINK_OTHER, 1);
 		return XDP_PASS;
 	}
 	__u64 seq = bpf_be64_to_cpu(p->seq);
 	inc(SINK_RX_TEST, 1);
+	if (vxlan)
+		inc(SINK_RX_VXLAN, 1);
 	if (seq >= nseq) {
 		inc(SINK_OUT_OF_RANGE, 1);
 		return XDP_DROP;
@@ -207,6 +256,18 @@ int sn_sink(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 	inc(SINK_RX_WINDOW, 1);
+	if (flows > 1) {
+		__u32 f = seq % flows;
+		__u64 *n = bpf_map_lookup_elem(&flow_pkts, &f);
+		if (n)
+			*n += 1;
+	}
+	if (mix_n) {
+		__u32 c = mix_class[(seq % mix_n) & (SN_MIX_MAX_TABLE - 1)];
+		__u64 *n = bpf_map_lookup_elem(&size_pkts, &c);
+		if (n)
+			*n += 1;
+	}
 	if (reordered)
 		inc(SINK_REORDER, 1);
 	record_latency(seq, bpf_be64_to_cpu(p->ts));

@@ -26,7 +26,7 @@ static const char *const names[SINK_NCOUNTERS] = {
 	[SINK_LAT_SUM_NS] = "latency_sum_ns", [SINK_LAT_MAX_NS] = "latency_max_ns",
 	[SINK_LAT_MIN_NS] = "latency_min_ns", [SINK_OTHER] = "other_pkts",
 	[SINK_LAT_PKTS] = "latency_pkts", [SINK_LAT_NEGATIVE] = "latency_negative_pkts",
-	[SINK_LAT_OVER_RANGE] = "latency_over_range_pkts",
+	[SINK_LAT_OVER_RANGE] = "latency_over_range_pkts", [SINK_RX_VXLAN] = "rx_vxlan_pkts",
 };
 
 struct reader {
@@ -37,7 +37,44 @@ struct reader {
 	const volatile __u64 *bin_delay_max; /* the mmapped timeline, or NULL */
 	__u64 count, warmup, bin_pkts;
 	const char *xdp_mode; /* how the kernel attached the program: in every "read" too */
+	__u32 flows;
+	const struct sn_mix *mix; /* or NULL */
 };
+
+/* A per-CPU counter array's entry, summed over CPUs. */
+static __u64 percpu_sum(int fd, __u32 k, int ncpu, const char *what)
+{
+	__u64 vals[ncpu], agg = 0;
+	if (bpf_map_lookup_elem(fd, &k, vals))
+		sn_die("read %s %u: %s", what, k, strerror(errno));
+	for (int c = 0; c < ncpu; c++)
+		agg += vals[c];
+	return agg;
+}
+
+/* Window first copies per flow (--flows) and per frame size (--mix); the
+ * window's frame bytes from the latter (sizes incl. FCS). */
+static void print_shapes(const struct reader *r)
+{
+	if (r->flows > 1) {
+		int fd = bpf_map__fd(r->skel->maps.flow_pkts);
+		printf(", \"flows\": %u, \"flow_pkts\": [", r->flows);
+		for (__u32 f = 0; f < r->flows; f++)
+			printf("%s%llu", f ? "," : "", (unsigned long long)percpu_sum(fd, f, r->ncpu, "flow count"));
+		printf("]");
+	}
+	if (r->mix) {
+		int fd = bpf_map__fd(r->skel->maps.size_pkts);
+		__u64 bytes = 0;
+		printf(", \"mix\": \"%s\", \"size_pkts\": {", r->mix->text);
+		for (__u32 c = 0; c < r->mix->n; c++) {
+			__u64 n = percpu_sum(fd, c, r->ncpu, "size count");
+			bytes += n * r->mix->size[c];
+			printf("%s\"%u\": %llu", c ? ", " : "", r->mix->size[c], (unsigned long long)n);
+		}
+		printf("}, \"window_frame_bytes\": %llu", (unsigned long long)bytes);
+	}
+}
 
 /* The histogram as its non-empty buckets only: a trial fills a few hundred of
  * the thousands, and the raw trial keeps what is printed. */
@@ -107,6 +144,7 @@ static void print_counters(const struct reader *r)
 	print_hist(skel, ncpu);
 	if (r->exact)
 		print_exact(r);
+	print_shapes(r);
 	printf("}\n");
 	fflush(stdout);
 }
@@ -220,10 +258,12 @@ static void on_line(const char *line, void *arg)
 
 struct opts {
 	const char *netns, *ifname;
-	__u64 count, warmup, exact, bin_pkts, streams;
+	__u64 count, warmup, exact, bin_pkts, streams, flows, dst_ports;
+	int has_mix;
+	struct sn_mix mix;
 };
 
-enum { OPT_STREAMS = 256 };
+enum { OPT_STREAMS = 256, OPT_FLOWS, OPT_MIX, OPT_DST_PORTS };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -234,6 +274,9 @@ static const struct sn_option options[] = {
 	SN_OPTION("exact", 'x', "N", "also keep the first N delays exactly, one by one"),
 	SN_OPTION("bin-pkts", 'b', "N", "timeline: largest delay per N seqs (default 0: off)"),
 	SN_OPTION("streams", OPT_STREAMS, "N", "N generators: reordering per stream seq % N (default 1)"),
+	SN_OPTION("flows", OPT_FLOWS, "F", "count window packets per flow seq % F (default 1: off)"),
+	SN_OPTION("mix", OPT_MIX, "SIZES", "the generator's --mix: count window packets per size"),
+	SN_OPTION("dst-ports", OPT_DST_PORTS, "N", "test frames go to UDP ports 7..7+N-1 (default 1)"),
 	{ 0 } };
 
 static const struct sn_tool tool = {
@@ -243,7 +286,8 @@ static const struct sn_tool tool = {
 	.footer = "Prints {\"ready\": ...} once attached, then one JSON line of counters for each\n"
 		  "\"read\" line on stdin; \"quit\", end of input or SIGTERM detach and exit.\n"
 		  "With --bin-pkts, \"timeline SENT\" prints one JSON line: the runs of sequence\n"
-		  "numbers lost in [warmup, SENT) and the largest delay per bin.",
+		  "numbers lost in [warmup, SENT) and the largest delay per bin.\n"
+		  "Frames inside VXLAN (UDP port 4789) count too, and in rx_vxlan_pkts.",
 	.options = options,
 	.bpf = true,
 };
@@ -259,6 +303,9 @@ static void on_option(int key, const char *val, void *arg)
 	case 'x': o->exact = sn_parse_u64("exact", val, 0, SINK_EXACT_MAX); break;
 	case 'b': o->bin_pkts = sn_parse_u64("bin-pkts", val, 0, 1ull << 33); break;
 	case OPT_STREAMS: o->streams = sn_parse_u64("streams", val, 1, SINK_MAX_STREAMS); break;
+	case OPT_FLOWS: o->flows = sn_parse_u64("flows", val, 1, SN_MAX_FLOWS); break;
+	case OPT_DST_PORTS: o->dst_ports = sn_parse_u64("dst-ports", val, 1, SN_MAX_DST_PORTS); break;
+	case OPT_MIX: sn_parse_mix("mix", val, &o->mix); o->has_mix = 1; break;
 	}
 }
 
@@ -290,7 +337,7 @@ static const volatile __u64 *map_u64s(struct bpf_map *map, __u64 n, const char *
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .streams = 1 };
+	struct opts o = { .streams = 1, .flows = 1, .dst_ports = 1 };
 	sn_parse_args(&tool, argc, argv, on_option, &o);
 	__u64 nbins = o.bin_pkts ? (o.count + o.bin_pkts - 1) / o.bin_pkts : 0;
 	if (nbins > SINK_TIMELINE_MAX_BINS)
@@ -317,6 +364,13 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.exact, o.exact ? o.exact : 1);
 	skel->rodata->bin_pkts = o.bin_pkts;
 	skel->rodata->streams = o.streams;
+	skel->rodata->flows = o.flows;
+	skel->rodata->dst_ports = o.dst_ports;
+	bpf_map__set_max_entries(skel->maps.flow_pkts, o.flows);
+	if (o.has_mix) {
+		skel->rodata->mix_n = o.mix.len;
+		memcpy((void *)skel->rodata->mix_class, o.mix.table, o.mix.len);
+	}
 	bpf_map__set_max_entries(skel->maps.bin_delay_max, nbins ? nbins : 1);
 	if (sink_bpf__load(skel))
 		sn_die("load BPF program: %s", strerror(errno));
@@ -334,7 +388,8 @@ int main(int argc, char **argv)
 
 	__u64 nwords = (o.count + 63) / 64;
 	struct reader r = { .skel = skel, .ncpu = ncpu, .count = o.count, .warmup = o.warmup,
-			    .bin_pkts = o.bin_pkts, .xdp_mode = mode };
+			    .bin_pkts = o.bin_pkts, .xdp_mode = mode, .flows = o.flows,
+			    .mix = o.has_mix ? &o.mix : NULL };
 	if (o.exact)
 		r.exact = map_u64s(skel->maps.exact, o.exact, "exact-delay");
 	r.seen = map_u64s(skel->maps.seen, nwords, "seen-bitmap");

@@ -16,6 +16,7 @@ enum sink_counter {
 	SINK_LAT_PKTS,   /* window packets whose delay went into the histogram */
 	SINK_LAT_NEGATIVE, /* window packets sent "after" they arrived: corrupt stamp */
 	SINK_LAT_OVER_RANGE, /* delays >= 2^SINK_HIST_RANGE_LOG2 ns: counted, not bucketed */
+	SINK_RX_VXLAN,   /* test frames that came VXLAN-encapsulated (counted as the others too) */
 	SINK_NCOUNTERS,
 };
 

@@ -16,6 +16,7 @@ from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.series import Series
 from softnet.results.trial import KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, TrialResult, TrialSpec
+from softnet.traffic import shapes
 
 PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
@@ -207,6 +208,53 @@ def host_stalls_in_time(raw: dict, window: dict, sent: int, lost: int | None, ge
     return {**out, "sut_lost_pkts": sut_lost, "sut_loss_ratio": sut_lost / sent if sent else None}
 
 
+def achieved_rate(spec: TrialSpec, gen: dict, sent: int, span_s: float) -> float:
+    """The window's achieved rate: (packets - 1) / send span at constant
+    arrivals; with poisson/onoff the intended rate scaled by the schedule's
+    span over the send span (the window need not hold whole bursts or a mean
+    sample of gaps: the schedule itself is the reference)."""
+    if span_s <= 0:
+        return 0.0
+    due_span_ns = gen.get("last_due_ns", 0) - gen.get("window_due_start_ns", 0)
+    if spec.arrivals != "const" and gen.get("window_due_start_ns") and due_span_ns > 0:
+        return spec.rate_pps * (due_span_ns / 1e9) / span_s
+    return (sent - 1) / span_s
+
+
+def traffic_shape(spec: TrialSpec, gen: dict, sink: dict, sent: int, received: int, span_s: float) -> dict:
+    """The shape's figures: frame mix, mean frame size and bits throughput
+    from the bytes received (window first copies, sizes incl. FCS), per-flow
+    counts (the sink's seq % flows) and per-size loss (sent per size from the
+    mix's table over the window's seqs [warm-up, warm-up + sent))."""
+    mix = spec.mix_sizes()
+    mean = shapes.mean_frame_bytes(mix) if mix else spec.frame_bytes
+    rx_bytes = sink.get("window_frame_bytes") if mix else received * spec.frame_bytes
+    if rx_bytes is None:
+        rx_bytes = received * mean
+    out = {"frame_mix": shapes.mix_text(mix) if mix else None, "mean_frame_bytes": mean,
+           "throughput_bps": rx_bytes * 8 / span_s if span_s > 0 else None, "arrivals": spec.arrivals,
+           "traffic_shape": {"arrivals": spec.arrivals, "seed": spec.seed if spec.arrivals == "poisson" else None,
+                             "burst_pkts": spec.burst_pkts if spec.arrivals == "onoff" else None,
+                             "on_duty": spec.on_duty if spec.arrivals == "onoff" else None,
+                             "flows": spec.flows, "src_ips": spec.src_ips, "dst_ips": spec.dst_ips,
+                             "dst_ports": spec.dst_ports,
+                             "flows_total": shapes.total_flows(spec.flows, spec.src_ips, spec.dst_ips, spec.dst_ports)}}
+    counts = sink.get("flow_pkts")
+    if counts:
+        out["flow_counts"] = {"flows": len(counts), "min_pkts": min(counts), "max_pkts": max(counts),
+                              "sum_pkts": sum(counts)}
+    if mix and "size_pkts" in sink:
+        sent_by = shapes.sent_per_size(mix, spec.warmup_pkts, spec.warmup_pkts + sent)
+        rows = {}
+        for size, _ in mix:
+            n_sent, n_rx = sent_by[size], sink["size_pkts"].get(str(size), 0)
+            lost = n_sent - n_rx if n_rx <= n_sent else None
+            rows[str(size)] = {"sent_pkts": n_sent, "received_pkts": n_rx, "lost_pkts": lost,
+                               "loss_ratio": lost / n_sent if n_sent and lost is not None else None}
+        out["size_loss"] = rows
+    return out
+
+
 def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
     as measured. ``spec`` defaults to the one the raw trial records."""
@@ -224,7 +272,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     sent = max(gen["sent_pkts"] - warmup, 0)
     received = sink["rx_window_pkts"]
     span_s = (gen["last_send_ns"] - gen["window_start_ns"]) / 1e9 if sent > 1 else 0.0
-    achieved = (sent - 1) / span_s if span_s > 0 else 0.0
+    achieved = achieved_rate(spec, gen, sent, span_s)
     other_runs = list(raw.get("other_runs", []))
     found = flags(spec, gen, sent, received, achieved, sink, other_runs)
     lost = sent - received if received <= sent else None  # negative loss is never a result
@@ -270,6 +318,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         fields["kernel_samples"] = series.to_json()
     if raw.get("profile") is not None:
         fields["profile"] = profile(raw["profile"], tb["interface_ids"], window, received)
+    if "arrivals" in raw["spec"]:  # a raw trial from before traffic shapes evaluates as it always did
+        fields.update(traffic_shape(spec, gen, sink, sent, received, span_s))
     fields["provenance"] = raw["provenance"]
     if raw.get("path") is not None:
         fields["path"] = raw["path"]

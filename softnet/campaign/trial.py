@@ -28,10 +28,11 @@ from softnet.errors import InputError, TestbedError
 from softnet.provenance import provenance
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
-from softnet.testbed.local import LocalTestbed, first_source
+from softnet.testbed.local import LocalTestbed, first_destination, first_source
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
-from softnet.traffic.native import GeneratorGroup, Sink, timeline_bin_pkts
+from softnet.traffic import shapes
+from softnet.traffic.native import GeneratorGroup, Shape, Sink, timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped
 NETNS_DIR = Path("/run/netns")
@@ -91,6 +92,20 @@ def _stall_probe(tb: LocalTestbed, spec: TrialSpec, changes: HostChanges) -> tup
         return None, str(exc)
 
 
+def traffic_shape(spec: TrialSpec, ip_version: int, dst_ip: str) -> tuple[Shape, dict]:
+    """The generator's shape options and the sink's (flows, mix, dst_ports)
+    for a spec; ``dst_ip``: the testbed's sink address."""
+    mix = spec.mix_sizes()
+    shape = Shape(dst_ips=spec.dst_ips, dst_ports=spec.dst_ports,
+                  dst_ip=first_destination(ip_version, dst_ip, spec.dst_ips) if spec.dst_ips > 1 else None,
+                  mix=shapes.mix_text(mix) if mix else None, arrivals=spec.arrivals, seed=spec.seed,
+                  burst_pkts=spec.burst_pkts, on_duty=spec.on_duty)
+    n = shapes.total_flows(spec.flows, spec.src_ips, spec.dst_ips, spec.dst_ports)
+    # per-flow counts when the sink can hold them (--flows and --src-ips alone may address more)
+    sink = {"flows": n if 1 < n <= shapes.MAX_FLOWS else 1, "mix": shape.mix, "dst_ports": spec.dst_ports}
+    return shape, sink
+
+
 def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             progress: Callable[[float], None] | None = None, exact_pkts: int = 0) -> dict:
     """Run one trial on a built testbed (whose changes are in `changes`) and
@@ -101,6 +116,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     spec.validate(tb.ip_version)
     gen_cpus = generator_cpus(tb, spec)
     src_ip = first_source(tb.ip_version, ep.src_ip, spec.src_ips)
+    shape, sink_shape = traffic_shape(spec, tb.ip_version, ep.dst_ip)
     warmup, window = spec.warmup_pkts, spec.window_pkts
     total = warmup + window
     others = other_runs(tb)
@@ -108,7 +124,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts,
-                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus))
+                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus), **sink_shape)
         probe, probe_missing = _stall_probe(tb, spec, trial_changes)
         injector = None
         if spec.inject_busy_ms:  # a host change like any other: recorded, undone when the trial ends
@@ -125,7 +141,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         # GROUP_LEAD_S ahead); on one CPU the generator as it always was
         gen_job = GeneratorGroup.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
                                        spec.flows, gen_cpus, src_ips=spec.src_ips,
-                                       src_ip=src_ip if spec.src_ips > 1 else None)
+                                       src_ip=src_ip if spec.src_ips > 1 else None, shape=shape)
         lead_s = 0.0  # several generators start sending at their common t0, a little later
         if gen_job.t0_ns:
             lead_s = time.time() - started + max((gen_job.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
@@ -170,6 +186,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
                                   "steering": p.steering,
                                   **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
                     "src_ip_first": src_ip,
+                    **({"dst_ip_first": shape.dst_ip} if shape.dst_ip else {}),
                     "sink_ifname": tb.ifs["sink"],
                     # observed after the trial: the CPU each NAPI kthread last ran on
                     "napi_thread_cpus": {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids}

@@ -68,6 +68,17 @@ class TrialSpec:
     src_ips: int = 1
     # one generator process per CPU, streams of one schedule (each sends rate / N); None: the placement's gen_cpu
     gen_cpus: list[int] | None = None
+    # traffic shapes (docs/traffic.md): destination addresses and UDP destination ports used in turn (flow f =
+    # seq % (flows x src_ips x dst_ips x dst_ports), source port fastest); a frame mix ("64:7,570:4,1518:1",
+    # "imix", percentages; None: frame_bytes); arrivals "const", "poisson" (seeded) or "onoff" (burst_pkts per
+    # on period, on for a share on_duty of the time), all at the same mean rate
+    dst_ips: int = 1
+    dst_ports: int = 1
+    mix: str | None = None
+    arrivals: str = "const"
+    burst_pkts: int = 32
+    on_duty: float = 0.5
+    seed: int = 1
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -85,6 +96,7 @@ class TrialSpec:
         if isinstance(self.src_ips, bool) or not isinstance(self.src_ips, int) or not lo <= self.src_ips <= hi:
             raise InputError("src_ips", f"{self.src_ips!r}: expected a whole number in [{lo}, {hi}] (source "
                              "addresses the generator uses in turn; 1: one address)")
+        self.validate_shape(ip_version)
         if self.gen_cpus is not None:
             cpus = self.gen_cpus
             if (not isinstance(cpus, list) or not cpus
@@ -118,6 +130,40 @@ class TrialSpec:
         if total > MAX_TRIAL_PKTS:
             raise InputError("--duration", f"rate x (warm-up + duration) = {total} packets; at most "
                              f"{MAX_TRIAL_PKTS} per trial (the sink keeps one bit per packet)")
+
+    def validate_shape(self, ip_version: int) -> None:
+        """The traffic shape's fields (docs/traffic.md); the destination
+        range itself is the testbed's (softnet.testbed.local.first_destination)."""
+        from softnet.traffic import shapes
+
+        def whole(field: str, value, lo: int, hi: int, what: str) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InputError(field, f"{value!r}: expected a whole number in [{lo}, {hi}] ({what})")
+
+        whole("dst_ips", self.dst_ips, 1, 65536, "destination addresses used in turn; 1: the sink's own")
+        whole("dst_ports", self.dst_ports, 1, shapes.MAX_DST_PORTS, "UDP destination ports from 7 up")
+        if self.dst_ips * self.dst_ports > 1:
+            n = shapes.total_flows(self.flows, self.src_ips, self.dst_ips, self.dst_ports)
+            if n > shapes.MAX_FLOWS:
+                raise InputError("dst_ips" if self.dst_ips > 1 else "dst_ports",
+                                 f"flows x src_ips x dst_ips x dst_ports = {self.flows} x {self.src_ips} x "
+                                 f"{self.dst_ips} x {self.dst_ports} = {n} flows: the generator addresses at "
+                                 f"most {shapes.MAX_FLOWS}")
+        if self.mix is not None:
+            shapes.parse_mix(self.mix, min_frame_bytes(ip_version), MTU_FRAME_BYTES)
+        if self.arrivals not in shapes.ARRIVALS:
+            raise InputError("arrivals", f"{self.arrivals!r}: accepted: {', '.join(shapes.ARRIVALS)}")
+        whole("burst_pkts", self.burst_pkts, 1, shapes.ARRIVALS_MAX, "onoff: packets per on period")
+        if (isinstance(self.on_duty, bool) or not isinstance(self.on_duty, (int, float))
+                or not 0 < self.on_duty <= 1):
+            raise InputError("on_duty", f"{self.on_duty!r}: expected a share in (0, 1] (onoff: time on)")
+        whole("seed", self.seed, 0, 2**64 - 1, "poisson: the gaps' random seed")
+
+    def mix_sizes(self) -> list[tuple[int, int]] | None:
+        """The frame mix as [(size, weight)] (None: one size, frame_bytes)."""
+        from softnet.traffic import shapes
+
+        return None if self.mix is None else shapes.parse_mix(self.mix, 0, MTU_FRAME_BYTES)
 
     @property
     def warmup_pkts(self) -> int:
@@ -208,6 +254,14 @@ class TrialResult(BaseModel):
     profile: dict[str, Any] | None = None
     provenance: dict[str, Any]
     path: dict[str, Any] | None = None  # which sides of the SUT (campaign trials)
+    # traffic shapes (docs/traffic.md); a result without them had one size, constant arrivals
+    frame_mix: str | None = None  # the generator's --mix ("64:7,570:4,1518:1"); None: frame_bytes only
+    mean_frame_bytes: Number | None = None  # of what was sent (frame_bytes, or the mix's mean)
+    throughput_bps: Number | None = None  # received window frame bytes (incl. FCS) x 8 / send span
+    arrivals: str | None = None  # "const" | "poisson" | "onoff"
+    traffic_shape: dict[str, Any] | None = None  # seed, burst, duty, dst_ips, dst_ports, flows_total
+    flow_counts: dict[str, Any] | None = None  # per-flow window packets: flows, min_pkts, max_pkts, sum_pkts
+    size_loss: dict[str, Any] | None = None  # per frame size: sent_pkts, received_pkts, lost_pkts, loss_ratio
     # the SUT personality's counters proving the packets took its path (after - before the trial)
     path_counters: dict[str, int] | None = None
 

@@ -39,11 +39,14 @@ class Sink:
     """The XDP sink on the sink interface, alive for one trial."""
 
     def __init__(self, changes: HostChanges, ns: str, ifname: str, count: int, warmup: int, exact: int = 0,
-                 bin_pkts: int = 0, streams: int = 1):
+                 bin_pkts: int = 0, streams: int = 1, flows: int = 1, mix: str | None = None, dst_ports: int = 1):
         """``bin_pkts``: keep the timeline (largest delay per bin of that many
         seqs) and answer `timeline()`; timeline_bin_pkts() gives ~1 ms bins.
         ``streams``: the generators of a GeneratorGroup; reordering is judged
-        within each one's seqs (seq % streams)."""
+        within each one's seqs (seq % streams). ``flows``: window packets
+        counted per flow seq % flows ("flow_pkts" in every read); ``mix``: the
+        generator's --mix, counted per size ("size_pkts", "window_frame_bytes");
+        ``dst_ports``: the generator's --dst-ports (test frames' ports)."""
         argv = [str(tool("sink")), *netns_args(ns), "--ifname", ifname, "--count", str(count),
                 "--warmup", str(warmup)]
         if exact:  # every delay kept too: for checking the histogram, not for long trials
@@ -52,6 +55,12 @@ class Sink:
             argv += ["--bin-pkts", str(bin_pkts)]
         if streams > 1:
             argv += ["--streams", str(streams)]
+        if flows > 1:
+            argv += ["--flows", str(flows)]
+        if mix is not None:
+            argv += ["--mix", mix]
+        if dst_ports > 1:
+            argv += ["--dst-ports", str(dst_ports)]
         self.proc = None
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -94,6 +103,37 @@ class Sink:
 
 
 @dataclass
+class Shape:
+    """A traffic shape's generator options (docs/traffic.md); the defaults
+    add nothing to the command line."""
+
+    dst_ips: int = 1
+    dst_ip: str | None = None  # the first destination (default: the endpoint's)
+    dst_ports: int = 1
+    mix: str | None = None  # softnet-gen --mix (then no --size)
+    arrivals: str = "const"
+    seed: int = 1
+    burst_pkts: int = 32
+    on_duty: float = 0.5
+
+    def argv(self) -> list[str]:
+        out = []
+        if self.dst_ips != 1:
+            out += ["--dst-ips", str(self.dst_ips)]
+        if self.dst_ports != 1:
+            out += ["--dst-ports", str(self.dst_ports)]
+        if self.mix is not None:
+            out += ["--mix", self.mix]
+        if self.arrivals != "const":
+            out += ["--arrivals", self.arrivals]
+            if self.arrivals == "poisson":
+                out += ["--seed", str(self.seed)]
+            if self.arrivals == "onoff":
+                out += ["--burst", str(self.burst_pkts), "--duty", repr(float(self.on_duty))]
+        return out
+
+
+@dataclass
 class GeneratorJob:
     """A running softnet-gen; `wait()` returns its JSON report."""
 
@@ -105,16 +145,19 @@ class GeneratorJob:
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int,
               frame_bytes: int, flows: int, cpu: int, *, src_ips: int = 1, src_ip: str | None = None,
               streams: int = 1, stream: int = 0, t0_ns: int | None = None,
-              anchor: str | None = None) -> "GeneratorJob":
+              anchor: str | None = None, shape: Shape | None = None) -> "GeneratorJob":
         """One softnet-gen. The keyword options are added to its command line
         only when they differ from their defaults (the single generator's
         command line is what it always was): ``src_ips`` source addresses from
         ``src_ip`` (default ep.src_ip) up; stream ``stream`` of ``streams`` on
         the schedule starting at ``t0_ns`` (CLOCK_MONOTONIC); its own
-        ``anchor`` (default ep.anchor_if)."""
+        ``anchor`` (default ep.anchor_if); ``shape``: destinations, frame
+        mix, arrivals (with a mix, --mix replaces --size)."""
+        shape = shape or Shape()
+        size = ["--size", str(frame_bytes)] if shape.mix is None else []
         argv = [str(tool("gen")), *netns_args(ep.gen_ns), "--ifname", ep.gen_if, "--anchor", anchor or ep.anchor_if,
                 "--src-mac", ep.gen_mac, "--dst-mac", ep.next_hop_mac, "--src-ip", src_ip or ep.src_ip,
-                "--dst-ip", ep.dst_ip, "--size", str(frame_bytes), "--rate", repr(float(rate_pps)),
+                "--dst-ip", shape.dst_ip or ep.dst_ip, *size, "--rate", repr(float(rate_pps)),
                 "--count", str(count), "--warmup", str(warmup), "--flows", str(flows), "--cpu", str(cpu)]
         if src_ips != 1:
             argv += ["--src-ips", str(src_ips)]
@@ -122,6 +165,7 @@ class GeneratorJob:
             argv += ["--streams", str(streams), "--stream", str(stream)]
         if t0_ns is not None:
             argv += ["--t0-ns", str(t0_ns)]
+        argv += shape.argv()
         out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
         job = cls(proc, out, err)
@@ -240,6 +284,10 @@ def merge_reports(reports: list[dict], cpus: list[int] | None = None) -> dict:
     out["window_lag_mean_ns"] = (sum(w * r["window_lag_mean_ns"] for w, r in zip(windows, reports)) / sum(windows)
                                  if sum(windows) else 0.0)
     out["window_lag_max_ns"] = max(r["window_lag_max_ns"] for r in reports)
+    if all(r.get("window_due_start_ns") is not None for r in reports):  # the group's schedule span
+        out["window_due_start_ns"] = min((r["window_due_start_ns"] for r in reports if r["window_due_start_ns"]),
+                                         default=0)
+        out["last_due_ns"] = max(r["last_due_ns"] for r in reports)
     out["late_episodes"] = sorted((e for r in reports for e in r["late_episodes"]), key=lambda e: (e[0], e[1]))
     out["batch"] = max(r["batch"] for r in reports)
     observed = [r["cpu"] for r in reports]
@@ -266,7 +314,8 @@ class GeneratorGroup:
     @classmethod
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int, frame_bytes: int,
               flows: int, cpus: list[int], *, src_ips: int = 1, src_ip: str | None = None,
-              lead_s: float = GROUP_LEAD_S, anchors: list[str] | None = None) -> "GeneratorGroup":
+              lead_s: float = GROUP_LEAD_S, anchors: list[str] | None = None,
+              shape: Shape | None = None) -> "GeneratorGroup":
         """``anchors``: one idle interface per CPU, made by the caller (the
         remote agent journals its own); None: made here, through ``changes``."""
         cpus = list(cpus)
@@ -274,7 +323,7 @@ class GeneratorGroup:
             raise TestbedError(f"generator CPUs {cpus}: one or more, each once")
         if len(cpus) == 1:
             return cls([GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpus[0],
-                                           src_ips=src_ips, src_ip=src_ip)], cpus, None)
+                                           src_ips=src_ips, src_ip=src_ip, shape=shape)], cpus, None)
         if anchors is None:
             anchors = [ep.anchor_if, *extra_anchors(changes, ep.gen_ns, ep.anchor_if, len(cpus) - 1)]
         elif len(anchors) != len(cpus):
@@ -285,7 +334,7 @@ class GeneratorGroup:
             for k, (cpu, anchor) in enumerate(zip(cpus, anchors)):
                 group.jobs.append(GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpu,
                                                      src_ips=src_ips, src_ip=src_ip, streams=len(cpus), stream=k,
-                                                     t0_ns=t0, anchor=anchor))
+                                                     t0_ns=t0, anchor=anchor, shape=shape))
         except BaseException:
             group.stop()
             raise

@@ -110,14 +110,25 @@ def trial(
     src_ips: int = typer.Option(1, help="source addresses used in turn (RSS spread by addresses; 1..65536)"),
     gen_cpus: str = typer.Option(None, help="one generator per CPU, e.g. 0,1 (streams of one schedule; "
                                  "default: --gen-cpu)"),
+    dst_ips: int = typer.Option(1, help="destination addresses used in turn (1..65536; docs/traffic.md)"),
+    dst_ports: int = typer.Option(1, help="UDP destination ports used in turn, from 7 up (1..1024)"),
+    mix: str = typer.Option(None, help="frame mix instead of --size: SIZE:WEIGHT,... (64:7,570:4,1518:1), "
+                            "SIZE:P%,... or imix"),
+    arrivals: str = typer.Option("const", help="arrival process at the same mean rate: const, poisson, onoff"),
+    burst: int = typer.Option(32, help="with --arrivals onoff: packets per on period"),
+    duty_on: float = typer.Option(0.5, help="with --arrivals onoff: share of time on (0..1]"),
+    seed: int = typer.Option(1, help="with --arrivals poisson: the random seed of the gaps"),
     inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
 ) -> None:
-    """Run one trial: build the testbed, offer a constant load, count, tear down."""
+    """Run one trial: build the testbed, offer a load, count, tear down."""
     if (inventory is None) != (testbed is None):
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=inventory is not None)
-    traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=inventory is not None)
+    traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=inventory is not None,
+                                      shape={"dst_ips": dst_ips, "dst_ports": dst_ports, "mix": mix,
+                                             "arrivals": arrivals, "burst_pkts": burst, "on_duty": duty_on,
+                                             "seed": seed})
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls, traffic)

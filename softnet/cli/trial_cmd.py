@@ -63,10 +63,20 @@ def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, pe
     return out
 
 
-def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = False) -> dict:
+# the CLI's option for each traffic shape field of TrialSpec (its errors name the option)
+SHAPE_OPTIONS = {"dst_ips": "--dst-ips", "dst_ports": "--dst-ports", "mix": "--mix", "arrivals": "--arrivals",
+                 "burst_pkts": "--burst", "on_duty": "--duty-on", "seed": "--seed"}
+SHAPE_DEFAULTS = {"dst_ips": 1, "dst_ports": 1, "mix": None, "arrivals": "const", "burst_pkts": 32, "on_duty": 0.5,
+                  "seed": 1}
+
+
+def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = False,
+                  shape: dict | None = None) -> dict:
     """--src-ips N and --gen-cpus LIST -> TrialSpec fields (src_ips, gen_cpus):
     N source addresses in turn (RSS spread), one generator per CPU of LIST
-    (streams of one schedule); on remote testbeds the traffic host's CPUs."""
+    (streams of one schedule); on remote testbeds the traffic host's CPUs.
+    ``shape``: the traffic shape's TrialSpec fields (SHAPE_OPTIONS), checked
+    here and kept when they differ from the defaults."""
     from softnet.results.trial import MAX_GEN_STREAMS, SRC_IPS_RANGE
 
     lo, hi = SRC_IPS_RANGE
@@ -84,7 +94,30 @@ def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = 
         if len(cpus) > MAX_GEN_STREAMS:
             raise InputError("--gen-cpus", f"{len(cpus)} CPUs: at most {MAX_GEN_STREAMS} generators per trial")
         out["gen_cpus"] = cpus
+    shape = {k: v for k, v in (shape or {}).items() if v != SHAPE_DEFAULTS[k]}
+    if shape:
+        if remote:
+            field = next(iter(shape))
+            raise InputError(SHAPE_OPTIONS[field], "traffic shapes run on the local testbed only (for now)")
+        try:
+            TrialSpec(rate_pps=1.0, **shape).validate_shape(4)
+        except InputError as exc:
+            raise InputError(SHAPE_OPTIONS.get(exc.field, exc.field), exc.message) from None
+        out.update(shape)
     return out
+
+
+def frame_size(size: int, traffic: dict | None) -> int:
+    """The frame size a bit rate is converted with: a mix's mean (rounded), else --size."""
+    mix = (traffic or {}).get("mix")
+    if mix is None:
+        return size
+    from softnet.traffic import shapes
+
+    try:
+        return round(shapes.mean_frame_bytes(shapes.parse_mix(mix, 0)))
+    except InputError:
+        return size  # validate() names the field
 
 
 def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
@@ -99,15 +132,23 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 
     personality = parse_sut(sut, "--sut")
     require(personality, "--sut")
-    spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration, warmup_s=warmup,
-                     frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s, profile_duty=profile_duty,
-                     **(stalls or {}), **(traffic or {}))
+    spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
+                     warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
+                     profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
     v = personality.ip_version
     try:  # the local testbed's source addresses (the remote ones refuse src_ips > 1 before this)
         first_source(v, ADDR["gen"][0 if v == 4 else 1], spec.src_ips)
     except InputError as exc:
         raise InputError("--src-ips", exc.message) from None
-    spec.validate(v)
+    from softnet.testbed.local import first_destination
+    try:
+        first_destination(v, ADDR["sink"][0 if v == 4 else 1], spec.dst_ips)
+    except InputError as exc:
+        raise InputError("--dst-ips", exc.message) from None
+    try:
+        spec.validate(v)
+    except InputError as exc:
+        raise InputError(SHAPE_OPTIONS.get(exc.field, exc.field), exc.message) from None
     if raw_out is not None:
         check_writable(raw_out)
 
@@ -117,7 +158,7 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
         profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
         stalls: dict | None = None, remote: tuple[Path, str] | None = None, traffic: dict | None = None) -> dict:
     """``traffic``: parse_traffic()'s fields (source addresses, generator CPUs)."""
-    spec = TrialSpec(rate_pps=parse_rate(rate, size, rate_layer), duration_s=duration,
+    spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
                      warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
                      profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
     if raw_out is not None:

@@ -108,7 +108,9 @@ class TestbedMeasurer:
     def _trial(self, rate_pps: float, duration_s: float, warmup_s: float) -> dict:
         t, c = self.spec.traffic, self.spec.collect
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
-                         frame_bytes=t.frame_bytes, flows=t.flows,
+                         frame_bytes=t.frame_bytes, flows=t.flows, src_ips=t.src_ips, dst_ips=t.dst_ips,
+                         dst_ports=t.dst_ports, mix=t.mix, arrivals=t.arrivals, burst_pkts=t.burst_pkts,
+                         on_duty=t.on_duty, seed=t.seed,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,

@@ -166,6 +166,27 @@ class TrafficSpec(Strict):
     frame_bytes: int = Field(64, ge=64, le=1518)
     flows: int = Field(1, ge=1, le=64511)
     rate_layer: Literal["l1", "l2"] = "l1"
+    # traffic shapes (docs/traffic.md; TrialSpec's fields of the same names): matrix knobs like the others
+    src_ips: int = Field(1, ge=1, le=65536)
+    dst_ips: int = Field(1, ge=1, le=65536)
+    dst_ports: int = Field(1, ge=1, le=1024)
+    mix: str | None = None  # "64:7,570:4,1518:1", "imix", "64:58.33%,..."; None: frame_bytes
+    arrivals: Literal["const", "poisson", "onoff"] = "const"
+    burst_pkts: int = Field(32, ge=1, le=1 << 20)
+    on_duty: float = Field(0.5, gt=0, le=1)
+    seed: int = Field(1, ge=0)
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v: str | None) -> str | None:
+        if v is not None:
+            from softnet.traffic.shapes import parse_mix
+
+            try:
+                parse_mix(v, 64)
+            except InputError as exc:
+                raise ValueError(exc.message) from None
+        return v
 
 
 class LatencySpec(Strict):

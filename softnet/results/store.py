@@ -59,6 +59,9 @@ ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p99_ns DOUBLE;
 -- schema 4: the loss with what host stalls explain set apart, and that part
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS sut_lost_pkts BIGINT;
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS host_stall_lost_pkts BIGINT;
+-- traffic shapes (docs/traffic.md): the frame mix and the arrival process (older rows: NULL)
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS frame_mix VARCHAR;
+ALTER TABLE trials ADD COLUMN IF NOT EXISTS arrivals VARCHAR;
 CREATE TABLE IF NOT EXISTS kernel_samples (
     campaign_id VARCHAR, cell_id INTEGER, load_index INTEGER, run_index INTEGER,
     t_s DOUBLE, source VARCHAR, item VARCHAR, cpu INTEGER, value DOUBLE);
@@ -88,7 +91,7 @@ TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps
 INSERT_COLUMNS = ("campaign_id", "cell_id", "load_index", "run_index", "knobs_json", *TRIAL_COLUMNS,
                   "ingress_ring_full_pkts", "flags", "valid", "kernel", "cpu_model", "softnet_version", "spec_hash",
                   "started_unix_s", "raw_path", "result_json", "latency_p50_ns", "latency_p99_ns",
-                  "sut_lost_pkts", "host_stall_lost_pkts")
+                  "sut_lost_pkts", "host_stall_lost_pkts", "frame_mix", "arrivals")
 
 
 class Store:
@@ -166,7 +169,7 @@ class Store:
                   r.get("started_unix_s"), str(path),
                   json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str),
                   r.get("latency_p50_ns"), r.get("latency_p99_ns"), r.get("sut_lost_pkts"),
-                  (r.get("loss_explained_by_host_stalls") or {}).get("pkts")]
+                  (r.get("loss_explained_by_host_stalls") or {}).get("pkts"), r.get("frame_mix"), r.get("arrivals")]
         marks = ", ".join("?" * len(values))
         self.db.execute("BEGIN TRANSACTION")
         try:

@@ -126,11 +126,13 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 		ip->ihl = 5;
 		ip->ttl = 64;
 		ip->protocol = IPPROTO_UDP;
+		if (o->src_ips == 1)
+			ip->saddr = s4.s_addr;
 		if (o->dst_ips == 1)
 			ip->daddr = d4.s_addr;
 		if (!o->has_mix)
 			ip->tot_len = htons(len - l3);
-		src->ip_csum_novar = sn_csum_add(0, ip, sizeof(*ip)); /* saddr, check and what varies zero */
+		src->ip_csum_novar = sn_csum_add(0, ip, sizeof(*ip)); /* check and what varies zero */
 		ip->tot_len = htons(len - l3);
 		ip->daddr = d4.s_addr;
 		ip->saddr = s4.s_addr;

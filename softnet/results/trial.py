@@ -82,7 +82,7 @@ class TrialSpec:
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
-        if not (lo <= self.frame_bytes <= MTU_FRAME_BYTES):
+        if self.mix is None and not (lo <= self.frame_bytes <= MTU_FRAME_BYTES):  # a mix has its own sizes
             raise InputError("--size", f"{self.frame_bytes} B is outside [{lo}, {MTU_FRAME_BYTES}] B accepted "
                              f"for IPv{ip_version} (frame incl. FCS; the maximum is the 1500 B MTU)")
         if not (DURATION_RANGE_S[0] <= self.duration_s <= DURATION_RANGE_S[1]):

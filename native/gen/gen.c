@@ -173,7 +173,7 @@ static const struct sn_option options[] = {
 	SN_REQUIRED("src-ip", OPT_SRC_IP, "IP", "IPv4 or IPv6 source address"),
 	SN_REQUIRED("dst-ip", OPT_DST_IP, "IP", "destination address, same IP version"),
 	SN_OPTION("size", 's', "BYTES", "frame size with the 4-byte FCS, 64-1518 (or --mix)"),
-	SN_OPTION("mix", OPT_MIX, "SIZES", "frame mix SIZE:WEIGHT,... (e.g. 64:7,570:4,1518:1) or imix"),
+	SN_OPTION("mix", OPT_MIX, "SIZES", "frame mix SIZE:WEIGHT,...; imix: 64:7,570:4,1518:1"),
 	SN_REQUIRED("rate", 'r', "PPS", "packets per second, all streams (an absolute schedule)"),
 	SN_REQUIRED("count", 'c', "N", "packets to send, warm-up included"),
 	SN_OPTION("warmup", 'w', "N", "the first N packets are warm-up (default 0)"),

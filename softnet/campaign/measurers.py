@@ -147,6 +147,10 @@ class RemoteMeasurer(TestbedMeasurer):
 
     def __init__(self, spec: CampaignSpec, cell_id: int):
         t = spec.testbed
+        shaped = [k for k, d in (("dst_ips", 1), ("dst_ports", 1), ("mix", None), ("arrivals", "const"))
+                  if getattr(spec.traffic, k) != d]
+        if shaped:  # the agents' generators take no shapes yet: refused, never silently dropped
+            raise InputError(f"traffic.{shaped[0]}", "traffic shapes run on the local testbed only (for now)")
         self.spec = spec
         self.placement = RemotePlacement(gen_cpu=t.gen_cpu if t.gen_cpu is not None else 0,
                                          sut_cpus=list(t.sut_cpus or [1]), steering=t.ingress_steering())

@@ -252,6 +252,26 @@ def latency_row(r: dict, us) -> tuple[str, str, str]:
             "p50 / p90 / p99 / p99.9" + (f" (±{100 * err:.2g}%)" if err is not None else ""))
 
 
+def shape_rows(r: dict) -> list[tuple[str, str, str]]:
+    """The traffic shape's rows (docs/traffic.md): only what a shaped trial has."""
+    rows = []
+    shape = r.get("traffic_shape") or {}
+    if r.get("throughput_bps") is not None and (r.get("frame_mix") or shape.get("arrivals", "const") != "const"):
+        rows.append(("received throughput", eng(r["throughput_bps"], "bit/s"),
+                     f"frames incl. FCS, mean {r['mean_frame_bytes']:.1f} B"))
+    if shape.get("arrivals", "const") != "const":
+        how = (f"seed {shape['seed']}" if shape["arrivals"] == "poisson"
+               else f"{shape['burst_pkts']} packets on {100 * shape['on_duty']:g}% of the time")
+        rows.append(("arrivals", shape["arrivals"], how))
+    if r.get("flow_counts"):
+        f = r["flow_counts"]
+        rows.append(("flows (window packets each)", f"{count(f['min_pkts'])} .. {count(f['max_pkts'])}",
+                     f"over {f['flows']} flows"))
+    for size, row in (r.get("size_loss") or {}).items():
+        rows.append((f"  {size} B frames: lost", count(row["lost_pkts"]), f"of {count(row['sent_pkts'])} sent"))
+    return rows
+
+
 def show(r: dict, wide: bool = False) -> None:
     d = r["diagnosis"]
     us = (lambda v: eng(None if v is None else v / 1e9, "s"))  # ns -> "12.3 µs"
@@ -274,8 +294,10 @@ def show(r: dict, wide: bool = False) -> None:
         ("qdisc drops (SUT)", count(d["qdisc_dropped_pkts"]), "packets (diagnosis)"),
         ("interface rx/tx dropped",
          f"{count(d['interface_rx_dropped_pkts'])} / {count(d['interface_tx_dropped_pkts'])}", "packets (diagnosis)"),
+        *shape_rows(r),
     ]
-    title = (f"{r['sut']} IPv{r['ip_version']}, {r['frame_bytes']} B frames, {r['flows']} flow(s), "
+    frames = f"frame mix {r['frame_mix']}" if r.get("frame_mix") else f"{r['frame_bytes']} B frames"
+    title = (f"{r['sut']} IPv{r['ip_version']}, {frames}, {r['flows']} flow(s), "
              f"{r['duration_s']} s window after {r['warmup_s']} s warm-up")
     console.print(kv_table(title, rows))
     if r.get("hosts"):  # a trial across an inventory's hosts

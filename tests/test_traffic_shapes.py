@@ -20,7 +20,7 @@ from softnet.campaign.trial import TrialSpec, run_trial
 from softnet.errors import InputError
 from softnet.testbed.local import LocalTestbed, Placement
 from softnet.tools.changes import HostChanges
-from softnet.traffic import shapes
+from softnet.results import shapes
 from tests.conftest import needs_root, softnet_cmd
 
 NATIVE = Path(os.environ.get("SOFTNET_NATIVE_DIR") or Path(__file__).resolve().parents[1] / "native" / "build")

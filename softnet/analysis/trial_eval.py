@@ -16,7 +16,7 @@ from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.series import Series
 from softnet.results.trial import KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, TrialResult, TrialSpec
-from softnet.traffic import shapes
+from softnet.results import shapes
 
 PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged

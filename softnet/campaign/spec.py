@@ -180,7 +180,7 @@ class TrafficSpec(Strict):
     @classmethod
     def _mix(cls, v: str | None) -> str | None:
         if v is not None:
-            from softnet.traffic.shapes import parse_mix
+            from softnet.results.shapes import parse_mix
 
             try:
                 parse_mix(v, 64)

@@ -31,7 +31,7 @@ from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VE
 from softnet.testbed.local import LocalTestbed, first_destination, first_source
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
-from softnet.traffic import shapes
+from softnet.results import shapes
 from softnet.traffic.native import GeneratorGroup, Shape, Sink, timeline_bin_pkts
 
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped

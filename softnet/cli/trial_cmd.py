@@ -112,7 +112,7 @@ def frame_size(size: int, traffic: dict | None) -> int:
     mix = (traffic or {}).get("mix")
     if mix is None:
         return size
-    from softnet.traffic import shapes
+    from softnet.results import shapes
 
     try:
         return round(shapes.mean_frame_bytes(shapes.parse_mix(mix, 0)))

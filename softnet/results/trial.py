@@ -134,7 +134,7 @@ class TrialSpec:
     def validate_shape(self, ip_version: int) -> None:
         """The traffic shape's fields (docs/traffic.md); the destination
         range itself is the testbed's (softnet.testbed.local.first_destination)."""
-        from softnet.traffic import shapes
+        from softnet.results import shapes
 
         def whole(field: str, value, lo: int, hi: int, what: str) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -161,7 +161,7 @@ class TrialSpec:
 
     def mix_sizes(self) -> list[tuple[int, int]] | None:
         """The frame mix as [(size, weight)] (None: one size, frame_bytes)."""
-        from softnet.traffic import shapes
+        from softnet.results import shapes
 
         return None if self.mix is None else shapes.parse_mix(self.mix, 0, MTU_FRAME_BYTES)
 

@@ -255,6 +255,60 @@ def traffic_shape(spec: TrialSpec, gen: dict, sink: dict, sent: int, received: i
     return out
 
 
+SUMMED = ("intended_pkts", "sent_pkts", "warmup_sent_pkts", "received_pkts", "reordered_pkts", "duplicate_pkts",
+          "out_of_range_pkts", "warmup_received_pkts", "achieved_rate_pps", "intended_rate_pps")
+DIRECTION_KEYS = ("intended_rate_pps", "sent_pkts", "received_pkts", "lost_pkts", "loss_ratio", "sut_lost_pkts",
+                  "sut_loss_ratio", "achieved_rate_pps", "achieved_ratio", "throughput_bps", "reordered_pkts",
+                  "duplicate_pkts", "latency_min_ns", "latency_mean_ns", "latency_max_ns", "latency_p50_ns",
+                  "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns", "flow_counts", "size_loss", "flags",
+                  "valid")
+
+
+def both_directions(raw: dict, spec: TrialSpec) -> TrialResult:
+    """A bidirectional trial: each direction evaluated as a one-way trial of
+    half the rate (the reverse one from the raw's "reverse" reads, without
+    the host-wide samples the forward one carries), then counts, rates and
+    loss summed; flags united, valid when both are."""
+    one = spec.one_direction()
+    fwd_raw = {k: v for k, v in raw.items() if k != "reverse"}
+    r = raw["reverse"]
+    rev_raw = {**fwd_raw, "generator": r["generator"], "sink": r["sink"], "drain_s": r["drain_s"],
+               "sink_timeline": r["sink_timeline"], "series": None, "profile": None,
+               "testbed": {**raw["testbed"], "sink_ifname": r["sink_ifname"], "src_ip_first": r["src_ip_first"]}}
+    fwd, rev = evaluate(fwd_raw, one).to_dict(), evaluate(rev_raw, one).to_dict()
+    out = dict(fwd)
+    for k in SUMMED:
+        out[k] = fwd[k] + rev[k]
+    sent = out["sent_pkts"]
+
+    def total(key: str):
+        return None if fwd.get(key) is None or rev.get(key) is None else fwd[key] + rev[key]
+
+    out["lost_pkts"], out["sut_lost_pkts"] = total("lost_pkts"), total("sut_lost_pkts")
+    out["loss_ratio"] = out["lost_pkts"] / sent if sent and out["lost_pkts"] is not None else None
+    out["sut_loss_ratio"] = out["sut_lost_pkts"] / sent if sent and out["sut_lost_pkts"] is not None else None
+    out["achieved_ratio"] = out["achieved_rate_pps"] / spec.rate_pps
+    if fwd.get("throughput_bps") is not None and rev.get("throughput_bps") is not None:
+        out["throughput_bps"] = fwd["throughput_bps"] + rev["throughput_bps"]
+    if fwd.get("flow_counts") and rev.get("flow_counts"):  # each direction's flows are flows of their own
+        f, b = fwd["flow_counts"], rev["flow_counts"]
+        out["flow_counts"] = {"flows": f["flows"] + b["flows"], "min_pkts": min(f["min_pkts"], b["min_pkts"]),
+                              "max_pkts": max(f["max_pkts"], b["max_pkts"]), "sum_pkts": f["sum_pkts"] + b["sum_pkts"]}
+    if fwd.get("size_loss") and rev.get("size_loss"):
+        out["size_loss"] = {}
+        for size, a in fwd["size_loss"].items():
+            b = rev["size_loss"][size]
+            n, rx = a["sent_pkts"] + b["sent_pkts"], a["received_pkts"] + b["received_pkts"]
+            lost = None if a["lost_pkts"] is None or b["lost_pkts"] is None else a["lost_pkts"] + b["lost_pkts"]
+            out["size_loss"][size] = {"sent_pkts": n, "received_pkts": rx, "lost_pkts": lost,
+                                      "loss_ratio": lost / n if n and lost is not None else None}
+    out["flags"] = sorted(set(fwd["flags"]) | set(rev["flags"]))
+    out["valid"] = fwd["valid"] and rev["valid"]
+    out["directions"] = {name: {k: d.get(k) for k in DIRECTION_KEYS}
+                         for name, d in (("forward", fwd), ("reverse", rev))}
+    return TrialResult(**out)
+
+
 def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
     as measured. ``spec`` defaults to the one the raw trial records."""
@@ -263,6 +317,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         raise InputError("raw trial", f"raw schema version {raw_version!r}: this softnet reads versions "
                          f"{', '.join(map(str, KNOWN_RAW_SCHEMA_VERSIONS))}")
     spec = spec or TrialSpec.from_dict(raw["spec"], "raw trial: spec")
+    if raw.get("reverse") is not None:
+        return both_directions(raw, spec)
     tb, gen, sink = raw["testbed"], raw["generator"], raw["sink"]
     warmup, window_pkts = spec.warmup_pkts, spec.window_pkts
     before, after = _int_keys(raw["before"]["procfs"]), _int_keys(raw["after"]["procfs"])

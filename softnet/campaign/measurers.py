@@ -95,7 +95,8 @@ class TestbedMeasurer:
             t = self.spec.testbed
             sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp)
                      for role, name in zip(("sut_in", "sut_out"), t.sides())}
-            self.tb = LocalTestbed(self.changes, t.personality(), self.placement, sides)
+            self.tb = LocalTestbed(self.changes, t.personality(), self.placement, sides,
+                                   bidirectional=self.spec.traffic.bidirectional)
             self.ep = self.tb.build()
         except BaseException:
             self.changes.__exit__(None, None, None)
@@ -110,7 +111,7 @@ class TestbedMeasurer:
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
                          frame_bytes=t.frame_bytes, flows=t.flows, src_ips=t.src_ips, dst_ips=t.dst_ips,
                          dst_ports=t.dst_ports, mix=t.mix, arrivals=t.arrivals, burst_pkts=t.burst_pkts,
-                         on_duty=t.on_duty, seed=t.seed,
+                         on_duty=t.on_duty, seed=t.seed, bidirectional=t.bidirectional,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
@@ -147,7 +148,8 @@ class RemoteMeasurer(TestbedMeasurer):
 
     def __init__(self, spec: CampaignSpec, cell_id: int):
         t = spec.testbed
-        shaped = [k for k, d in (("dst_ips", 1), ("dst_ports", 1), ("mix", None), ("arrivals", "const"))
+        shaped = [k for k, d in (("dst_ips", 1), ("dst_ports", 1), ("mix", None), ("arrivals", "const"),
+                                 ("bidirectional", False))
                   if getattr(spec.traffic, k) != d]
         if shaped:  # the agents' generators take no shapes yet: refused, never silently dropped
             raise InputError(f"traffic.{shaped[0]}", "traffic shapes run on the local testbed only (for now)")

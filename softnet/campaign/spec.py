@@ -175,6 +175,8 @@ class TrafficSpec(Strict):
     burst_pkts: int = Field(32, ge=1, le=1 << 20)
     on_duty: float = Field(0.5, gt=0, le=1)
     seed: int = Field(1, ge=0)
+    # both directions at once; a load is their sum (each direction half)
+    bidirectional: bool = False
 
     @field_validator("mix")
     @classmethod

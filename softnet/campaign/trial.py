@@ -106,6 +106,34 @@ def traffic_shape(spec: TrialSpec, ip_version: int, dst_ip: str) -> tuple[Shape,
     return shape, sink
 
 
+class _Reverse:
+    """The other direction of a bidirectional trial: a sink on the
+    generator's veth, then a generator on the sink's veth (tb.reverse_ep),
+    on the forward generator's CPUs, with the same shape and schedule."""
+
+    def __init__(self, tb: LocalTestbed, one: TrialSpec, changes: HostChanges, gen_cpus: list[int],
+                 sink_shape: dict, exact_pkts: int):
+        self.tb, self.one, self.changes, self.cpus, self.ep = tb, one, changes, gen_cpus, tb.reverse_ep
+        self.total = one.warmup_pkts + one.window_pkts
+        self.src_ip = first_source(tb.ip_version, self.ep.src_ip, one.src_ips)
+        self.sink = Sink(changes, self.ep.sink_ns, self.ep.sink_if, self.total, one.warmup_pkts, exact_pkts,
+                         bin_pkts=timeline_bin_pkts(one.rate_pps, self.total), streams=len(gen_cpus), **sink_shape)
+        self.job = None
+
+    def start(self, shape) -> None:
+        o = self.one
+        self.job = GeneratorGroup.start(self.changes, self.ep, o.rate_pps, self.total, o.warmup_pkts, o.frame_bytes,
+                                        o.flows, self.cpus, src_ips=o.src_ips,
+                                        src_ip=self.src_ip if o.src_ips > 1 else None, shape=shape)
+
+    def finish(self) -> dict:
+        """Its reads, as the raw trial's "reverse"."""
+        gen = self.job.wait(timeout=5)
+        counts, drain_s = drain_sink(self.sink)
+        return {"generator": gen, "sink": counts, "drain_s": drain_s, "sink_timeline": self.sink.timeline(
+                gen["sent_pkts"]), "sink_ifname": self.ep.sink_if, "src_ip_first": self.src_ip}
+
+
 def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
             progress: Callable[[float], None] | None = None, exact_pkts: int = 0) -> dict:
     """Run one trial on a built testbed (whose changes are in `changes`) and
@@ -114,17 +142,21 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
     window delays one by one (the raw's sink latency_exact_ns), to check its
     histogram against."""
     spec.validate(tb.ip_version)
+    if spec.bidirectional and getattr(tb, "reverse_ep", None) is None:
+        raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
+    one = spec.one_direction()  # what each direction sends (the whole spec when one-way)
     gen_cpus = generator_cpus(tb, spec)
     src_ip = first_source(tb.ip_version, ep.src_ip, spec.src_ips)
     shape, sink_shape = traffic_shape(spec, tb.ip_version, ep.dst_ip)
-    warmup, window = spec.warmup_pkts, spec.window_pkts
+    warmup, window = one.warmup_pkts, one.window_pkts
     total = warmup + window
     others = other_runs(tb)
     # The sink and the generator live for this trial only: their own registry
     # stops them when it ends, however it ends.
     with HostChanges() as trial_changes, _sampler(tb, spec) as sampler:
         sink = Sink(trial_changes, ep.sink_ns, ep.sink_if, total, warmup, exact_pkts,
-                    bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus), **sink_shape)
+                    bin_pkts=timeline_bin_pkts(one.rate_pps, total), streams=len(gen_cpus), **sink_shape)
+        back = _Reverse(tb, one, trial_changes, gen_cpus, sink_shape, exact_pkts) if spec.bidirectional else None
         probe, probe_missing = _stall_probe(tb, spec, trial_changes)
         injector = None
         if spec.inject_busy_ms:  # a host change like any other: recorded, undone when the trial ends
@@ -139,16 +171,18 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         started = time.time()
         # one generator per CPU of gen_cpus (streams of one schedule, started
         # GROUP_LEAD_S ahead); on one CPU the generator as it always was
-        gen_job = GeneratorGroup.start(trial_changes, ep, spec.rate_pps, total, warmup, spec.frame_bytes,
+        gen_job = GeneratorGroup.start(trial_changes, ep, one.rate_pps, total, warmup, spec.frame_bytes,
                                        spec.flows, gen_cpus, src_ips=spec.src_ips,
                                        src_ip=src_ip if spec.src_ips > 1 else None, shape=shape)
+        if back:
+            back.start(shape)
         lead_s = 0.0  # several generators start sending at their common t0, a little later
         if gen_job.t0_ns:
             lead_s = time.time() - started + max((gen_job.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
-        expected_s = lead_s + total / spec.rate_pps
+        expected_s = lead_s + total / one.rate_pps
         # Kernel counters for the measurement window: sampled at its nominal edges.
         kw0 = None
-        while gen_job.running():
+        while gen_job.running() or (back and back.job.running()):
             elapsed = time.time() - started
             if kw0 is None and elapsed >= lead_s + spec.warmup_s:
                 kw0 = procfs.snapshot()
@@ -162,6 +196,8 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
                 # Far behind schedule (its CPU starved, e.g. by receive work
                 # steered onto it): stop it; the trial is flagged, not lost.
                 gen_job.interrupt()
+                if back:
+                    back.job.interrupt()
                 break
             time.sleep(0.05)
         kw1 = procfs.snapshot()
@@ -172,6 +208,7 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         gen = gen_job.wait(timeout=5)
         counts, drain_s = drain_sink(sink)
         timeline = sink.timeline(gen["sent_pkts"])
+        reverse = back.finish() if back else None
         stalls = probe.read() if probe else {"missing": probe_missing}
         injected = injector.read() if injector else None
         after = _host_reads(tb)
@@ -201,6 +238,8 @@ def measure(tb: LocalTestbed, ep, spec: TrialSpec, changes: HostChanges,
         "other_runs": sorted(others),
         "series": None, "profile": None,
     }
+    if reverse:
+        raw["reverse"] = reverse
     if sampler:
         raw["series"] = sampler.series.to_json()
     if profiler:

@@ -118,6 +118,8 @@ def trial(
     burst: int = typer.Option(32, help="with --arrivals onoff: packets per on period"),
     duty_on: float = typer.Option(0.5, help="with --arrivals onoff: share of time on (0..1]"),
     seed: int = typer.Option(1, help="with --arrivals poisson: the random seed of the gaps"),
+    bidirectional: bool = typer.Option(False, help="both directions at once; --rate is their sum "
+                                       "(each direction half)"),
     inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
 ) -> None:
@@ -128,7 +130,7 @@ def trial(
     traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=inventory is not None,
                                       shape={"dst_ips": dst_ips, "dst_ports": dst_ports, "mix": mix,
                                              "arrivals": arrivals, "burst_pkts": burst, "on_duty": duty_on,
-                                             "seed": seed})
+                                             "seed": seed, "bidirectional": bidirectional})
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls, traffic)

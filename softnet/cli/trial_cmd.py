@@ -65,9 +65,9 @@ def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, pe
 
 # the CLI's option for each traffic shape field of TrialSpec (its errors name the option)
 SHAPE_OPTIONS = {"dst_ips": "--dst-ips", "dst_ports": "--dst-ports", "mix": "--mix", "arrivals": "--arrivals",
-                 "burst_pkts": "--burst", "on_duty": "--duty-on", "seed": "--seed"}
+                 "burst_pkts": "--burst", "on_duty": "--duty-on", "seed": "--seed", "bidirectional": "--bidirectional"}
 SHAPE_DEFAULTS = {"dst_ips": 1, "dst_ports": 1, "mix": None, "arrivals": "const", "burst_pkts": 32, "on_duty": 0.5,
-                  "seed": 1}
+                  "seed": 1, "bidirectional": False}
 
 
 def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = False,
@@ -132,6 +132,8 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 
     personality = parse_sut(sut, "--sut")
     require(personality, "--sut")
+    if (traffic or {}).get("bidirectional") and not personality.bidirectional:
+        raise InputError("--bidirectional", f"{personality.name} forwards one way only: {personality.one_way_why}")
     spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
                      warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
                      profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
@@ -167,7 +169,8 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
         result = _remote(remote, sut, placement, spec, as_json)
     else:
         with HostChanges() as changes:
-            tb = LocalTestbed(changes, sut, placement)  # validates SUT and CPUs; touches nothing
+            tb = LocalTestbed(changes, sut, placement,  # validates SUT and CPUs; touches nothing
+                              bidirectional=spec.bidirectional)
             spec.validate(tb.ip_version)  # all input checked before the host is changed
             ep = tb.build()
             result = with_bar(lambda progress: run_trial(tb, ep, spec, changes, progress=progress, keep_raw=True),

@@ -9,7 +9,7 @@ Every number carries its unit in its name.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -79,6 +79,13 @@ class TrialSpec:
     burst_pkts: int = 32
     on_duty: float = 0.5
     seed: int = 1
+    # both directions at once: the sink's side sends to the generator's too; rate_pps is the aggregate
+    # (each direction rate_pps / 2, as CSIT and TRex count bidirectional loads)
+    bidirectional: bool = False
+
+    def one_direction(self) -> "TrialSpec":
+        """What each direction of a bidirectional trial sends: half the rate."""
+        return replace(self, rate_pps=self.rate_pps / 2, bidirectional=False) if self.bidirectional else self
 
     def validate(self, ip_version: int) -> None:
         lo = min_frame_bytes(ip_version)
@@ -135,6 +142,12 @@ class TrialSpec:
         """The traffic shape's fields (docs/traffic.md); the destination
         range itself is the testbed's (softnet.testbed.local.first_destination)."""
         from softnet.results import shapes
+
+        if not isinstance(self.bidirectional, bool):
+            raise InputError("bidirectional", f"{self.bidirectional!r}: expected true or false")
+        if self.bidirectional and self.dst_ips != 1:
+            raise InputError("dst_ips", f"{self.dst_ips} with bidirectional traffic: the testbed routes a "
+                             "destination range towards the sink only; use src_ips, flows or dst_ports")
 
         def whole(field: str, value, lo: int, hi: int, what: str) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -264,6 +277,9 @@ class TrialResult(BaseModel):
     size_loss: dict[str, Any] | None = None  # per frame size: sent_pkts, received_pkts, lost_pkts, loss_ratio
     # the SUT personality's counters proving the packets took its path (after - before the trial)
     path_counters: dict[str, int] | None = None
+    # bidirectional trials: each direction's figures ("forward": generator -> sink, "reverse"); the counts,
+    # rates and loss above are both directions' sums, the latency fields the forward direction's
+    directions: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

@@ -32,12 +32,20 @@ class Ipv4Fwd(L3Forwarding):
     summary = "kernel IPv4 forwarding"
     remote: ClassVar[bool] = True
 
+    def counters(self, tb: "LocalTestbed") -> dict[str, int]:
+        from softnet.testbed.personalities.nsread import forw_datagrams
+        return {"ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
+
 
 class Ipv6Fwd(L3Forwarding):
     name = "ipv6-fwd"
     summary = "kernel IPv6 forwarding"
     ip_version = 6
     remote: ClassVar[bool] = True
+
+    def counters(self, tb: "LocalTestbed") -> dict[str, int]:
+        from softnet.testbed.personalities.nsread import forw_datagrams6
+        return {"ip6_out_forw_datagrams": forw_datagrams6(tb.ns["sut"])}
 
 
 class NoSut(Personality):

@@ -25,6 +25,15 @@ def forw_datagrams(ns: str) -> int:
     return snmp(ns)["ForwDatagrams"]
 
 
+def forw_datagrams6(ns: str) -> int:
+    """Ip6OutForwDatagrams: packets the namespace's IPv6 stack routed onwards."""
+    for line in hostcmd.read_ns_file(ns, "/proc/net/snmp6").splitlines():
+        key, _, val = line.partition(" ")
+        if key == "Ip6OutForwDatagrams":
+            return int(val.strip())
+    raise TestbedError(f"{ns}: no Ip6OutForwDatagrams in /proc/net/snmp6")
+
+
 def conntrack_count(ns: str) -> int:
     """Connection-tracking entries in the namespace (0 when conntrack never
     engaged there)."""

@@ -2,6 +2,7 @@
 its own generator and sink; per-direction counts add up exactly to the
 totals, and the SUT's own counters see both directions."""
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -101,3 +102,12 @@ def test_one_way_testbed_refuses_a_bidirectional_trial():
             LocalTestbed(changes, "vxlan", bidirectional=True)
         assert e.value.field == "bidirectional" and "one way" in e.value.message
         assert changes.applied == []
+
+
+def test_evaluate_shows_each_direction_in_80_columns():
+    r = subprocess.run(softnet_cmd("evaluate", str(CAPTURED)), capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "per direction" in r.stdout and "forward" in r.stdout and "reverse" in r.stdout
+    assert "bidirectional (sums)" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80

@@ -275,6 +275,18 @@ def shape_rows(r: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+DIRECTION_COLS = [Col("direction", justify="left"), Col("load"), Col("sent"), Col("received"), Col("lost"),
+                  Col("loss ratio"), Col("p50"), Col("p99"), Col("max", wide=True), Col("flags", text=True, wide=True)]
+
+
+def show_directions(dirs: dict, us, wide: bool = False) -> None:
+    """Each direction of a bidirectional trial: its counts and one-way latency."""
+    rows = [[name, eng(d["intended_rate_pps"], "pps"), count(d["sent_pkts"]), count(d["received_pkts"]),
+             count(d["lost_pkts"]), sci(d["loss_ratio"]), us(d["latency_p50_ns"]), us(d["latency_p99_ns"]),
+             us(d["latency_max_ns"]), ", ".join(d["flags"]) or "-"] for name, d in dirs.items()]
+    console.print(table("per direction (forward: generator -> sink)", DIRECTION_COLS, rows, wide))
+
+
 def show(r: dict, wide: bool = False) -> None:
     d = r["diagnosis"]
     us = (lambda v: eng(None if v is None else v / 1e9, "s"))  # ns -> "12.3 µs"
@@ -302,7 +314,12 @@ def show(r: dict, wide: bool = False) -> None:
     frames = f"frame mix {r['frame_mix']}" if r.get("frame_mix") else f"{r['frame_bytes']} B frames"
     title = (f"{r['sut']} IPv{r['ip_version']}, {frames}, {r['flows']} flow(s), "
              f"{r['duration_s']} s window after {r['warmup_s']} s warm-up")
+    if r.get("directions"):
+        title = "bidirectional (sums), " + title
+        rows = [row for row in rows if not row[0].startswith(("one-way latency", "latency"))]  # per direction below
     console.print(kv_table(title, rows))
+    if r.get("directions"):
+        show_directions(r["directions"], us, wide)
     if r.get("hosts"):  # a trial across an inventory's hosts
         t, u = r["hosts"]["traffic"], r["hosts"]["sut"]
         console.print(f"hosts: generator and sink on {t['name']} ({t['address']}, {t['kernel']}), SUT on "

@@ -61,6 +61,20 @@ def host_unchanged():
     assert wait_host_state(before) == before
 
 
+@pytest.fixture
+def locked_host_unchanged():
+    """host_unchanged with the testbed lock held around both looks at the
+    host, so another suite's testbed (which holds the lock) is not half-seen.
+    Only for tests that build testbeds in this process (the lock is free to
+    its holder); a softnet command started by the test would wait for it."""
+    from softnet.testbed import lock
+
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+        yield before
+        assert wait_host_state(before) == before
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, eBPF)")
 
 

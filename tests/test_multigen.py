@@ -21,6 +21,7 @@ from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
 from softnet.traffic.native import merge_reports
 from tests.conftest import needs_root
+from tests.frames import CAPTURE, csum
 
 NATIVE = Path(os.environ.get("SOFTNET_NATIVE_DIR") or Path(__file__).resolve().parents[1] / "native" / "build")
 
@@ -164,33 +165,6 @@ def test_two_generators_send_every_seq_once(host_unchanged):
     assert r["received_pkts"] == 200_000 and raw["sink"]["rx_warmup_pkts"] == 40_000
     assert raw["sink_timeline"]["lost_pkts"] == 0
     assert raw["sink"]["xdp_mode"] == "native" and gen["xdp_mode"] == "native"
-
-
-CAPTURE = r"""
-import json, socket, sys
-ifname, n = sys.argv[1], int(sys.argv[2])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-s.bind((ifname, 0))
-s.settimeout(20)
-print("ready", flush=True)
-frames = []
-while len(frames) < n:
-    f = s.recv(2048)
-    v4 = f[12:14] == b"\x08\x00" and f[23] == 17 and f[36:38] == b"\x00\x07"
-    v6 = f[12:14] == b"\x86\xdd" and f[20] == 17 and f[56:58] == b"\x00\x07"
-    if v4 or v6:  # softnet's test frames (UDP to port 7) only
-        frames.append(f.hex())
-print(json.dumps(frames), flush=True)
-"""
-
-
-def csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xffff) + (total >> 16)
-    return total
 
 
 def check_frame(f: bytes) -> tuple[bytes, int]:

@@ -5,7 +5,6 @@ the field named before anything changes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -20,22 +19,11 @@ from softnet.testbed.personalities import PERSONALITIES, names, parse_sut
 from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
-from softnet.testbed import lock
-from tests.conftest import host_state, needs_root, softnet_cmd, wait_host_state
+from tests.conftest import needs_root, softnet_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "custom-sut" / "sut.toml"
 DURATION_S, WARMUP_S = 0.5, 0.2
-
-
-@pytest.fixture
-def host_unchanged():
-    """conftest's, with the testbed lock held around both looks at the host:
-    another suite's testbed (which holds the lock) is then not half-seen."""
-    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
-        before = host_state()
-        yield before
-        assert wait_host_state(before) == before
 
 
 def trial(sut: str, rate: int, flows: int = 1, extra: dict | None = None, during=None):
@@ -86,7 +74,7 @@ def no_loss(r: dict) -> None:
 # ---- data paths ------------------------------------------------------------
 @needs_root
 @pytest.mark.netns
-def test_bridge_switches_at_l2_and_routes_nothing(host_unchanged):
+def test_bridge_switches_at_l2_and_routes_nothing(locked_host_unchanged):
     def during(tb):
         return {k: hostcmd.sysctl_get(tb.ns["sut"], k) for k in ("net.bridge.bridge-nf-call-iptables",
                                                                   "net.bridge.bridge-nf-call-ip6tables")}
@@ -106,7 +94,7 @@ def test_bridge_switches_at_l2_and_routes_nothing(host_unchanged):
 @pytest.mark.netns
 @pytest.mark.parametrize("rules,conntrack,rate", [(1, False, 50_000), (1, True, 50_000),
                                                   (10_000, False, 2_000), (10_000, True, 2_000)])
-def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, host_unchanged):
+def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, locked_host_unchanged):
     """10000 rules walked per packet cost ~150 us here (~6 kpps at most): a low rate."""
     spec = f"nft-fw:rules={rules},conntrack={'on' if conntrack else 'off'}"
     r, c0, c1, fwd, _ = trial(spec, rate)
@@ -118,7 +106,7 @@ def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, host_uncha
 
 
 @needs_root
-def test_nft_fw_ruleset_has_the_rules_and_loads_quickly(host_unchanged):
+def test_nft_fw_ruleset_has_the_rules_and_loads_quickly(locked_host_unchanged):
     from softnet.testbed.personalities.nft_fw import ruleset
 
     text = ruleset(10_000, False)
@@ -138,7 +126,7 @@ def test_nft_fw_ruleset_has_the_rules_and_loads_quickly(host_unchanged):
 @needs_root
 @pytest.mark.netns
 @pytest.mark.parametrize("flows,mode", [(1, "masquerade"), (16, "snat")])
-def test_nat_one_conntrack_entry_per_flow(flows, mode, host_unchanged):
+def test_nat_one_conntrack_entry_per_flow(flows, mode, locked_host_unchanged):
     rate = 50_000
     r, c0, c1, fwd, _ = trial(f"nat:mode={mode}", rate, flows=flows)
     no_loss(r)  # the sink counts the translated frames: their checksums were fixed up
@@ -152,7 +140,7 @@ def test_nat_one_conntrack_entry_per_flow(flows, mode, host_unchanged):
 
 @needs_root
 @pytest.mark.netns
-def test_custom_example_xdp_wire_end_to_end(host_unchanged):
+def test_custom_example_xdp_wire_end_to_end(locked_host_unchanged):
     """examples/custom-sut: the user's XDP program, built and attached by its
     setup script, carries the packets; the kernel forwards none of them."""
     def during(tb):
@@ -171,7 +159,7 @@ def test_custom_example_xdp_wire_end_to_end(host_unchanged):
 
 @needs_root
 @pytest.mark.netns
-def test_custom_failing_setup_shows_its_stderr_and_restores_the_host(tmp_path, host_unchanged):
+def test_custom_failing_setup_shows_its_stderr_and_restores_the_host(tmp_path, locked_host_unchanged):
     table = {"setup": ["touch made-by-setup", "echo boom from setup >&2; exit 3", "touch never"],
              "teardown": ["rm made-by-setup", "echo $SN_NS > torn-down"], "l3": True}
     with pytest.raises(TestbedError) as err:

@@ -20,23 +20,12 @@ from softnet.testbed.personalities.xdp_router import ROUTER_STATS
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import native_dir
-from softnet.testbed import lock
-from tests.conftest import host_state, needs_root, wait_host_state
+from tests.conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.netns]
 
 ROUTERS = ["xdp-router", "xdp-router:mode=generic", "tc-router"]
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def host_unchanged():
-    """conftest's, with the testbed lock held around both looks at the host:
-    another suite's testbed (which holds the lock) is then not half-seen."""
-    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
-        before = host_state()
-        yield before
-        assert wait_host_state(before) == before
 
 
 def delta(before: dict, after: dict) -> dict:
@@ -71,7 +60,7 @@ def test_router_stats_follow_the_enum_of_router_h():
 
 
 @pytest.mark.parametrize("sut", ROUTERS)
-def test_ebpf_router_forwards_around_the_kernel_stack(sut, host_unchanged):
+def test_ebpf_router_forwards_around_the_kernel_stack(sut, locked_host_unchanged):
     r, d, _ = trial(sut)
     ifs = r["diagnosis"]["interface_deltas"]
     assert r["valid"] and r["sent_pkts"] == 50_000
@@ -157,7 +146,7 @@ def capture(tb: LocalTestbed, frames: list[bytes], want: int, match) -> list[byt
 
 
 @pytest.mark.parametrize("sut", ROUTERS)
-def test_forwarded_frame_has_ttl_minus_one_a_valid_checksum_and_the_next_hops_macs(sut, host_unchanged):
+def test_forwarded_frame_has_ttl_minus_one_a_valid_checksum_and_the_next_hops_macs(sut, locked_host_unchanged):
     with HostChanges() as ch:
         tb = LocalTestbed(ch, sut)
         tb.build()
@@ -214,16 +203,16 @@ def vxlan_trial(frame_bytes: int):
     assert sink["rx_test_pkts"] == d["vxlan_tx_packets"]
 
 
-def test_vxlan_encapsulates_the_test_frames(host_unchanged):
+def test_vxlan_encapsulates_the_test_frames(locked_host_unchanged):
     vxlan_trial(64)
 
 
-def test_vxlan_carries_full_size_frames(host_unchanged):
+def test_vxlan_carries_full_size_frames(locked_host_unchanged):
     """1518 B frames (1500 B IP packets) fit after encapsulation: the underlay MTU is raised."""
     vxlan_trial(1518)
 
 
-def test_vxlan_frame_on_the_wire(host_unchanged):
+def test_vxlan_frame_on_the_wire(locked_host_unchanged):
     """The encapsulated frame: 50 B of outer Ethernet, IPv4, UDP (to 4789) and
     VXLAN (the VNI) in front of the forwarded inner frame."""
     frame = make_frame(64, OVERLAY["next_hop"])
@@ -251,7 +240,7 @@ def test_vxlan_params():
     assert missing(parse_sut("vxlan")) == []
 
 
-def test_xdp_router_refuses_an_xdp_side_setting_and_restores_the_host(host_unchanged):
+def test_xdp_router_refuses_an_xdp_side_setting_and_restores_the_host(locked_host_unchanged):
     from softnet.errors import InputError
     from softnet.testbed.local import SideSettings
 

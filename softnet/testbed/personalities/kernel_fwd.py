@@ -26,15 +26,19 @@ class L3Forwarding(Personality):
         tb._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
         tb.add_route("sut", str(DST_RANGE[self.ip_version]), ADDR["sink"][v], "sut_out")
 
+    def counters(self, tb: "LocalTestbed") -> dict[str, int]:
+        """What the kernel's IP stack routed onwards (every packet, when the path is the stack's)."""
+        from softnet.testbed.personalities.nsread import forw_datagrams, forw_datagrams6
+
+        if self.ip_version == 6:
+            return {"ip6_out_forw_datagrams": forw_datagrams6(tb.ns["sut"])}
+        return {"ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
+
 
 class Ipv4Fwd(L3Forwarding):
     name = "ipv4-fwd"
     summary = "kernel IPv4 forwarding"
     remote: ClassVar[bool] = True
-
-    def counters(self, tb: "LocalTestbed") -> dict[str, int]:
-        from softnet.testbed.personalities.nsread import forw_datagrams
-        return {"ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
 
 
 class Ipv6Fwd(L3Forwarding):
@@ -42,10 +46,6 @@ class Ipv6Fwd(L3Forwarding):
     summary = "kernel IPv6 forwarding"
     ip_version = 6
     remote: ClassVar[bool] = True
-
-    def counters(self, tb: "LocalTestbed") -> dict[str, int]:
-        from softnet.testbed.personalities.nsread import forw_datagrams6
-        return {"ip6_out_forw_datagrams": forw_datagrams6(tb.ns["sut"])}
 
 
 class NoSut(Personality):

@@ -182,7 +182,8 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
 
 @app.command()
 def search(
-    sut: str = typer.Option("ipv4-fwd", help="ipv4-fwd, ipv6-fwd, none, or synthetic (simulated, no root)"),
+    sut: str = typer.Option("ipv4-fwd", help="a SUT personality (name:key=value,...; see softnet trial --help) "
+                            "or synthetic (simulated, no root)"),
     goals: str = typer.Option("ndr,pdr0.5", help="comma-separated: ndr, pdr<percent> (pdr0.5 = 0.5% loss)"),
     width: float = typer.Option(0.005, help="relative width (upper - lower) / upper to reach"),
     min_load: str = typer.Option("10kpps", help="lowest load to try"),
@@ -300,7 +301,7 @@ def latency(
 
 @app.command()
 def profile(
-    sut: str = typer.Option("ipv4-fwd", help="SUT personality: ipv4-fwd, ipv6-fwd, none"),
+    sut: str = typer.Option("ipv4-fwd", help="a SUT personality (name:key=value,...; see softnet trial --help)"),
     loads: str = typer.Option("50kpps,100kpps,200kpps,300kpps",
                               help="comma-separated offered loads (pps or bit rates), or max (the probed maximum)"),
     runs: int = typer.Option(3, help="runs per load"),
@@ -369,9 +370,14 @@ def spec_from_options(data: dict, options: dict[str, str]):
     from softnet.campaign.spec import CampaignSpec, spec_error
 
     try:
-        return CampaignSpec.model_validate(data)
+        spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, names=options) from None
+    if spec.testbed.sut != "synthetic":  # what this host lacks: refused before it is touched
+        from softnet.doctor.personalities import require
+
+        require(spec.testbed.personality(), options.get("testbed.sut", "--sut"))
+    return spec
 
 
 def parse_fractions(text: str | None, option: str) -> list[float] | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from softnet.analysis.campaigns import analyze_path, analyze_pastrami
-from softnet.analysis.data_paths import compare, cpu_ns_per_packet
+from softnet.analysis.data_paths import compare, cost_fit, cpu_ns_per_packet, short_label
 from softnet.analysis.trial_eval import evaluate
 from softnet.cli.campaign_cmd import data_path_rows
 from tests.conftest import softnet_cmd
@@ -50,7 +50,7 @@ def test_ranked_by_pdr_and_ties_named():
     for r in rows:
         assert r.pdr_pps is None or r.pdr_next_pps is None or r.pdr_pps < r.pdr_next_pps
         assert r.capacity_ci is None or r.capacity_ci[0] <= r.capacity_pps <= r.capacity_ci[1]
-        assert r.cpu_ns_per_pkt is None  # PASTRAMI files carry no kernel statistics
+        assert r.cpu_ns_per_pkt is None and r.cpu_ns_at_ref is None  # PASTRAMI files carry no kernel statistics
     pdrs = [r.pdr_pps or 0 for r in rows]
     assert pdrs == sorted(pdrs, reverse=True)
 
@@ -103,5 +103,27 @@ sample_interval_s = 0.2
     rows = data_path_rows(results, analyze_path(results))
     assert {r.label for r in rows} == {"sut=ipv4-fwd", "sut=ipv6-fwd"}
     for row in rows:
-        assert row.cpu_runs == 2 and 50 < row.cpu_ns_per_pkt < 100_000
-        assert f"{row.cpu_ns_per_pkt:,.0f}" in text
+        # the plain ratio at the lowest load, and the slope over both loads (no loss at 30-60 kpps)
+        assert 50 < row.cpu_ns_at_ref < 100_000
+        assert row.cpu_fit_trials == 4 and row.cpu_ns_per_pkt is not None
+        assert f"{row.cpu_ns_at_ref:,.0f}" in text
+
+
+def test_cost_fit_is_the_slope_of_busy_cpu_against_rate():
+    """Trials whose busy share is exactly 2% + 500 ns x rate give back 500 ns
+    and 2%; loads above the PDR (saturated) are left out; one load is no fit."""
+    def trial(load, busy, valid=True):
+        return {"valid": valid, "intended_rate_pps": load, "received_pkts": int(load), "duration_s": 1.0,
+                "kernel": {"normalized": {"cpus": [1]}, "per_cpu": {"1": {"cpu_time_pct": 100 * busy}}}}
+    ts = [trial(x, 0.02 + 500e-9 * x) for x in (1e5, 2e5, 4e5) for _ in range(2)]
+    ts += [trial(8e5, 1.0), trial(3e5, 0.9, valid=False)]
+    f = cost_fit(ts, 4e5)
+    assert f["ns"] == pytest.approx(500) and f["fixed_pct"] == pytest.approx(2)
+    assert f["n"] == 6 and f["ci"][0] <= 500 <= f["ci"][1]
+    assert cost_fit(ts, 1e5) is None and cost_fit(ts, None) is None
+
+
+def test_short_labels():
+    assert short_label("sut=custom:file=/work/x/examples/custom-sut/sut.toml") == "custom:file=sut.toml"
+    assert short_label("sut=nft-fw:rules=100,conntrack=on") == "nft-fw:rules=100,conntrack=on"
+    assert short_label("sut=bridge") == "bridge"

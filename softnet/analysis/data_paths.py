@@ -3,24 +3,33 @@ that ranking is, and what each forwarded packet costs in SUT CPU time.
 
 A sweep tests a grid of loads, so a PDR is known only to lie between the
 highest load that met the loss target and the next load tested (its
-bracket); the capacity (the largest mean throughput over the loads) has a
-t-interval over runs. Two data paths are told apart only when their PDR
-brackets or their capacity intervals do not overlap; otherwise they share a
-rank.
+bracket, half-open); the capacity (the largest mean throughput over the
+loads) has a t-interval over runs. Two data paths are told apart when their
+PDR brackets do not overlap or their capacity intervals do not; otherwise
+they share a rank.
 
-CPU per packet is the SUT CPUs' busy time (the kernel sampler's CPU time,
-100 x (1 - idle / wall) summed over the SUT's CPUs) over the packets
-forwarded in the window, at a reference load every data path carries without
-loss (the lowest load of the sweep), so the paths are compared at equal work.
+CPU per packet is the slope of the SUT CPUs' busy share (the kernel
+sampler's CPU time, 1 - idle / wall, summed over the SUT's CPUs) against the
+packets forwarded per second, fitted over the valid trials at loads up to
+the PDR (below saturation, where cost grows linearly with load: the eBPF
+receive-path study's linear model). The slope is the marginal cost of a
+packet; the intercept is what the path costs with no traffic (a NAPI kthread
+woken per packet at low rates, timers). The plain ratio busy time / packets
+at the lowest load is kept beside it: at low rates it is dominated by
+per-wakeup costs, not by the path.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from softnet.analysis.loss_stats import MeanCI
+from scipy import stats
+
+from softnet.analysis.loss_stats import t_critical
 
 CPU_KEY = "cpu_time_pct"
+MIN_FIT_LOADS = 2
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,13 @@ class DataPathRow:
     pdr_next_pps: float | None  # the next tested load (the bracket's open top); None: none above
     capacity_pps: float | None  # largest mean throughput over the loads
     capacity_ci: tuple[float, float] | None
-    ref_load_pps: float | None
-    cpu_ns_per_pkt: float | None  # at ref_load_pps, mean over valid runs
+    cpu_ns_per_pkt: float | None  # marginal: the fit's slope
     cpu_ns_ci: tuple[float, float] | None
-    cpu_runs: int
+    cpu_fixed_pct: float | None  # the fit's intercept: busy % of the SUT CPUs at no traffic
+    cpu_fit_trials: int
+    cpu_fit_max_load_pps: float | None
+    ref_load_pps: float | None  # the lowest load
+    cpu_ns_at_ref: float | None  # busy time / packets there (mean over valid runs)
     rank: int = 0
     tied_with: tuple[str, ...] = ()
 
@@ -43,30 +55,61 @@ class DataPathRow:
         return asdict(self)
 
 
-def cpu_ns_per_packet(trial: dict) -> float | None:
-    """SUT CPU ns per packet received in the window of one trial result
-    (None without kernel statistics or with nothing forwarded)."""
+def busy_share(trial: dict) -> float | None:
+    """The SUT CPUs' busy share over a trial's window (1.0: one CPU busy)."""
     k = trial.get("kernel") or {}
     cpus = (k.get("normalized") or {}).get("cpus")
     per_cpu = k.get("per_cpu") or {}
-    rx, dur = trial.get("received_pkts"), trial.get("duration_s")
-    if not cpus or not rx or not dur:
+    if not cpus:
         return None
     rows = [per_cpu.get(c, per_cpu.get(str(c))) for c in cpus]
     if any(r is None or r.get(CPU_KEY) is None for r in rows):
         return None
-    busy_s = sum(r[CPU_KEY] for r in rows) / 100 * k.get("window_s", dur)
-    return busy_s * 1e9 / rx
+    return sum(r[CPU_KEY] for r in rows) / 100
+
+
+def forwarded_pps(trial: dict) -> float | None:
+    rx, dur = trial.get("received_pkts"), trial.get("duration_s")
+    return rx / dur if rx and dur else None
+
+
+def cpu_ns_per_packet(trial: dict) -> float | None:
+    """SUT CPU ns per packet received in the window of one trial result
+    (None without kernel statistics or with nothing forwarded)."""
+    share, rx = busy_share(trial), trial.get("received_pkts")
+    if share is None or not rx:
+        return None
+    # busy time over the sampler's window (its edges are the trial window's, to a sample)
+    return share * (trial["kernel"].get("window_s") or trial["duration_s"]) * 1e9 / rx
+
+
+def cost_fit(trials: list[dict], max_load_pps: float | None, confidence: float = 0.95) -> dict | None:
+    """Busy share = fixed + slope x forwarded pps over the valid trials at
+    loads up to ``max_load_pps``: slope in ns per packet with its t-interval,
+    fixed in % of a CPU. None with fewer than MIN_FIT_LOADS loads."""
+    if max_load_pps is None:
+        return None
+    pts = [(x, y) for t in trials if t.get("valid") and t.get("intended_rate_pps", math.inf) <= max_load_pps
+           and (x := forwarded_pps(t)) is not None and (y := busy_share(t)) is not None]
+    if len({round(x, -3) for x, _ in pts}) < MIN_FIT_LOADS or len(pts) < 3:
+        return None
+    f = stats.linregress([x for x, _ in pts], [y for _, y in pts])
+    half = t_critical(confidence, len(pts) - 2) * f.stderr
+    return {"ns": f.slope * 1e9, "ci": ((f.slope - half) * 1e9, (f.slope + half) * 1e9),
+            "fixed_pct": f.intercept * 100, "n": len(pts)}
 
 
 def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
     return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
 
 
-def _bracket(r: DataPathRow) -> tuple[float, float] | None:
-    if r.pdr_pps is None:
-        return None
-    return (r.pdr_pps, r.pdr_next_pps if r.pdr_next_pps is not None else float("inf"))
+def _brackets_overlap(a: "DataPathRow", b: "DataPathRow") -> bool:
+    """[pdr, next load) intervals: half-open, so [350k, 500k) and [500k, 700k) are apart."""
+    if a.pdr_pps is None or b.pdr_pps is None:
+        return a.pdr_pps is None and b.pdr_pps is None
+    a_top = a.pdr_next_pps if a.pdr_next_pps is not None else math.inf
+    b_top = b.pdr_next_pps if b.pdr_next_pps is not None else math.inf
+    return a.pdr_pps < b_top and b.pdr_pps < a_top
 
 
 def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRow]:
@@ -82,14 +125,17 @@ def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRo
         cap_ci = None
         if best is not None and best.throughput_pps.n > 1:
             cap_ci = (best.throughput_pps.ci_lower, best.throughput_pps.ci_upper)
+        ts = trials.get(c.label, [])
+        fit = cost_fit(ts, r.pdr_load_pps)
         ref = loads[0].load_pps if loads else None
-        costs = [x for t in trials.get(c.label, []) if t.get("valid") and t.get("intended_rate_pps") == ref
-                 and (x := cpu_ns_per_packet(t)) is not None]
-        m = MeanCI.of(costs) if len(costs) > 1 else None
+        at_ref = [x for t in ts if t.get("valid") and t.get("intended_rate_pps") == ref
+                  and (x := cpu_ns_per_packet(t)) is not None]
         rows.append(DataPathRow(
             c.label, r.verdict.value, r.ndr_load_pps, r.pdr_load_pps, min(above, default=None),
-            best.throughput_pps.mean if best else None, cap_ci, ref,
-            (m.mean if m else costs[0]) if costs else None, (m.ci_lower, m.ci_upper) if m else None, len(costs)))
+            best.throughput_pps.mean if best else None, cap_ci,
+            fit["ns"] if fit else None, fit["ci"] if fit else None, fit["fixed_pct"] if fit else None,
+            fit["n"] if fit else 0, r.pdr_load_pps if fit else None,
+            ref, sum(at_ref) / len(at_ref) if at_ref else None))
     return rank(rows)
 
 
@@ -100,9 +146,21 @@ def rank(rows: list[DataPathRow]) -> list[DataPathRow]:
     order = sorted(rows, key=lambda r: (r.pdr_pps or 0.0, r.capacity_pps or 0.0), reverse=True)
     out: list[DataPathRow] = []
     for i, r in enumerate(order):
-        ties = tuple(o.label for o in order if o is not r and _overlap(_bracket(o), _bracket(r))
+        ties = tuple(o.label for o in order if o is not r and _brackets_overlap(o, r)
                      and (_overlap(o.capacity_ci, r.capacity_ci) or o.capacity_ci is None or r.capacity_ci is None))
         prev = out[-1] if out else None
         same = prev is not None and prev.label in ties
         out.append(DataPathRow(**{**asdict(r), "rank": prev.rank if same else i + 1, "tied_with": ties}))
     return out
+
+
+def short_label(label: str) -> str:
+    """A configuration's label for a narrow table: "sut=" dropped, a file
+    param by its name only (custom:file=/x/y/sut.toml -> custom:file=sut.toml)."""
+    text = label[4:] if label.startswith("sut=") else label
+    name, sep, rest = text.partition(":")
+    if not sep:
+        return text
+    items = [f"file={v.rsplit('/', 1)[-1]}" if k == "file" else f"{k}={v}"
+             for k, _, v in (item.partition("=") for item in rest.split(","))]
+    return f"{name}:{','.join(items)}"

@@ -112,32 +112,38 @@ def data_path_rows(results_dir: Path, configs: list[Configuration]) -> list:
     return compare(configs, full)
 
 
-DATA_PATH_COLS = [Col("#"), Col("data path", text=True), Col("verdict", justify="left"), Col("NDR"),
+DATA_PATH_COLS = [Col("#"), Col("data path", text=True), Col("verdict", justify="left", wide=True), Col("NDR"),
                   Col("PDR in"), Col("capacity"), Col("capacity CI95", wide=True), Col("ns/pkt"),
-                  Col("ns/pkt CI95", wide=True)]
+                  Col("ns/pkt CI95", wide=True), Col("idle CPU %", wide=True), Col("ns/pkt low load", wide=True)]
 
 
 def show_data_paths(rows: list, wide: bool = False) -> None:
     """The data paths ranked: NDR, the PDR's bracket [tested load met, next
     load), capacity (largest mean throughput, CI95 over runs), SUT CPU ns per
-    forwarded packet at the lowest load."""
+    forwarded packet (the slope of busy CPU against forwarded rate below the
+    PDR; analysis.data_paths)."""
+    from softnet.analysis.data_paths import short_label
+
     def ci(pair, unit=""):
         return "-" if pair is None else f"{eng(pair[0], unit)}-{eng(pair[1], unit)}"
 
+    def ns(v):
+        return "-" if v is None else f"{v:,.0f}"
+
     out = []
     for r in rows:
-        top = "max" if r.pdr_next_pps is None else eng(r.pdr_next_pps, "pps")
-        out.append([f"{r.rank}" + ("=" if r.tied_with else ""), r.label,
-                    f"[{verdict_style(r.verdict)}]{r.verdict}[/]", eng(r.ndr_pps, "pps"),
-                    "-" if r.pdr_pps is None else f"[{eng(r.pdr_pps)}, {top})", eng(r.capacity_pps, "pps"),
-                    ci(r.capacity_ci), "-" if r.cpu_ns_per_pkt is None else f"{r.cpu_ns_per_pkt:,.0f}",
-                    ci(r.cpu_ns_ci)])
-    console.print(table("data paths, ranked (PDR, then capacity)", DATA_PATH_COLS, out, wide))
-    ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
-    if ref:
-        console.print(f"  ns/pkt: SUT CPU time per forwarded packet at {eng(ref, 'pps')} (the lowest load); "
-                      "= : not separable from a neighbour (PDR brackets and capacity CI95 overlap)",
-                      highlight=False)
+        top = "max" if r.pdr_next_pps is None else eng(r.pdr_next_pps)
+        out.append([f"{r.rank}" + ("=" if r.tied_with else ""), short_label(r.label),
+                    f"[{verdict_style(r.verdict)}]{r.verdict}[/]", eng(r.ndr_pps),
+                    "-" if r.pdr_pps is None else f"[{eng(r.pdr_pps)}, {top})", eng(r.capacity_pps),
+                    ci(r.capacity_ci), ns(r.cpu_ns_per_pkt), "-" if r.cpu_ns_ci is None else
+                    f"{ns(r.cpu_ns_ci[0])}..{ns(r.cpu_ns_ci[1])}",
+                    "-" if r.cpu_fixed_pct is None else f"{r.cpu_fixed_pct:.1f}", ns(r.cpu_ns_at_ref)])
+    console.print(table("data paths, ranked (PDR, then capacity; pps)", DATA_PATH_COLS, out, wide))
+    console.print("  PDR in [a, b): met at a, not at b. ns/pkt: SUT CPU time per forwarded packet, the slope of "
+                  "busy CPU against forwarded rate up to the PDR. =: not separable from another row (PDR brackets "
+                  "and capacity CI95 overlap)." + ("" if wide else " --wide: verdicts, intervals, idle cost."),
+                  highlight=False)
 
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from softnet.analysis.campaigns import Configuration, host_stall_sentence
 from softnet.analysis.cpu_audit import by_context
-from softnet.analysis.data_paths import compare
+from softnet.analysis.data_paths import compare, short_label
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
@@ -149,16 +149,21 @@ def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | No
     full = {c.label: cell_trials.get((c.meta.get("campaign_id"), c.meta.get("cell_id")), []) for c in sweeps}
     rows = compare(sweeps, full)
 
-    def pair(p, unit=""):
-        return DASH if p is None else f"{format_rate(p[0]) if unit else f'{p[0]:,.0f}'} \u2013 " \
-                                      f"{format_rate(p[1]) if unit else f'{p[1]:,.0f}'}"
-    out = [{"rank": f"{r.rank}" + ("=" if r.tied_with else ""), "label": r.label, "verdict": r.verdict,
+    def ns(v):
+        return DASH if v is None else f"{v:,.0f}"
+
+    out = [{"rank": f"{r.rank}" + ("=" if r.tied_with else ""), "label": short_label(r.label), "verdict": r.verdict,
             "ndr": format_rate(r.ndr_pps),
             "pdr": DASH if r.pdr_pps is None else
             f"[{format_rate(r.pdr_pps)}, {'max' if r.pdr_next_pps is None else format_rate(r.pdr_next_pps)})",
-            "capacity": format_rate(r.capacity_pps), "capacity_ci": pair(r.capacity_ci, "pps"),
-            "cpu": DASH if r.cpu_ns_per_pkt is None else f"{r.cpu_ns_per_pkt:,.0f}", "cpu_ci": pair(r.cpu_ns_ci),
-            "ties": ", ".join(r.tied_with)} for r in rows]
+            "capacity": format_rate(r.capacity_pps),
+            "capacity_ci": DASH if r.capacity_ci is None else
+            f"{format_rate(r.capacity_ci[0])} \u2013 {format_rate(r.capacity_ci[1])}",
+            "cpu": ns(r.cpu_ns_per_pkt),
+            "cpu_ci": DASH if r.cpu_ns_ci is None else f"{ns(r.cpu_ns_ci[0])} \u2013 {ns(r.cpu_ns_ci[1])}",
+            "fixed": DASH if r.cpu_fixed_pct is None else f"{r.cpu_fixed_pct:.1f}",
+            "at_ref": ns(r.cpu_ns_at_ref),
+            "ties": ", ".join(short_label(t) for t in r.tied_with)} for r in rows]
     ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
     return {"rows": out, "ref_load": format_rate(ref)}
 

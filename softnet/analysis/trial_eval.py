@@ -132,6 +132,24 @@ def diagnosis(raw: dict, trial_delta: dict) -> dict:
     }
 
 
+SINK_DROP_SHARE, SINK_DROP_MIN = 0.1, 10
+
+
+def sink_limited(diag: dict, tb: dict, lost: int | None) -> bool:
+    """The sink's veth ring overflowed for a share of the loss: packets the
+    SUT forwarded were dropped on the last hop because the sink's receive
+    work did not keep up (e.g. its NAPI kthread on a busy generator's CPU),
+    so the loss is not all the SUT's. The hop is the SUT interface facing
+    the sink (sut_in for a bidirectional trial's reverse way); whole-trial
+    drops, counted against the window's loss."""
+    links = diag["interface_deltas"]
+    hop = tb.get("sink_hop", "sut_out")
+    if tb["sut"] == "none" or not lost or hop not in links:
+        return False
+    drops = links[hop].get("tx_dropped", 0)
+    return drops > max(SINK_DROP_MIN, SINK_DROP_SHARE * lost)
+
+
 def profile(prof: dict, interface_ids: list, window: dict, packets: int) -> dict:
     """Per-CPU eBPF times over the window, drops by reason and device (host-wide:
     the sink's XDP drops of skbs count too, on its device), and the audit
@@ -274,7 +292,8 @@ def both_directions(raw: dict, spec: TrialSpec) -> TrialResult:
     r = raw["reverse"]
     rev_raw = {**fwd_raw, "generator": r["generator"], "sink": r["sink"], "drain_s": r["drain_s"],
                "sink_timeline": r["sink_timeline"], "series": None, "profile": None,
-               "testbed": {**raw["testbed"], "sink_ifname": r["sink_ifname"], "src_ip_first": r["src_ip_first"]}}
+               "testbed": {**raw["testbed"], "sink_ifname": r["sink_ifname"], "src_ip_first": r["src_ip_first"],
+                           "sink_hop": "sut_in"}}
     fwd, rev = evaluate(fwd_raw, one).to_dict(), evaluate(rev_raw, one).to_dict()
     out = dict(fwd)
     for k in SUMMED:
@@ -335,6 +354,9 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     place = placement(tb, gen, sink, window)
     if not place["as_requested"]:
         found.append("placement_not_as_requested")
+    diag = diagnosis(raw, counters.delta(before, after))
+    if sink_limited(diag, tb, lost):
+        found.append("sink_limited")
     fields = dict(
         # a raw trial of version 1 (log2 histogram) gives the result it always gave
         schema_version=RESULT_SCHEMA_OF_RAW[raw_version],
@@ -351,7 +373,7 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
         drain_s=raw["drain_s"],
         generator={k: gen[k] for k in ("calls", "batch", "window_lag_mean_ns", "window_lag_max_ns",
                                        "window_late_pkts", "cpu")},
-        diagnosis=diagnosis(raw, counters.delta(before, after)),
+        diagnosis=diag,
         placement=place,
         other_runs=other_runs,
         flags=found, valid=not found,

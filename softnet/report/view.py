@@ -57,6 +57,8 @@ FLAG_MEANING = {
 EXCLUSION_MEANING = {
     "generator_limited": "the generator sent fewer packets than intended load \u00d7 duration: the run applied "
                          "a lower load than its nominal one, so its loss is not the SUT's at that load",
+    "sink_limited": "the sink's veth ring overflowed (the SUT interface facing the sink dropped more than 10% of "
+                    "the packets lost): part of the loss is the sink's, not the SUT's",
     "generator_overshoot": "the generator sent more packets than intended: the run did not apply its nominal load",
     "counters_inconsistent": "more packets received than sent beyond a counter artefact, or packets outside the "
                              "trial's sequence range: the counters cannot be trusted",

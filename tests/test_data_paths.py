@@ -127,3 +127,22 @@ def test_short_labels():
     assert short_label("sut=custom:file=/work/x/examples/custom-sut/sut.toml") == "custom:file=sut.toml"
     assert short_label("sut=nft-fw:rules=100,conntrack=on") == "nft-fw:rules=100,conntrack=on"
     assert short_label("sut=bridge") == "bridge"
+
+
+def _row(label, pdr, nxt, cap, ci):
+    from softnet.analysis.data_paths import DataPathRow
+    return DataPathRow(label, "GOOD", None, pdr, nxt, cap, ci, None, None, None, 0, None, None, None)
+
+
+def test_ties_are_groups_and_disagreements_are_named():
+    """A ties B, B ties C but A and C do not overlap: one group, one rank,
+    rows together; a half-open bracket touching another does not tie; a
+    lower-ranked row whose capacity interval lies above a higher one's is named."""
+    from softnet.analysis.data_paths import capacity_disagrees, rank
+    rows = rank([_row("C", 200e3, 350e3, 340e3, (300e3, 390e3)), _row("D", 500e3, 700e3, 600e3, (590e3, 610e3)),
+                 _row("A", 200e3, 350e3, 500e3, (450e3, 550e3)), _row("B", 200e3, 350e3, 420e3, (380e3, 460e3)),
+                 _row("E", 350e3, 500e3, 2e6, (1.9e6, 2.1e6))])
+    assert [r.label for r in rows] == ["D", "E", "A", "B", "C"]
+    assert [r.rank for r in rows] == [1, 2, 3, 3, 3]
+    assert set(rows[2].tied_with) == {"B", "C"} and not rows[0].tied_with and not rows[1].tied_with
+    assert capacity_disagrees(rows) == [("E", "D")]

@@ -139,18 +139,52 @@ def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRo
     return rank(rows)
 
 
+def _tied(a: DataPathRow, b: DataPathRow) -> bool:
+    return _brackets_overlap(a, b) and (a.capacity_ci is None or b.capacity_ci is None
+                                        or _overlap(a.capacity_ci, b.capacity_ci))
+
+
 def rank(rows: list[DataPathRow]) -> list[DataPathRow]:
-    """Order by PDR (then capacity); a row shares the rank of the one above
-    when neither their PDR brackets nor their capacity intervals separate
-    them."""
+    """Order by PDR (then capacity). Rows this sweep cannot tell apart (PDR
+    brackets overlap and capacity intervals overlap), directly or through
+    others, form a group that shares one rank: the group's place, its rows
+    together."""
     order = sorted(rows, key=lambda r: (r.pdr_pps or 0.0, r.capacity_pps or 0.0), reverse=True)
+    group = list(range(len(order)))  # union-find over the tie relation
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, a in enumerate(order):
+        for j in range(i + 1, len(order)):
+            if _tied(a, order[j]):
+                group[root(j)] = root(i)
+    members: dict[int, list[int]] = {}
+    for i in range(len(order)):
+        members.setdefault(root(i), []).append(i)
     out: list[DataPathRow] = []
-    for i, r in enumerate(order):
-        ties = tuple(o.label for o in order if o is not r and _brackets_overlap(o, r)
-                     and (_overlap(o.capacity_ci, r.capacity_ci) or o.capacity_ci is None or r.capacity_ci is None))
-        prev = out[-1] if out else None
-        same = prev is not None and prev.label in ties
-        out.append(DataPathRow(**{**asdict(r), "rank": prev.rank if same else i + 1, "tied_with": ties}))
+    for head in sorted(members, key=lambda g: min(members[g])):  # groups in the order of their best row
+        ids = members[head]
+        for i in ids:
+            r = order[i]
+            ties = tuple(order[j].label for j in ids if j != i)
+            out.append(DataPathRow(**{**asdict(r), "rank": len(out) + 1 - ids.index(i), "tied_with": ties}))
+    return out
+
+
+def capacity_disagrees(rows: list[DataPathRow]) -> list[tuple[str, str]]:
+    """(lower, higher) pairs where a row ranked lower has a capacity interval
+    wholly above a higher-ranked row's: the PDR and the capacity order them
+    differently (e.g. loss from host stalls setting a PDR below what the path
+    can carry)."""
+    out = []
+    for i, hi in enumerate(rows):
+        for lo in rows[i + 1:]:
+            if lo.rank > hi.rank and lo.capacity_ci and hi.capacity_ci and lo.capacity_ci[0] > hi.capacity_ci[1]:
+                out.append((lo.label, hi.label))
     return out
 
 

@@ -122,7 +122,7 @@ def show_data_paths(rows: list, wide: bool = False) -> None:
     load), capacity (largest mean throughput, CI95 over runs), SUT CPU ns per
     forwarded packet (the slope of busy CPU against forwarded rate below the
     PDR; analysis.data_paths)."""
-    from softnet.analysis.data_paths import short_label
+    from softnet.analysis.data_paths import capacity_disagrees, short_label
 
     def ci(pair, unit=""):
         return "-" if pair is None else f"{eng(pair[0], unit)}-{eng(pair[1], unit)}"
@@ -144,6 +144,9 @@ def show_data_paths(rows: list, wide: bool = False) -> None:
                   "busy CPU against forwarded rate up to the PDR. =: not separable from another row (PDR brackets "
                   "and capacity CI95 overlap)." + ("" if wide else " --wide: verdicts, intervals, idle cost."),
                   highlight=False)
+    for lo, hi in capacity_disagrees(rows):
+        console.print(f"  {short_label(lo)} carries more than {short_label(hi)} at overload (capacity CI95 "
+                      "apart) though its PDR ranks lower", highlight=False)
 
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:

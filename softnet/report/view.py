@@ -13,7 +13,7 @@ from typing import Sequence
 
 from softnet.analysis.campaigns import Configuration, host_stall_sentence
 from softnet.analysis.cpu_audit import by_context
-from softnet.analysis.data_paths import compare, short_label
+from softnet.analysis.data_paths import capacity_disagrees, compare, short_label
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
@@ -167,7 +167,9 @@ def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | No
             "at_ref": ns(r.cpu_ns_at_ref),
             "ties": ", ".join(short_label(t) for t in r.tied_with)} for r in rows]
     ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
-    return {"rows": out, "ref_load": format_rate(ref)}
+    notes = [f"{short_label(lo)} carries more than {short_label(hi)} at overload (capacity CI95 apart) though its "
+             "PDR ranks lower." for lo, hi in capacity_disagrees(rows)]
+    return {"rows": out, "ref_load": format_rate(ref), "notes": notes}
 
 
 def _marks(load: float, r) -> list[str]:

@@ -37,8 +37,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
+from softnet.analysis.data_paths import short_label
+
 FLOOR_PLR = 1e-6  # paper sec. IV-B: bottom of the log scale
-MAX_PER_FIGURE = 8
+MAX_PER_FIGURE = 10  # tab10: one distinct colour each (a sweep over every SUT personality fits)
 DPI = 200
 _FLOOR_TEXT = "10\u207b\u2076"  # 10^-6 as plain text (no mathtext, searchable in SVG)
 
@@ -112,7 +114,9 @@ def config_tokens(config) -> list[str]:
         cid = (config.meta or {}).get("campaign_id")
         if cid is not None:
             toks.append(f"campaign {cid}")
-        toks += [f"{str(name).split('.')[-1]}={v}" for name, v in k.items()] or [config.label]
+        # a personality by its spec string alone, a file param by its name (analysis.data_paths.short_label)
+        toks += [short_label(f"sut={v}") if name == "testbed.sut" else f"{str(name).split('.')[-1]}={v}"
+                 for name, v in k.items()] or [config.label]
         return toks
     return [config.label]
 
@@ -251,7 +255,8 @@ def _plot_metric(ax, configs, legend, div, metric, *, scale=1.0, floor=None):
             mean, lo, hi = (np.maximum(np.nan_to_num(v, nan=floor), floor) for v in (mean, lo, hi))
         mean, lo, hi = mean * scale, lo * scale, hi * scale
         marker = MARKERS[i % len(MARKERS)]
-        ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0, zorder=2)
+        # many bands on one figure hide each other: fainter the more there are
+        ax.fill_between(x, lo, hi, color=color, alpha=0.18 if len(configs) <= 4 else 0.07, linewidth=0, zorder=2)
         ax.plot(x, mean, color=color, marker=marker, markersize=5, linewidth=1.4,
                 markeredgecolor="white", markeredgewidth=0.5, zorder=3)
         point = c.analysis.report.pdr_point_load_pps

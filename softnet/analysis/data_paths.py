@@ -126,7 +126,10 @@ def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRo
         if best is not None and best.throughput_pps.n > 1:
             cap_ci = (best.throughput_pps.ci_lower, best.throughput_pps.ci_upper)
         ts = trials.get(c.label, [])
-        fit = cost_fit(ts, r.pdr_load_pps)
+        # below the PDR; with no saturation in the sweep every load is below it
+        top = r.pdr_load_pps if r.pdr_load_pps is not None else (
+            loads[-1].load_pps if loads and r.verdict.value == "NO-SATURATION" else None)
+        fit = cost_fit(ts, top)
         ref = loads[0].load_pps if loads else None
         at_ref = [x for t in ts if t.get("valid") and t.get("intended_rate_pps") == ref
                   and (x := cpu_ns_per_packet(t)) is not None]
@@ -134,7 +137,7 @@ def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRo
             c.label, r.verdict.value, r.ndr_load_pps, r.pdr_load_pps, min(above, default=None),
             best.throughput_pps.mean if best else None, cap_ci,
             fit["ns"] if fit else None, fit["ci"] if fit else None, fit["fixed_pct"] if fit else None,
-            fit["n"] if fit else 0, r.pdr_load_pps if fit else None,
+            fit["n"] if fit else 0, top if fit else None,
             ref, sum(at_ref) / len(at_ref) if at_ref else None))
     return rank(rows)
 

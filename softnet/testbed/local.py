@@ -219,8 +219,9 @@ class LocalTestbed(NetnsLab):
         anchor beside it) and a sink on the generator's veth. The SUT's
         receive processing of that direction goes to its CPUs too."""
         self._add_veth("sink", "rev_anchor", "sink", "rev_anchor_peer", up=False)
-        if self.sut != "none":
-            self._steer("sut", "sut_out", self.placement.sut_cpus)
+        # the reverse way's receive work on the SUT's CPUs too: the SUT's own,
+        # or without a SUT the reverse sink's (as the forward sink's)
+        self._steer(*(("gen", "gen") if self.sut == "none" else ("sut", "sut_out")), self.placement.sut_cpus)
         next_hop = "gen" if self.personality.next_hop_role == "sink" else "sut_out"
         return Endpoints(
             gen_ns=self.ns["sink"], gen_if=self.ifs["sink"], anchor_if=self.ifs["rev_anchor"],

@@ -1,7 +1,7 @@
 """Traffic shapes benchmark: softnet-gen straight into the sink (sut "none").
 
 Issue 18 (traffic, item 8): at 1 Mpps and 500 kpps, each of constant 64 B,
-IMIX, Poisson, onoff and 128 flows; REPEATS runs each, interleaved (the arms'
+IMIX, Poisson, onoff, 128 flows and bidirectional; REPEATS runs each, interleaved (the arms'
 order rotates every repeat); achieved against intended rate, target within
 +-0.5% at >= 1 Mpps. Each run is a softnet trial (generator on CPU 0, sink on
 CPU 1, no sampler, no stall probe). Two achieved rates per run:
@@ -41,6 +41,8 @@ ARMS = {  # name -> TrialSpec fields
     "poisson": {"arrivals": "poisson", "seed": 1},
     "onoff 32/0.5": {"arrivals": "onoff", "burst_pkts": 32, "on_duty": 0.5},
     "128 flows": {"flows": 4, "src_ips": 4, "dst_ips": 4, "dst_ports": 2},
+    # both ways at once, the rate their sum; both generators on GEN_CPU
+    "bidirectional": {"bidirectional": True},
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -55,6 +57,8 @@ def one_run(tb, ep, ch, rate: float, shape: dict, seed_offset: int) -> dict:
     gen = r["raw_trial"]["generator"]
     span = r["send_span_s"]
     raw_rate = (r["sent_pkts"] - 1) / span if span else 0.0
+    if r.get("directions"):  # each direction from its own stamps; the sum against the aggregate
+        raw_rate = sum(d["achieved_rate_pps"] for d in r["directions"].values())
     sink = r["raw_trial"]["sink"]
     return {
         "raw_ratio": raw_rate / rate, "sched_ratio": r["achieved_ratio"], "sent_pkts": r["sent_pkts"],
@@ -78,7 +82,7 @@ def main(repeats: int) -> dict:
     cells = [(rate, name) for rate in RATES_PPS for name in ARMS]
     runs: dict[str, list[dict]] = {f"{name} @ {rate / 1e3:g} kpps": [] for rate, name in cells}
     with HostChanges() as ch:
-        tb = LocalTestbed(ch, "none", Placement(gen_cpu=GEN_CPU, sut_cpus=[SINK_CPU]))
+        tb = LocalTestbed(ch, "none", Placement(gen_cpu=GEN_CPU, sut_cpus=[SINK_CPU]), bidirectional=True)
         ep = tb.build()
         old = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {SINK_CPU})  # this process off the generator's CPU

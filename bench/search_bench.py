@@ -65,8 +65,23 @@ def run_softnet(sut: SimulatedSut) -> dict:
             "statuses": [g.status for g in r.goals]}
 
 
+def mlrsearch_config(loss_ratios, width: float, duration: float, min_load: float, max_load: float,
+                     duration_sum: float = 21.0):
+    """MLRsearch 1.2.1 as CSIT runs it: exceed ratio 0.5, duration sum 21 s
+    (its default), 2 preceding targets, no warm-up trial, no time limit."""
+    from MLRsearch import Config, SearchGoal
+
+    config = Config()
+    config.goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=width,
+                               initial_trial_duration=duration, final_trial_duration=duration,
+                               duration_sum=duration_sum, preceding_targets=2, fail_fast=False) for x in loss_ratios]
+    config.min_load, config.max_load = min_load, max_load
+    config.search_duration_max, config.warmup_duration = 1e9, None
+    return config
+
+
 def run_mlrsearch(sut: SimulatedSut) -> dict:
-    from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
+    from MLRsearch import AbstractMeasurer, MeasurementResult, MultipleLossRatioSearch
 
     class Measurer(AbstractMeasurer):
         trials, seconds = 0, 0.0
@@ -78,12 +93,7 @@ def run_mlrsearch(sut: SimulatedSut) -> dict:
             return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                      offered_count=m.offered_count, forwarding_count=m.forwarded_count)
 
-    config = Config()
-    config.goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=WIDTH,
-                               initial_trial_duration=DURATION, final_trial_duration=DURATION,
-                               duration_sum=21.0, preceding_targets=2, fail_fast=False) for x in LOSS_RATIOS]
-    config.min_load, config.max_load = MIN_LOAD, MAX_LOAD
-    config.search_duration_max, config.warmup_duration = 1e9, None
+    config = mlrsearch_config(LOSS_RATIOS, WIDTH, DURATION, MIN_LOAD, MAX_LOAD)
     m = Measurer()
     results = MultipleLossRatioSearch(config=config).search(measurer=m, debug=lambda _: None)
     values = []
@@ -126,6 +136,7 @@ def main() -> None:
     ap.add_argument("--seed-start", type=int, default=0,
                     help="first seed (fresh seeds check a change that was tuned on others)")
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="simulated shapes, comma-separated")
     ap.add_argument("--real", type=int, default=0, help="only the real-testbed repeat benchmark, N searches")
     args = ap.parse_args()
     if args.real:
@@ -133,7 +144,8 @@ def main() -> None:
     methods = args.methods.split(",")
     rows = []
     t0 = time.time()
-    for shape in SHAPES:
+    shapes = args.shapes.split(",")
+    for shape in shapes:
         for seed in range(args.seed_start, args.seed_start + args.seeds):
             capacity = float(np.exp(np.random.default_rng([seed, 99]).uniform(math.log(5e5), math.log(5e6))))
             truth_sut = SimulatedSut(shape, capacity, seed)
@@ -150,8 +162,8 @@ def main() -> None:
                                  "error_knee": rel_error(v, t["knee"]),
                                  "outcome_ok": (v is None) == (t["conservative"] is None),
                                  "trials": out["trials"], "trial_seconds": out["trial_seconds"]})
-    summary = summarize(rows, methods)
-    out = {"benchmark": "search", "seeds": args.seeds, "seed_start": args.seed_start, "shapes": list(SHAPES),
+    summary = summarize(rows, methods, shapes)
+    out = {"benchmark": "search", "seeds": args.seeds, "seed_start": args.seed_start, "shapes": shapes,
            "settings": {"min_load_pps": MIN_LOAD, "max_load_pps": MAX_LOAD, "relative_width": WIDTH,
                         "trial_duration_s": DURATION, "loss_ratios": LOSS_RATIOS, "exceed_ratio": 0.5,
                         "grid_step_pps": GRID_STEP, "grid_runs": GRID_RUNS},
@@ -191,10 +203,10 @@ def real_bench(repeats: int) -> None:
               f"statuses {[r['status'] for r in s['repeats']]}, trials {[r['trial_count'] for r in s['repeats']]}")
 
 
-def summarize(rows: list[dict], methods: list[str]) -> dict:
+def summarize(rows: list[dict], methods: list[str], shapes: list[str]) -> dict:
     summary = {}
     for method in methods:
-        for shape in (*SHAPES, "all"):
+        for shape in (*shapes, "all"):
             sel = [r for r in rows if r["method"] == method and (shape == "all" or r["shape"] == shape)]
             runs = {(r["shape"], r["seed"]): r for r in sel}
             errs = [abs(r["error_conservative"]) for r in sel if r["error_conservative"] is not None]

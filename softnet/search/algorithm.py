@@ -47,7 +47,10 @@ class _Search:
             if isinstance(p, Step):
                 tried = self.state.by_load.get(p.load_pps, [])
                 if len(tried) >= 4 * self.config.max_trials_per_load:
-                    done[i] = Done("unstable", f"{p.load_pps:,.0f} pps gave no valid evidence")
+                    valid = sum(m.valid for m in tried)
+                    why = (f"{valid} valid trials there did not settle it" if valid else "no valid evidence")
+                    done[i] = Done("unstable", f"{p.load_pps:,.0f} pps asked for again after {len(tried)} trials: "
+                                   + why)
                     continue
                 return p, done
             done[i] = p

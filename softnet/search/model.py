@@ -8,6 +8,9 @@ from dataclasses import asdict, dataclass, field
 # not offer the intended load, or the counters do not add up.
 INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "counters_inconsistent",
                                 "interrupted"})
+# The stall probe saw host stalls during the trial (softnet.analysis.loss_time): still
+# evidence, but a knee blurred by them is the host's, not the SUT's.
+STALL_FLAG = "host_interference"
 
 
 def check_fields(obj, checks) -> None:

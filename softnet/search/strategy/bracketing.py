@@ -47,6 +47,10 @@ class Bracketing(Strategy):
                 return Step(u, final, "confirm the loss at the minimum load")
             return Done("min_load_fails", f"the goal is not met even at the minimum load {u:,.0f} pps")
         ratio = (u - lo) / u
+        if g in s.knee.anchor:
+            # The knee model places the trials now: bisecting between bounds it keeps
+            # reclassifying would chase its own tail (issue 19, this VM's NDR).
+            return None
         if ratio > self.config.bracket_factor * w:
             hint = self.forwarding_hint(g, u) * (1 + w)
             if lo * (1 + w) < hint < u * (1 - w) and s.snap(hint) not in s.by_load:

@@ -1,7 +1,8 @@
 """Search benchmark: softnet.search against MLRsearch (PyPI) and a PASTRAMI grid.
 
 Issue: "On the synthetic SUT with seeded noise (several curve shapes: sharp
-knee, gradual knee, loss at low load, loss inversion), over at least 20 seeds:
+knee, gradual knee, loss at low load, loss inversion; issue 19 added rare
+host stalls at every load), over at least 20 seeds:
 softnet's search against the PyPI mlrsearch package's MultipleLossRatioSearch
 driven by the same simulated measurer with the same goals, and against a
 PASTRAMI-style grid. Report trials, trial-seconds and the error of NDR/PDR
@@ -22,13 +23,10 @@ meets the goal; "none" when the minimum load fails) and, for reference, the
 knee truth (the highest crossing). A method's outcome is wrong when it gives a
 number where the truth is "none" or the reverse.
 
-Real testbed (--real N, root): N independent NDR + PDR0.5% searches on kernel
-IPv4 forwarding (1 s trials, width 2%, at most 30 trials each), their values,
-coefficient of variation and verdict ("unstable" above 5% CV or when a search
-says so). Written to search_real-<UTC>.json.
+The real testbed against MLRsearch: bench/search_real_bench.py.
 
 Writes bench/results/search_bench-<UTC>.json (ignored by git).
-Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--seed-start 0] [--real 10]
+Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--seed-start 0] [--shapes sharp,...]
 """
 from __future__ import annotations
 
@@ -137,10 +135,7 @@ def main() -> None:
                     help="first seed (fresh seeds check a change that was tuned on others)")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--shapes", default=",".join(SHAPES), help="simulated shapes, comma-separated")
-    ap.add_argument("--real", type=int, default=0, help="only the real-testbed repeat benchmark, N searches")
     args = ap.parse_args()
-    if args.real:
-        return real_bench(args.real)
     methods = args.methods.split(",")
     rows = []
     t0 = time.time()
@@ -173,34 +168,6 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     (RESULTS / f"search_bench-{stamp}.json").write_text(json.dumps(out, indent=1, default=float))
     show(summary, out["targets"])
-
-
-def real_bench(repeats: int) -> None:
-    import tempfile
-
-    from softnet.campaign.runner import run_campaign
-    from softnet.analysis.searches import summarize_searches
-    from softnet.campaign.spec import CampaignSpec
-    from softnet.results.store import Store
-
-    spec = CampaignSpec.model_validate({
-        "name": "search-real-bench", "testbed": {"sut": "ipv4-fwd"},
-        "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "width": 0.02, "min_load": "10kpps",
-                   "max_load": "2Mpps", "duration_s": 1.0, "warmup_s": 0.3, "runs": repeats, "max_trials": 30}})
-    t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="softnet-search-bench-") as tmp:
-        cid = run_campaign(spec, tmp, lambda e: print(e.message, flush=True) if e.kind == "search" else None)
-        with Store(tmp, read_only=True) as store:
-            summaries = [s.to_dict() for s in summarize_searches(store, cid)]
-    out = {"benchmark": "search_real", "spec": spec.model_dump(), "summaries": summaries,
-           "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search_real")}
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"search_real-{stamp}.json").write_text(json.dumps(out, indent=1, default=float))
-    for s in summaries:
-        vals = [r["value_pps"] for r in s["repeats"]]
-        print(f"{s['goal']}: verdict {s['verdict']}, CV {s['cv']}, values {vals}, "
-              f"statuses {[r['status'] for r in s['repeats']]}, trials {[r['trial_count'] for r in s['repeats']]}")
 
 
 def summarize(rows: list[dict], methods: list[str], shapes: list[str]) -> dict:

@@ -292,18 +292,19 @@ def test_search_takes_a_config_object():
 
 
 def test_search_decides_as_recorded(monkeypatch):
-    """tests/data/search_golden.json: 16 searches (4 shapes x 3 seeds, a budget
+    """tests/data/search_golden.json: 19 searches (5 shapes x 3 seeds, a budget
     in trials and in seconds, no minimum-load check, a small knee budget)
-    recorded by bench/search_golden.py before the search was split into
-    strategies. Every trial, reason and result must come out the same; a
-    deliberate change of method re-records the file."""
+    recorded by bench/search_golden.py (first before the search was split into
+    strategies; re-recorded when issue 19 changed the knee model). Every
+    trial, reason and result must come out the same; a deliberate change of
+    method re-records the file."""
     path = Path(__file__).resolve().parents[1] / "bench" / "search_golden.py"
     spec = importlib.util.spec_from_file_location("search_golden", path)
     golden = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, golden)  # its worker processes find run() by module name
     spec.loader.exec_module(golden)
     moved, total = golden.check(Path(__file__).parent / "data" / "search_golden.json")
-    assert total == 16 and not moved, f"{len(moved)} of {total} searches decide differently: {moved}"
+    assert total == 19 and not moved, f"{len(moved)} of {total} searches decide differently: {moved}"
 
 
 SEARCH_SPEC = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 400_000, "seed": 3},

@@ -78,21 +78,29 @@ def mlrsearch_config(loss_ratios, width: float, duration: float, min_load: float
     return config
 
 
-def run_mlrsearch(sut: SimulatedSut) -> dict:
-    from MLRsearch import AbstractMeasurer, MeasurementResult, MultipleLossRatioSearch
+def mlrsearch_measurer(measure):
+    """An MLRsearch AbstractMeasurer calling softnet's ``measure(load, duration)``
+    (a Measurement), counting its trials and trial-seconds."""
+    from MLRsearch import AbstractMeasurer, MeasurementResult
 
     class Measurer(AbstractMeasurer):
         trials, seconds = 0, 0.0
 
         def measure(self, intended_duration, intended_load):
-            m = sut(intended_load, intended_duration)
+            m = measure(intended_load, intended_duration)
             self.trials += 1
             self.seconds += intended_duration
             return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                      offered_count=m.offered_count, forwarding_count=m.forwarded_count)
 
+    return Measurer()
+
+
+def run_mlrsearch(sut: SimulatedSut) -> dict:
+    from MLRsearch import MultipleLossRatioSearch
+
     config = mlrsearch_config(LOSS_RATIOS, WIDTH, DURATION, MIN_LOAD, MAX_LOAD)
-    m = Measurer()
+    m = mlrsearch_measurer(sut)
     results = MultipleLossRatioSearch(config=config).search(measurer=m, debug=lambda _: None)
     values = []
     for goal in config.goals:

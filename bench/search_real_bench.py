@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_bench import mlrsearch_config  # noqa: E402
+from search_bench import mlrsearch_config, mlrsearch_measurer  # noqa: E402
 
 from softnet.campaign.search_runner import as_measurement, host_stall_note  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
@@ -94,20 +94,10 @@ def run_softnet(measure: RealMeasurer, _duration_sum: float) -> dict:
 
 
 def run_mlrsearch(measure: RealMeasurer, duration_sum: float) -> dict:
-    from MLRsearch import AbstractMeasurer, MeasurementResult, MultipleLossRatioSearch
-
-    class Measurer(AbstractMeasurer):
-        trials, seconds = 0, 0.0
-
-        def measure(self, intended_duration, intended_load):
-            m = measure(intended_load, intended_duration)
-            self.trials += 1
-            self.seconds += intended_duration
-            return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
-                                     offered_count=m.offered_count, forwarding_count=m.forwarded_count)
+    from MLRsearch import MultipleLossRatioSearch
 
     config = mlrsearch_config(LOSS_RATIOS, WIDTH, DURATION, MIN_LOAD, MAX_LOAD, duration_sum)
-    mm = Measurer()
+    mm = mlrsearch_measurer(measure)
     results = MultipleLossRatioSearch(config=config).search(measurer=mm, debug=lambda _: None)
     values, uppers = [], []
     for goal in config.goals:

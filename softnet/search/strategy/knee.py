@@ -44,15 +44,14 @@ if TYPE_CHECKING:
     from softnet.search.state import SearchState, View
 
 KNEE_SPAN = 1.3  # the knee model sees final trials within this factor of its centre
-# The crossing may lie this far (in ln load) beyond the outermost loads modelled: a
-# posterior piled against a grid edge would look narrow without being so.
+# The crossing grid reaches this far (in ln load) beyond the outermost loads modelled;
+# an interval that reaches past them is not "resolved" (the data do not bound it).
 EDGE = 0.02
 KNEE_MIN_TRIALS = 8  # trials near the knee before its spread says what more trials would give
 HOPELESS = 3.0  # stop when the whole knee budget would still leave the interval this x unstable_width
 
-# Slope per unit of ln load: at 1 the share goes from 10% to 90% over a factor of
-# 80 in load (this VM's NDR, host stalls at every load), at 5 over ~140%, at 5000
-# over 0.09%. Floors and ceilings stay 0.05 clear of the exceed ratio.
+# Slope per unit of ln load: at 5 the share goes from 10% to 90% over ~140% of
+# load, at 5000 over 0.09%. Floors and ceilings stay 0.05 clear of the exceed ratio.
 # Coarse on purpose: the model is refitted after every trial near the knee.
 SLOPES = np.geomspace(5.0, 5000.0, 24)
 FLOORS = np.linspace(0.0, 0.4, 5)

@@ -24,8 +24,8 @@ of the model's centre) are modelled. The centre starts at the anchor and
 follows the posterior median: a random loss burst far below the knee can
 make the first mixed load, and a window pinned there would never see the
 crossing (it would put it at the window's edge and ask for trials beyond
-the loads it models, for ever: issue 19's trace on this VM); trials go where the posterior puts the crossing and the loads near
-it are classified by that posterior (SearchState.load_class), until its 80%
+the loads it models, for ever: issue 19's trace on this VM). Trials go where
+the posterior puts the crossing and the loads near it are classified by that posterior (SearchState.load_class), until its 80%
 interval is within the width (with L and U paired) or the knee budget is
 spent. An interval wider than ``unstable_width`` makes the goal unstable.
 """

@@ -31,6 +31,7 @@ VETH_RING_PKTS = 256  # drivers/net/veth.c VETH_RING_SIZE: the queue a stalled C
 PRE_NS = 100_000  # stall start known to the probe's sample; send times lag due times by microseconds
 POST_NS = 1_000_000  # after a stall: the backlog drains and a late generator catches up
 QUALIFY_FILL_SHARE = 0.25  # a stall shorter than this share of the ring's fill time cannot overflow it
+HOST_INTERFERENCE = "host_interference"  # the trial flag (informational: the trial stays valid)
 HOST_INTERFERENCE_SHARE = 0.10  # the flag: stalls explain at least this share of the loss
 # Loss outside stalls is overload when it is spread over the window (in this share of the bins outside
 # stall windows) or the SUT CPU was this busy (tick-sampled); otherwise it is unexplained.
@@ -371,7 +372,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
             "words": words(lost, explained, hit, rest_words, inline),
         },
         "loss_explained_by_host_stalls": {"pkts": explained, "share": share},
-        "host_interference": explained >= 1 and share >= HOST_INTERFERENCE_SHARE,
+        HOST_INTERFERENCE: explained >= 1 and share >= HOST_INTERFERENCE_SHARE,
     }
     if injected is not None:
         result["host_stalls"]["injected"] = injected_found(injected, stalls, gen)

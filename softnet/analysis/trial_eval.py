@@ -22,7 +22,7 @@ PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
 # Flags that inform without invalidating: the trial still measured the SUT
 # (host_interference: host stalls explain part of its loss, which is set apart).
-INFORMATIONAL_FLAGS = frozenset({"host_interference"})
+INFORMATIONAL_FLAGS = frozenset({loss_time.HOST_INTERFERENCE})
 
 
 def _int_keys(snap: dict) -> dict:
@@ -381,8 +381,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     )
     if raw_version >= 3:
         fields.update(host_stalls_in_time(raw, window, sent, lost, "generator_limited" not in found))
-        if fields.get("loss_explained_by_host_stalls") and fields.pop("host_interference"):
-            found.append("host_interference")
+        if fields.get("loss_explained_by_host_stalls") and fields.pop(loss_time.HOST_INTERFERENCE):
+            found.append(loss_time.HOST_INTERFERENCE)
         fields["valid"] = not set(found) - INFORMATIONAL_FLAGS
     if raw.get("series") is not None:
         series = Series.from_json(raw["series"])

@@ -4,13 +4,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from softnet.analysis.loss_time import HOST_INTERFERENCE
+
 # A trial with one of these flags says nothing about the SUT: the generator did
 # not offer the intended load, or the counters do not add up.
 INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "counters_inconsistent",
                                 "interrupted"})
-# The stall probe saw host stalls during the trial (softnet.analysis.loss_time): still
-# evidence, but a knee blurred by them is the host's, not the SUT's.
-STALL_FLAG = "host_interference"
+# The stall probe saw host stalls during the trial: still evidence, but a knee
+# blurred by them is the host's, not the SUT's.
+STALL_FLAG = HOST_INTERFERENCE
 
 
 def check_fields(obj, checks) -> None:

@@ -85,7 +85,7 @@ def run_softnet(measure: RealMeasurer, _duration_sum: float) -> dict:
     goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION) for x in LOSS_RATIOS]
     r = search(measure, SearchConfig(goals=goals, min_load_pps=MIN_LOAD, max_load_pps=MAX_LOAD,
                                      relative_width=WIDTH))
-    stalls = host_stall_note([m.detail or {} for m in r.trials], measure.mode)
+    stalls = host_stall_note([m.detail or {} for m in r.trials], getattr(measure, "mode", "set_apart"))
     return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
             "values": [g.lower_bound_pps for g in r.goals], "uppers": [g.upper_bound_pps for g in r.goals],
             "statuses": [g.status for g in r.goals],
@@ -192,6 +192,35 @@ def plot(result_file: Path, out: Path, which: list[int]) -> None:
             print(path)
 
 
+def replay(args) -> None:
+    """Both tools on this host's sweep replayed (ResampledSut), one fresh SUT
+    per (tool, seed): the same summary as the real bench, plus each goal's
+    error against the sweep's truth."""
+    from softnet.search.simulated import ResampledSut
+
+    sweep = json.loads(args.replay.read_text())
+    trials = [(t["intended_rate_pps"], t["sent_pkts"], t["counted_lost_pkts"], tuple(t["flags"]))
+              for t in sweep["trials"] if t["valid"]]
+    truth = ResampledSut(trials, 0)
+    truths = [truth.truth(x, 0.5, MIN_LOAD, MAX_LOAD) for x in LOSS_RATIOS]
+    searches = []
+    for seed in range(args.seed_start, args.seed_start + args.repeats):
+        for tool in args.tools.split(","):
+            sut = ResampledSut(trials, seed)
+            out = RUNNERS[tool](lambda load, d, sut=sut: sut(load, d), args.mlr_duration_sum)
+            searches.append({"tool": tool, "repeat": seed, **out})
+    summary = summarize(searches)
+    for tool in args.tools.split(","):
+        for i, goal in enumerate(GOAL_NAMES):
+            errs = [abs(s["values"][i] / truths[i] - 1) for s in searches if s["tool"] == tool and s["values"][i]]
+            summary[f"{tool}/{goal}"]["mean_abs_error"] = statistics.mean(errs) if errs else None
+    show(summary)
+    print("truth:", ", ".join(f"{g} {t and round(t):,}" for g, t in zip(GOAL_NAMES, truths)))
+    for tool in args.tools.split(","):
+        print(tool, "mean |error|:", ", ".join(f"{g} {summary[f'{tool}/{g}']['mean_abs_error'] or 0:.1%}"
+                                                for g in GOAL_NAMES))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=10)
@@ -201,9 +230,14 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, help="plot traces from this result file instead of measuring")
     ap.add_argument("--plot-out", type=Path, default=Path("docs/figures/search-real-trace.png"))
     ap.add_argument("--plot-repeats", default="0,1")
+    ap.add_argument("--replay", type=Path, help="a host sweep (bench/search_host_sweep.py): run both tools on "
+                    "a ResampledSut of it, --repeats seeds each, instead of measuring")
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed with --replay")
     args = ap.parse_args()
     if args.plot:
         return plot(args.plot, args.plot_out, [int(x) for x in args.plot_repeats.split(",")])
+    if args.replay:
+        return replay(args)
 
     from softnet.testbed.local import LocalTestbed, Placement
     from softnet.tools.changes import HostChanges

@@ -107,3 +107,60 @@ class SimulatedSut:
         else:
             knee = refine(grid[last_good], grid[last_good + 1])
         return {"conservative": conservative, "knee": knee}
+
+
+class ResampledSut:
+    """A host replayed: each trial at load L is one measured trial, drawn at
+    random from the nearest measured load below or above L (the nearer in
+    log load the likelier), with its loss ratio applied to L's offered count.
+
+    ``trials``: (load_pps, sent, counted_lost, flags) of a characterisation
+    sweep (bench/search_host_sweep.py; tests/data/search/). Between measured
+    loads the bad-trial share is interpolated linearly in log load, so the
+    truth is where that interpolation crosses the exceed ratio."""
+
+    def __init__(self, trials: list[tuple[float, int, int, tuple[str, ...]]], seed: int):
+        by_load: dict[float, list[tuple[float, tuple[str, ...]]]] = {}
+        for load, sent, lost, flags in trials:
+            if sent > 0:
+                by_load.setdefault(float(load), []).append((lost / sent, tuple(flags)))
+        if len(by_load) < 2:
+            raise ValueError("ResampledSut needs trials at two loads at least")
+        self.loads = np.array(sorted(by_load))
+        self.pools = [by_load[ld] for ld in self.loads]
+        self.rng = np.random.default_rng(seed)
+
+    def _neighbours(self, load: float) -> tuple[int, int, float]:
+        """(index below, index above, weight of the one above) in log load."""
+        x, xs = math.log(load), np.log(self.loads)
+        hi = int(np.clip(np.searchsorted(xs, x), 1, len(xs) - 1))
+        w = float(np.clip((x - xs[hi - 1]) / (xs[hi] - xs[hi - 1]), 0.0, 1.0))
+        return hi - 1, hi, w
+
+    def __call__(self, load: float, duration: float) -> Measurement:
+        lo, hi, w = self._neighbours(load)
+        pool = self.pools[hi if self.rng.random() < w else lo]
+        ratio, flags = pool[int(self.rng.integers(len(pool)))]
+        offered = int(round(load * duration))
+        return Measurement(load, duration, offered, offered - int(round(ratio * offered)), flags)
+
+    def bad_share(self, load: float, loss_ratio: float) -> float:
+        lo, hi, w = self._neighbours(load)
+        share = [float(np.mean([r > loss_ratio for r, _ in self.pools[i]])) for i in (lo, hi)]
+        return (1 - w) * share[0] + w * share[1]
+
+    def truth(self, loss_ratio: float, exceed_ratio: float, min_load: float, max_load: float) -> float | None:
+        """The lowest load where the interpolated bad share exceeds the exceed ratio
+        (None: the minimum load already does), to 0.01% (bisection in log load)."""
+        grid = np.geomspace(min_load, max_load, int(math.log(max_load / min_load) / 0.005) + 1)
+        bad = [self.bad_share(ld, loss_ratio) > exceed_ratio for ld in grid]
+        if not any(bad):
+            return max_load
+        first = bad.index(True)
+        if first == 0:
+            return None
+        good, over = float(grid[first - 1]), float(grid[first])
+        while over / good - 1 > 1e-4:
+            mid = math.sqrt(good * over)
+            good, over = (good, mid) if self.bad_share(mid, loss_ratio) > exceed_ratio else (mid, over)
+        return good

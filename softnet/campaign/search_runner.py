@@ -39,8 +39,12 @@ def goals_of(spec: CampaignSpec) -> list[Goal]:
 
 
 def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurement:
-    return Measurement(result["intended_rate_pps"], result["duration_s"], int(result["sent_pkts"] or 0),
-                       counted_received(result, host_stall_loss), tuple(result.get("flags") or ()), result)
+    sent, a = int(result["sent_pkts"] or 0), result.get("loss_attribution") or {}
+    host = int(a.get("explained_pkts") or 0) + int(a.get("unseen_stall_pkts") or 0)
+    return Measurement(result["intended_rate_pps"], result["duration_s"], sent,
+                       counted_received(result, host_stall_loss), tuple(result.get("flags") or ()), result,
+                       lost_pkts_all=max(0, sent - int(result["received_pkts"] or 0)) if a else None,
+                       host_lost_pkts=host)
 
 
 class ReplayThenMeasure:

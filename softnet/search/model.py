@@ -77,6 +77,11 @@ class Measurement:
     forwarded_count: int
     flags: tuple[str, ...] = ()
     detail: dict | None = field(default=None, repr=False)
+    # What the stall attribution says of the trial's loss (0 and None without a
+    # probe): all lost packets, and those it ties to the host (in stalls the
+    # probe saw, or after a queue left undrained by a stall too short to see).
+    lost_pkts_all: int | None = None
+    host_lost_pkts: int = 0
 
     @property
     def valid(self) -> bool:
@@ -88,6 +93,12 @@ class Measurement:
         if self.offered_count <= 0:
             return math.nan
         return max(0, self.offered_count - self.forwarded_count) / self.offered_count
+
+    @property
+    def all_lost(self) -> int:
+        """Every lost packet, whether counted or set apart."""
+        counted = max(0, self.offered_count - self.forwarded_count)
+        return counted if self.lost_pkts_all is None else max(counted, self.lost_pkts_all)
 
     @property
     def forwarding_rate_pps(self) -> float:

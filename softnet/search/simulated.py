@@ -112,20 +112,26 @@ class SimulatedSut:
 class ResampledSut:
     """A host replayed: each trial at load L is one measured trial, drawn at
     random from the nearest measured load below or above L (the nearer in
-    log load the likelier), with its loss ratio applied to L's offered count.
+    log load the likelier), with its loss ratios applied to L's offered count.
 
-    ``trials``: (load_pps, sent, counted_lost, flags) of a characterisation
-    sweep (bench/search_host_sweep.py; tests/data/search/). Between measured
-    loads the bad-trial share is interpolated linearly in log load, so the
-    truth is where that interpolation crosses the exceed ratio."""
+    ``trials``: the trials of a characterisation sweep (bench/search_host_sweep.py,
+    tests/data/search/), dicts with intended_rate_pps, sent_pkts,
+    counted_lost_pkts, all_loss_ratio, unseen_stall_pkts, flags, valid.
+    Between measured loads the bad-trial share is interpolated linearly in
+    log load, so the truth is where that interpolation crosses the exceed ratio."""
 
-    def __init__(self, trials: list[tuple[float, int, int, tuple[str, ...]]], seed: int):
-        by_load: dict[float, list[tuple[float, tuple[str, ...]]]] = {}
-        for load, sent, lost, flags in trials:
-            if sent > 0:
-                by_load.setdefault(float(load), []).append((lost / sent, tuple(flags)))
+    def __init__(self, trials: list[dict], seed: int):
+        by_load: dict[float, list[tuple[float, float, float, tuple[str, ...]]]] = {}
+        for t in trials:
+            sent = t["sent_pkts"]
+            if t["valid"] and sent > 0:
+                counted = t["counted_lost_pkts"] / sent
+                all_ = max(counted, t.get("all_loss_ratio") or counted)
+                # set apart = explained by stalls the probe saw; unseen ones are counted
+                host = all_ - counted + (t.get("unseen_stall_pkts") or 0) / sent
+                by_load.setdefault(float(t["intended_rate_pps"]), []).append((counted, all_, host, tuple(t["flags"])))
         if len(by_load) < 2:
-            raise ValueError("ResampledSut needs trials at two loads at least")
+            raise ValueError("ResampledSut needs valid trials at two loads at least")
         self.loads = np.array(sorted(by_load))
         self.pools = [by_load[ld] for ld in self.loads]
         self.rng = np.random.default_rng(seed)
@@ -140,13 +146,14 @@ class ResampledSut:
     def __call__(self, load: float, duration: float) -> Measurement:
         lo, hi, w = self._neighbours(load)
         pool = self.pools[hi if self.rng.random() < w else lo]
-        ratio, flags = pool[int(self.rng.integers(len(pool)))]
+        counted, all_, host, flags = pool[int(self.rng.integers(len(pool)))]
         offered = int(round(load * duration))
-        return Measurement(load, duration, offered, offered - int(round(ratio * offered)), flags)
+        return Measurement(load, duration, offered, offered - int(round(counted * offered)), flags,
+                           lost_pkts_all=int(round(all_ * offered)), host_lost_pkts=int(round(host * offered)))
 
     def bad_share(self, load: float, loss_ratio: float) -> float:
         lo, hi, w = self._neighbours(load)
-        share = [float(np.mean([r > loss_ratio for r, _ in self.pools[i]])) for i in (lo, hi)]
+        share = [float(np.mean([p[0] > loss_ratio for p in self.pools[i]])) for i in (lo, hi)]
         return (1 - w) * share[0] + w * share[1]
 
     def truth(self, loss_ratio: float, exceed_ratio: float, min_load: float, max_load: float) -> float | None:

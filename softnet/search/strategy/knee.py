@@ -59,10 +59,15 @@ CEILINGS = np.linspace(1.0, 0.6, 5)
 
 
 def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed: float,
-                       points: int = 300) -> tuple[np.ndarray, np.ndarray]:
-    """(grid of x_c, posterior mass on it) marginalised over slope, floor and ceiling."""
+                       points: int = 300, span: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(grid of x_c, posterior mass on it) marginalised over slope, floor and ceiling.
+    ``span``: loads (pps) the crossing may lie between (the prior's range), at
+    least the loads modelled plus EDGE."""
     x = np.log(loads)
-    xc = np.linspace(x.min() - EDGE, x.max() + EDGE, points)
+    lo_x, hi_x = x.min() - EDGE, x.max() + EDGE
+    if span is not None:
+        lo_x, hi_x = min(lo_x, math.log(span[0])), max(hi_x, math.log(span[1]))
+    xc = np.linspace(lo_x, hi_x, points)
     lo = FLOORS[(FLOORS <= exceed - 0.05) | (FLOORS == 0)]
     hi = CEILINGS[(CEILINGS >= exceed + 0.05) | (CEILINGS == 1)]
     floor, ceil = (a.ravel() for a in np.meshgrid(lo, hi))
@@ -86,6 +91,21 @@ def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) 
     return [math.exp(xc[min(len(xc) - 1, int(np.searchsorted(cdf, q)))]) for q in qs]
 
 
+HOST_SHARE = 0.5  # of the bad trials' lost packets tied to the host: the spread is the host's
+
+
+def stall_words(st: dict) -> str:
+    """The stall attribution's verdict on a knee's spread, for its diagnosis."""
+    share = st["host_share"]
+    if share is None:  # trials without an attribution (simulated, or no stall probe)
+        return ": the spread is likely the host's (no loss attribution to confirm it)"
+    said = (f"; the attribution ties {st['host_lost_pkts']:,} of the {st['lost_pkts']:,} packets lost in "
+            f"its bad trials ({share:.0%}) to host stalls")
+    if share >= HOST_SHARE:
+        return said + ": the spread is the host's"
+    return said + ": not confirmed, the rest is the data path's or unseen"
+
+
 class KneeModel:
     """Per goal, the knee its final trials disagree at (the anchor), and the
     posterior of the crossing near it, refitted once per new trial."""
@@ -105,7 +125,14 @@ class KneeModel:
         if not near:
             near = [self.anchor[g]]
         n, bad = (np.array(c, float) for c in zip(*(s.final_counts(g, ld) for ld in near)))
-        return (near, int(n.sum()), *crossing_posterior(np.array(near), n, bad, g.exceed_ratio))
+        # The crossing may lie a bracketing step (bracket_factor x the width) past the
+        # loads tried: with a prior that stopped 2% past them at a 2% width, a crossing
+        # above them all piled up at that edge and the trials crept up 1% at a time
+        # (issue 19, this host's replay). Not the whole window: the model would lose
+        # the loads that bound it as the window follows the median.
+        margin = 1 + self.state.config.bracket_factor * g.relative_width
+        span = (near[0] / margin, near[-1] * margin)
+        return (near, int(n.sum()), *crossing_posterior(np.array(near), n, bad, g.exceed_ratio, span=span))
 
     def fit(self, g: Goal) -> tuple[list[float], int, np.ndarray, np.ndarray]:
         """(loads within KNEE_SPAN of the centre, their final trials, x_c grid, mass).
@@ -124,10 +151,15 @@ class KneeModel:
             self._fits[key] = fit
         return self._fits[key]
 
-    def stalled(self, g: Goal) -> tuple[int, int]:
-        """(final trials near the knee flagged by the stall probe, final trials near it)."""
+    def stalled(self, g: Goal) -> dict:
+        """What the stall attribution says of the final trials near the knee: how many
+        were flagged, and of the packets lost in its bad trials how many it ties to the
+        host (stalls the probe saw, or queues left undrained by shorter ones)."""
         trials = [m for ld in self.fit(g)[0] for m in self.state.final(g, ld)]
-        return sum(STALL_FLAG in m.flags for m in trials), len(trials)
+        bad = [m for m in trials if g.is_bad(m)]
+        lost, host = sum(m.all_lost for m in bad), sum(min(m.host_lost_pkts, m.all_lost) for m in bad)
+        return {"flagged_trials": sum(STALL_FLAG in m.flags for m in trials), "trials": len(trials),
+                "lost_pkts": lost, "host_lost_pkts": host, "host_share": host / lost if lost else None}
 
     def region(self, g: Goal) -> list[float]:
         return self.fit(g)[0] if g in self.anchor else []
@@ -144,7 +176,8 @@ class KneeModel:
         q10, med, q90 = crossing_quantiles(xc, mass, (0.1, 0.5, 0.9))
         # Resolved: the 80% interval lies between loads that were tried, not beyond them.
         resolved = near[0] * (1 - 1e-9) <= q10 and q90 <= near[-1] * (1 + 1e-9)
-        return {"crossing_pps": med, "interval80_pps": [q10, q90], "trials": trials, "resolved": resolved}
+        return {"crossing_pps": med, "interval80_pps": [q10, q90], "trials": trials, "resolved": resolved,
+                "host_stalls": self.stalled(g)}
 
 
 class KneeStrategy(Strategy):
@@ -180,8 +213,16 @@ class KneeStrategy(Strategy):
             if spread > unstable_width:
                 return Done("unstable", f"{where}: wider than {unstable_width:.0%}, the SUT does not "
                             "settle on one side")
+            if not (k["resolved"] or paired):
+                return Done("unstable", f"{where}: the knee budget ran out with the interval past the "
+                            f"loads tried and the bounds {(u - lo) / u:.0%} apart")
             return Done("found", where)
-        if n >= KNEE_MIN_TRIALS and k["resolved"] and spread > unstable_width:
+        # The lower bound a blurred knee ends with is a load tried just below its median
+        # crossing, or it says less than the model knows (issue 19: bounds read low).
+        placed = lo is not None and lo >= k["crossing_pps"] * (1 - w)
+        # Resolved or not: an interval that reaches past the loads tried is no narrower
+        # for it (the prior there spans one bracketing step).
+        if n >= KNEE_MIN_TRIALS and placed and spread > unstable_width:
             # An interval narrows as 1/sqrt(trials) at best: when even the whole knee
             # budget could not bring it within unstable_width, more trials only cost.
             projected = spread * math.sqrt(n / budget)
@@ -191,12 +232,15 @@ class KneeStrategy(Strategy):
                             "on one side")
             # Host stalls blur the knee (the stall probe saw them in most trials near it):
             # more trials would measure the host, not the SUT.
-            stalled, near = model.stalled(g)
-            if 2 * stalled >= near:
+            st = model.stalled(g)
+            if 2 * st["flagged_trials"] >= st["trials"]:
                 return Done("unstable", f"{where}: wider than {unstable_width:.0%}, and host stalls hit "
-                            f"{stalled} of those {near} trials ({STALL_FLAG}): the spread is the host's")
+                            f"{st['flagged_trials']} of those {st['trials']} trials ({STALL_FLAG})"
+                            + stall_words(st))
         q25, med, q75 = crossing_quantiles(*model.fit(g)[2:], (0.25, 0.5, 0.75))
         aim = (med, q25, q75)[k["trials"] % 3]
+        if not placed and n >= KNEE_MIN_TRIALS:
+            aim = med
         anchor, step = model.anchor[g], -math.log(1 - w) / 2
         target = self.state.snap(anchor * math.exp(step * round(math.log(aim / anchor) / step)))
         centre = model.centre[g]

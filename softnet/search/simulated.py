@@ -128,7 +128,7 @@ class ResampledSut:
                 counted = t["counted_lost_pkts"] / sent
                 all_ = max(counted, t.get("all_loss_ratio") or counted)
                 # set apart = explained by stalls the probe saw; unseen ones are counted
-                host = all_ - counted + (t.get("unseen_stall_pkts") or 0) / sent
+                host = min(all_, all_ - counted + (t.get("unseen_stall_pkts") or 0) / sent)
                 by_load.setdefault(float(t["intended_rate_pps"]), []).append((counted, all_, host, tuple(t["flags"])))
         if len(by_load) < 2:
             raise ValueError("ResampledSut needs valid trials at two loads at least")

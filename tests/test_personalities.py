@@ -84,7 +84,9 @@ def test_bridge_switches_at_l2_and_routes_nothing(locked_host_unchanged):
     no_loss(r)
     n = total(rate)
     reached(r, n, delta(c0, c1, "sut_in_rx_packets"), extra=5)  # a few IPv6 ND frames of the ports
-    reached(r, n, delta(c0, c1, "sut_out_tx_packets"), extra=10)
+    # the out port also sends the bridge's and the ports' own IPv6 control frames (router
+    # solicitations, DAD, MLD reports repeated at random intervals): 11 were seen once
+    reached(r, n, delta(c0, c1, "sut_out_tx_packets"), extra=20)
     assert c1["fdb_gen_mac_entries"] == 1  # learned from the generator's frames on sut_in
     assert fwd == 0 and c1["ip_forw_datagrams"] == 0  # bridged, never routed
     assert set(sysctls.values()) == {"0"}  # no netfilter detour for bridged frames

@@ -214,8 +214,9 @@ class KneeStrategy(Strategy):
                 return Done("unstable", f"{where}: wider than {unstable_width:.0%}, the SUT does not "
                             "settle on one side")
             if not (k["resolved"] or paired):
+                apart = f"{(u - lo) / u:.0%} apart" if lo is not None and u is not None else "not both known"
                 return Done("unstable", f"{where}: the knee budget ran out with the interval past the "
-                            f"loads tried and the bounds {(u - lo) / u:.0%} apart")
+                            f"loads tried and the bounds {apart}")
             return Done("found", where)
         # The lower bound a blurred knee ends with is a load tried just below its median
         # crossing, or it says less than the model knows (issue 19: bounds read low).

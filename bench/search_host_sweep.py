@@ -57,8 +57,8 @@ def main() -> None:
     with HostChanges() as changes:
         tb = LocalTestbed(changes, "ipv4-fwd", Placement.default())
         measure = RealMeasurer(tb, tb.build(), changes, "set_apart")
+        measure.tag = {"search": 0, "tool": "sweep"}
         for i, load in enumerate(order):
-            measure.tag = {"search": 0, "tool": "sweep"}
             measure(load, args.duration)
             if i % 20 == 19 or i == len(order) - 1:
                 print(f"[{time.time() - t0:5.0f} s] {i + 1}/{len(order)} trials", flush=True)

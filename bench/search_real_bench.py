@@ -140,7 +140,7 @@ def summarize(searches: list[dict]) -> dict:
             out[f"{tool}/{goal}"] = {
                 "values_pps": vals, "statuses": [s["statuses"][i] for s in sel],
                 "finished": sum(s["statuses"][i] == "found" for s in sel), "searches": len(sel),
-                "unstable_confirmed": sum(s.get("confirmed", [False] * 2)[i] for s in sel),
+                "unstable_confirmed": sum(s["confirmed"][i] for s in sel),
                 "mean_pps": statistics.mean(got) if got else None, "cv": cv(got),
                 "min_pps": min(got, default=None), "max_pps": max(got, default=None)}
         out[f"{tool}/cost"] = {"mean_trials": statistics.mean(s["trials"] for s in sel),

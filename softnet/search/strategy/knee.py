@@ -233,7 +233,7 @@ class KneeStrategy(Strategy):
                             "on one side")
             # Host stalls blur the knee (the stall probe saw them in most trials near it):
             # more trials would measure the host, not the SUT.
-            st = model.stalled(g)
+            st = k["host_stalls"]
             if 2 * st["flagged_trials"] >= st["trials"]:
                 return Done("unstable", f"{where}: wider than {unstable_width:.0%}, and host stalls hit "
                             f"{st['flagged_trials']} of those {st['trials']} trials ({STALL_FLAG})"

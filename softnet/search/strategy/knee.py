@@ -31,6 +31,7 @@ spent. An interval wider than ``unstable_width`` makes the goal unstable.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,15 @@ def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed
     if span is not None:
         lo_x, hi_x = min(lo_x, math.log(span[0])), max(hi_x, math.log(span[1]))
     xc = np.linspace(lo_x, hi_x, points)
+    # A refit after one more trial changes one load's counts: the others' terms are reused.
+    loglik = sum(_load_loglik(float(xi), float(ni), float(ki), float(lo_x), float(hi_x), points, exceed)
+                 for xi, ni, ki in zip(x, n, bad))
+    mass = np.exp(loglik - loglik.max()).sum(axis=(1, 2))
+    return xc, mass / mass.sum()
+
+
+def _shapes(exceed: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(floor, ceiling, c) of every knee shape the model allows at this exceed ratio."""
     lo = FLOORS[(FLOORS <= exceed - 0.05) | (FLOORS == 0)]
     hi = CEILINGS[(CEILINGS >= exceed + 0.05) | (CEILINGS == 1)]
     floor, ceil = (a.ravel() for a in np.meshgrid(lo, hi))
@@ -75,14 +85,18 @@ def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed
     # ceiling fits any coin-toss region and would pin a crossing the data do not show.
     keep = ceil - floor >= 0.5 - 1e-9
     floor, ceil = floor[keep], ceil[keep]
-    c = logit((exceed - floor) / (ceil - floor))
-    # p over (x_c, slope, shape, load)
-    z = SLOPES[None, :, None, None] * (x[None, None, None, :] - xc[:, None, None, None]) + c[None, None, :, None]
-    p = floor[None, None, :, None] + (ceil - floor)[None, None, :, None] * expit(z)
-    p = np.clip(p, 1e-9, 1 - 1e-9)
-    loglik = (bad * np.log(p) + (n - bad) * np.log1p(-p)).sum(axis=-1)
-    mass = np.exp(loglik - loglik.max()).sum(axis=(1, 2))
-    return xc, mass / mass.sum()
+    return floor, ceil, logit((exceed - floor) / (ceil - floor))
+
+
+@functools.lru_cache(maxsize=64)  # ~1 MB each; a knee models about 10 loads
+def _load_loglik(x: float, n: float, bad: float, lo_x: float, hi_x: float, points: int,
+                 exceed: float) -> np.ndarray:
+    """One load's binomial log-likelihood over (x_c, slope, shape)."""
+    xc = np.linspace(lo_x, hi_x, points)
+    floor, ceil, c = _shapes(exceed)
+    z = SLOPES[None, :, None] * (x - xc)[:, None, None] + c[None, None, :]
+    p = np.clip(floor + (ceil - floor) * expit(z), 1e-9, 1 - 1e-9)
+    return bad * np.log(p) + (n - bad) * np.log1p(-p)
 
 
 def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) -> list[float]:

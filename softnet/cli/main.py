@@ -11,7 +11,6 @@ import typer
 from softnet import __version__
 from pathlib import Path
 
-from softnet.cli import trial_cmd  # campaign_cmd (scipy, DuckDB) is imported by the commands using it
 from softnet.cli.output import console, err_console, print_error, print_json
 from softnet.errors import InputError, SoftnetError
 from softnet.tools.changes import Terminated
@@ -124,6 +123,8 @@ def trial(
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
 ) -> None:
     """Run one trial: build the testbed, offer a load, count, tear down."""
+    from softnet.cli import trial_cmd  # each command imports what it uses: `softnet --help` stays quick
+
     if (inventory is None) != (testbed is None):
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=inventory is not None)
@@ -148,6 +149,8 @@ def evaluate(path: Path = typer.Argument(..., help="raw trial file (softnet tria
              as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
              wide: bool = wide_option()) -> None:
     """Re-evaluate a raw trial: the same figures and flags, no root, no testbed."""
+    from softnet.cli import trial_cmd
+
     trial_cmd.evaluate_file(path, as_json, wide)
 
 
@@ -159,10 +162,10 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         wait: float = wait_option()) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
     from softnet.campaign.spec import load_spec
-    from softnet.cli import campaign_cmd
 
     s = load_spec(spec)
     check_store(results)
+    from softnet.cli import campaign_cmd  # scipy, DuckDB: after the input is checked, so errors come fast
     real = s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix)
     if real and not s.testbed.inventory:
         need_root()
@@ -211,8 +214,6 @@ def search(
     testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2"),
 ) -> None:
     """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
-    from softnet.cli import campaign_cmd
-
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
               "min_load": min_load, "max_load": max_load, "duration_s": duration,
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
@@ -234,6 +235,8 @@ def search(
     except InputError as exc:
         raise option_error(exc, SEARCH_OPTIONS) from None
     check_store(results)
+    from softnet.cli import campaign_cmd  # scipy, DuckDB: after the input is checked, so errors come fast
+
     local = sut != "synthetic" and inventory is None  # on an inventory's hosts each agent locks its host
     if local:
         need_root()
@@ -281,8 +284,6 @@ def latency(
     wait: float = wait_option(),
 ) -> None:
     """AF_XDP round-trip latency of one configuration: A -> B (AF_XDP forward) -> C (reflect) -> B -> A."""
-    from softnet.cli import campaign_cmd, latency_cmd
-
     lat = {"bind_mode": bind_mode, "need_wakeup": need_wakeup, "busy_poll": busy_poll, "busy_poll_us": busy_poll_us,
            "poll_sender": poll_sender, "poll_forwarder": poll_forwarder, "poll_receiver": poll_receiver,
            "batch": batch, "threaded_napi": threaded_napi, "cstate_limit_us": cstate_limit_us,
@@ -292,6 +293,8 @@ def latency(
                               "method": {"kind": "latency", "runs": runs, "duration_s": duration}}, LATENCY_OPTIONS)
     check_store(results)
     need_root()
+    from softnet.cli import campaign_cmd, latency_cmd  # after the input is checked, so errors come fast
+
     with measuring(results, wait):
         cid = campaign_cmd.run(spec, results, as_json)
     latency_cmd.show(results, cid, as_json, wide)
@@ -319,8 +322,6 @@ def profile(
     wait: float = wait_option(),
 ) -> None:
     """Profile the kernel's packet path over a load sweep: stages, CPU audit, cost fits, predicted capacity."""
-    from softnet.cli import profile_cmd
-
     if not 0 < pdr < 1:
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
     spec = spec_from_options({
@@ -337,6 +338,8 @@ def profile(
         raise InputError("--sut", "the synthetic SUT has no kernel path to profile")
     check_store(results)
     need_root()
+    from softnet.cli import profile_cmd  # after the input is checked, so errors come fast
+
     with measuring(results, wait):
         profile_cmd.run(spec, results, pdr, as_json, wide)
 
@@ -403,13 +406,13 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             as_json: bool = typer.Option(False, "--json"),
             wide: bool = wide_option()) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
-    from softnet.cli import campaign_cmd
-
     if not 0 < pdr < 1:
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
     if not eta > 0:
         raise InputError("--eta", f"{eta} must be > 0")
     check_store(path)
+    from softnet.cli import campaign_cmd  # after the input is checked, so errors come fast
+
     campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide)
 
 
@@ -418,9 +421,9 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
            out: Path = typer.Option(None, help="HTML file to write"),
            pdr: float = typer.Option(0.005), eta: float = typer.Option(0.1)) -> None:
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
+    check_store(path)
     from softnet.report.html import write_report
 
-    check_store(path)
     console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta)))
 
 

@@ -51,8 +51,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from pyroute2 import IPRoute
-
 from softnet.errors import TestbedError
 from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Param, Personality, Requirement
@@ -145,6 +143,8 @@ def link_mtu(ns: str, dev: str) -> int:
 
 def stats64(ns: str, dev: str) -> dict[str, int]:
     """An interface's stats64, bytes included (link_counters.link_stats keeps packets only)."""
+    from pyroute2 import IPRoute  # not at import: the CLI loads every personality when it starts
+
     with IPRoute(netns=ns) as ipr:
         links = ipr.get_links(ifname=dev)
     if not links:

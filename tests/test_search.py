@@ -451,14 +451,14 @@ def test_search_cli_bad_input(tmp_path, args, option):
 @pytest.mark.netns
 def test_real_search_on_the_testbed(tmp_path, host_unchanged):
     out = subprocess.run(softnet_cmd("search", "--sut", "ipv4-fwd", "--goals", "pdr0.5", "--width", "0.05",
-                                     "--min-load", "20kpps", "--max-load", "2Mpps", "--duration", "0.5",
-                                     "--warmup", "0.2", "--max-trials", "14", "--results", str(tmp_path), "--json"),
+                                     "--min-load", "20kpps", "--max-load", "2Mpps", "--duration", "0.3",
+                                     "--warmup", "0.1", "--max-trials", "8", "--results", str(tmp_path), "--json"),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)["searches"][0]
     r = s["repeats"][0]
     assert r["status"] in ("found", "unstable", "budget_exhausted", "min_load_fails")
-    assert 1 <= r["trial_count"] <= 14
+    assert 1 <= r["trial_count"] <= 8
     with Store(tmp_path, read_only=True) as store:
         trials = store.query("SELECT intended_rate_pps, sent_pkts, received_pkts, valid FROM trials")
     assert len(trials) == r["trial_count"]

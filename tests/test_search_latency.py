@@ -228,8 +228,8 @@ def test_real_search_measures_latency_at_half_the_pdr(tmp_path, host_unchanged):
     # a loose goal and width: a lower bound within 12 short trials even when
     # other runs load this 2-CPU VM (the mechanism is tested, not the SUT)
     out = subprocess.run(softnet_cmd("search", "--sut", "ipv4-fwd", "--goals", "pdr10", "--width", "0.3",
-                                     "--min-load", "10kpps", "--max-load", "1Mpps", "--duration", "0.5",
-                                     "--warmup", "0.2", "--max-trials", "12", "--latency-fractions", "0.5",
+                                     "--min-load", "10kpps", "--max-load", "1Mpps", "--duration", "0.3",
+                                     "--warmup", "0.1", "--max-trials", "12", "--latency-fractions", "0.5",
                                      "--results", str(tmp_path), "--json"),
                          capture_output=True, text=True, timeout=3900, env=env)
     assert out.returncode == 0, out.stderr

@@ -119,6 +119,10 @@ class LatencyTestbed(NetnsLab):
         self._dma_fd: int | None = None
 
     def build(self) -> dict[str, Host]:
+        with self.netlink_batch():
+            return self._build()
+
+    def _build(self) -> dict[str, Host]:
         self._lock()
         self._claim()
         for h in HOSTS:

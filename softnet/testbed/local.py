@@ -179,6 +179,10 @@ class LocalTestbed(NetnsLab):
 
     # ---- building -------------------------------------------------------
     def build(self) -> Endpoints:
+        with self.netlink_batch():
+            return self._build()
+
+    def _build(self) -> Endpoints:
         self._lock()
         self._claim()
         roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut", "sink")

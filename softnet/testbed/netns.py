@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
@@ -40,6 +41,30 @@ class NetnsLab:
         self.ns: dict[str, str] = {}
         self.ifs: dict[str, str] = {}
         self.napi_threads: dict[str, list[int]] = {}
+        self._netlink: dict[str, IPRoute] | None = None  # one socket per namespace while building
+
+    @contextmanager
+    def netlink_batch(self):
+        """One netlink socket per namespace for a batch of changes: opening one
+        forks a helper into the namespace (18 ms here), and a build made 21."""
+        if self._netlink is not None:  # inside a batch already: its sockets serve
+            yield
+            return
+        self._netlink = {}
+        try:
+            yield
+        finally:
+            for sock in self._netlink.values():
+                sock.close()
+            self._netlink = None
+
+    def _ipr(self, ns: str):
+        """A netlink socket in ``ns`` for a ``with`` block: the batch's, or a new one."""
+        if self._netlink is None:
+            return IPRoute(netns=ns)
+        if ns not in self._netlink:
+            self._netlink[ns] = IPRoute(netns=ns)
+        return nullcontext(self._netlink[ns])
 
     def _lock(self) -> None:
         """One measuring run per host: a library user (bench, tests) takes the
@@ -70,7 +95,7 @@ class NetnsLab:
         # One queue per end: veth otherwise makes one per CPU and picks the rx
         # queue by sending CPU, and the sink's sequence tracking relies on a
         # single NAPI instance (never two CPUs at once).
-        with IPRoute(netns=ns) as ipr:
+        with self._ipr(ns) as ipr:
             ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=1,
                      peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": 1})
         for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
@@ -86,7 +111,7 @@ class NetnsLab:
                 ipr.link("del", index=idx[0])
 
     def _configure_if(self, ns: str, name: str, role: str | None, up: bool) -> None:
-        with IPRoute(netns=ns) as ipr:
+        with self._ipr(ns) as ipr:
             idx = ipr.link_lookup(ifname=name)[0]
             if role in self.addr:
                 v4, v6, mac = self.addr[role]
@@ -100,7 +125,7 @@ class NetnsLab:
 
     def _neigh(self, ns_role: str, if_role: str, ip: str, mac: str) -> None:
         ns, name = self.ns[ns_role], self.ifs[if_role]
-        with IPRoute(netns=ns) as ipr:
+        with self._ipr(ns) as ipr:
             idx = ipr.link_lookup(ifname=name)[0]
             ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx, state=NUD_PERMANENT)
         self.changes.record(f"neighbour {ns}/{name} {ip} lladdr {mac} permanent",
@@ -108,7 +133,7 @@ class NetnsLab:
 
     def add_route(self, ns_role: str, dst: str, via: str, if_role: str) -> None:
         ns = self.ns[ns_role]
-        with IPRoute(netns=ns) as ipr:
+        with self._ipr(ns) as ipr:
             ipr.route("replace", dst=dst, gateway=via, oif=ipr.link_lookup(ifname=self.ifs[if_role])[0])
         self.changes.record(f"route {ns} {dst} via {via}", lambda: None)  # removed with its namespace
 

@@ -88,7 +88,7 @@ def _shapes(exceed: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return floor, ceil, logit((exceed - floor) / (ceil - floor))
 
 
-@functools.lru_cache(maxsize=64)  # ~1 MB each (64 MB at most); a knee models ~10 loads
+@functools.lru_cache(maxsize=64)  # ~1.1 MB each (70 MB at most); a knee models ~10 loads
 def _load_loglik(x: float, n: float, bad: float, lo_x: float, hi_x: float, points: int,
                  exceed: float) -> np.ndarray:
     """One load's binomial log-likelihood over (x_c, slope, shape)."""

@@ -96,10 +96,9 @@ def run_softnet(measure: RealMeasurer, _duration_sum: float) -> dict:
 def confirmed(g) -> bool:
     """An ``unstable`` goal whose reason the stall attribution confirms: most packets
     lost in the bad trials near its knee were tied to host stalls (knee.HOST_SHARE)."""
-    from softnet.search.strategy.knee import HOST_SHARE
+    from softnet.search.strategy.knee import host_confirmed
 
-    share = ((g.knee or {}).get("host_stalls") or {}).get("host_share")
-    return g.status == "unstable" and share is not None and share >= HOST_SHARE
+    return g.status == "unstable" and g.knee is not None and host_confirmed(g.knee["host_stalls"])
 
 
 def run_mlrsearch(measure: RealMeasurer, duration_sum: float) -> dict:

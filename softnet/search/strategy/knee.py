@@ -108,6 +108,11 @@ def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) 
 HOST_SHARE = 0.5  # of the bad trials' lost packets tied to the host: the spread is the host's
 
 
+def host_confirmed(st: dict) -> bool:
+    """Does the stall attribution tie a knee's spread to the host (KneeModel.stalled)?"""
+    return st["host_share"] is not None and st["host_share"] >= HOST_SHARE
+
+
 def stall_words(st: dict) -> str:
     """The stall attribution's verdict on a knee's spread, for its diagnosis."""
     share = st["host_share"]
@@ -115,7 +120,7 @@ def stall_words(st: dict) -> str:
         return ": the spread is likely the host's (no loss attribution to confirm it)"
     said = (f"; the attribution ties {st['host_lost_pkts']:,} of the {st['lost_pkts']:,} packets lost in "
             f"its bad trials ({share:.0%}) to host stalls")
-    if share >= HOST_SHARE:
+    if host_confirmed(st):
         return said + ": the spread is the host's"
     return said + ": not confirmed, the rest is the data path's or unseen"
 

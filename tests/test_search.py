@@ -89,15 +89,16 @@ def test_rare_stall_bursts_at_every_load_do_not_pin_the_knee_low():
         capacity = float(np.exp(np.random.default_rng([seed, 99]).uniform(np.log(5e5), np.log(5e6))))
         sut = SimulatedSut("stalls", capacity, seed)
         r = search(sut, config())
-        assert r.trial_count < 80
+        assert r.trial_count < 120  # two knee budgets (44 each) and the bracketing
         for g, x in zip(r.goals, (0.0, 0.005)):
             errors.append(abs(g.lower_bound_pps / sut.truth(x, 0.5, 1.0, 1e4, 1e7)["conservative"] - 1))
     assert np.mean(errors) < 0.05, errors
 
 
-def test_knee_blurred_by_host_stalls_ends_unstable_early_and_says_so():
-    """The same gradual knee with every trial flagged by the stall probe stops
-    after a few trials near the knee; unflagged, it goes on to its budget."""
+def test_host_stall_flags_do_not_stop_the_knee_and_its_verdict_says_what_they_explain():
+    """Flags alone stop nothing (the loss the stalls explain is set apart before
+    a trial is judged): every trial flagged, the knee places the same trials;
+    an unstable verdict carries the attribution's share."""
     def flagged(sut):
         def measure(load, duration):
             m = sut(load, duration)
@@ -105,11 +106,27 @@ def test_knee_blurred_by_host_stalls_ends_unstable_early_and_says_so():
             return m
         return measure
 
-    plain = search(SimulatedSut("gradual", 1e6, 5), config(GOALS[:1])).goals[0]
-    stalled = search(flagged(SimulatedSut("gradual", 1e6, 5)), config(GOALS[:1])).goals[0]
-    assert stalled.status == "unstable" and "host stalls hit" in stalled.diagnosis, stalled.diagnosis
-    assert 8 <= stalled.knee["trials"] < plain.knee["trials"]
-    assert "host stalls" not in plain.diagnosis
+    plain = search(SimulatedSut("gradual", 1e6, 5), config(GOALS[:1]))
+    stalled = search(flagged(SimulatedSut("gradual", 1e6, 5)), config(GOALS[:1]))
+    assert [m.intended_load_pps for m in stalled.trials] == [m.intended_load_pps for m in plain.trials]
+    g = stalled.goals[0]
+    assert g.knee["host_stalls"]["flagged_trials"] == g.knee["trials"] > 0
+    if g.status == "unstable":
+        assert "no loss attribution to confirm it" in g.diagnosis, g.diagnosis
+
+
+def test_a_goals_knee_budget_counts_the_trials_it_asked_for():
+    """Issue 19: on this host the NDR's knee trials sit where the PDR's bad share is
+    ~13%, inside the PDR's knee window; counted against the PDR's budget they ended
+    its knee before it had a trial of its own near its crossing."""
+    r = search(ResampledSut(host_sweep(), 2), SearchConfig(
+        goals=[Goal(loss_ratio=x, relative_width=0.02) for x in (0.0, 0.005)], min_load_pps=1e4,
+        max_load_pps=2e6, relative_width=0.02, knee_trials=20))
+    pdr = r.goals[1].knee
+    assert 0 < pdr["asked"] <= 20 < pdr["trials"]  # others' trials near it came free
+    near = [m for m in r.trials if pdr["interval80_pps"][0] * 0.95 <= m.intended_load_pps
+            <= pdr["interval80_pps"][1] * 1.05]
+    assert len(near) >= pdr["asked"] // 2, (pdr, len(near))
 
 
 HOST_SWEEP = Path(__file__).parent / "data" / "search" / "host_sweep_ipv4fwd.json"
@@ -140,26 +157,27 @@ def test_resampled_host_draws_measured_trials_and_knows_its_truth():
 
 
 def test_search_on_this_hosts_replay_reads_near_its_truth_and_says_why():
-    """Issue 19 on the replayed host (width 2%, as the real bench): over 8 seeds
-    the lower bounds are within 10% of the truth on average (MLRsearch at a 3 s
-    duration sum: 9.4% NDR, 5.3% PDR over 60 seeds), a search stays under 45
-    trials, and an unstable knee says what the stall attribution found."""
+    """Issue 19 on the replayed host (width 2%, as the real bench): over 6 seeds
+    the lower bounds are within 6% of the truth on average (30 seeds: 3.3% NDR,
+    1.7% PDR; MLRsearch at its 21 s duration sum: 3.1%, 1.8%), a search stays
+    under 120 trials (two knee budgets of 44 and the bracketing), and an
+    unstable knee says what the stall attribution found."""
     trials = host_sweep()
     goals = [Goal(loss_ratio=x, relative_width=0.02) for x in (0.0, 0.005)]
     truths = [ResampledSut(trials, 0).truth(x, 0.5, 1e4, 2e6) for x in (0.0, 0.005)]
     errors = [[], []]
-    for seed in range(8):
+    for seed in range(6):
         r = search(ResampledSut(trials, seed), SearchConfig(goals=goals, min_load_pps=1e4, max_load_pps=2e6,
                                                             relative_width=0.02))
-        assert r.trial_count < 45
+        assert r.trial_count < 120
         for i, g in enumerate(r.goals):
             errors[i].append(abs(g.lower_bound_pps / truths[i] - 1))
             assert g.status in ("found", "unstable"), g.diagnosis
-            if "host stalls hit" in g.diagnosis:
+            if g.status == "unstable":
                 st = g.knee["host_stalls"]
                 assert f"({st['host_share']:.0%}) to host stalls" in g.diagnosis
                 assert ("the spread is the host's" in g.diagnosis) == (st["host_share"] >= 0.5)
-    assert np.mean(errors[0]) < 0.10 and np.mean(errors[1]) < 0.10, errors
+    assert np.mean(errors[0]) < 0.06 and np.mean(errors[1]) < 0.06, errors
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -193,7 +211,7 @@ def test_gradual_knee_is_modelled_and_its_interval_covers_the_truth():
         assert g.status == ("unstable" if hi / lo - 1 > 0.05 else "found"), g.diagnosis
         assert (g.value_pps is None) == (g.status == "unstable")
         covered += lo <= truth <= hi
-        assert lo <= g.knee["crossing_pps"] <= hi and g.knee["trials"] <= 4 * 11 + 2
+        assert lo <= g.knee["crossing_pps"] <= hi and g.knee["asked"] <= 4 * 11  # the knee budget
         assert g.lower_bound_pps < g.upper_bound_pps and g.lower.confidence >= 0.5
         errors.append(abs(g.lower_bound_pps / truth - 1))
     assert covered >= 6 and np.mean(errors) < 0.025
@@ -207,7 +225,7 @@ def test_sharp_knee_resolves_where_a_load_sits_on_the_capacity():
     truth = sut.truth(0.0, 0.5, 1.0, 1e4, 1e7)["conservative"]
     assert g.knee is not None and g.status == "found"
     lo, hi = g.knee["interval80_pps"]
-    assert hi / lo - 1 <= 0.005 and g.knee["trials"] < 30
+    assert hi / lo - 1 <= 0.005 and g.knee["asked"] < 30
     assert g.lower_bound_pps <= truth * 1.001 and g.upper_bound_pps >= truth * 0.999
     assert (g.upper_bound_pps - g.lower_bound_pps) / g.upper_bound_pps <= 0.005 + 1e-9
 

@@ -24,7 +24,9 @@ class SearchConfig:
     ``final_confidence``: what the final bounds, a loss inversion and a
     failing minimum load need. Bracketing with short trials goes on while the
     bounds are wider than ``bracket_factor`` x the width. ``knee_trials``:
-    final trials the knee model may use (None: 4 x ``max_trials_per_load``).
+    final trials each goal's knee model may ask for (None: 4 x
+    ``max_trials_per_load``); trials near its knee that other goals asked for
+    inform it for free.
     ``unstable_width``: mixed loads (or a knee's 80% interval) spread wider
     than this make the goal unstable. ``check_min_load``: measure the minimum
     load after the goals converge, to find loss inversions.

@@ -250,11 +250,11 @@ class KneeStrategy(Strategy):
         # Resolved or not: an interval that reaches past the loads tried is no narrower
         # for it (the prior there spans one bracketing step).
         if n >= KNEE_MIN_TRIALS and placed and spread > unstable_width:
-            # An interval narrows as 1/sqrt(trials) at best: when even the rest of the
-            # knee budget could not bring it within unstable_width, more trials only cost.
+            # An interval narrows as 1/sqrt(trials) at best: when even the whole knee
+            # budget could not bring it within unstable_width, more trials only cost.
             # Host stalls alone stop nothing: the loss they explain is set apart (or
-            # counted, if asked), so more trials still pin the crossing the user asked
-            # for (issue 19: stopping there left this host's NDR CV at 6.9%).
+            # counted, when the user asks so), so more trials still pin the crossing
+            # asked for (issue 19: stopping there left this host's NDR CV at 6.9%).
             projected = spread * math.sqrt(n / budget)
             if projected > HOPELESS * unstable_width:
                 return Done("unstable", f"{where}: at this spread even {budget} trials would leave it "

@@ -115,12 +115,8 @@ class EmulatedHosts(NetnsLab):
         return self.workdir / "inventory.toml"
 
     # ---- building -------------------------------------------------------
-    def build(self) -> Path:
-        """Namespaces, links, one sshd per host; returns the inventory's path."""
-        with self.netlink_batch():
-            return self._build()
-
     def _build(self) -> Path:
+        """Namespaces, links, one sshd per host; returns the inventory's path."""
         self._lock()
         if self.workdir is None:  # a private one, removed with the rest
             self.changes.record("temporary workdir", lambda: self.workdir and shutil.rmtree(self.workdir, True))

@@ -118,10 +118,6 @@ class LatencyTestbed(NetnsLab):
         self.applied: dict[str, object] = {}  # knob -> value applied, or {"unsupported": why}
         self._dma_fd: int | None = None
 
-    def build(self) -> dict[str, Host]:
-        with self.netlink_batch():
-            return self._build()
-
     def _build(self) -> dict[str, Host]:
         self._lock()
         self._claim()

@@ -178,10 +178,6 @@ class LocalTestbed(NetnsLab):
                     "rev_anchor": f"{i}ra", "rev_anchor_peer": f"{i}rb"}
 
     # ---- building -------------------------------------------------------
-    def build(self) -> Endpoints:
-        with self.netlink_batch():
-            return self._build()
-
     def _build(self) -> Endpoints:
         self._lock()
         self._claim()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from pyroute2 import IPRoute, netns
@@ -43,20 +43,20 @@ class NetnsLab:
         self.napi_threads: dict[str, list[int]] = {}
         self._netlink: dict[str, IPRoute] | None = None  # one socket per namespace while building
 
-    @contextmanager
-    def netlink_batch(self):
-        """One netlink socket per namespace for a batch of changes: opening one
-        forks a helper into the namespace (18 ms here), and a build made 21."""
-        if self._netlink is not None:  # inside a batch already: its sockets serve
-            yield
-            return
+    def build(self):
+        """Build the testbed (the subclass's ``_build``) with one netlink socket
+        per namespace: opening one forks a helper into the namespace (18 ms
+        here), and a build made 21."""
         self._netlink = {}
         try:
-            yield
+            return self._build()
         finally:
             for sock in self._netlink.values():
                 sock.close()
             self._netlink = None
+
+    def _build(self):
+        raise NotImplementedError
 
     def _ipr(self, ns: str):
         """A netlink socket in ``ns`` for a ``with`` block: the batch's, or a new one."""

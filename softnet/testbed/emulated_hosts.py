@@ -153,7 +153,7 @@ class EmulatedHosts(NetnsLab):
             idx = ipr.link_lookup(ifname=host.mgmt_link)[0]
             ipr.addr("add", index=idx, address=host.root_addr, prefixlen=30)
             ipr.link("set", index=idx, state="up")
-        with IPRoute(netns=host.ns) as ipr:
+        with self._ipr(host.ns) as ipr:
             idx = ipr.link_lookup(ifname=MGMT_IF)[0]
             ipr.addr("add", index=idx, address=host.addr, prefixlen=30)
             ipr.link("set", index=idx, state="up")
@@ -163,7 +163,7 @@ class EmulatedHosts(NetnsLab):
         self._add_veth(a, f"{a}/{a_if}", b, f"{b}/{b_if}", up=False)
         for host, name in ((a, a_if), (b, b_if)):
             mac = next(n.mac for n in self.hosts[host].nics if n.name == name)
-            with IPRoute(netns=self.ns[host]) as ipr:
+            with self._ipr(self.ns[host]) as ipr:
                 ipr.link("set", index=ipr.link_lookup(ifname=name)[0], address=mac)
 
     def _start_sshds(self) -> None:

@@ -19,7 +19,6 @@ import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pyroute2 import IPRoute
 
 from softnet.errors import InputError, TestbedError
 from softnet.testbed.netns import NetnsLab
@@ -144,7 +143,7 @@ class LatencyTestbed(NetnsLab):
         }
 
     def _route(self, host: str, dst: str, gateway: str) -> None:
-        with IPRoute(netns=self.ns[host]) as ipr:
+        with self._ipr(self.ns[host]) as ipr:
             ipr.route("add", dst=dst, gateway=gateway)
         self.changes.record(f"route {self.ns[host]} {dst} via {gateway}", lambda: None)  # dies with the netns
 

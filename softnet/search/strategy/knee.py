@@ -71,7 +71,7 @@ def crossing_posterior(loads: np.ndarray, n: np.ndarray, bad: np.ndarray, exceed
     if span is not None:
         lo_x, hi_x = min(lo_x, math.log(span[0])), max(hi_x, math.log(span[1]))
     xc = np.linspace(lo_x, hi_x, points)
-    # A refit after one more trial changes one load's counts: the others' terms are reused.
+    # Each load's ln p and ln(1 - p) are cached (_load_logp); its counts only weight them.
     loglik = sum(_load_loglik(float(xi), float(ni), float(ki), float(lo_x), float(hi_x), points, exceed)
                  for xi, ni, ki in zip(x, n, bad))
     mass = np.exp(loglik - loglik.max()).sum(axis=(1, 2))
@@ -90,15 +90,24 @@ def _shapes(exceed: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return floor, ceil, logit((exceed - floor) / (ceil - floor))
 
 
-@functools.lru_cache(maxsize=64)  # ~1.1 MB each (70 MB at most); a knee models ~10 loads
+@functools.lru_cache(maxsize=128)  # 0.6 MB each: a refit changes one load's counts
 def _load_loglik(x: float, n: float, bad: float, lo_x: float, hi_x: float, points: int,
                  exceed: float) -> np.ndarray:
     """One load's binomial log-likelihood over (x_c, slope, shape)."""
+    log_p, log_q = _load_logp(x, lo_x, hi_x, points, exceed)
+    return bad * log_p + (n - bad) * log_q
+
+
+# ~1.1 MB each (70 MB at most); a knee models ~10 loads. Keyed by the load, not its
+# counts: a refit after one more trial at a load reuses that load's logs too.
+@functools.lru_cache(maxsize=64)
+def _load_logp(x: float, lo_x: float, hi_x: float, points: int, exceed: float) -> tuple[np.ndarray, np.ndarray]:
+    """(ln p, ln(1 - p)) of a trial at x being bad, over (x_c, slope, shape)."""
     xc = np.linspace(lo_x, hi_x, points)
     floor, ceil, c = _shapes(exceed)
     z = SLOPES[None, :, None] * (x - xc)[:, None, None] + c[None, None, :]
     p = np.clip(floor + (ceil - floor) * expit(z), 1e-9, 1 - 1e-9)
-    return bad * np.log(p) + (n - bad) * np.log1p(-p)
+    return np.log(p), np.log1p(-p)
 
 
 def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) -> list[float]:

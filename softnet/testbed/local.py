@@ -257,8 +257,12 @@ class LocalTestbed(NetnsLab):
     def link_stats(self) -> dict[str, dict[str, int]]:
         """stats64 of every testbed interface, keyed 'role'."""
         ns_of = {"gen": "gen", "sut_in": "sut", "sut_out": "sut", "sink": "sink"}
-        return {role: link_counters.link_stats(self.ns[ns_of[role]], self.ifs[role]) for role in ns_of
-                if not (ns_of[role] == "sut" and self.sut == "none")}
+        out = {}
+        for role, ns_role in ns_of.items():
+            if not (ns_role == "sut" and self.sut == "none"):
+                with self._ipr(self.ns[ns_role]) as ipr:
+                    out[role] = link_counters.link_stats(self.ns[ns_role], self.ifs[role], ipr)
+        return out
 
     def sample_links(self) -> list[LinkRef]:
         """The testbed's interfaces for the kernel statistics sampler."""

@@ -11,11 +11,14 @@ from softnet.tools import hostcmd
 LINK_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 
 
-def link_stats(ns: str | None, ifname: str) -> dict[str, int]:
-    from pyroute2 import IPRoute  # 0.25 s to import: not on every command's start (the CLI imports this)
+def link_stats(ns: str | None, ifname: str, ipr=None) -> dict[str, int]:
+    """``ipr``: an open netlink socket in ``ns`` (a testbed's); else one is opened."""
+    if ipr is None:
+        from pyroute2 import IPRoute  # 0.25 s to import: not on every command's start (the CLI imports this)
 
-    with IPRoute(netns=ns) as ipr:
-        links = ipr.get_links(ifname=ifname)
+        with IPRoute(netns=ns) as sock:
+            return link_stats(ns, ifname, sock)
+    links = ipr.get_links(ifname=ifname)
     if not links:
         raise TestbedError(f"no interface {ifname}" + (f" in {ns}" if ns else " on this host"))
     stats = links[0].get("stats64") or {}

@@ -11,11 +11,13 @@ search can be tuned on this host's own behaviour and checked on seeds.
 
 Writes bench/results/search_host_sweep-<UTC>.json (ignored by git).
 Run (root): .venv/bin/python bench/search_host_sweep.py [--runs 10] [--loads 100e3:1.6e6:16]
+      or:  .venv/bin/python bench/search_host_sweep.py --show SWEEP.json [...]  (no measuring)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -38,7 +40,14 @@ def main() -> None:
     ap.add_argument("--loads", default="100e3:1.6e6:16", help="LOW:HIGH:N, geometric")
     ap.add_argument("--duration", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0, help="of the shuffled order")
+    ap.add_argument("--show", type=Path, nargs="+", help="print these sweeps' bad shares and serial "
+                    "correlation instead of measuring")
     args = ap.parse_args()
+    if args.show:
+        for f in args.show:
+            print(f)
+            show(json.loads(f.read_text())["trials"])
+        return
     try:
         low, high, n = args.loads.split(":")
         loads = [float(round(x)) for x in np.geomspace(float(low), float(high), int(n))]
@@ -70,13 +79,39 @@ def main() -> None:
                    for t in measure.log],
         "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search_host_sweep")}
     path.write_text(json.dumps(out, indent=1, default=float))
-    for load in loads:
-        ts = [t for t in measure.log if t["intended_rate_pps"] == load and t["valid"]]
-        sent = [t["sent_pkts"] for t in ts]
-        ndr = np.mean([t["counted_lost_pkts"] > 0 for t in ts]) if ts else float("nan")
-        pdr = np.mean([t["counted_lost_pkts"] > 0.005 * s for t, s in zip(ts, sent)]) if ts else float("nan")
-        print(f"{load / 1e3:8,.0f} kpps: {len(ts):2} valid, bad share NDR {ndr:4.0%}, PDR0.5% {pdr:4.0%}")
+    show(measure.log)
     print(f"{path} ({time.time() - t0:.0f} s)")
+
+
+def is_bad(t: dict, loss_ratio: float) -> bool:
+    return t["counted_lost_pkts"] > loss_ratio * t["sent_pkts"]
+
+
+def show(trials: list[dict]) -> None:
+    """Per load, the bad-trial share of NDR and PDR0.5%; for loads with 30
+    trials or more, whether bad trials come in runs (trials in time order):
+    the lag-1 correlation of the bad indicator and the Wald-Wolfowitz runs
+    z (below -2: fewer, longer runs than independent trials give)."""
+    loads = sorted({t["intended_rate_pps"] for t in trials})
+    for load in loads:
+        ts = [t for t in trials if t["intended_rate_pps"] == load and t["valid"]]
+        line = f"{load / 1e3:8,.0f} kpps: {len(ts):3} valid, bad share"
+        for name, x in (("NDR", 0.0), ("PDR0.5%", 0.005)):
+            bad = np.array([is_bad(t, x) for t in ts], dtype=float)
+            line += f" {name} {bad.mean() if len(bad) else float('nan'):4.0%}"
+            if len(bad) >= 30 and 0 < bad.mean() < 1:
+                line += f" (lag-1 r {np.corrcoef(bad[:-1], bad[1:])[0, 1]:+.2f}, runs z {runs_z(bad):+.1f})"
+        print(line)
+
+
+def runs_z(bad: np.ndarray) -> float:
+    """Wald-Wolfowitz runs test statistic of a 0/1 sequence."""
+    n, n1 = len(bad), bad.sum()
+    n0 = n - n1
+    runs = 1 + int(np.sum(bad[1:] != bad[:-1]))
+    mean = 2 * n1 * n0 / n + 1
+    var = 2 * n1 * n0 * (2 * n1 * n0 - n) / (n * n * (n - 1))
+    return float((runs - mean) / math.sqrt(var))
 
 
 if __name__ == "__main__":

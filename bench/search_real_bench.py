@@ -210,8 +210,7 @@ def replay(args) -> None:
     error against the sweep's truth."""
     from softnet.search.simulated import ResampledSut
 
-    sweep = json.loads(args.replay.read_text())
-    trials = sweep["trials"]
+    trials = [t for path in args.replay for t in json.loads(path.read_text())["trials"]]
     truth = ResampledSut(trials, 0)
     truths = [truth.truth(x, 0.5, MIN_LOAD, MAX_LOAD) for x in LOSS_RATIOS]
     searches = []
@@ -242,8 +241,9 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, help="plot traces from this result file instead of measuring")
     ap.add_argument("--plot-out", type=Path, default=Path("docs/figures/search-real-trace.png"))
     ap.add_argument("--plot-repeats", default="0,1")
-    ap.add_argument("--replay", type=Path, help="a host sweep (bench/search_host_sweep.py): run both tools on "
-                    "a ResampledSut of it, --repeats seeds each, instead of measuring")
+    ap.add_argument("--replay", type=Path, nargs="+", help="host sweeps (bench/search_host_sweep.py), their "
+                    "trials pooled: run both tools on a ResampledSut of them, --repeats seeds each, instead of "
+                    "measuring")
     ap.add_argument("--seed-start", type=int, default=0, help="first seed with --replay")
     args = ap.parse_args()
     if args.plot:

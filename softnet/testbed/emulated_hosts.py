@@ -115,7 +115,7 @@ class EmulatedHosts(NetnsLab):
         return self.workdir / "inventory.toml"
 
     # ---- building -------------------------------------------------------
-    def _build(self) -> Path:
+    def build(self) -> Path:
         """Namespaces, links, one sshd per host; returns the inventory's path."""
         self._lock()
         if self.workdir is None:  # a private one, removed with the rest

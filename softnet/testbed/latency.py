@@ -117,7 +117,7 @@ class LatencyTestbed(NetnsLab):
         self.applied: dict[str, object] = {}  # knob -> value applied, or {"unsupported": why}
         self._dma_fd: int | None = None
 
-    def _build(self) -> dict[str, Host]:
+    def build(self) -> dict[str, Host]:
         self._lock()
         self._claim()
         for h in HOSTS:

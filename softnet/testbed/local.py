@@ -178,7 +178,7 @@ class LocalTestbed(NetnsLab):
                     "rev_anchor": f"{i}ra", "rev_anchor_peer": f"{i}rb"}
 
     # ---- building -------------------------------------------------------
-    def _build(self) -> Endpoints:
+    def build(self) -> Endpoints:
         self._lock()
         self._claim()
         roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut", "sink")

@@ -46,10 +46,6 @@ class NetnsLab:
         self._netlink: dict[str, IPRoute] = {}
 
     def build(self):
-        """Build the testbed (the subclass's ``_build``)."""
-        return self._build()
-
-    def _build(self):
         raise NotImplementedError
 
     def _ipr(self, ns: str):

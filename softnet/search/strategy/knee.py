@@ -90,7 +90,7 @@ def _shapes(exceed: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return floor, ceil, logit((exceed - floor) / (ceil - floor))
 
 
-@functools.lru_cache(maxsize=128)  # 0.6 MB each: a refit changes one load's counts
+@functools.lru_cache(maxsize=64)  # 1.1 MB each (70 MB at most): a refit changes one load's counts
 def _load_loglik(x: float, n: float, bad: float, lo_x: float, hi_x: float, points: int,
                  exceed: float) -> np.ndarray:
     """One load's binomial log-likelihood over (x_c, slope, shape)."""
@@ -98,7 +98,7 @@ def _load_loglik(x: float, n: float, bad: float, lo_x: float, hi_x: float, point
     return bad * log_p + (n - bad) * log_q
 
 
-# ~1.1 MB each (70 MB at most); a knee models ~10 loads. Keyed by the load, not its
+# 2.2 MB each (140 MB at most); a knee models ~10 loads. Keyed by the load, not its
 # counts: a refit after one more trial at a load reuses that load's logs too.
 @functools.lru_cache(maxsize=64)
 def _load_logp(x: float, lo_x: float, hi_x: float, points: int, exceed: float) -> tuple[np.ndarray, np.ndarray]:

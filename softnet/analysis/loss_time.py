@@ -15,11 +15,12 @@ Inputs are raw reads (pure functions, testable on captured files):
 A stall of a CPU the data path needs (generator, SUT, sink) opens an influence
 window from just before it starts to POST_NS after it ends, and on for as
 long as the sink's one-way delay says the queue it left has not drained
-(issue 19: at 440 kpps on this VM the queue took up to 10 ms to drain after a
-1-2 ms stall, and loss went on until it had): a queue that was not drained
-overflows, and a generator that caught up sends a burst. Loss in a window beyond the trial's loss rate elsewhere (the baseline,
-which overload keeps high and a healthy SUT keeps at zero) is explained by the
-stall; the rest is the data path's.
+(issue 19: at 440 kpps on this VM the queue took up to 10 ms to drain after
+a 1-2 ms stall, and loss went on until it had): a queue that was not drained
+overflows, and a generator that caught up sends a burst. Loss in a window
+beyond the trial's loss rate elsewhere (the baseline, which overload keeps
+high and a healthy SUT keeps at zero) is explained by the stall; the rest is
+the data path's.
 """
 from __future__ import annotations
 

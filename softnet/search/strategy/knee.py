@@ -132,7 +132,7 @@ def stall_words(st: dict) -> str:
     """The stall attribution's verdict on a knee's spread, for its diagnosis."""
     share = st["host_trial_share"]
     if share is None:  # trials without an attribution (simulated, or no stall probe)
-        return ": the spread is likely the host's (no loss attribution to confirm it)"
+        return "; no loss attribution says whether the spread is the host's"
     said = (f"; in {st['host_bad_trials']} of its {st['bad_trials']} bad trials ({share:.0%}) the attribution "
             f"ties most of the loss to host stalls ({st['host_lost_pkts']:,} of {st['lost_pkts']:,} packets)")
     if host_confirmed(st):
@@ -196,8 +196,8 @@ class KneeModel:
         bad = [m for m in trials if g.is_bad(m)]
         host_of = [min(m.host_lost_pkts, m.all_lost) for m in bad]
         lost, host = sum(m.all_lost for m in bad), sum(host_of)
-        told = [m for m in bad if m.all_lost]  # a trial whose loss the attribution saw
-        host_bad = sum(h >= HOST_SHARE * m.all_lost for m, h in zip(bad, host_of) if m.all_lost)
+        told = [(m, h) for m, h in zip(bad, host_of) if m.lost_pkts_all is not None and m.all_lost]  # attributed
+        host_bad = sum(h >= HOST_SHARE * m.all_lost for m, h in told)
         return {"flagged_trials": sum(STALL_FLAG in m.flags for m in trials), "trials": len(trials),
                 "lost_pkts": lost, "host_lost_pkts": host, "host_share": host / lost if lost else None,
                 "bad_trials": len(told), "host_bad_trials": host_bad,

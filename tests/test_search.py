@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from softnet.campaign.runner import campaign_id, run_campaign
+from softnet.campaign.search_runner import as_measurement
 from softnet.campaign.spec import CampaignSpec
 from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.analysis.pastrami_files import list_pastrami_files, read_pastrami_file
@@ -145,6 +146,38 @@ def test_the_knees_stall_verdict_counts_bad_trials_not_packets():
                                     f"({st['host_trial_share']:.0%}) the attribution ties most of the loss to "
                                     f"host stalls ({st['host_lost_pkts']:,} of {st['lost_pkts']:,} packets): "
                                     "the spread is the host's")
+
+
+def test_a_knee_whose_bad_trials_were_overloaded_says_its_capacity_varied():
+    """Issue 19, this host's PDR0.5%: most bad trials near the knee lost their
+    packets over most of the second, little of it in host stalls. Not the
+    host's stalls; the words say the SUT's capacity varied."""
+    def overloaded(sut):
+        def measure(load, duration):
+            m = sut(load, duration)
+            lost = m.offered_count - m.forwarded_count
+            m.lost_pkts_all, m.host_lost_pkts = lost, lost // 20
+            m.sut_overloaded = lost > 0
+            return m
+        return measure
+
+    r = search(overloaded(SimulatedSut("gradual", 1e6, 5)), config(GOALS[1:]))
+    st = r.goals[0].knee["host_stalls"]
+    assert st["bad_trials"] >= 8 and st["overloaded_bad_trials"] == st["bad_trials"], st
+    assert not host_confirmed(st)
+    assert stall_words(st).endswith(f"in {st['bad_trials']} of them the SUT was overloaded over most of the "
+                                    "trial: its capacity varied from trial to trial")
+
+
+def test_a_real_trials_attribution_reaches_the_search():
+    """as_measurement on captured trials: the overloaded one (loss in every ms,
+    1.8 Mpps) is sut_overloaded; the stalled one (440 kpps, all loss in stalls)
+    is not, and its loss is the host's."""
+    data = Path(__file__).parent / "data" / "raw_trials"
+    over = as_measurement(json.loads((data / "ipv4fwd_1800kpps_overload.json").read_text())["result"])
+    stalled = as_measurement(json.loads((data / "ipv4fwd_440kpps_drain.json").read_text())["result"])
+    assert over.sut_overloaded and not stalled.sut_overloaded
+    assert stalled.all_lost == stalled.host_lost_pkts > 1000 and stalled.loss_ratio == 0
 
 
 def test_a_goals_knee_budget_counts_the_trials_it_asked_for():

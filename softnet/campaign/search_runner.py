@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from softnet.analysis.campaigns import host_stall_summary
-from softnet.analysis.loss_time import counted_received
+from softnet.analysis.loss_time import OVERLOAD_SPREAD, counted_received
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.results.search import LATENCY_AT, is_latency_trial
@@ -44,7 +44,9 @@ def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurem
     return Measurement(result["intended_rate_pps"], result["duration_s"], sent,
                        counted_received(result, host_stall_loss), tuple(result.get("flags") or ()), result,
                        lost_pkts_all=max(0, sent - int(result["received_pkts"] or 0)) if a else None,
-                       host_lost_pkts=host)
+                       host_lost_pkts=host,
+                       sut_overloaded=a.get("rest_cause") == "overload"
+                       and (a.get("loss_spread") or 0.0) >= OVERLOAD_SPREAD)
 
 
 class ReplayThenMeasure:

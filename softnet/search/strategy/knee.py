@@ -137,6 +137,11 @@ def stall_words(st: dict) -> str:
             f"ties most of the loss to host stalls ({st['host_lost_pkts']:,} of {st['lost_pkts']:,} packets)")
     if host_confirmed(st):
         return said + ": the spread is the host's"
+    over = st["overloaded_bad_trials"]
+    if over >= HOST_SHARE * st["bad_trials"]:
+        # A slower vCPU would look the same: "capacity varied", not "the data path's".
+        return said + (f": not host stalls; in {over} of them the SUT was overloaded over most of the trial: "
+                       "its capacity varied from trial to trial")
     return said + ": not confirmed, the rest is the data path's or unseen"
 
 
@@ -190,8 +195,9 @@ class KneeModel:
 
     def stalled(self, g: Goal) -> dict:
         """What the stall attribution says of the final trials near the knee: how many
-        were flagged, and of the packets lost in its bad trials how many it ties to the
-        host (stalls the probe saw, or queues left undrained by shorter ones)."""
+        were flagged; of its bad trials, in how many it ties most of the loss to the host
+        (stalls the probe saw, or queues left undrained by shorter ones) and in how many
+        the SUT was overloaded over most of the trial; and the packets behind both."""
         trials = [m for ld in self.fit(g)[0] for m in self.state.final(g, ld)]
         bad = [m for m in trials if g.is_bad(m)]
         host_of = [min(m.host_lost_pkts, m.all_lost) for m in bad]
@@ -201,6 +207,7 @@ class KneeModel:
         return {"flagged_trials": sum(STALL_FLAG in m.flags for m in trials), "trials": len(trials),
                 "lost_pkts": lost, "host_lost_pkts": host, "host_share": host / lost if lost else None,
                 "bad_trials": len(told), "host_bad_trials": host_bad,
+                "overloaded_bad_trials": sum(m.sut_overloaded for m, _ in told),
                 "host_trial_share": host_bad / len(told) if told else None}
 
     def region(self, g: Goal) -> list[float]:

@@ -82,8 +82,8 @@ class Measurement:
     # probe saw, or after a queue left undrained by a stall too short to see).
     lost_pkts_all: int | None = None
     host_lost_pkts: int = 0
-    # The rest of the loss (beyond host stalls) was spread over most of the trial: the SUT
-    # itself was overloaded then, not held up for a moment (a slow data path, not a stalled host).
+    # The rest of the loss (beyond host stalls) was spread over most of the trial: the SUT's
+    # capacity fell below the load then; it was not held up for a moment.
     sut_overloaded: bool = False
 
     @property

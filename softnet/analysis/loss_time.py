@@ -193,35 +193,39 @@ class Bins:
         return cls(b0, np.diff(edges), lost, due[:-1], due[1:])
 
 
-def influence_windows(stalls: list[Stall]) -> list[tuple[int, int, list[Stall]]]:
-    """Union of [start - PRE, end + POST] over the stalls, with the stalls in each."""
-    out: list[tuple[int, int, list[Stall]]] = []
-    for s in sorted(stalls, key=lambda s: s.start_ns):
-        lo, hi = s.start_ns - PRE_NS, s.end_ns + POST_NS
+Window = tuple[int, int, list[Stall]]  # (start ns, end ns, the stalls in it)
+
+
+def _joined(windows: list[Window]) -> list[Window]:
+    """Windows sorted by start, overlapping ones joined."""
+    out: list[Window] = []
+    for lo, hi, ss in windows:
         if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi), out[-1][2] + [s])
+            out[-1] = (out[-1][0], max(out[-1][1], hi), out[-1][2] + ss)
         else:
-            out.append((lo, hi, [s]))
+            out.append((lo, hi, ss))
     return out
 
 
-def follow_drain(windows: list[tuple[int, int, list[Stall]]], bins: Bins, delays: np.ndarray,
-                 drain_at: float) -> list[tuple[int, int, list[Stall]]]:
+def influence_windows(stalls: list[Stall]) -> list[Window]:
+    """Union of [start - PRE, end + POST] over the stalls, with the stalls in each."""
+    return _joined([(s.start_ns - PRE_NS, s.end_ns + POST_NS, [s])
+                    for s in sorted(stalls, key=lambda s: s.start_ns)])
+
+
+def follow_drain(windows: list[Window], bins: Bins, delays: np.ndarray, drain_at: float) -> list[Window]:
     """Each window extended bin by bin while the sink's delay is at least
     ``drain_at`` (the queue the stall left is still there), up to POST_MAX_NS
     after its last stall; windows that come to overlap are joined."""
-    out: list[tuple[int, int, list[Stall]]] = []
+    grown = []
     for lo, hi, ss in windows:
         cap = max(s.end_ns for s in ss) + POST_MAX_NS
         k = int(np.searchsorted(bins.due_end, hi, "left"))  # the bin the window ends in
         while k < len(delays) and bins.due_start[k] < cap and delays[k] >= drain_at:
             hi = max(hi, int(bins.due_end[k]))
             k += 1
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi), out[-1][2] + ss)
-        else:
-            out.append((lo, hi, ss))
-    return out
+        grown.append((lo, hi, ss))
+    return _joined(grown)
 
 
 def _pool(values: np.ndarray, how) -> tuple[int, list]:
@@ -300,7 +304,7 @@ def words(lost: int, explained: int, windows: list, cause_rest: str, inline: boo
     return text + f"; the other {rest:,}{' ' if inline else ': '}{cause_rest}"
 
 
-def run_causes(timeline: dict, gen: dict, bins: Bins, hit: list, rest_cause: str,
+def run_causes(timeline: dict, gen: dict, bins: Bins, delays: np.ndarray, hit: list, rest_cause: str,
                fill_ns: float, unseen_possible: bool) -> tuple[dict[str, list[int]], list[float]]:
     """Each listed lost run's cause ([runs, packets] per cause): host_stall
     when it falls in a stall window with excess loss, else the trial's
@@ -310,7 +314,6 @@ def run_causes(timeline: dict, gen: dict, bins: Bins, hit: list, rest_cause: str
     run_cause = {"host_stall": [0, 0], rest_cause: [0, 0]}
     starts = np.array([lo for lo, _, _ in hit], dtype=np.int64)
     ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
-    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
     unseen_at = max(UNSEEN_FILL_SHARE * fill_ns, UNSEEN_OVER_MEDIAN * float(np.median(delays)) if len(delays) else 0)
     unseen_ms = []
     for s, n in timeline["runs"]:
@@ -377,7 +380,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
     # A busy SUT CPU alone does not rule out a short stall: threaded NAPI here reads >= 90% busy at
     # 300 kpps, a third of its capacity (issue 19). Loss over many of the ms does: an overload episode.
     unseen_possible = spread < (UNSEEN_MAX_SPREAD if overload else OVERLOAD_SPREAD)
-    run_cause, unseen_ms = run_causes(timeline, gen, bins, hit, rest_cause, fill_ns, unseen_possible)
+    run_cause, unseen_ms = run_causes(timeline, gen, bins, delays, hit, rest_cause, fill_ns, unseen_possible)
     inline = False
     if unseen_ms:
         ms = f"{min(unseen_ms):.1f}" if max(unseen_ms) - min(unseen_ms) < 0.05 else \

@@ -120,8 +120,8 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
     loss is kept beside it (meta["counting_all_loss"])."""
     out = []
     for cell in store.cells(campaign_id):
-        if cell["spec"].get("method", {}).get("kind") == "search":
-            continue  # searches are summarized by search_analysis
+        if cell["spec"].get("method", {}).get("kind") in ("search", "compare"):
+            continue  # searches are summarized by search_analysis, comparisons by analysis.comparisons
         trials = store.trials(campaign_id, cell["cell_id"])
         if not trials:
             continue

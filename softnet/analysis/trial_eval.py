@@ -328,6 +328,18 @@ def both_directions(raw: dict, spec: TrialSpec) -> TrialResult:
     return TrialResult(**out)
 
 
+def sut_thread_cpu(raw: dict, sink: dict) -> dict | None:
+    """The SUT's kthreads' CPU time over the whole trial (nothing else runs in
+    them, so warm-up and drain included) per packet the sink received."""
+    b, a = raw["before"].get("sut_thread_runtime_ns"), raw["after"].get("sut_thread_runtime_ns")
+    if not b or not a or set(a) != set(b) or any(v is None for v in (*a.values(), *b.values())):
+        return None
+    ns = sum(a[pid] - b[pid] for pid in a)
+    forwarded = sink["rx_window_pkts"] + sink["rx_warmup_pkts"]
+    return {"ns": ns, "forwarded_pkts": forwarded, "ns_per_pkt": ns / forwarded if forwarded else None,
+            "threads": len(a)}
+
+
 def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     """The result of a raw trial (softnet.campaign.trial.measure), as JSON or
     as measured. ``spec`` defaults to the one the raw trial records."""
@@ -401,6 +413,9 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     fields["provenance"] = raw["provenance"]
     if raw.get("path") is not None:
         fields["path"] = raw["path"]
+    cpu = sut_thread_cpu(raw, sink)
+    if cpu is not None:
+        fields["sut_thread_cpu"] = cpu
     b, a = raw["before"].get("path_counters"), raw["after"].get("path_counters")
     if b is not None and a is not None:  # the personality's proof of path, over the trial
         # counters as differences; gauges (named *_entries: FDB, conntrack) as found after the trial

@@ -38,6 +38,8 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
         return run_search_campaign(spec, results_dir, on_event)
     if spec.method.kind == "latency":
         return run_latency_campaign_in(spec, results_dir, on_event)
+    if spec.method.kind == "compare":
+        return run_compare_campaign(spec, results_dir, on_event)
     cid = campaign_id(spec)
     cells = spec.cells()
     with Store(results_dir) as store:
@@ -86,6 +88,19 @@ def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
     for cell_id, (knobs, cell) in enumerate(cells):
         store.register_cell(cid, cell_id, knobs, cell.model_dump())
     return recovered
+
+
+def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
+    """A paired comparison (softnet.campaign.compare); progress counts trials
+    up to the budget (a decided comparison ends sooner)."""
+    from softnet.campaign.compare import run_compare
+
+    cid = campaign_id(spec)
+    with Store(results_dir) as store:
+        store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
+        store.recover(cid)
+        run_compare(spec, store, cid, lambda kind, done, total, text: on_event(Event(kind, done, total, text)))
+    return cid
 
 
 def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:

@@ -231,8 +231,76 @@ class LatencySpec(Strict):
     rerun_count: int = Field(10_000, ge=100, le=10_000_000)
 
 
+COMPARE_METRICS = ("capacity", "cpu", "loss", "latency")
+KNOB_SECTIONS = ("testbed", "traffic", "synthetic", "latency")
+
+
+class CompareSpec(Strict):
+    """A paired comparison (method kind = "compare", softnet.campaign.compare):
+    the variants measured in alternating rounds on the same host, the first
+    being the baseline. A variant sets knobs as a matrix does ("testbed.sut",
+    "testbed.placement", "traffic.mix", ...) and may have a name."""
+
+    variants: list[dict[str, Any]] = Field(default_factory=list)
+    # capacity: the forwarded rate at this load, far beyond what the SUT forwards ("none": not measured)
+    overload: str | float = "3Mpps"
+    metrics: list[Literal["capacity", "cpu", "loss", "latency"]] = Field(
+        default_factory=lambda: list(COMPARE_METRICS))
+    # the experiment stops when every one of these metrics has a verdict (or the budget is spent)
+    decide_on: list[Literal["capacity", "cpu", "loss", "latency"]] = Field(
+        default_factory=lambda: ["capacity", "cpu"])
+    margin: float = Field(0.02, gt=0, lt=1)  # equivalence margin of rates, costs and latencies (relative)
+    loss_margin: float = Field(0.001, gt=0, lt=1)  # ... of loss ratios (absolute)
+    confidence: float = Field(0.95, gt=0.5, lt=1)  # over all the looks of a sequential experiment
+    budget_s: float = Field(120.0, gt=0, le=10 * 86400)  # trial-seconds (measurement windows) at most
+    min_rounds: int = Field(4, ge=2, le=10_000)
+    max_rounds: int | None = Field(None, ge=2, le=10_000)
+
+    @field_validator("variants")
+    @classmethod
+    def variants_are_knobs(cls, variants):
+        if len(variants) < 2:
+            raise ValueError(f"{len(variants)} variant(s): a comparison needs a baseline and at least one "
+                             "candidate, e.g. [{\"testbed.sut\" = \"nft-fw:rules=10\"}, "
+                             "{\"testbed.sut\" = \"nft-fw:rules=14\"}]")
+        for i, v in enumerate(variants):
+            if not isinstance(v, dict):
+                raise ValueError(f"variant {i}: expected a table of knobs, got {v!r}")
+            for path in v:
+                if path == "name":
+                    continue
+                section, _, key = path.partition(".")
+                model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
+                         "latency": LatencySpec}.get(section)
+                if model is None or key not in model.model_fields:
+                    raise ValueError(f"variant {i}: unknown knob '{path}': knobs are testbed.*, traffic.* or "
+                                     "synthetic.* fields (and name)")
+        names = [variant_name(v, i) for i, v in enumerate(variants)]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise ValueError(f"two variants are named '{dup}': give each its own name")
+        return variants
+
+    @model_validator(mode="after")
+    def decide_on_measured(self):
+        missing = [m for m in self.decide_on if m not in self.metrics]
+        if missing:
+            raise ValueError(f"decide_on names {missing}, which metrics does not measure")
+        if not self.metrics:
+            raise ValueError("metrics: give at least one of " + ", ".join(COMPARE_METRICS))
+        return self
+
+
+def variant_name(variant: dict, index: int) -> str:
+    """A variant's name: its own, else what it sets (sut, placement, ...)."""
+    if variant.get("name"):
+        return str(variant["name"])
+    parts = [f"{v}" if k == "testbed.sut" else f"{k.partition('.')[2]}={v}" for k, v in variant.items()]
+    return ",".join(parts) or f"variant{index}"
+
+
 class MethodSpec(Strict):
-    kind: Literal["sweep", "search", "latency"] = "sweep"
+    kind: Literal["sweep", "search", "latency", "compare"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -299,6 +367,10 @@ class MethodSpec(Strict):
         if self.kind == "latency":
             if given:
                 raise ValueError(f"a latency run sends at latency.interval_s: remove {given}")
+            return self
+        if self.kind == "compare":
+            if self.start is not None or self.relative is not None:
+                raise ValueError("a comparison measures at fixed loads: give loads = [...] (and compare.overload)")
             return self
         if self.kind == "search":
             if given:
@@ -372,7 +444,17 @@ class CampaignSpec(Strict):
     analysis: AnalysisSpec = AnalysisSpec()
     collect: CollectSpec = CollectSpec()
     latency: LatencySpec = LatencySpec()
+    compare: CompareSpec | None = None
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def compare_section(self):
+        if (self.method.kind == "compare") != (self.compare is not None):
+            raise ValueError('method.kind = "compare" and a [compare] section with its variants go together')
+        if self.compare is not None and self.matrix:
+            raise ValueError("a comparison varies its variants, not a matrix: move the knobs into "
+                             "compare.variants (one table each)")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -403,6 +485,51 @@ class CampaignSpec(Strict):
             sizes = " x ".join(f"{p} ({len(v)} values)" for p, v in sorted(matrix.items()))
             raise ValueError(f"{n:,} cells ({sizes}); at most {MAX_CELLS:,}: fewer knobs or values")
         return matrix
+
+    def variants(self) -> list[tuple[str, dict[str, Any], "CampaignSpec"]]:
+        """A comparison's variants: (name, knobs, the spec with them applied),
+        the baseline first; variants that set the same thing are refused."""
+        base = self.model_dump()
+        base.update(matrix={}, compare=None, method={**base["method"], "kind": "sweep", "loads": ["1pps"]})
+        out: list[tuple[str, dict[str, Any], CampaignSpec]] = []
+        for i, variant in enumerate(self.compare.variants):
+            knobs = {k: v for k, v in variant.items() if k != "name"}
+            data = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+            for path, value in knobs.items():
+                section, _, key = path.partition(".")
+                data[section][key] = value
+            try:
+                spec = CampaignSpec.model_validate(data)
+            except ValidationError as exc:
+                raise spec_error(exc, prefix=f"compare.variants[{i}]: ") from None
+            for j, (name, _, other) in enumerate(out):
+                named = variant.get("name") and self.compare.variants[j].get("name")
+                if other.model_dump() == spec.model_dump() and not named:
+                    raise InputError(f"compare.variants[{i}]", f"differs in nothing from variant {j} ({name}): "
+                                     "variants must differ (for an A/A check of the method, name both: "
+                                     "name = \"A\" and name = \"A-again\")")
+            out.append((variant_name(variant, i), knobs, spec.model_copy(update={"method": self.method})))
+        return out
+
+    def compare_loads_pps(self) -> list[tuple[str, float]]:
+        """A comparison's loads: (what is measured there, pps): the fixed
+        loads (cost, loss, latency), then the overload (capacity)."""
+        m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
+        out = [("fixed", parse_rate(str(v), size, layer, "method.loads")) for v in (m.loads or [])]
+        out.sort(key=lambda x: x[1])
+        c = self.compare
+        if "capacity" in c.metrics:
+            if str(c.overload).strip().lower() == "none":
+                raise InputError("compare.overload", '"none" with the capacity metric: give a load beyond '
+                                 "the SUT's capacity, or leave capacity out of compare.metrics")
+            out.append(("overload", parse_rate(str(c.overload), size, layer, "compare.overload")))
+        if not out:
+            raise InputError("method.loads", "no load to measure: give loads = [...] below capacity, or the "
+                             "capacity metric")
+        if any(k == "fixed" for k, _ in out) is False and set(c.metrics) - {"capacity"}:
+            raise InputError("method.loads", f"metrics {sorted(set(c.metrics) - {'capacity'})} are measured at "
+                             "fixed loads: give loads = [...] below capacity")
+        return out
 
     def cells(self) -> "Cells":
         """Full-factorial expansion: (knob values, the spec with them applied) per cell, built on demand."""
@@ -522,6 +649,10 @@ def load_spec(path: str | Path) -> CampaignSpec:
     if isinstance(matrix, dict) and isinstance(matrix.get("testbed.sut"), list):
         matrix["testbed.sut"] = [_file_param_from(v, path.parent) if isinstance(v, str) else v
                                  for v in matrix["testbed.sut"]]
+    variants = (data.get("compare") or {}).get("variants") if isinstance(data.get("compare"), dict) else None
+    for v in variants if isinstance(variants, list) else []:
+        if isinstance(v, dict) and isinstance(v.get("testbed.sut"), str):
+            v["testbed.sut"] = _file_param_from(v["testbed.sut"], path.parent)
     try:
         spec = CampaignSpec.model_validate(data)
     except ValidationError as exc:
@@ -536,12 +667,21 @@ def load_spec(path: str | Path) -> CampaignSpec:
             except InputError as exc:
                 raise InputError(f"{path}: testbed.name", exc.message) from None
     checked: set[str] = set()
-    for knobs, cell in spec.cells():
+    if spec.method.kind == "compare":
+        try:
+            targets = [(knobs, cell) for _, knobs, cell in spec.variants()]
+            spec.compare_loads_pps()
+        except InputError as exc:
+            raise InputError(f"{path}: {exc.field}", exc.message) from None
+    else:
+        targets = list(spec.cells())
+    for knobs, cell in targets:
         if cell.testbed.sut != "synthetic" and cell.testbed.sut not in checked:
             # what this host lacks, and the custom personality's table: refused now
             from softnet.doctor.personalities import require
 
-            where = f"{path}: " + ('matrix."testbed.sut"' if "testbed.sut" in knobs else "testbed.sut")
+            knob = "compare.variants" if spec.method.kind == "compare" else 'matrix."testbed.sut"'
+            where = f"{path}: " + (knob if "testbed.sut" in knobs else "testbed.sut")
             require(cell.testbed.personality(), where)
             checked.add(cell.testbed.sut)
         if cell.testbed.sut != "synthetic":
@@ -555,6 +695,8 @@ def load_spec(path: str | Path) -> CampaignSpec:
         # Unit errors now, before anything runs.
         if cell.method.kind == "search":
             cell.search_range_pps()
+        elif cell.method.kind == "compare":
+            pass  # its loads: checked above
         elif cell.method.kind == "sweep":
             cell.n_loads()
         else:  # latency: the CPUs must exist here

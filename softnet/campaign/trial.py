@@ -53,7 +53,8 @@ def other_runs(tb: LocalTestbed) -> set[str]:
 
 def _host_reads(tb: LocalTestbed) -> dict:
     return {"links": tb.link_stats(), "ethtool_gen": tb.ethtool_stats("gen"), "qdisc_drops": tb.qdisc_drops(),
-            "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb)}
+            "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb),
+            "sut_thread_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for pid in tb.sut_threads()}}
 
 
 def _sampler(tb: LocalTestbed, spec: TrialSpec):

@@ -176,6 +176,11 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         from softnet.cli import latency_cmd
 
         latency_cmd.show(results, cid, as_json, wide)
+    elif s.method.kind == "compare":
+        from softnet.analysis.comparisons import stored_paired
+        from softnet.cli import compare_cmd
+
+        compare_cmd.show(stored_paired(str(results), cid), None, 0.001, as_json, wide)
     else:
         campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json,
                              tables=not as_json, wide=wide)
@@ -248,6 +253,139 @@ def search(
     else:
         campaign_cmd.show_searches(summaries, wide)
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
+
+
+COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", "method.warmup_s": "--warmup",
+                   "compare.overload": "--overload", "compare.metrics": "--metrics", "compare.decide_on": "--decide-on",
+                   "compare.margin": "--margin", "compare.loss_margin": "--loss-margin",
+                   "compare.confidence": "--confidence", "compare.budget_s": "--budget",
+                   "compare.min_rounds": "--min-rounds", "compare.max_rounds": "--max-rounds",
+                   "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name"}
+
+
+def parse_share(text: str | None, option: str) -> float | None:
+    """"5%" or "0.05" -> 0.05 (None when not given)."""
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise InputError(option, f"'{text}': expected a share such as 5% or 0.05") from None
+    if not 0 <= v < 10:
+        raise InputError(option, f"'{text}': expected a share such as 5% or 0.05")
+    return v
+
+
+def parse_variant(text: str, option: str = "--variant") -> dict:
+    """"name=dual;testbed.placement=split" -> {"name": "dual", "testbed.placement": "split"}; a value is
+    read as TOML (numbers, true/false, [lists]) when it parses, else as text."""
+    import tomllib
+
+    out: dict = {}
+    for item in filter(None, (x.strip() for x in text.split(";"))):
+        key, eq, val = item.partition("=")
+        if not eq or not key.strip():
+            raise InputError(option, f"'{item}': expected KNOB=VALUE, e.g. testbed.placement=split")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {val.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = val.strip()
+    if not out:
+        raise InputError(option, f"'{text}': expected KNOB=VALUE;..., e.g. testbed.placement=split")
+    return out
+
+
+@app.command()
+def compare(
+    paths: list[Path] = typer.Argument(None, help="stored results: a baseline directory and candidates, or one "
+                                       "directory holding a paired comparison"),
+    sut: list[str] = typer.Option(None, "--sut", help="a variant's SUT personality (give 2 or more; the first is "
+                                  "the baseline)"),
+    variant: list[str] = typer.Option(None, "--variant", help="a variant as KNOB=VALUE;... (e.g. "
+                                      "'name=dual;testbed.placement=split'); after the --sut ones"),
+    load: str = typer.Option(None, help="fixed loads below capacity, comma-separated (cpu, loss, latency), e.g. "
+                             "200kpps"),
+    overload: str = typer.Option("3Mpps", help="the load capacity is measured at (beyond it)"),
+    metrics: str = typer.Option(None, help="capacity,cpu,loss,latency (default: capacity, and the rest when "
+                                "--load is given)"),
+    decide_on: str = typer.Option(None, help="stop once these metrics have verdicts (default: capacity,cpu of "
+                                  "those measured)"),
+    budget: float = typer.Option(120.0, help="trial-seconds at most (measurement windows)"),
+    margin: str = typer.Option("2%", help="equivalence margin of rates, costs and latencies"),
+    loss_margin: float = typer.Option(0.001, help="equivalence margin of loss ratios (absolute)"),
+    confidence: float = typer.Option(0.95, help="confidence over all the looks of the experiment"),
+    duration: float = typer.Option(1.0, help="trial window, seconds"),
+    warmup: float = typer.Option(0.5, help="warm-up before each window, seconds"),
+    min_rounds: int = typer.Option(4, help="first look after this many rounds"),
+    max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)"),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+    threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
+                                  "this (e.g. 5%)"),
+    loss_threshold: float = typer.Option(0.001, help="CI gate for loss ratios (absolute), with --threshold"),
+    name: str = typer.Option("compare", help="campaign name in the results store"),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
+    as_json: bool = typer.Option(False, "--json"),
+    wide: bool = wide_option(),
+    wait: float = wait_option(),
+) -> None:
+    """Is B faster than A? Variants measured interleaved (ABBA) until a verdict, or stored results compared."""
+    from softnet.cli import compare_cmd
+
+    gate = parse_share(threshold, "--threshold")
+    rel_margin = parse_share(margin, "--margin")
+    if paths and (sut or variant):
+        raise InputError("PATHS", "give stored results to compare, or variants to measure (--sut/--variant), "
+                         "not both")
+    if paths:
+        from softnet.analysis.comparisons import compare_stored, stored_paired
+
+        for p in paths:
+            if not p.exists():
+                raise InputError(str(p), "no such results directory")
+            check_store(p)
+        summary = (stored_paired(str(paths[0])) if len(paths) == 1 else
+                   compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin))
+        raise typer.Exit(compare_cmd.show(summary, gate, loss_threshold, as_json, wide))
+    variants = [{"testbed.sut": s} for s in sut or []] + [parse_variant(v) for v in variant or []]
+    loads = [x.strip() for x in load.split(",") if x.strip()] if load else []
+    kinds = [x.strip() for x in metrics.split(",") if x.strip()] if metrics else (
+        ["capacity", "cpu", "loss", "latency"] if loads else ["capacity"])
+    decide = [x.strip() for x in decide_on.split(",") if x.strip()] if decide_on else (
+        [k for k in ("capacity", "cpu") if k in kinds] or kinds)
+    base_sut = variants[0].get("testbed.sut", "ipv4-fwd") if variants else "ipv4-fwd"
+    data = {"name": name, "testbed": {"sut": base_sut}, "traffic": {"frame_bytes": size},
+            "method": {"kind": "compare", "loads": loads or None, "duration_s": duration, "warmup_s": warmup},
+            "compare": {"variants": variants, "overload": overload, "metrics": kinds, "decide_on": decide,
+                        "margin": rel_margin, "loss_margin": loss_margin, "confidence": confidence,
+                        "budget_s": budget, "min_rounds": min_rounds, "max_rounds": max_rounds}}
+    spec = spec_from_options(data, COMPARE_OPTIONS)
+    try:
+        cells = spec.variants()
+        spec.compare_loads_pps()
+    except InputError as exc:
+        raise option_error(exc, COMPARE_OPTIONS) from None
+    from softnet.doctor.personalities import require
+
+    real = any(c.testbed.sut != "synthetic" for _, _, c in cells)
+    for _, knobs, c in cells:
+        if c.testbed.sut != "synthetic":
+            require(c.testbed.personality(), "--sut" if "testbed.sut" in knobs else "--variant")
+    check_store(results)
+    from softnet.cli import campaign_cmd
+
+    if real:
+        need_root()
+    with measuring(results, wait, real):
+        cid = campaign_cmd.run(spec, results, as_json)
+    from softnet.analysis.comparisons import stored_paired
+
+    summary = stored_paired(str(results), cid)
+    code = compare_cmd.show(summary, gate, loss_threshold, as_json, wide,
+                            extra={"campaign_id": cid, "results_dir": str(results)})
+    if not as_json:
+        console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")
+    raise typer.Exit(code)
 
 
 LATENCY_OPTIONS = {f"latency.{k}": f"--{k.replace('_', '-')}" for k in (

@@ -142,3 +142,12 @@ def thread_cpu(pid: int) -> int | None:
     except OSError:
         return None
     return int(text.rsplit(")", 1)[1].split()[36])
+
+
+def thread_runtime_ns(pid: int) -> int | None:
+    """CPU time a task has run, in ns (/proc/PID/schedstat's first field: the
+    scheduler's sum_exec_runtime, exact, where /proc/stat counts ticks)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from softnet.errors import InputError
+from softnet.results.comparison import ComparisonSummary
 from softnet.results.latency import LATENCY_SCHEMA_VERSION, LatencyRunResult
 from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, check_search_schema
 from softnet.results.trial import check_schema
@@ -72,6 +73,9 @@ CREATE TABLE IF NOT EXISTS searches (
     lower_loss_ci95_low DOUBLE, lower_loss_ci95_high DOUBLE, diagnosis VARCHAR,
     trial_count INTEGER, trial_seconds DOUBLE, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, run_index, goal));
+CREATE TABLE IF NOT EXISTS comparisons (
+    campaign_id VARCHAR PRIMARY KEY, rounds INTEGER, stop_reason VARCHAR, finished BOOLEAN,
+    updated_unix_s DOUBLE, result_json VARCHAR);
 CREATE TABLE IF NOT EXISTS latency_runs (
     campaign_id VARCHAR, cell_id INTEGER, run_index INTEGER, knobs_json VARCHAR,
     sent BIGINT, received BIGINT, lost BIGINT, impossible BIGINT,
@@ -242,6 +246,17 @@ class Store:
             self.db.execute(f"DELETE FROM {table} WHERE campaign_id = ? AND cell_id = ? AND run_index = ? "
                             "AND load_index >= ?", [campaign_id, cell_id, run_index, first_load_index])
 
+    def delete_trials_from_round(self, campaign_id: str, cell_id: int, first_run_index: int) -> None:
+        """Forget a cell's stored trials of runs ``first_run_index`` on (a
+        comparison's round that a kill cut short is measured again whole)."""
+        rows = self.db.execute("SELECT raw_path FROM trials WHERE campaign_id = ? AND cell_id = ? AND run_index >= ?",
+                               [campaign_id, cell_id, first_run_index]).fetchall()
+        for (path,) in rows:
+            Path(path).unlink(missing_ok=True)
+        for table in ("trials", "kernel_samples"):
+            self.db.execute(f"DELETE FROM {table} WHERE campaign_id = ? AND cell_id = ? AND run_index >= ?",
+                            [campaign_id, cell_id, first_run_index])
+
     def trial_results(self, campaign_id: str, cell_id: int, run_index: int | None = None) -> list[dict]:
         """Result dicts of a cell's trials (of one run when ``run_index`` is given)."""
         sql, args = "SELECT result_json FROM trials WHERE campaign_id = ? AND cell_id = ?", [campaign_id, cell_id]
@@ -285,6 +300,23 @@ class Store:
         for r in rows:
             check_search_schema(json.loads(r.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
         return [SearchGoalRow.model_validate(r).model_dump() for r in rows]
+
+    # ---- comparisons (method kind "compare") -------------------------------
+    def set_comparison(self, campaign_id: str, summary: ComparisonSummary, finished: bool, now: float) -> None:
+        """A comparison's result as of its last complete round, or final
+        (``finished``); its trials are stored as they end."""
+        self.db.execute("INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?, ?)",
+                        [campaign_id, summary.rounds, summary.stop_reason, finished, now,
+                         json.dumps(summary.to_dict())])
+
+    def comparison(self, campaign_id: str, finished_only: bool = True) -> ComparisonSummary | None:
+        if not self.db.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'comparisons'").fetchall():
+            return None  # a store written before comparisons
+        row = self.db.execute("SELECT result_json, finished FROM comparisons WHERE campaign_id = ?",
+                              [campaign_id]).fetchone()
+        if row is None or (finished_only and not row[1]):
+            return None
+        return ComparisonSummary.from_dict(json.loads(row[0]), f"{self.dir / DB_NAME}")
 
     # ---- latency runs (the AF_XDP lab) -------------------------------------
     def records_path(self, campaign_id: str, cell_id: int, run_index: int) -> Path:
@@ -353,7 +385,7 @@ class Store:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs"):
+        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons"):
             path = out / f"{table}.{fmt}"
             opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
             self.db.execute(f"COPY {table} TO '{path}' {opts}")

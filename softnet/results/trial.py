@@ -280,6 +280,9 @@ class TrialResult(BaseModel):
     # bidirectional trials: each direction's figures ("forward": generator -> sink, "reverse"); the counts,
     # rates and loss above are both directions' sums, the latency fields the forward direction's
     directions: dict[str, Any] | None = None
+    # the SUT's NAPI kthreads' run time over the trial (schedstat, exact): ns, forwarded_pkts, ns_per_pkt,
+    # threads; absent with RPS steering (no kthread) or a raw trial from before it was read
+    sut_thread_cpu: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

@@ -264,6 +264,13 @@ class LocalTestbed(NetnsLab):
                     out[role] = link_counters.link_stats(self.ns[ns_role], self.ifs[role], ipr)
         return out
 
+    def sut_threads(self) -> list[int]:
+        """The NAPI kthreads of the SUT's interfaces (threaded steering): all of
+        the SUT's packet work runs in them, so their run time is its CPU time."""
+        if self.sut == "none":
+            return []
+        return sorted(pid for role in ("sut_in", "sut_out") for pid in self.napi_threads.get(self.ifs[role], []))
+
     def sample_links(self) -> list[LinkRef]:
         """The testbed's interfaces for the kernel statistics sampler."""
         roles = ("gen", "sink") if self.sut == "none" else ("gen", "sut_in", "sut_out", "sink")

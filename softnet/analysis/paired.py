@@ -1,0 +1,210 @@
+"""Paired comparisons: is B slower or faster than A, or equivalent within a
+margin, from measurements taken in pairs close in time.
+
+A host that drifts (a VM's neighbours, thermal state, a CI runner) moves A
+and B alike when they are measured one right after the other, so the
+difference within a pair keeps the change and loses most of the drift. Each
+round measures every variant once, in an order that alternates (A B, B A,
+A B, ...: ABBA for two), so a drift that is linear over a round cancels too.
+
+Per metric and round, the pair's difference is the log ratio ln(b / a)
+(``scale = "ratio"``: rates, costs, latencies; shown as % change) or b - a
+(``scale = "difference"``: loss ratios, which are often 0). The estimate is
+the Hodges-Lehmann median of those differences with the interval of the
+Wilcoxon signed-rank test (distribution-free: this VM's stalls make a few
+wild pairs, which a mean and a t-interval would follow); the verdict reads
+that interval against zero and against the equivalence margin:
+
+* ``equivalent``: the interval lies inside (-margin, +margin): two one-sided
+  tests (TOST) at level (1 - confidence) / 2 each both reject;
+* ``slower`` / ``faster``: otherwise, the interval excludes zero (slower:
+  worse on that metric; for capacity a lower rate, for a cost, a loss or a
+  latency a higher one);
+* ``undecided``: neither.
+
+The experiment is sequential: it looks at the data after a geometric series
+of rounds (MIN_ROUNDS, then x1.5 each) and stops once every metric it
+decides on has a verdict. Looking more than once spends the error rate more
+than once, so each look uses confidence 1 - (1 - c) / K for the K looks the
+budget allows (Bonferroni): conservative, and valid however the looks fall.
+The final figures are reported at that per-look confidence, so the interval
+shown is the one the verdict read.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from softnet.results.comparison import Better, PairedDifference, Scale, Verdict
+
+MIN_ROUNDS = 4
+LOOK_GROWTH = 1.5
+
+
+def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float | None], *, better: Better,
+                      scale: Scale = "ratio", unit: str = "", confidence: float = 0.95,
+                      margin: float = 0.02) -> PairedDifference:
+    """The paired difference of b against a, round by round (a[i], b[i] from
+    round i; None where a side has no value: that round is dropped)."""
+    if len(a) != len(b):
+        raise ValueError(f"{metric}: {len(a)} baseline values against {len(b)} candidate values")
+    pairs = [(x, y) for x, y in zip(a, b) if _usable(x, scale) and _usable(y, scale)]
+    dropped = len(a) - len(pairs)
+    n = len(pairs)
+    base = dict(metric=metric, unit=unit, better=better, scale=scale, n_pairs=n, confidence=confidence,
+                margin=margin, dropped_pairs=dropped)
+    if n == 0:
+        return PairedDifference(**base, baseline_mean=None, candidate_mean=None, estimate=None, ci=None,
+                                p_value=None, verdict="undecided")
+    xa, xb = np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], float)
+    d = np.log(xb / xa) if scale == "ratio" else xb - xa
+    mean, lo, hi = hodges_lehmann(d, confidence)
+    p = float(stats.wilcoxon(d).pvalue) if n >= 2 and np.any(d != 0) else (1.0 if n >= 2 else None)
+    to_change = (lambda v: math.expm1(v)) if scale == "ratio" else (lambda v: v)
+    ci = None if lo is None else (to_change(lo), to_change(hi))
+    verdict, significant = decide(ci, margin, better)
+    return PairedDifference(**base, baseline_mean=float(xa.mean()), candidate_mean=float(xb.mean()),
+                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant)
+
+
+def signed_rank_counts(n: int) -> np.ndarray:
+    """How many of the 2^n sign patterns give each signed-rank sum 0..n(n+1)/2
+    (the exact null distribution of Wilcoxon's statistic)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1
+    for r in range(1, n + 1):
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    return counts
+
+
+def hodges_lehmann(d: np.ndarray, confidence: float) -> tuple[float, float | None, float | None]:
+    """The median of the Walsh averages (d_i + d_j) / 2, i <= j, and the
+    distribution-free interval around it that the signed-rank test gives
+    (exact up to 60 pairs, normal beyond). A host stall that lands between
+    the two halves of one pair makes one wild difference: it moves this
+    estimate by one rank, a mean by its whole size."""
+    n = len(d)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    est = float(np.median(walsh))
+    if n < 2:
+        return est, None, None
+    alpha = 1 - confidence
+    m = len(walsh)
+    if n <= 60:
+        cdf = np.cumsum(signed_rank_counts(n)) / 2.0 ** n
+        k = int(np.searchsorted(cdf, alpha / 2, side="right"))  # P(W <= k - 1) <= alpha / 2
+    else:
+        mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        k = max(0, int(math.floor(mu - stats.norm.ppf(1 - alpha / 2) * sd)))
+    if k < 1:  # too few pairs to reach this confidence at all
+        return est, None, None
+    return est, float(walsh[k - 1]), float(walsh[m - k])
+
+
+def _usable(v: float | None, scale: Scale) -> bool:
+    if v is None or not math.isfinite(v):
+        return False
+    return v > 0 if scale == "ratio" else True
+
+
+def decide(ci: tuple[float, float] | None, margin: float, better: Better) -> tuple[Verdict, bool]:
+    """The verdict an interval of the change (b against a) gives, and
+    whether it excludes zero."""
+    if ci is None:
+        return "undecided", False
+    lo, hi = ci
+    significant = lo > 0 or hi < 0
+    if -margin < lo and hi < margin:
+        return "equivalent", significant
+    if not significant:
+        return "undecided", False
+    up = lo > 0
+    return ("slower" if up == (better == "lower") else "faster"), True
+
+
+def look_schedule(max_rounds: int, min_rounds: int = MIN_ROUNDS, growth: float = LOOK_GROWTH) -> list[int]:
+    """The rounds after which a sequential experiment looks: min_rounds, then
+    x growth each (rounded up), the last being max_rounds."""
+    if max_rounds < 1:
+        return []
+    looks, n = [], max(2, min(min_rounds, max_rounds))
+    while n < max_rounds:
+        looks.append(n)
+        n = max(n + 1, math.ceil(n * growth))
+    looks.append(max_rounds)
+    return looks
+
+
+def per_look_confidence(confidence: float, n_looks: int) -> float:
+    """Bonferroni: each of n looks at 1 - (1 - c) / n keeps the chance of any
+    false call over all of them at most 1 - c."""
+    return 1 - (1 - confidence) / max(1, n_looks)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a sequential comparison stops: every metric in ``decide_on`` has a
+    verdict other than undecided (``decided``), or the budget is spent."""
+
+    decide_on: tuple[str, ...]
+    looks: tuple[int, ...]
+
+    def is_look(self, rounds: int) -> bool:
+        return rounds in self.looks
+
+    def decided(self, diffs: Sequence[PairedDifference]) -> bool:
+        relevant = [d for d in diffs if d.metric.split("@")[0] in self.decide_on]
+        return bool(relevant) and all(d.verdict != "undecided" for d in relevant)
+
+
+def round_order(n_variants: int, round_index: int) -> list[int]:
+    """Variant indices in the order round ``round_index`` measures them:
+    forward on even rounds, reversed on odd ones (ABBA for two variants)."""
+    order = list(range(n_variants))
+    return order if round_index % 2 == 0 else order[::-1]
+
+
+def unpaired_difference(metric: str, a: Sequence[float | None], b: Sequence[float | None], *, better: Better,
+                        scale: Scale = "ratio", unit: str = "", confidence: float = 0.95,
+                        margin: float = 0.02) -> PairedDifference:
+    """The same figures from two separate groups (stored results measured
+    apart in time): Welch's t on the logs (ratio) or the values. Drift
+    between the two runs is in the difference: the interval cannot know it."""
+    xa = np.array([v for v in a if _usable(v, scale)], float)
+    xb = np.array([v for v in b if _usable(v, scale)], float)
+    base = dict(metric=metric, unit=unit, better=better, scale=scale, n_pairs=min(len(xa), len(xb)),
+                confidence=confidence, margin=margin, dropped_pairs=len(a) - len(xa) + len(b) - len(xb))
+    if not len(xa) or not len(xb):
+        return PairedDifference(**base, baseline_mean=None, candidate_mean=None, estimate=None, ci=None,
+                                p_value=None, verdict="undecided")
+    la, lb = (np.log(xa), np.log(xb)) if scale == "ratio" else (xa, xb)
+    mean = float(lb.mean() - la.mean())
+    to_change = (lambda v: math.expm1(v)) if scale == "ratio" else (lambda v: v)
+    ci = p = None
+    if len(xa) >= 2 and len(xb) >= 2:
+        va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
+        se = math.sqrt(va + vb)
+        if se == 0:
+            ci, p = (to_change(mean), to_change(mean)), (1.0 if mean == 0 else 0.0)
+        else:
+            dof = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+            half = float(stats.t.ppf(1 - (1 - confidence) / 2, dof)) * se
+            ci = (to_change(mean - half), to_change(mean + half))
+            p = float(2 * stats.t.sf(abs(mean) / se, dof))
+    verdict, significant = decide(ci, margin, better)
+    return PairedDifference(**base, baseline_mean=float(xa.mean()), candidate_mean=float(xb.mean()),
+                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant)
+
+
+def regressions(diffs: Sequence[PairedDifference], threshold: float,
+                loss_threshold: float) -> list[PairedDifference]:
+    """What a CI gate fails on: significantly worse, and worse by more than
+    ``threshold`` (a relative change, for ratio metrics) or ``loss_threshold``
+    (an absolute difference of loss ratios)."""
+    return [d for d in diffs if d.significant and d.worse_by is not None
+            and d.worse_by > (threshold if d.scale == "ratio" else loss_threshold)]

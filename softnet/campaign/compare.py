@@ -1,0 +1,133 @@
+"""Run a paired comparison (method kind "compare"), stored and resumable.
+
+Round r measures every variant once, forward on even rounds and reversed on
+odd ones (A B, B A, ...: ABBA), each at every fixed load and then at the
+overload. A variant's testbed is built for its turn and torn down after it
+(0.2 s here), so every variant starts from a host as it was, and a variant's
+changes never outlive its turn.
+
+Trials are stored as campaign trials: cell = variant, load index, run index =
+round. A round is the unit of pairing, so a round a kill cut short is
+measured again whole (its stored half is discarded): a pair is never made
+of trials minutes apart, never lost and never counted twice. The decision
+is a function of the stored complete rounds, so a resumed comparison looks
+where an uninterrupted one would have.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+from softnet.analysis.comparisons import paired_summary, stop_rule
+from softnet.analysis.paired import round_order
+from softnet.campaign.measurers import measurer_for
+from softnet.campaign.spec import CampaignSpec
+from softnet.results.comparison import ComparisonSummary
+from softnet.results.store import Store
+from softnet.units import format_rate
+
+BUDGET = "budget_spent"
+DECIDED = "decided"
+
+
+def plan_rounds(spec: CampaignSpec) -> int:
+    """The most rounds the budget allows (trial-seconds: measurement windows)."""
+    c = spec.compare
+    per_round_s = len(c.variants) * len(spec.compare_loads_pps()) * spec.method.duration_s
+    n = max(2, math.floor(c.budget_s / per_round_s + 1e-9))
+    return min(n, c.max_rounds) if c.max_rounds else n
+
+
+def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int) -> tuple[dict, int]:
+    """The stored trials of complete rounds, and how many rounds are
+    complete; the trials of the first incomplete round (a kill cut it short)
+    are deleted, so it is measured again whole."""
+    trials: dict[tuple[int, int, int], dict] = {}
+    for v in range(n_variants):
+        for t in store.trials(cid, v):
+            trials[(v, t["load_index"], t["run_index"])] = t
+    complete = 0
+    while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)):
+        complete += 1
+    for v in range(n_variants):
+        store.delete_trials_from_round(cid, v, complete)
+    results = {}
+    for v in range(n_variants):
+        for r in range(complete):
+            rows = store.trial_results(cid, v, r)
+            for li, res in enumerate(rows):
+                results[(v, li, r)] = res
+    return results, complete
+
+
+def run_compare(spec: CampaignSpec, store: Store, cid: str,
+                on_event: Callable[[str, int, int, str], None]) -> ComparisonSummary:
+    """Measure rounds until the stop rule decides or the budget is spent; the
+    result is stored in ``comparisons`` (a finished comparison is not run again)."""
+    c = spec.compare
+    variants = spec.variants()
+    names = [n for n, _, _ in variants]
+    labels = {n: ", ".join(f"{k}={v}" for k, v in knobs.items()) for n, knobs, _ in variants}
+    loads = spec.compare_loads_pps()
+    max_rounds = plan_rounds(spec)
+    rule, look_conf = stop_rule(max_rounds, c.min_rounds, c.decide_on, c.confidence)
+
+    def summary(results: dict, rounds: int, reason: str = "") -> ComparisonSummary:
+        return paired_summary(names, labels, results, loads, c.metrics, rounds, look_conf, c.margin, c.loss_margin,
+                              reason)
+
+    done = store.comparison(cid)
+    if done is not None:
+        return done
+    for v, (_, knobs, _) in enumerate(variants):
+        store.register_cell(cid, v, knobs, variants[v][2].model_dump())
+    results, rounds = stored_rounds(store, cid, len(variants), len(loads))
+    total = max_rounds * len(variants) * len(loads)
+    on_event("plan", rounds * len(variants) * len(loads), total,
+             f"{cid}: {len(variants)} variants x {len(loads)} load(s), at most {max_rounds} rounds "
+             f"({c.budget_s:g} trial-s); looks after rounds {', '.join(map(str, rule.looks))} at confidence "
+             f"{look_conf:.4f} each" + (f"; {rounds} round(s) already stored" if rounds else ""))
+    reason = BUDGET
+    count = rounds * len(variants) * len(loads)
+    while True:
+        if rounds and rule.is_look(rounds):
+            s = summary(results, rounds)
+            on_event("look", count, total, look_text(s))
+            if rule.decided([d for _, d in s.all_differences()]):
+                reason = DECIDED
+                break
+        if rounds >= max_rounds:
+            break
+        for v in round_order(len(variants), rounds):
+            name, knobs, cell = variants[v]
+            with measurer_for(cell, v) as m:
+                for li, (_, load) in enumerate(loads):
+                    on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name} at "
+                             f"{format_rate(load)}")
+                    result = m.measure(load, li, rounds)
+                    store.add_trial(cid, v, li, rounds, knobs, result)
+                    results[(v, li, rounds)] = result
+                    count += 1
+                    on_event("trial", count, total, f"round {rounds + 1} {name} at {format_rate(load)}: "
+                             f"forwarded {forwarded_text(result)}")
+        rounds += 1
+        store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
+    final = summary(results, rounds, reason)
+    store.set_comparison(cid, final, True, time.time())
+    return final
+
+
+def look_text(s: ComparisonSummary) -> str:
+    parts = []
+    for cand, d in s.all_differences():
+        if d.estimate is None:
+            continue
+        est = f"{100 * d.estimate:+.1f}%" if d.scale == "ratio" else f"{d.estimate:+.1e}"
+        parts.append(f"{cand} {d.metric} {est} {d.verdict}")
+    return f"after {s.rounds} rounds: " + "; ".join(parts)
+
+
+def forwarded_text(result: dict) -> str:
+    span = result.get("send_span_s") or 0
+    return format_rate(result["received_pkts"] / span) if span else "-"

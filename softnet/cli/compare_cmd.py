@@ -1,0 +1,101 @@
+"""`softnet compare`: a paired experiment on this host, or stored results
+against each other; the table, the JSON and the exit code a CI job gates on."""
+from __future__ import annotations
+
+from rich.box import SIMPLE_HEAD
+
+from softnet.analysis.paired import regressions
+from softnet.cli.output import Col, console, eng, print_json, sci, table
+from softnet.results.comparison import ComparisonSummary, PairedDifference
+
+REGRESSION_EXIT = 1
+VERDICT_STYLE = {"slower": "red", "faster": "green", "equivalent": "cyan", "undecided": "yellow"}
+COLS = [Col("metric", justify="left"), Col("load"), Col("A"), Col("B"), Col("change"), Col("interval"),
+        Col("verdict", justify="left"), Col("n", wide=True), Col("p", wide=True)]
+SHORT = {"latency_p50": "delay p50", "latency_p99": "delay p99", "loss_all": "loss, all"}
+
+
+def value_text(v: float | None, d: PairedDifference) -> str:
+    if d.scale == "difference":
+        return sci(v)
+    unit = {"ns/pkt": "ns", "pps": "pps", "ns": "ns"}.get(d.unit, d.unit)
+    if unit == "ns" and v is not None:
+        return eng(v * 1e-9, "s")
+    return eng(v, unit)
+
+
+def signed(v: float, d: PairedDifference) -> str:
+    if d.scale == "difference":
+        return "0" if v == 0 else ("+" if v > 0 else "-") + sci(abs(v), 1)
+    x = 100 * v
+    return f"{x:+.0f}" if abs(x) >= 100 else f"{x:+.1f}"
+
+
+def change_text(v: float | None, d: PairedDifference) -> str:
+    if v is None:
+        return "-"
+    return signed(v, d) + ("%" if d.scale == "ratio" else "")
+
+
+def interval_text(d: PairedDifference) -> str:
+    if d.ci is None:
+        return "-"
+    lo, hi = d.ci
+    return f"[{signed(lo, d)}, {signed(hi, d)}]" + ("%" if d.scale == "ratio" else "")
+
+
+def split_metric(label: str) -> tuple[str, str]:
+    """"cpu@200 kpps" -> ("cpu", "200k"); a stored comparison's prefix stays with the name."""
+    name, _, load = label.rpartition("@")
+    if not name:
+        return label, "-"
+    words = name.split(" ")
+    words[-1] = SHORT.get(words[-1], words[-1])
+    return " ".join(words), load.replace(" ", "").removesuffix("pps")
+
+
+def rows(diffs: list[PairedDifference], gate: set[int]) -> list[list[str]]:
+    out = []
+    for d in diffs:
+        mark = " !" if id(d) in gate else ""
+        out.append([*split_metric(d.metric), value_text(d.baseline_mean, d), value_text(d.candidate_mean, d),
+                    change_text(d.estimate, d), interval_text(d), f"[{VERDICT_STYLE[d.verdict]}]{d.verdict}[/]{mark}",
+                    str(d.n_pairs),
+                    "-" if d.p_value is None else f"{d.p_value:.2g}"])
+    return out
+
+
+def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: float, as_json: bool,
+         wide: bool = False, extra: dict | None = None) -> int:
+    """Print the comparison; the exit code: REGRESSION_EXIT when a threshold
+    is given and some metric is significantly worse by more than it."""
+    diffs = [d for _, d in summary.all_differences()]
+    bad = regressions(diffs, threshold, loss_threshold) if threshold is not None else []
+    if as_json:
+        print_json({**(extra or {}), **summary.to_dict(), "threshold": threshold, "loss_threshold": loss_threshold,
+                    "regressions": [{"candidate": c, "metric": d.metric, "worse_by": d.worse_by}
+                                    for c, d in summary.all_differences() if d in bad]})
+        return REGRESSION_EXIT if bad else 0
+    gate = {id(d) for d in bad}
+    for cand in summary.candidates:
+        title = f"B = {cand}\nA = {summary.baseline}"
+        console.print(table(title, COLS, rows(summary.differences.get(cand, []), gate), wide, box=SIMPLE_HEAD, pad_edge=False))
+    d0 = diffs[0] if diffs else None
+    how = (f"paired over {summary.rounds} rounds (A and B interleaved, ABBA); Hodges-Lehmann estimate, "
+           "signed-rank interval" if summary.paired else
+           "unpaired: measured apart, so the host's drift between the runs is in the difference (Welch's t)")
+    ended = {"decided": "stopped: every metric it decides on has a verdict",
+             "budget_spent": "stopped: the budget was spent before every metric had a verdict",
+             "unfinished": "unfinished: interrupted (softnet run SPEC resumes it)", "stored": ""}
+    lines = [how + "."]
+    if d0 is not None:
+        lines.append(f"Interval at confidence {d0.confidence:.4g}; equivalent: inside +-{100 * d0.margin:g}% "
+                     "(loss: its own absolute margin); slower: worse on that metric.")
+    if ended.get(summary.stop_reason):
+        lines.append(ended[summary.stop_reason] + ".")
+    if threshold is not None:
+        lines.append(f"gate: {len(bad)} metric(s) significantly worse by more than {100 * threshold:g}% "
+                     f"(loss: {loss_threshold:g})" + (" (marked !)" if bad else ""))
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+    return REGRESSION_EXIT if bad else 0

@@ -42,7 +42,7 @@ class MetricDef:
 
 
 def _capacity(t: dict) -> float | None:
-    span, rx = t.get("send_span_s"), t.get("received_pkts")
+    span, rx = t.get("send_span_s") or t.get("duration_s"), t.get("received_pkts")
     return rx / span if span and rx else None
 
 

@@ -275,7 +275,7 @@ class CompareSpec(Strict):
                 if model is None or key not in model.model_fields:
                     raise ValueError(f"variant {i}: unknown knob '{path}': knobs are testbed.*, traffic.* or "
                                      "synthetic.* fields (and name)")
-        names = [variant_name(v, i) for i, v in enumerate(variants)]
+        names = [str(v["name"]) for v in variants if v.get("name")]  # unnamed twins: refused by variants()
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise ValueError(f"two variants are named '{dup}': give each its own name")
@@ -492,6 +492,7 @@ class CampaignSpec(Strict):
         base = self.model_dump()
         base.update(matrix={}, compare=None, method={**base["method"], "kind": "sweep", "loads": ["1pps"]})
         out: list[tuple[str, dict[str, Any], CampaignSpec]] = []
+        dumps: list[dict] = []
         for i, variant in enumerate(self.compare.variants):
             knobs = {k: v for k, v in variant.items() if k != "name"}
             data = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
@@ -502,12 +503,14 @@ class CampaignSpec(Strict):
                 spec = CampaignSpec.model_validate(data)
             except ValidationError as exc:
                 raise spec_error(exc, prefix=f"compare.variants[{i}]: ") from None
-            for j, (name, _, other) in enumerate(out):
+            dump = spec.model_dump()
+            for j, (name, _, _) in enumerate(out):
                 named = variant.get("name") and self.compare.variants[j].get("name")
-                if other.model_dump() == spec.model_dump() and not named:
+                if dumps[j] == dump and not named:
                     raise InputError(f"compare.variants[{i}]", f"differs in nothing from variant {j} ({name}): "
                                      "variants must differ (for an A/A check of the method, name both: "
                                      "name = \"A\" and name = \"A-again\")")
+            dumps.append(dump)
             out.append((variant_name(variant, i), knobs, spec.model_copy(update={"method": self.method})))
         return out
 

@@ -1,0 +1,126 @@
+"""Known-truth bench of paired comparisons (softnet compare) on the local testbed.
+
+``nft-fw:rules=N`` walks N non-matching rules per packet (15-18 ns each on
+this VM), so B = rules R0 + K against A = rules R0 is a slowdown that grows
+in proportion to K, and A against itself has none. The bench runs:
+
+* ``--repeats`` comparisons of A against B (K = ``--k``, about a 5% lower
+  capacity here) and as many of A against itself (two named variants),
+  interleaved (AB comparison, then AA), each with at most ``--budget``
+  trial-seconds; counts how often each verdict came, and the trial-seconds
+  each comparison spent;
+* one comparison per K of ``--sweep`` (the estimated change against K: a
+  line through the origin, with its fit and residuals).
+
+Metrics: capacity (the forwarded rate at 3 Mpps) and the SUT's CPU ns per
+packet at 200 kpps (its NAPI kthread's run time); both decide.
+
+Writes bench/results/compare_bench-<UTC>.json (ignored by git).
+Run (root): .venv/bin/python bench/compare_bench.py [--repeats 10] [--k 6] [--sweep 0,3,6,12,24]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from softnet.analysis.comparisons import stored_paired  # noqa: E402
+from softnet.campaign.runner import run_campaign  # noqa: E402
+from softnet.campaign.spec import CampaignSpec  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results"
+
+
+def spec(name: str, variants: list[dict], budget: float) -> CampaignSpec:
+    return CampaignSpec.model_validate({
+        "name": name, "testbed": {"sut": variants[0]["testbed.sut"]},
+        "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": 1.0, "warmup_s": 0.5},
+        "compare": {"variants": variants, "metrics": ["capacity", "cpu"], "decide_on": ["capacity", "cpu"],
+                    "budget_s": budget}})
+
+
+def one(name: str, variants: list[dict], budget: float) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.time()
+        cid = run_campaign(spec(name, variants, budget), d)
+        s = stored_paired(d, cid)
+        wall = time.time() - t0
+    out = {"name": name, "rounds": s.rounds, "stop_reason": s.stop_reason, "wall_s": wall,
+           "trial_s": s.rounds * 2 * 2 * 1.0, "differences": [d.to_dict() for _, d in s.all_differences()]}
+    verdicts = ", ".join(f"{d['metric']} {100 * (d['estimate'] or 0):+.1f}% {d['verdict']}"
+                         for d in out["differences"])
+    print(f"{name}: {s.rounds} rounds, {s.stop_reason}, {wall:.0f} s: {verdicts}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--r0", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=120.0)
+    ap.add_argument("--sweep", default="0,3,6,12,24")
+    args = ap.parse_args()
+    a = {"testbed.sut": f"nft-fw:rules={args.r0}"}
+    b = {"testbed.sut": f"nft-fw:rules={args.r0 + args.k}"}
+    runs = {"ab": [], "aa": [], "sweep": []}
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"compare_bench-{stamp}.json"
+
+    def save() -> None:
+        path.write_text(json.dumps({"args": vars(args), **runs, "summary": summary(runs)}, indent=1))
+
+    for i in range(args.repeats):
+        runs["ab"].append(one(f"ab{i}", [a, b], args.budget))
+        runs["aa"].append(one(f"aa{i}", [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget))
+        save()
+    for k in [int(x) for x in args.sweep.split(",") if x.strip()]:
+        bk = {"testbed.sut": f"nft-fw:rules={args.r0 + k}"}
+        runs["sweep"].append({"k": k, **one(f"k{k}", [a, {**bk, "name": f"+{k}"}] if k else
+                                            [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget)})
+        save()
+    print(json.dumps(summary(runs), indent=1))
+    print(f"wrote {path}")
+
+
+def summary(runs: dict) -> dict:
+    out = {}
+    for kind in ("ab", "aa"):
+        rs = runs[kind]
+        if not rs:
+            continue
+        per_metric = {}
+        for m in {d["metric"] for r in rs for d in r["differences"]}:
+            ds = [d for r in rs for d in r["differences"] if d["metric"] == m]
+            per_metric[m] = {v: sum(d["verdict"] == v for d in ds) for v in ("slower", "faster", "equivalent",
+                                                                              "undecided")}
+            per_metric[m]["median_estimate"] = float(np.median([d["estimate"] for d in ds]))
+        out[kind] = {"n": len(rs), "verdicts": per_metric,
+                     "trial_s_median": float(np.median([r["trial_s"] for r in rs])),
+                     "trial_s_max": max(r["trial_s"] for r in rs),
+                     "decided": sum(r["stop_reason"] == "decided" for r in rs)}
+    if len(runs["sweep"]) >= 3:
+        fits = {}
+        for m in {d["metric"] for r in runs["sweep"] for d in r["differences"]}:
+            pts = [(r["k"], d["estimate"]) for r in runs["sweep"] for d in r["differences"] if d["metric"] == m]
+            k = np.array([p[0] for p in pts], float)
+            y = np.array([p[1] for p in pts], float)
+            f = stats.linregress(k, y)
+            fits[m] = {"slope_per_rule": f.slope, "intercept": f.intercept, "r": f.rvalue,
+                       "residuals": (y - (f.intercept + f.slope * k)).tolist(), "points": pts}
+        out["sweep_fit"] = fits
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Paired comparisons: the statistics on known truths, the experiment on a
+simulated SUT (deterministic, so a resumed run must equal an uninterrupted
+one), stored results against each other with the CI gate's exit codes, and
+bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from softnet.analysis.comparisons import compare_stored, stored_paired
+from softnet.analysis.paired import (decide, hodges_lehmann, look_schedule, paired_difference, per_look_confidence,
+                                     regressions, signed_rank_counts, unpaired_difference)
+from softnet.campaign.runner import run_campaign
+from softnet.campaign.spec import CampaignSpec, load_spec
+from softnet.errors import InputError
+from softnet.results.store import Store
+from tests.conftest import run_until_interrupted, softnet_cmd
+
+
+# ---- statistics -------------------------------------------------------------
+
+def test_signed_rank_distribution_is_wilcoxons():
+    """The exact null distribution matches scipy's exact signed-rank p-values."""
+    n = 9
+    counts = signed_rank_counts(n)
+    assert counts.sum() == 2 ** n
+    d = np.array([1.0, -2, 3, 4, -5, 6, 7, 8, 9])  # T+ = 1+3+4+6+7+8+9 = 38, T- = 7
+    t_minus = 7
+    p_ours = 2 * counts[: t_minus + 1].sum() / 2 ** n
+    assert p_ours == pytest.approx(stats.wilcoxon(d, method="exact").pvalue)
+
+
+def test_hodges_lehmann_interval_covers_at_its_confidence():
+    """Heavy-tailed differences (t with 3 dof): the 95% interval covers the
+    true shift in 93-97% of 1,000 draws at 10 and at 30 pairs."""
+    rng = np.random.default_rng(7)
+    for n in (10, 30):
+        hits = 0
+        for _ in range(1000):
+            _, lo, hi = hodges_lehmann(0.01 + 0.02 * rng.standard_t(3, n), 0.95)
+            hits += lo <= 0.01 <= hi
+        assert 0.93 <= hits / 1000 <= 0.97, (n, hits)
+
+
+def test_one_wild_pair_moves_the_estimate_little():
+    a = np.full(12, 1000.0)
+    b = a * 1.05
+    b[3] = 1500.0  # a stall between the halves of one pair
+    d = paired_difference("cpu", list(a), list(b), better="lower")
+    assert d.estimate == pytest.approx(0.05, abs=0.002)
+    assert d.verdict == "slower"
+
+
+def test_verdicts():
+    assert decide((0.01, 0.03), 0.02, "lower") == ("slower", True)
+    assert decide((0.01, 0.03), 0.02, "higher") == ("faster", True)
+    assert decide((-0.01, 0.015), 0.02, "lower") == ("equivalent", False)
+    assert decide((0.002, 0.015), 0.02, "lower") == ("equivalent", True)  # a significant change inside the margin
+    assert decide((-0.01, 0.04), 0.02, "lower") == ("undecided", False)
+    assert decide(None, 0.02, "lower") == ("undecided", False)
+
+
+def test_too_few_pairs_give_no_interval():
+    d = paired_difference("capacity", [1.0, 1.0, 1.0], [0.5, 0.5, 0.5], better="higher")
+    assert d.ci is None and d.verdict == "undecided"  # 3 pairs cannot reach 95% with a signed-rank test
+
+
+def test_look_schedule_and_bonferroni():
+    looks = look_schedule(60, 4)
+    assert looks[0] == 4 and looks[-1] == 60 and looks == sorted(set(looks))
+    assert per_look_confidence(0.95, len(looks)) == pytest.approx(1 - 0.05 / len(looks))
+
+
+def test_sequential_false_calls_stay_under_the_error_rate():
+    """A/A with drift and stalls: over 400 simulated experiments that look at
+    every scheduled point, at most 5% call a difference."""
+    rng = np.random.default_rng(3)
+    looks = look_schedule(40, 4)
+    conf = per_look_confidence(0.95, len(looks))
+    false = 0
+    for _ in range(400):
+        drift = np.cumsum(rng.normal(0, 0.01, 40))
+        a = np.exp(drift + rng.normal(0, 0.02, 40))
+        b = np.exp(drift + rng.normal(0, 0.02, 40) + (rng.random(40) < 0.05) * 0.3)
+        for n in looks:
+            d = paired_difference("capacity", list(a[:n]), list(b[:n]), better="higher", confidence=conf)
+            if d.verdict in ("slower", "faster"):
+                false += 1
+                break
+            if d.verdict == "equivalent":
+                break
+    assert false <= 20
+
+
+def test_unpaired_difference_and_gate():
+    a = [100.0, 102, 98, 101, 99]
+    b = [90.0, 91, 89, 92, 88]
+    d = unpaired_difference("throughput", a, b, better="higher", unit="pps")
+    assert d.verdict == "slower" and d.estimate == pytest.approx(-0.1, abs=0.01)
+    assert regressions([d], 0.05, 0.001) == [d]
+    assert regressions([d], 0.2, 0.001) == []
+
+
+# ---- the experiment, on the simulated SUT -------------------------------------
+
+def synth_spec(variants: list[dict], budget: float = 60.0, **compare) -> CampaignSpec:
+    return CampaignSpec.model_validate({
+        "name": "cmp", "testbed": {"sut": "synthetic"},
+        "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": 1.0},
+        "compare": {"variants": variants, "metrics": ["capacity", "loss"], "decide_on": ["capacity"],
+                    "budget_s": budget, "overload": "1Mpps", **compare}})
+
+
+A = {"synthetic.o_sat_pps": 500_000}
+B = {"synthetic.o_sat_pps": 475_000}  # 5% less capacity
+
+
+def test_a_slower_candidate_is_called_slower_and_the_run_stops_early(tmp_path):
+    spec = synth_spec([A, B])
+    cid = run_campaign(spec, tmp_path)
+    s = stored_paired(str(tmp_path), cid)
+    cap = s.differences[s.candidates[0]][0]
+    assert cap.metric.startswith("capacity")
+    assert cap.verdict == "slower" and cap.estimate == pytest.approx(-0.05, abs=0.01)
+    assert s.stop_reason == "decided" and s.rounds < 15  # 15: what the budget allows
+
+
+def test_a_against_itself_is_not_called_different(tmp_path):
+    spec = synth_spec([{**A, "name": "A"}, {**A, "name": "A-again"}])
+    s = stored_paired(str(tmp_path), run_campaign(spec, tmp_path))
+    assert all(d.verdict in ("equivalent", "undecided") for _, d in s.all_differences())
+
+
+def test_rounds_alternate_and_a_killed_round_is_measured_again_whole(tmp_path, monkeypatch):
+    spec = synth_spec([A, B], budget=24)
+    ref = stored_paired(str(tmp_path / "ref"), run_campaign(spec, tmp_path / "ref"))
+    # killed after 5 trials: round 0 (4 trials) and half of round 1's first variant
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, tmp_path / "cut"), after_trials=5)
+    cid = run_campaign(spec, tmp_path / "cut")
+    got = stored_paired(str(tmp_path / "cut"), cid)
+    assert got.to_dict() == ref.to_dict()
+    with Store(tmp_path / "cut") as store:
+        rows = store.query("SELECT cell_id, load_index, run_index, started_unix_s FROM trials ORDER BY started_unix_s")
+    keys = [(r["cell_id"], r["load_index"], r["run_index"]) for r in rows]
+    assert len(keys) == len(set(keys)) == got.rounds * 2 * 2
+    # ABBA: round 0 measures variant 0 first, round 1 variant 1 first (as stored, resumed or not)
+    first = {}
+    for v, _, r in keys:
+        first.setdefault(r, v)
+    assert [first[r] for r in sorted(first)][:4] == [0, 1, 0, 1]
+
+
+# ---- spec errors --------------------------------------------------------------
+
+@pytest.mark.parametrize("compare, words", [
+    ({"variants": [A]}, "at least one candidate"),
+    ({"variants": [A, {"testbed.bogus": 1}]}, "unknown knob 'testbed.bogus'"),
+    ({"variants": [A, B], "decide_on": ["latency"], "metrics": ["capacity"]}, "decide_on names"),
+])
+def test_bad_compare_sections_are_named(compare, words):
+    with pytest.raises(Exception) as exc:
+        CampaignSpec.model_validate({"name": "c", "testbed": {"sut": "synthetic"},
+                                     "method": {"kind": "compare", "loads": ["100kpps"]}, "compare": compare})
+    assert words in str(exc.value)
+
+
+def test_variants_that_differ_in_nothing_are_refused(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('name = "c"\n[testbed]\nsut = "synthetic"\n[method]\nkind = "compare"\nloads = ["100kpps"]\n'
+                 '[compare]\nvariants = [{"synthetic.seed" = 1}, {"synthetic.seed" = 1}]\n')
+    with pytest.raises(InputError) as exc:
+        load_spec(p)
+    assert "compare.variants[1]" in exc.value.field and "differs in nothing" in exc.value.message
+
+
+def test_compare_needs_its_section_and_no_matrix():
+    with pytest.raises(Exception, match="go together"):
+        CampaignSpec.model_validate({"name": "c", "method": {"kind": "compare", "loads": ["1kpps"]}})
+    with pytest.raises(Exception, match="not a matrix"):
+        CampaignSpec.model_validate({"name": "c", "testbed": {"sut": "synthetic"},
+                                     "method": {"kind": "compare", "loads": ["1kpps"]},
+                                     "compare": {"variants": [A, B]}, "matrix": {"traffic.flows": [1, 2]}})
+
+
+# ---- stored results: the CI gate ----------------------------------------------
+
+def sweep(tmp_path, name: str, o_sat: float, seed: int) -> str:
+    spec = CampaignSpec.model_validate({
+        "name": name, "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": o_sat, "seed": seed},
+        "method": {"loads": ["300kpps", "450kpps", "600kpps"], "runs": 5, "duration_s": 1.0}})
+    d = tmp_path / name
+    run_campaign(spec, d)
+    return str(d)
+
+
+def gate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(softnet_cmd("compare", *args), capture_output=True, text=True, timeout=120)
+
+
+def test_stored_campaigns_give_the_exit_codes_a_ci_job_expects(tmp_path):
+    a1 = sweep(tmp_path, "a1", 500_000, 1)
+    a2 = sweep(tmp_path, "a2", 500_000, 2)
+    b = sweep(tmp_path, "b", 450_000, 3)  # 10% less capacity
+    same = gate(a1, a2, "--threshold", "5%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    worse = gate(a1, b, "--threshold", "5%", "--json")
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    out = json.loads(worse.stdout)
+    assert out["paired"] is False
+    worse_at = {r["metric"] for r in out["regressions"]}
+    assert "throughput@600 kpps" in worse_at  # capacity: 450 kpps against 500
+    assert worse_at <= {"throughput@600 kpps", "loss@600 kpps", "loss_all@600 kpps"}  # nothing below capacity
+    assert gate(a1, b, "--threshold", "20%", "--loss-threshold", "0.2").returncode == 0  # worse, by less
+    s = compare_stored([a1, a2, b])  # a baseline and two candidates
+    assert len(s.candidates) == 2
+
+
+def test_stored_comparisons_name_what_does_not_match(tmp_path):
+    a = sweep(tmp_path, "a", 500_000, 1)
+    missing = gate(a, str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "nope" in missing.stderr and "no such" in missing.stderr
+    other = tmp_path / "matrix"
+    run_campaign(CampaignSpec.model_validate({
+        "name": "m", "testbed": {"sut": "synthetic"}, "method": {"loads": ["300kpps"], "runs": 2},
+        "matrix": {"traffic.flows": [2, 4]}}), other)
+    none = gate(a, str(other))
+    assert none.returncode == 2 and "no configuration in common" in none.stderr
+    lat = tmp_path / "lat"
+    with Store(lat) as store:  # a latency campaign's record (its runs do not matter to the check)
+        spec = {"name": "l", "method": {"kind": "latency"}}
+        store.register_campaign("l-1", "l", "h", spec, 1.0)
+    kinds = gate(a, str(lat))
+    assert kinds.returncode == 2 and "a latency campaign" in kinds.stderr and "a load sweep" in kinds.stderr
+
+
+def test_cli_refuses_variants_that_differ_in_nothing(tmp_path):
+    r = gate("--sut", "synthetic", "--sut", "synthetic", "--results", str(tmp_path))
+    assert r.returncode == 2 and "differs in nothing" in r.stderr
+    assert not (tmp_path / "softnet.duckdb").exists()

@@ -8,8 +8,8 @@ external asset. ``render_report(configs, ...)`` builds the same HTML string
 from configurations already analysed.
 
 The page is Jinja2 templates (softnet/report/templates, autoescaped) over the
-view data of ``softnet.report.view``; figures come from ``plots`` and
-``kernel_plots``.
+view data of ``softnet.report.view``; figures come from ``plots``,
+``kernel_plots``, ``latency_plots`` and ``compare_plots``.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
 from softnet.results.readers import ResultsProvenance
 
-from . import kernel_plots, latency_plots, plots, view
+from . import compare_plots, kernel_plots, latency_plots, plots, view
 
 ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
                   autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=True),
@@ -52,6 +52,7 @@ class SoftnetData:
     stages: list[tuple[str, dict]] = field(default_factory=list)  # (label, {"levels": ..., "models": ...})
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[dict]] = field(default_factory=dict)  # sweep (campaign, cell) -> results
+    comparisons: list[tuple[str, object]] = field(default_factory=list)  # (campaign, comparison.ComparisonSummary)
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
@@ -62,6 +63,9 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         if runs:
             data.latency.append((cid, analyze_latency(store, cid, runs=runs)))
         data.searches += summarize_searches(store, cid)
+        done = store.comparison(cid, finished_only=False)  # an unfinished one too: its complete rounds
+        if done is not None and done.differences:
+            data.comparisons.append((cid, done))
         data.search_trials.update({(cid, cell, run): trials
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})
     for cell in readers.sweep_cells(store, list(campaign_ids)):
@@ -126,6 +130,15 @@ class _Figures:
         paths = latency_plots.plot_latency(analysis.configs, analysis.clustering, folder, formats=self.formats)
         return [self.embed([p], f"{name}: {p.stem.replace('_', ' ')}") for p in paths if p.suffix == ".png"]
 
+    def comparisons(self, comparisons: Sequence[tuple[str, object]], names: dict) -> list[dict]:
+        out = []
+        for i, (cid, summary) in enumerate(comparisons):
+            name = f"{names.get(cid) or cid} ({cid})"
+            files = compare_plots.plot_comparison(summary, f"paired comparison: {name}",
+                                                  self.folder / f"compare{i + 1:02d}", formats=self.formats)
+            out.append({**view.comparison(name, summary), "fig": self.embed(files, f"paired comparison {name}")})
+        return out
+
     def stages(self, stages: Sequence[tuple[str, dict]]) -> list[dict]:
         out = []
         for i, (label, st) in enumerate(stages):
@@ -149,9 +162,11 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     data = data or SoftnetData()
     kernel = [(label, levels) for label, levels in data.kernel if levels]
     audits = [(label, rows) for label, rows in data.audits if rows]
-    if not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency:
+    if (not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency
+            and not data.comparisons):
         raise ValueError("no configuration to report")
-    sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches else set()))
+    sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches or data.comparisons else set()))
+    names = {c.campaign_id: c.name for c in data.provenance.campaigns} if data.provenance else {}
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
         figs = _Figures(Path(plots_dir) if plots_dir is not None else Path(tmp), plots_dir is not None)
         page = {
@@ -163,6 +178,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "configs": [view.configuration(i, c, data.provenance) for i, c in enumerate(configs)],
             "searches": {**view.searches(data.searches), "figures": figs.searches(data.searches, data.search_trials)}
             if data.searches else None,
+            "comparisons": figs.comparisons(data.comparisons, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "audit": view.audit_rows(audits),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
@@ -193,7 +209,7 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     configs = analyze_path(src, **analysis_kw)
     if data is not None:  # only the campaigns reported on
         shown = ({cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in data.searches}
-                 | {cid for cid, _ in data.latency})
+                 | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:
         if is_results:

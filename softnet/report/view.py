@@ -474,3 +474,56 @@ def latency_stability(pairs: Sequence[dict]) -> list[str]:
                        f"configurations: {p['verdict']}" + ("" if p["verdict"] == "stable" else
                                                              " (below 0.8: these clusters are not a finding)"))
     return out
+
+
+# ---- paired comparisons ----------------------------------------------------------
+
+COMPARE_ENDED = {"decided": "stopped when every metric it decides on had a verdict",
+                 "budget_spent": "stopped when its budget was spent, before every metric it decides on had a verdict",
+                 "unfinished": "unfinished (interrupted; softnet run SPEC resumes it): what its complete rounds say "
+                               "so far"}
+
+
+def _compare_value(v, d) -> str:
+    """A side's mean in the metric's own unit."""
+    if not _finite(v):
+        return DASH
+    if d.scale == "difference":
+        return f"{pct(v)}%"
+    if d.unit == "pps":
+        return format_rate(v)
+    if d.unit == "ns":
+        return format_duration_ns(v)
+    return f"{v:,.4g} {d.unit}"
+
+
+def _compare_change(v, d) -> str:
+    """A relative change in %, a loss difference in percentage points (the figure's scales)."""
+    if not _finite(v):
+        return DASH
+    x = 100 * v
+    return ("0" if x == 0 else f"{x:+.3g}") + ("%" if d.scale == "ratio" else " pp")
+
+
+def comparison(name: str, summary) -> dict:
+    """A paired comparison (results.comparison.ComparisonSummary) as rows;
+    candidates are B1, B2, ... in the table when there are several."""
+    many = len(summary.candidates) > 1
+    short = {c: f"B{i + 1}" if many else "B" for i, c in enumerate(summary.candidates)}
+    diffs = summary.all_differences()
+    confs = {d.confidence for _, d in diffs}
+    rows = [{"candidate": short[c], "metric": d.metric, "better": d.better, "a": _compare_value(d.baseline_mean, d),
+             "b": _compare_value(d.candidate_mean, d), "change": _compare_change(d.estimate, d),
+             "interval": DASH if d.ci is None else
+             f"[{_compare_change(d.ci[0], d)}, {_compare_change(d.ci[1], d)}]",
+             "confidence": f"{d.confidence * 100:.4g}%", "margin": "\u00b1" + _compare_change(d.margin, d).lstrip("+"),
+             "verdict": d.verdict, "n": f"{d.n_pairs} of {d.n_pairs + d.dropped_pairs}" if d.dropped_pairs
+             else f"{d.n_pairs}", "p": DASH if d.p_value is None else f"{d.p_value:.2g}"} for c, d in diffs]
+    how = (f"paired over {summary.rounds} rounds (A and B interleaved, ABBA): Hodges\u2013Lehmann estimate and "
+           "signed-rank interval" if summary.paired else
+           "unpaired (measured apart, so the host's drift between the runs is in the difference): Welch's t")
+    variants = [("A (baseline)", summary.baseline)] + [(short[c], c) for c in summary.candidates]
+    return {"name": name, "how": how, "ended": COMPARE_ENDED.get(summary.stop_reason, ""), "rows": rows,
+            "many": many, "confidence": f"{confs.pop() * 100:.4g}%" if len(confs) == 1 else None,
+            "variants": [(k, v + (f" (sets {summary.labels[v]})" if summary.labels.get(v) not in (None, "", v) else ""))
+                         for k, v in variants]}

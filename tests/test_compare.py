@@ -18,7 +18,7 @@ from softnet.campaign.runner import run_campaign
 from softnet.campaign.spec import CampaignSpec, load_spec
 from softnet.errors import InputError
 from softnet.results.store import Store
-from tests.conftest import run_until_interrupted, softnet_cmd
+from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
 
 
 # ---- statistics -------------------------------------------------------------
@@ -241,3 +241,52 @@ def test_cli_refuses_variants_that_differ_in_nothing(tmp_path):
     r = gate("--sut", "synthetic", "--sut", "synthetic", "--results", str(tmp_path))
     assert r.returncode == 2 and "differs in nothing" in r.stderr
     assert not (tmp_path / "softnet.duckdb").exists()
+
+
+# ---- on the real testbed -----------------------------------------------------
+
+REAL = ["--sut", "ipv4-fwd", "--sut", "nft-fw:rules=200", "--load", "100kpps", "--overload", "2Mpps",
+        "--metrics", "capacity,cpu,loss", "--duration", "0.5", "--warmup", "0.2", "--min-rounds", "6"]
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.slow
+def test_real_compare_calls_200_rules_slower_and_restores_the_host(tmp_path, host_unchanged):
+    r = gate(*REAL, "--budget", "12", "--results", str(tmp_path), "--json", "--threshold", "5%")
+    assert r.returncode == 1, r.stdout + r.stderr  # the gate: 200 rules cost far more than 5%
+    out = json.loads(r.stdout)
+    diffs = {d["metric"]: d for d in out["differences"]["nft-fw:rules=200"]}
+    assert diffs["capacity@2 Mpps"]["verdict"] == "slower"
+    assert diffs["capacity@2 Mpps"]["estimate"] < -0.1
+    assert diffs["cpu@100 kpps"]["estimate"] > 0
+    with Store(tmp_path) as store:
+        trials = [json.loads(row["result_json"]) for row in store.query("SELECT result_json FROM trials")]
+    # the SUT's CPU from its NAPI kthread's exact run time, in every trial
+    assert all(t["sut_thread_cpu"]["threads"] >= 1 and t["sut_thread_cpu"]["ns"] > 0 for t in trials)
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_killed_compare_resumes_without_losing_or_repeating_a_pair(tmp_path, host_unchanged):
+    import signal
+    import time
+
+    args = softnet_cmd("compare", *REAL, "--budget", "8", "--results", str(tmp_path), "--json")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    db = tmp_path / "raw"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(db.glob("*/*.json"))) < 5:  # in round 1, mid-turn
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    subprocess.run(softnet_cmd("clean"), check=True, capture_output=True, timeout=120)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    with Store(tmp_path) as store:
+        keys = [(x["cell_id"], x["load_index"], x["run_index"])
+                for x in store.query("SELECT cell_id, load_index, run_index FROM trials")]
+    assert len(keys) == len(set(keys)) == out["rounds"] * 2 * 2  # every pair whole, none twice
+    assert out["stop_reason"] in ("decided", "budget_spent")

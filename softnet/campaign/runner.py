@@ -7,6 +7,7 @@ for that cell, so a resumed campaign measures the same loads as before.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -93,10 +94,16 @@ def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
 def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
     """A paired comparison (softnet.campaign.compare); progress counts trials
     up to the budget (a decided comparison ends sooner)."""
+    import os
+
     from softnet.campaign.compare import run_compare
+    from softnet.testbed.lock import testbed_lock
 
     cid = campaign_id(spec)
-    with Store(results_dir) as store:
+    local = not spec.testbed.inventory and any(c.testbed.sut != "synthetic" for _, _, c in spec.variants())
+    # held for the whole experiment: another run between two turns would fall inside a pair
+    lock = testbed_lock(results_dir, float(os.environ.get("SOFTNET_WAIT") or 0)) if local else contextlib.nullcontext()
+    with lock, Store(results_dir) as store:
         store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
         store.recover(cid)
         run_compare(spec, store, cid, lambda kind, done, total, text: on_event(Event(kind, done, total, text)))

@@ -290,3 +290,29 @@ def test_a_killed_compare_resumes_without_losing_or_repeating_a_pair(tmp_path, h
                 for x in store.query("SELECT cell_id, load_index, run_index FROM trials")]
     assert len(keys) == len(set(keys)) == out["rounds"] * 2 * 2  # every pair whole, none twice
     assert out["stop_reason"] in ("decided", "budget_spent")
+
+
+def test_interleaved_searches_compare_ndr_as_pairs(tmp_path, monkeypatch):
+    """One NDR search per variant and round, the lower bounds paired; a kill
+    inside a search discards that round's searches and measures it again."""
+    spec = CampaignSpec.model_validate({
+        "name": "s", "testbed": {"sut": "synthetic"},
+        "method": {"kind": "compare", "goals": ["ndr"], "width": 0.01, "duration_s": 1.0,
+                   "max_trial_seconds": 40, "min_load": "100kpps", "max_load": "1Mpps"},
+        "compare": {"variants": [A, {"synthetic.o_sat_pps": 450_000}], "metrics": ["search"],
+                    "decide_on": ["search"], "budget_s": 640, "min_rounds": 8}})
+    ref = stored_paired(str(tmp_path / "ref"), run_campaign(spec, tmp_path / "ref"))
+    ndr = ref.differences[ref.candidates[0]][0]
+    assert ndr.metric == "search NDR" and ndr.kind == "search"
+    assert ndr.verdict == "slower" and ndr.estimate == pytest.approx(-0.1, abs=0.02)
+    assert ref.rounds == 8 and ref.stop_reason == "decided"
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, tmp_path / "cut"), after_trials=45)
+    got = stored_paired(str(tmp_path / "cut"), run_campaign(spec, tmp_path / "cut"))
+    assert got.to_dict() == ref.to_dict()
+
+
+def test_searches_need_their_own_budget():
+    with pytest.raises(Exception, match="max_trial_seconds"):
+        CampaignSpec.model_validate({"name": "s", "testbed": {"sut": "synthetic"}, "method": {"kind": "compare"},
+                                     "compare": {"variants": [A, B], "metrics": ["search"],
+                                                 "decide_on": ["search"]}})

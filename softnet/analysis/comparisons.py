@@ -89,9 +89,11 @@ def value(trial: dict | None, m: MetricDef) -> float | None:
 
 def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[int, int, int], dict],
                    loads: Sequence[tuple[str, float]], kinds: Sequence[str], rounds: int, confidence: float,
-                   margin: float, loss_margin: float, stop_reason: str = "") -> ComparisonSummary:
+                   margin: float, loss_margin: float, stop_reason: str = "",
+                   searches: dict[tuple[int, int], dict[str, float | None]] | None = None) -> ComparisonSummary:
     """Each candidate (variant 1..) against the baseline (variant 0), over
-    ``rounds`` complete rounds. ``trials``: (variant, load index, round) -> result."""
+    ``rounds`` complete rounds. ``trials``: (variant, load index, round) ->
+    result; ``searches``: (variant, round) -> {goal: lower bound pps}."""
     out = ComparisonSummary(baseline=names[0], candidates=names[1:], rounds=rounds, stop_reason=stop_reason,
                             labels=labels)
     for v in range(1, len(names)):
@@ -100,9 +102,68 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
             a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
             b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
             diffs.append(paired_difference(metric_label(m, loads[li][1]), a, b, better=m.better, scale=m.scale,
-                                           unit=m.unit, confidence=confidence,
+                                           unit=m.unit, confidence=confidence, kind=m.kind,
                                            margin=margin if m.scale == "ratio" else loss_margin))
+        if searches is not None and "search" in kinds:
+            goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})
+            for g in goals:
+                a = [searches.get((0, r), {}).get(g) for r in range(rounds)]
+                b = [searches.get((v, r), {}).get(g) for r in range(rounds)]
+                diffs.append(paired_difference(f"search {g}", a, b, better="higher", scale="ratio", unit="pps",
+                                               confidence=confidence, margin=margin, kind="search"))
         out.differences[names[v]] = diffs
+    out.explain = explain(names, trials, loads, rounds, confidence)
+    return out
+
+
+def stage_ns(trial: dict) -> dict[str, float]:
+    """The eBPF profile's stages on the SUT's CPUs, ns per forwarded packet
+    (the receive-path study's stages; empty when the trial was not profiled)."""
+    stages = (trial.get("profile") or {}).get("stages") or {}
+    cpus = ((trial.get("placement") or {}).get("requested") or {}).get("sut_cpus") or []
+    out: dict[str, float] = {}
+    for cpu in cpus:
+        for row in (stages.get(str(cpu)) or stages.get(cpu) or {}).get("ebpf_profile") or []:
+            if row.get("ns_per_packet") is not None:
+                out[row["stage"]] = out.get(row["stage"], 0.0) + row["ns_per_packet"]
+    return out
+
+
+def drop_rates(trial: dict) -> dict[str, float]:
+    """Packets dropped per packet sent, by the kernel's drop reason (profiled trials)."""
+    prof, sent = trial.get("profile") or {}, trial.get("sent_pkts") or 0
+    out: dict[str, float] = {}
+    if not sent:
+        return out
+    for row in prof.get("drops") or []:
+        out[row["reason"]] = out.get(row["reason"], 0.0) + row["estimated_skbs"] / sent
+    return out
+
+
+def explain(names: list[str], trials: dict[tuple[int, int, int], dict], loads: Sequence[tuple[str, float]],
+            rounds: int, confidence: float) -> dict[str, list[PairedDifference]]:
+    """Where the trials were profiled: each stage's ns per packet and each drop
+    reason's rate, candidate against baseline, paired by round, per load.
+    Absolute differences (a stage can take 0 ns), shown with their intervals."""
+    out: dict[str, list[PairedDifference]] = {}
+    for v in range(1, len(names)):
+        rows = []
+        for li, (_, load) in enumerate(loads):
+            pairs = [(trials.get((0, li, r)), trials.get((v, li, r))) for r in range(rounds)]
+            pairs = [(a, b) for a, b in pairs if a is not None and b is not None and usable(a) and usable(b)]
+            for what, read, unit in (("stage", stage_ns, "ns/pkt"), ("drops", drop_rates, "ratio")):
+                per = [(read(a), read(b)) for a, b in pairs]
+                keys = sorted({k for x, y in per for k in (*x, *y)})
+                for k in keys:
+                    a_vals = [x.get(k, 0.0) if x else None for x, _ in per]
+                    b_vals = [y.get(k, 0.0) if y else None for _, y in per]
+                    base = [x for x in a_vals if x is not None]
+                    margin = max(0.02 * (sum(base) / len(base)), 1e-12) if base else 1e-12
+                    rows.append(paired_difference(f"{what} {k}@{format_rate(load)}", a_vals, b_vals, better="lower",
+                                                  scale="difference", unit=unit, confidence=confidence,
+                                                  margin=margin))
+        if rows:
+            out[names[v]] = rows
     return out
 
 

@@ -47,7 +47,7 @@ LOOK_GROWTH = 1.5
 
 def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float | None], *, better: Better,
                       scale: Scale = "ratio", unit: str = "", confidence: float = 0.95,
-                      margin: float = 0.02) -> PairedDifference:
+                      margin: float = 0.02, kind: str = "") -> PairedDifference:
     """The paired difference of b against a, round by round (a[i], b[i] from
     round i; None where a side has no value: that round is dropped)."""
     if len(a) != len(b):
@@ -56,7 +56,7 @@ def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float 
     dropped = len(a) - len(pairs)
     n = len(pairs)
     base = dict(metric=metric, unit=unit, better=better, scale=scale, n_pairs=n, confidence=confidence,
-                margin=margin, dropped_pairs=dropped)
+                margin=margin, dropped_pairs=dropped, kind=kind)
     if n == 0:
         return PairedDifference(**base, baseline_mean=None, candidate_mean=None, estimate=None, ci=None,
                                 p_value=None, verdict="undecided")
@@ -158,7 +158,7 @@ class StopRule:
         return rounds in self.looks
 
     def decided(self, diffs: Sequence[PairedDifference]) -> bool:
-        relevant = [d for d in diffs if d.metric.split("@")[0] in self.decide_on]
+        relevant = [d for d in diffs if d.kind in self.decide_on]
         return bool(relevant) and all(d.verdict != "undecided" for d in relevant)
 
 

@@ -22,6 +22,7 @@ from typing import Callable
 from softnet.analysis.comparisons import paired_summary, stop_rule
 from softnet.analysis.paired import round_order
 from softnet.campaign.measurers import measurer_for
+from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.results.comparison import ComparisonSummary
 from softnet.results.store import Store
@@ -32,26 +33,51 @@ DECIDED = "decided"
 
 
 def plan_rounds(spec: CampaignSpec) -> int:
-    """The most rounds the budget allows (trial-seconds: measurement windows)."""
+    """The most rounds the budget allows (trial-seconds: measurement windows;
+    a search counts as its own budget, method.max_trial_seconds)."""
     c = spec.compare
-    per_round_s = len(c.variants) * len(spec.compare_loads_pps()) * spec.method.duration_s
+    per_variant_s = len(spec.compare_loads_pps()) * spec.method.duration_s
+    if "search" in c.metrics:
+        per_variant_s += spec.method.max_trial_seconds
+    per_round_s = len(c.variants) * per_variant_s
     n = max(2, math.floor(c.budget_s / per_round_s + 1e-9))
     return min(n, c.max_rounds) if c.max_rounds else n
 
 
-def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int) -> tuple[dict, int]:
+def search_cell(n_variants: int, v: int) -> int:
+    """The cell a variant's searches are stored in (its trials' own cell is v)."""
+    return n_variants + v
+
+
+def stored_searches(store: Store, cid: str, n_variants: int) -> dict[tuple[int, int], dict[str, float | None]]:
+    """(variant, round) -> {goal: lower bound pps} of the stored complete searches."""
+    out: dict[tuple[int, int], dict[str, float | None]] = {}
+    for row in store.searches(cid):
+        v = row["cell_id"] - n_variants
+        if 0 <= v < n_variants:
+            out.setdefault((v, row["run_index"]), {})[row["goal"]] = row["lower_bound_pps"]
+    return out
+
+
+def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
+                  searching: bool = False) -> tuple[dict, int]:
     """The stored trials of complete rounds, and how many rounds are
-    complete; the trials of the first incomplete round (a kill cut it short)
-    are deleted, so it is measured again whole."""
+    complete; what the first incomplete round stored (a kill cut it short)
+    is deleted, so it is measured again whole."""
     trials: dict[tuple[int, int, int], dict] = {}
     for v in range(n_variants):
         for t in store.trials(cid, v):
             trials[(v, t["load_index"], t["run_index"])] = t
+    searched = stored_searches(store, cid, n_variants) if searching else {}
     complete = 0
-    while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)):
+    while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)) and (
+            not searching or all((v, complete) in searched for v in range(n_variants))):
         complete += 1
     for v in range(n_variants):
         store.delete_trials_from_round(cid, v, complete)
+        if searching:
+            store.delete_trials_from_round(cid, search_cell(n_variants, v), complete)
+            store.delete_searches_from_round(cid, search_cell(n_variants, v), complete)
     results = {}
     for v in range(n_variants):
         for r in range(complete):
@@ -73,16 +99,21 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
     max_rounds = plan_rounds(spec)
     rule, look_conf = stop_rule(max_rounds, c.min_rounds, c.decide_on, c.confidence)
 
+    searching = "search" in c.metrics
+    nv = len(variants)
+
     def summary(results: dict, rounds: int, reason: str = "") -> ComparisonSummary:
         return paired_summary(names, labels, results, loads, c.metrics, rounds, look_conf, c.margin, c.loss_margin,
-                              reason)
+                              reason, stored_searches(store, cid, nv) if searching else None)
 
     done = store.comparison(cid)
     if done is not None:
         return done
-    for v, (_, knobs, _) in enumerate(variants):
-        store.register_cell(cid, v, knobs, variants[v][2].model_dump())
-    results, rounds = stored_rounds(store, cid, len(variants), len(loads))
+    for v, (_, knobs, cell) in enumerate(variants):
+        store.register_cell(cid, v, knobs, cell.model_dump())
+        if searching:
+            store.register_cell(cid, search_cell(nv, v), knobs, cell.model_dump())
+    results, rounds = stored_rounds(store, cid, nv, len(loads), searching)
     total = max_rounds * len(variants) * len(loads)
     on_event("plan", rounds * len(variants) * len(loads), total,
              f"{cid}: {len(variants)} variants x {len(loads)} load(s), at most {max_rounds} rounds "
@@ -111,6 +142,12 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
                     count += 1
                     on_event("trial", count, total, f"round {rounds + 1} {name} at {format_rate(load)}: "
                              f"forwarded {forwarded_text(result)}")
+                if searching:
+                    on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name}, NDR/PDR search")
+                    found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
+                                       lambda result, _replayed: None)
+                    on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
+                        f"{g['goal']['name']} {format_rate(g['lower_bound_pps'] or 0)}" for g in found["goals"]))
         rounds += 1
         store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
     final = summary(results, rounds, reason)

@@ -232,6 +232,7 @@ class LatencySpec(Strict):
 
 
 COMPARE_METRICS = ("capacity", "cpu", "loss", "latency")
+CompareMetric = Literal["capacity", "cpu", "loss", "latency", "search"]
 KNOB_SECTIONS = ("testbed", "traffic", "synthetic", "latency")
 
 
@@ -244,11 +245,11 @@ class CompareSpec(Strict):
     variants: list[dict[str, Any]] = Field(default_factory=list)
     # capacity: the forwarded rate at this load, far beyond what the SUT forwards ("none": not measured)
     overload: str | float = "3Mpps"
-    metrics: list[Literal["capacity", "cpu", "loss", "latency"]] = Field(
-        default_factory=lambda: list(COMPARE_METRICS))
+    # "search": one NDR/PDR search per variant and round (method.goals, width, min_load, max_load,
+    # max_trial_seconds), its goals' lower bounds compared as pairs
+    metrics: list[CompareMetric] = Field(default_factory=lambda: list(COMPARE_METRICS))
     # the experiment stops when every one of these metrics has a verdict (or the budget is spent)
-    decide_on: list[Literal["capacity", "cpu", "loss", "latency"]] = Field(
-        default_factory=lambda: ["capacity", "cpu"])
+    decide_on: list[CompareMetric] = Field(default_factory=lambda: ["capacity", "cpu"])
     margin: float = Field(0.02, gt=0, lt=1)  # equivalence margin of rates, costs and latencies (relative)
     loss_margin: float = Field(0.001, gt=0, lt=1)  # ... of loss ratios (absolute)
     confidence: float = Field(0.95, gt=0.5, lt=1)  # over all the looks of a sequential experiment
@@ -454,6 +455,9 @@ class CampaignSpec(Strict):
         if self.compare is not None and self.matrix:
             raise ValueError("a comparison varies its variants, not a matrix: move the knobs into "
                              "compare.variants (one table each)")
+        if self.compare is not None and "search" in self.compare.metrics and self.method.max_trial_seconds is None:
+            raise ValueError("compare.metrics has search: give method.max_trial_seconds, each search's budget "
+                             "(the comparison's budget is counted from it)")
         return self
 
     @model_validator(mode="before")
@@ -526,12 +530,15 @@ class CampaignSpec(Strict):
                 raise InputError("compare.overload", '"none" with the capacity metric: give a load beyond '
                                  "the SUT's capacity, or leave capacity out of compare.metrics")
             out.append(("overload", parse_rate(str(c.overload), size, layer, "compare.overload")))
-        if not out:
+        if not out and "search" not in c.metrics:
             raise InputError("method.loads", "no load to measure: give loads = [...] below capacity, or the "
-                             "capacity metric")
-        if any(k == "fixed" for k, _ in out) is False and set(c.metrics) - {"capacity"}:
-            raise InputError("method.loads", f"metrics {sorted(set(c.metrics) - {'capacity'})} are measured at "
-                             "fixed loads: give loads = [...] below capacity")
+                             "capacity or search metric")
+        at_fixed = sorted(set(c.metrics) - {"capacity", "search"})
+        if not any(k == "fixed" for k, _ in out) and at_fixed:
+            raise InputError("method.loads", f"metrics {at_fixed} are measured at fixed loads: give loads = [...] "
+                             "below capacity")
+        if "search" in c.metrics:
+            self.search_range_pps()
         return out
 
     def cells(self) -> "Cells":

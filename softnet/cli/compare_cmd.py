@@ -54,6 +54,25 @@ def split_metric(label: str) -> tuple[str, str]:
     return " ".join(words), load.replace(" ", "").removesuffix("pps")
 
 
+EXPLAIN_ROWS = 12
+EXPLAIN_COLS = [Col("stage / drop reason", text=True), Col("load"), Col("A"), Col("B"), Col("change"),
+                Col("interval")]
+
+
+def explain_value(v: float | None, d: PairedDifference, sign: bool = False) -> str:
+    if v is None:
+        return "-"
+    if d.unit == "ns/pkt":
+        return f"{v:+.0f} ns" if sign else f"{v:.0f} ns"
+    return ("+" if sign and v > 0 else "") + sci(v, 2)
+
+
+def explain_interval(d: PairedDifference) -> str:
+    if d.ci is None:
+        return "-"
+    return f"[{explain_value(d.ci[0], d, True)}, {explain_value(d.ci[1], d, True)}]"
+
+
 def rows(diffs: list[PairedDifference], gate: set[int]) -> list[list[str]]:
     out = []
     for d in diffs:
@@ -80,6 +99,14 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
     for cand in summary.candidates:
         title = f"B = {cand}\nA = {summary.baseline}"
         console.print(table(title, COLS, rows(summary.differences.get(cand, []), gate), wide, box=SIMPLE_HEAD, pad_edge=False))
+    for cand, rows_ in summary.explain.items():
+        shown = sorted(rows_, key=lambda d: (not d.significant, -abs(d.estimate or 0)))[:EXPLAIN_ROWS]
+        if shown:
+            console.print(table(f"what changed inside, B = {cand} (profiled; ns per packet, drops per packet)",
+                                EXPLAIN_COLS, [[*split_metric(d.metric), explain_value(d.baseline_mean, d),
+                                                explain_value(d.candidate_mean, d), explain_value(d.estimate, d, True),
+                                                explain_interval(d)] for d in shown], wide,
+                                box=SIMPLE_HEAD, pad_edge=False))
     d0 = diffs[0] if diffs else None
     how = (f"paired over {summary.rounds} rounds (A and B interleaved, ABBA); Hodges-Lehmann estimate, "
            "signed-rank interval" if summary.paired else

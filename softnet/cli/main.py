@@ -260,7 +260,8 @@ COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", 
                    "compare.margin": "--margin", "compare.loss_margin": "--loss-margin",
                    "compare.confidence": "--confidence", "compare.budget_s": "--budget",
                    "compare.min_rounds": "--min-rounds", "compare.max_rounds": "--max-rounds",
-                   "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name"}
+                   "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name",
+                   "method.goals": "--goals", "method.width": "--width", "method.max_trial_seconds": "--search-seconds"}
 
 
 def parse_share(text: str | None, option: str) -> float | None:
@@ -307,8 +308,11 @@ def compare(
     load: str = typer.Option(None, help="fixed loads below capacity, comma-separated (cpu, loss, latency), e.g. "
                              "200kpps"),
     overload: str = typer.Option("3Mpps", help="the load capacity is measured at (beyond it)"),
-    metrics: str = typer.Option(None, help="capacity,cpu,loss,latency (default: capacity, and the rest when "
-                                "--load is given)"),
+    metrics: str = typer.Option(None, help="capacity,cpu,loss,latency,search (default: capacity, and the rest "
+                                "but search when --load is given)"),
+    goals: str = typer.Option("ndr,pdr0.5", help="with the search metric: each round's search goals"),
+    width: float = typer.Option(0.02, help="with the search metric: the searches' relative width"),
+    search_seconds: float = typer.Option(60.0, help="with the search metric: trial-seconds per search at most"),
     decide_on: str = typer.Option(None, help="stop once these metrics have verdicts (default: capacity,cpu of "
                                   "those measured)"),
     budget: float = typer.Option(120.0, help="trial-seconds at most (measurement windows)"),
@@ -320,6 +324,8 @@ def compare(
     min_rounds: int = typer.Option(4, help="first look after this many rounds"),
     max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)"),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+    profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "
+                                 "reasons changed (ns per packet, with intervals)"),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
                                   "this (e.g. 5%)"),
     loss_threshold: float = typer.Option(0.001, help="CI gate for loss ratios (absolute), with --threshold"),
@@ -355,7 +361,10 @@ def compare(
         [k for k in ("capacity", "cpu") if k in kinds] or kinds)
     base_sut = variants[0].get("testbed.sut", "ipv4-fwd") if variants else "ipv4-fwd"
     data = {"name": name, "testbed": {"sut": base_sut}, "traffic": {"frame_bytes": size},
-            "method": {"kind": "compare", "loads": loads or None, "duration_s": duration, "warmup_s": warmup},
+            "collect": {"profile": profile},
+            "method": {"kind": "compare", "loads": loads or None, "duration_s": duration, "warmup_s": warmup,
+                       "goals": [g for g in goals.split(",") if g.strip()], "width": width,
+                       "max_trial_seconds": search_seconds},
             "compare": {"variants": variants, "overload": overload, "metrics": kinds, "decide_on": decide,
                         "margin": rel_margin, "loss_margin": loss_margin, "confidence": confidence,
                         "budget_s": budget, "min_rounds": min_rounds, "max_rounds": max_rounds}}

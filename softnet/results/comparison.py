@@ -36,6 +36,7 @@ class PairedDifference:
     verdict: Verdict
     significant: bool = False  # the interval excludes zero (also when equivalent: a change inside the margin)
     dropped_pairs: int = 0  # rounds where either side had no value (an invalid trial, a missing counter)
+    kind: str = ""  # the metric's family as specs name it: capacity, cpu, loss, latency, search
 
     @property
     def worse_by(self) -> float | None:
@@ -66,12 +67,16 @@ class ComparisonSummary:
     stop_reason: str = ""
     paired: bool = True  # False: groups measured apart (stored results), Welch's t
     labels: dict[str, str] = field(default_factory=dict)  # variant -> what it sets (knobs)
+    # what explains a difference, where the trials were profiled: stages in ns per packet and drops per
+    # packet by reason (no verdicts of their own: they never stop an experiment or fail a gate)
+    explain: dict[str, list[PairedDifference]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"schema_version": COMPARISON_SCHEMA_VERSION, "baseline": self.baseline,
                 "candidates": self.candidates, "rounds": self.rounds, "stop_reason": self.stop_reason,
                 "paired": self.paired, "labels": self.labels,
-                "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()}}
+                "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
+                "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()}}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -81,7 +86,8 @@ class ComparisonSummary:
         return cls(baseline=d["baseline"], candidates=list(d["candidates"]), rounds=d["rounds"],
                    stop_reason=d["stop_reason"], paired=d.get("paired", True), labels=d.get("labels") or {},
                    differences={k: [PairedDifference.from_dict(x) for x in v]
-                                for k, v in d["differences"].items()})
+                                for k, v in d["differences"].items()},
+                   explain={k: [PairedDifference.from_dict(x) for x in v] for k, v in (d.get("explain") or {}).items()})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]

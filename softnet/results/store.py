@@ -257,6 +257,10 @@ class Store:
             self.db.execute(f"DELETE FROM {table} WHERE campaign_id = ? AND cell_id = ? AND run_index >= ?",
                             [campaign_id, cell_id, first_run_index])
 
+    def delete_searches_from_round(self, campaign_id: str, cell_id: int, first_run_index: int) -> None:
+        self.db.execute("DELETE FROM searches WHERE campaign_id = ? AND cell_id = ? AND run_index >= ?",
+                        [campaign_id, cell_id, first_run_index])
+
     def trial_results(self, campaign_id: str, cell_id: int, run_index: int | None = None) -> list[dict]:
         """Result dicts of a cell's trials (of one run when ``run_index`` is given)."""
         sql, args = "SELECT result_json FROM trials WHERE campaign_id = ? AND cell_id = ?", [campaign_id, cell_id]
@@ -385,7 +389,10 @@ class Store:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
+        have = {r[0] for r in self.db.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons"):
+            if table not in have:  # a store written before that table existed
+                continue
             path = out / f"{table}.{fmt}"
             opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
             self.db.execute(f"COPY {table} TO '{path}' {opts}")

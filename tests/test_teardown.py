@@ -118,3 +118,19 @@ def test_kill9_of_cli_then_clean():
 def test_clean_check_on_a_clean_host_exits_zero():
     r = subprocess.run(softnet_cmd("clean", "--check"), capture_output=True, text=True)
     assert r.returncode == 0 and "nothing left" in r.stdout
+
+
+def test_a_signal_during_the_undo_waits_for_its_end_and_is_not_lost():
+    """Ctrl-C while changes are undone: every undo still runs, then the
+    interrupt goes on to the handler it would have met."""
+    import os
+    import signal
+
+    from softnet.tools.changes import HostChanges
+
+    undone = []
+    with pytest.raises(KeyboardInterrupt):
+        with HostChanges() as ch:
+            ch.record("first", lambda: undone.append("first"))
+            ch.record("interrupted", lambda: (os.kill(os.getpid(), signal.SIGINT), undone.append("second")))
+    assert undone == ["second", "first"]

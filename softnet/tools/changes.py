@@ -39,9 +39,11 @@ class HostChanges:
         self.applied.append(what)
 
     def undo_all(self) -> None:
-        # Signals must not interrupt the undo itself.
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Signals must not interrupt the undo itself: they wait for its end, then
+        # go to the handler they would have met (a Ctrl-C during a teardown is not lost).
+        pending: list[int] = []
+        old_int = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+        old_term = signal.signal(signal.SIGTERM, lambda signum, frame: pending.append(signum))
         try:
             while self.changes:
                 change = self.changes.pop()
@@ -53,6 +55,9 @@ class HostChanges:
         finally:
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
+        for signum in pending[:1]:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.raise_signal(signum)
 
     def __enter__(self) -> "HostChanges":
         owner = os.getpid()

@@ -93,8 +93,28 @@ def main() -> None:
     print(f"wrote {path}")
 
 
+# The alternative: two separately run searches per side, told apart by their
+# spread. CVs and trial-seconds per search measured on this VM over 20
+# interleaved repeats each (docs/search.md, "Sixth pass": pooled CVs).
+SEARCH_SPREAD = {"softnet NDR": (0.098, 92.0), "softnet PDR0.5%": (0.082, 92.0),
+                 "MLRsearch NDR": (0.075, 157.3), "MLRsearch PDR0.5%": (0.118, 157.3)}
+
+
+def searches_needed(cv: float, effect: float = 0.05, alpha: float = 0.05, power: float = 0.9) -> int:
+    """Searches per side for a two-sided two-sample test at ``alpha`` to see a
+    relative change ``effect`` with ``power``, each search's answer spread by
+    ``cv`` (normal approximation, n = 2 (z_a/2 + z_b)^2 cv^2 / effect^2)."""
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return int(np.ceil(2 * z ** 2 * cv ** 2 / effect ** 2))
+
+
+def alternative() -> dict:
+    return {tool: {"cv": cv, "trial_s_per_search": ts, "searches_per_side": (n := searches_needed(cv)),
+                   "trial_s": 2 * n * ts} for tool, (cv, ts) in SEARCH_SPREAD.items()}
+
+
 def summary(runs: dict) -> dict:
-    out = {}
+    out = {"alternative": alternative()}
     for kind in ("ab", "aa"):
         rs = runs[kind]
         if not rs:

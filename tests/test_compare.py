@@ -316,3 +316,42 @@ def test_searches_need_their_own_budget():
         CampaignSpec.model_validate({"name": "s", "testbed": {"sut": "synthetic"}, "method": {"kind": "compare"},
                                      "compare": {"variants": [A, B], "metrics": ["search"],
                                                  "decide_on": ["search"]}})
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_profiled_compare_finds_the_rules_in_ip_processing(tmp_path):
+    """200 nftables rules run in the forward hook: the eBPF profile's IP
+    processing stage is where the added ns per packet show."""
+    spec = tmp_path / "c.toml"
+    spec.write_text('name = "prof"\n[testbed]\nsut = "ipv4-fwd"\n[collect]\nprofile = true\nprofile_duty = 1.0\n'
+                    '[method]\nkind = "compare"\nloads = ["50kpps"]\nduration_s = 0.5\nwarmup_s = 0.2\n'
+                    '[compare]\nvariants = [{"testbed.sut" = "ipv4-fwd"}, {"testbed.sut" = "nft-fw:rules=200"}]\n'
+                    'metrics = ["cpu"]\ndecide_on = ["cpu"]\nbudget_s = 6\n')
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--json"),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    s = stored_paired(str(tmp_path / "r"))
+    stages = {d.metric.split("@")[0]: d for d in s.explain["nft-fw:rules=200"] if d.metric.startswith("stage")}
+    ip = stages["stage IP processing"]
+    assert ip.n_pairs >= 4 and ip.estimate > 500  # 200 rules x 15-18 ns, well above the other stages' change
+    assert ip.estimate == max(d.estimate for d in stages.values())
+
+
+def test_analyze_and_run_show_a_stored_comparison(tmp_path):
+    spec = tmp_path / "c.toml"
+    spec.write_text('name = "c"\n[testbed]\nsut = "synthetic"\n[method]\nkind = "compare"\nloads = ["200kpps"]\n'
+                    'duration_s = 1.0\n[compare]\nvariants = [{"synthetic.o_sat_pps" = 500000}, '
+                    '{name = "slow", "synthetic.o_sat_pps" = 450000}]\nmetrics = ["capacity", "loss"]\n'
+                    'decide_on = ["capacity"]\noverload = "1Mpps"\nbudget_s = 40\n')
+    run = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r")), capture_output=True,
+                         text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "80"})
+    assert run.returncode == 0, run.stderr
+    assert "B = slow" in run.stdout and "slower" in run.stdout
+    assert max(len(line) for line in run.stdout.splitlines()) <= 80
+    out = json.loads(subprocess.run(softnet_cmd("analyze", str(tmp_path / "r"), "--json"), capture_output=True,
+                                    text=True, timeout=120).stdout)
+    cmp = [x for x in out if x.get("comparison")]
+    assert len(cmp) == 1 and cmp[0]["differences"]["slow"][0]["verdict"] == "slower"
+    assert not [x for x in out if x.get("search")]

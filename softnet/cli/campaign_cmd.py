@@ -8,7 +8,7 @@ from rich.table import Table
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
-from softnet.cli import latency_cmd
+from softnet.cli import compare_cmd, latency_cmd
 from softnet.analysis.campaigns import host_stall_sentence
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
@@ -81,11 +81,17 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     is_store = (Path(path) / DB_NAME).exists()
     searches = search_summaries(path, campaign) if is_store else []
     latency = latency_campaigns(path, campaign) if is_store else []
+    compared = comparisons(path, campaign) if is_store else []
+    if compared and campaign:
+        searches = []  # a comparison's own searches are in its paired figures
     if as_json:
         print_json([c.to_dict() for c in configs] + [{"search": True, **s.to_dict()} for s in searches]
-                   + [{"latency": True, **latency_cmd.show(path, cid, True, wide, quiet=True)} for cid in latency])
+                   + [{"latency": True, **latency_cmd.show(path, cid, True, wide, quiet=True)} for cid in latency]
+                   + [{"comparison": True, "campaign_id": cid, **s.to_dict()} for cid, s in compared])
     else:
-        if configs or not (searches or latency):
+        for _, s in compared:
+            compare_cmd.show(s, None, 0.0, False, wide)
+        if configs or not (searches or latency or compared):
             show_analysis(configs, tables, wide)
         if is_store and compares_data_paths(configs):
             show_data_paths(data_path_rows(path, configs), wide)
@@ -158,12 +164,22 @@ def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[st
         return [cid for cid in ids if (campaign is None or cid == campaign) and store.latency_runs(cid)]
 
 
+def comparisons(results_dir: Path, campaign: str | None = None) -> list:
+    """(campaign id, ComparisonSummary) of the paired comparisons stored there."""
+    from softnet.results.store import Store
+
+    with Store(results_dir, read_only=True) as store:
+        ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()]
+        return [(cid, s) for cid in ids if (s := store.comparison(cid, finished_only=False)) is not None]
+
+
 def search_summaries(results_dir: Path, campaign: str | None = None) -> list:
     from softnet.analysis.searches import summarize_searches
     from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
-        ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()]
+        ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()
+                                           if '"kind": "compare"' not in (c.get("spec_json") or "")]
         return [s for cid in ids for s in summarize_searches(store, cid)]
 
 

@@ -48,8 +48,9 @@ def spec(name: str, variants: list[dict], budget: float) -> CampaignSpec:
                     "budget_s": budget}})
 
 
-def one(name: str, variants: list[dict], budget: float) -> dict:
-    with tempfile.TemporaryDirectory() as d:
+def one(name: str, variants: list[dict], budget: float, keep: Path | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = str(keep / name) if keep else tmp  # --keep: each comparison's results folder, to look at its pairs
         t0 = time.time()
         cid = run_campaign(spec(name, variants, budget), d)
         s = stored_paired(d, cid)
@@ -69,6 +70,7 @@ def main() -> None:
     ap.add_argument("--r0", type=int, default=10)
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--sweep", default="3,12,24")
+    ap.add_argument("--keep", action="store_true", help="keep each comparison's results folder beside the JSON")
     args = ap.parse_args()
     a = {"testbed.sut": f"nft-fw:rules={args.r0}"}
     b = {"testbed.sut": f"nft-fw:rules={args.r0 + args.k}"}
@@ -76,18 +78,19 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     OUT.mkdir(exist_ok=True)
     path = OUT / f"compare_bench-{stamp}.json"
+    keep = OUT / f"compare_bench-{stamp}" if args.keep else None
 
     def save() -> None:
         path.write_text(json.dumps({"args": vars(args), **runs, "summary": summary(runs)}, indent=1))
 
     for i in range(args.repeats):
-        runs["ab"].append(one(f"ab{i}", [a, b], args.budget))
-        runs["aa"].append(one(f"aa{i}", [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget))
+        runs["ab"].append(one(f"ab{i}", [a, b], args.budget, keep))
+        runs["aa"].append(one(f"aa{i}", [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget, keep))
         save()
     for k in [int(x) for x in args.sweep.split(",") if x.strip()]:
         bk = {"testbed.sut": f"nft-fw:rules={args.r0 + k}"}
         runs["sweep"].append({"k": k, **one(f"k{k}", [a, {**bk, "name": f"+{k}"}] if k else
-                                            [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget)})
+                                            [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget, keep)})
         save()
     print(json.dumps(summary(runs), indent=1))
     print(f"wrote {path}")

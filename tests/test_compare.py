@@ -71,8 +71,14 @@ def test_too_few_pairs_give_no_interval():
 
 def test_look_schedule_and_bonferroni():
     looks = look_schedule(60, 4)
-    assert looks[0] == 4 and looks[-1] == 60 and looks == sorted(set(looks))
-    assert per_look_confidence(0.95, len(looks)) == pytest.approx(1 - 0.05 / len(looks))
+    assert looks[-1] == 60 and looks == sorted(set(looks))
+    conf = per_look_confidence(0.95, len(looks))
+    assert conf == pytest.approx(1 - 0.05 / len(looks))
+    # the first look is the first where n pairs of one sign can reach that confidence (p = 2 / 2^n)
+    assert 2 / 2 ** looks[0] <= 1 - conf and looks[0] <= 10
+    one_sign = paired_difference("c", [1.0] * looks[0], [0.9] * looks[0], better="higher", confidence=conf)
+    assert one_sign.verdict == "slower"
+    assert look_schedule(60, 20)[0] == 20  # a later first look is kept
 
 
 def test_sequential_false_calls_stay_under_the_error_rate():

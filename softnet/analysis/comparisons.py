@@ -169,7 +169,7 @@ def explain(names: list[str], trials: dict[tuple[int, int, int], dict], loads: S
 
 def stop_rule(max_rounds: int, min_rounds: int, decide_on: Sequence[str], confidence: float) -> tuple[StopRule, float]:
     """The looks of a sequential comparison and the confidence each look uses."""
-    looks = look_schedule(max_rounds, min_rounds)
+    looks = look_schedule(max_rounds, min_rounds, confidence=confidence)
     return StopRule(tuple(decide_on), tuple(looks)), per_look_confidence(confidence, len(looks))
 
 

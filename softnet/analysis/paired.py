@@ -127,17 +127,27 @@ def decide(ci: tuple[float, float] | None, margin: float, better: Better) -> tup
     return ("slower" if up == (better == "lower") else "faster"), True
 
 
-def look_schedule(max_rounds: int, min_rounds: int = MIN_ROUNDS, growth: float = LOOK_GROWTH) -> list[int]:
+def look_schedule(max_rounds: int, min_rounds: int = MIN_ROUNDS, growth: float = LOOK_GROWTH,
+                  confidence: float = 0.95) -> list[int]:
     """The rounds after which a sequential experiment looks: min_rounds, then
-    x growth each (rounded up), the last being max_rounds."""
+    x growth each (rounded up), the last being max_rounds. A look before the
+    signed-rank test can reach the per-look confidence at all (n pairs all of
+    one sign have p = 2 / 2^n) would spend error rate for nothing: the first
+    look moves up until it can."""
     if max_rounds < 1:
         return []
-    looks, n = [], max(2, min(min_rounds, max_rounds))
-    while n < max_rounds:
-        looks.append(n)
-        n = max(n + 1, math.ceil(n * growth))
-    looks.append(max_rounds)
-    return looks
+    start = max(2, min(min_rounds, max_rounds))
+    while True:
+        looks, n = [], start
+        while n < max_rounds:
+            looks.append(n)
+            n = max(n + 1, math.ceil(n * growth))
+        looks.append(max_rounds)
+        alpha = (1 - confidence) / len(looks)
+        reachable = math.ceil(math.log2(2 / alpha))
+        if looks[0] >= min(reachable, max_rounds):
+            return looks
+        start = min(reachable, max_rounds)
 
 
 def per_look_confidence(confidence: float, n_looks: int) -> float:

@@ -1,10 +1,13 @@
 """Run a paired comparison (method kind "compare"), stored and resumable.
 
-Round r measures every variant once, forward on even rounds and reversed on
-odd ones (A B, B A, ...: ABBA), each at every fixed load and then at the
-overload. A variant's testbed is built for its turn and torn down after it
-(0.2 s here), so every variant starts from a host as it was, and a variant's
-changes never outlive its turn.
+Round r measures every variant once at each load (the fixed loads, then the
+overload), the variants one right after the other at each load, forward on
+even rounds and reversed on odd ones (A B, B A, ...: ABBA), so the two
+trials of a pair are seconds apart. Each trial gets a testbed of its own,
+built for it and torn down after it (0.2 s here): every variant starts from
+the host as it was, and no variant's changes outlive its trial. With the
+search metric, each variant then runs one NDR/PDR search on its own testbed
+(stored in cell n_variants + v).
 
 Trials are stored as campaign trials: cell = variant, load index, run index =
 round. A round is the unit of pairing, so a round a kill cut short is
@@ -130,24 +133,27 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
                 break
         if rounds >= max_rounds:
             break
-        for v in round_order(len(variants), rounds):
-            name, knobs, cell = variants[v]
-            with measurer_for(cell, v) as m:
-                for li, (_, load) in enumerate(loads):
+        order = round_order(nv, rounds)
+        for li, (_, load) in enumerate(loads):
+            for v in order:  # A and B back to back at each load: the pair's two trials seconds apart
+                name, knobs, cell = variants[v]
+                with measurer_for(cell, v) as m:
                     on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name} at "
                              f"{format_rate(load)}")
                     result = m.measure(load, li, rounds)
-                    store.add_trial(cid, v, li, rounds, knobs, result)
-                    results[(v, li, rounds)] = result
-                    count += 1
-                    on_event("trial", count, total, f"round {rounds + 1} {name} at {format_rate(load)}: "
-                             f"forwarded {forwarded_text(result)}")
-                if searching:
-                    on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name}, NDR/PDR search")
-                    found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
-                                       lambda result, _replayed: None)
-                    on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
-                        f"{g['goal']['name']} {format_rate(g['lower_bound_pps'] or 0)}" for g in found["goals"]))
+                store.add_trial(cid, v, li, rounds, knobs, result)
+                results[(v, li, rounds)] = result
+                count += 1
+                on_event("trial", count, total, f"round {rounds + 1} {name} at {format_rate(load)}: "
+                         f"forwarded {forwarded_text(result)}")
+        for v in order if searching else []:
+            name, knobs, cell = variants[v]
+            with measurer_for(cell, v) as m:
+                on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name}, NDR/PDR search")
+                found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
+                                   lambda result, _replayed: None)
+            on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
+                f"{g['goal']['name']} {format_rate(g['lower_bound_pps'] or 0)}" for g in found["goals"]))
         rounds += 1
         store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
     final = summary(results, rounds, reason)

@@ -217,6 +217,7 @@ def test_stored_campaigns_give_the_exit_codes_a_ci_job_expects(tmp_path):
     assert worse.returncode == 1, worse.stdout + worse.stderr
     out = json.loads(worse.stdout)
     assert out["paired"] is False
+    assert [p["kernel"] for p in out["provenance"].values()] == [__import__("platform").release()] * 2
     worse_at = {r["metric"] for r in out["regressions"]}
     assert "throughput@600 kpps" in worse_at  # capacity: 450 kpps against 500
     assert worse_at <= {"throughput@600 kpps", "loss@600 kpps", "loss_all@600 kpps"}  # nothing below capacity

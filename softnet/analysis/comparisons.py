@@ -62,6 +62,18 @@ METRICS: dict[str, list[MetricDef]] = {
 }
 
 
+PROVENANCE_KEYS = ("kernel", "cpu_model", "softnet_version", "hostname")
+
+
+def where_measured(trials) -> dict:
+    """The provenance that tells two sides apart, from the first trial that has one."""
+    for t in trials:
+        prov = (t or {}).get("provenance") or {}
+        if prov:
+            return {k: prov.get(k) for k in PROVENANCE_KEYS}
+    return {}
+
+
 def usable(trial: dict) -> bool:
     """A trial whose figures a comparison may use (valid, or flagged only
     for what the host did)."""
@@ -113,6 +125,8 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
                                                confidence=confidence, margin=margin, kind="search"))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
+    out.provenance = {n: where_measured(t for (v, _, _), t in sorted(trials.items(), key=lambda kv: kv[0][2])
+                                        if v == i) for i, n in enumerate(names)}
     return out
 
 
@@ -342,6 +356,9 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
             if not diffs:
                 raise InputError(cand.path, f"shares configurations with {base.path} but no load measured in both")
             out.differences[names[i]] = diffs
+        for i, (store, camp) in enumerate(zip(stores, camps)):
+            out.provenance[names[i]] = where_measured(t for c in camp.cells[:1]
+                                                      for t in trial_results(store, camp.campaign_id, c["cell_id"]))
         out.rounds = min(d.n_pairs for ds in out.differences.values() for d in ds)
         return out
 

@@ -118,6 +118,11 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
     if d0 is not None:
         lines.append(f"Interval at confidence {d0.confidence:.4g}; equivalent: inside +-{100 * d0.margin:g}% "
                      "(loss: its own absolute margin); slower: worse on that metric.")
+    sides = {n: summary.provenance.get(n) or {} for n in (summary.baseline, *summary.candidates)}
+    for key in ("kernel", "softnet_version", "hostname", "cpu_model"):
+        seen = {p.get(key) for p in sides.values() if p}
+        if len(seen) > 1:  # what tells the sides apart besides the variants' knobs
+            lines.append(f"{key} differs: " + "; ".join(f"{n}: {p.get(key)}" for n, p in sides.items()))
     if ended.get(summary.stop_reason):
         lines.append(ended[summary.stop_reason] + ".")
     if threshold is not None:

@@ -70,13 +70,17 @@ class ComparisonSummary:
     # what explains a difference, where the trials were profiled: stages in ns per packet and drops per
     # packet by reason (no verdicts of their own: they never stop an experiment or fail a gate)
     explain: dict[str, list[PairedDifference]] = field(default_factory=dict)
+    # variant or results folder -> where its trials ran (kernel, cpu_model, softnet_version, hostname), from
+    # its first trial's provenance: a comparison of two kernels says which is which
+    provenance: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"schema_version": COMPARISON_SCHEMA_VERSION, "baseline": self.baseline,
                 "candidates": self.candidates, "rounds": self.rounds, "stop_reason": self.stop_reason,
                 "paired": self.paired, "labels": self.labels,
                 "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
-                "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()}}
+                "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()},
+                "provenance": self.provenance}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -87,7 +91,8 @@ class ComparisonSummary:
                    stop_reason=d["stop_reason"], paired=d.get("paired", True), labels=d.get("labels") or {},
                    differences={k: [PairedDifference.from_dict(x) for x in v]
                                 for k, v in d["differences"].items()},
-                   explain={k: [PairedDifference.from_dict(x) for x in v] for k, v in (d.get("explain") or {}).items()})
+                   explain={k: [PairedDifference.from_dict(x) for x in v] for k, v in (d.get("explain") or {}).items()},
+                   provenance=d.get("provenance") or {})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]

@@ -35,6 +35,8 @@ def spec_error(exc: ValidationError, prefix: str = "", names: dict[str, str] | N
     found = []
     for e in exc.errors():
         path = ".".join(str(p) for p in e["loc"]) or "spec"
-        found.append((names.get(path, path), e["msg"].removeprefix("Value error, ")))
+        # a list item (compare.metrics.0) is set by its list's option
+        option = names.get(path) or names.get(".".join(str(p) for p in e["loc"] if not isinstance(p, int)))
+        found.append((option or path, e["msg"].removeprefix("Value error, ")))
     (field, message), rest = found[0], found[1:]
     return InputError(prefix + field, "; ".join([message, *(f"{f}: {m}" for f, m in rest)]))

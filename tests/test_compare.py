@@ -362,3 +362,17 @@ def test_analyze_and_run_show_a_stored_comparison(tmp_path):
     cmp = [x for x in out if x.get("comparison")]
     assert len(cmp) == 1 and cmp[0]["differences"]["slow"][0]["verdict"] == "slower"
     assert not [x for x in out if x.get("search")]
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--sut", "ipv4-fwd", "--sut", "bogus"], "compare.variants[1]: testbed.sut"),
+    (["--sut", "ipv4-fwd", "--sut", "nft-fw", "--metrics", "speed"], "--metrics"),
+    (["--sut", "ipv4-fwd", "--sut", "nft-fw", "--threshold", "abc"], "--threshold"),
+    (["--sut", "ipv4-fwd", "--sut", "nft-fw", "--metrics", "cpu"], "--load"),
+    (["--variant", "foo"], "--variant"),
+    (["--sut", "ipv4-fwd"], "--sut/--variant"),
+])
+def test_bad_compare_options_are_named_and_nothing_is_made(tmp_path, args, option):
+    r = gate(*args, "--results", str(tmp_path / "r"))
+    assert r.returncode == 2 and f"error: {option}" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()

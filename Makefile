@@ -51,6 +51,7 @@ bench: setup
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/agent_cost.py --repeats 5 --window 30
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/multigen_bench.py 5
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/traffic_bench.py 5
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/compare_bench.py --repeats 10
 
 clean:
 	$(MAKE) -C native clean

@@ -146,3 +146,20 @@ def test_ties_are_groups_and_disagreements_are_named():
     assert [r.rank for r in rows] == [1, 2, 3, 3, 3]
     assert set(rows[2].tied_with) == {"B", "C"} and not rows[0].tied_with and not rows[1].tied_with
     assert capacity_disagrees(rows) == [("E", "D")]
+
+
+def test_tied_data_paths_point_to_a_paired_comparison():
+    from softnet.analysis.data_paths import DataPathRow
+    from softnet.cli.campaign_cmd import show_data_paths
+    from softnet.cli.output import console
+
+    def row(label, ties):
+        return DataPathRow(label, "BAD", 1e5, 5e5, 7e5, 1e6, (9e5, 1.1e6), 6000, (5000, 7000), 3.0, 10, 5e5, 5e4,
+                           6500, 1, ties)
+
+    with console.capture() as cap:
+        show_data_paths([row("sut=ipv4-fwd", ("sut=tc-router",)), row("sut=tc-router", ("sut=ipv4-fwd",))])
+    assert "softnet compare --sut ipv4-fwd --sut tc-router" in " ".join(cap.get().split())
+    with console.capture() as cap:
+        show_data_paths([row("sut=ipv4-fwd", ()), row("sut=tc-router", ())])
+    assert "softnet compare" not in cap.get()

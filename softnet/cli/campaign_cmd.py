@@ -153,6 +153,12 @@ def show_data_paths(rows: list, wide: bool = False) -> None:
     for lo, hi in capacity_disagrees(rows):
         console.print(f"  {short_label(lo)} carries more than {short_label(hi)} at overload (capacity CI95 "
                       "apart) though its PDR ranks lower", highlight=False)
+    tied = next((r for r in rows if r.tied_with and r.label.startswith("sut=")), None)
+    other = next((r for r in rows if tied and r.label in tied.tied_with and r.label.startswith("sut=")), None)
+    if other is not None:  # a sweep's runs are minutes apart; a paired comparison cancels the host's drift
+        suts = [x.label.removeprefix("sut=") for x in (tied, other)]
+        console.print(f"  to tell tied rows apart: softnet compare --sut {suts[0]} --sut {suts[1]} (interleaved, "
+                      "paired; docs/compare.md)", highlight=False, markup=False)
 
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:

@@ -376,3 +376,13 @@ def test_bad_compare_options_are_named_and_nothing_is_made(tmp_path, args, optio
     r = gate(*args, "--results", str(tmp_path / "r"))
     assert r.returncode == 2 and f"error: {option}" in r.stderr, r.stderr
     assert not (tmp_path / "r").exists()
+
+
+@needs_root  # its personalities are checked against this host
+def test_the_table3_example_is_a_valid_comparison():
+    from pathlib import Path
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "examples" / "wifi-ap-table3.toml")
+    names = [n for n, _, _ in spec.variants()]
+    assert names == ["single, a_to_b", "dual, a_to_b", "single, b_to_a"]
+    assert [role for role, _ in spec.compare_loads_pps()] == ["fixed", "overload"]

@@ -38,6 +38,7 @@ from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.testbed.local import ADDR, Endpoints
+from softnet.testbed.netns import napi_thread_pids
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
 from softnet.tools import link_counters
@@ -369,9 +370,10 @@ class Agent:
         return out
 
     def op_reads(self, ifnames: list[str], ethtool: list[str] = (), qdiscs: list[str] = (),
-                 procfs_snapshot: bool = False) -> dict:
+                 procfs_snapshot: bool = False, napi: list[str] = ()) -> dict:
         """Counters of this host's interfaces (and /proc), as the local trial
-        reads them; ifindex: how the profiler's kernel records name them."""
+        reads them; ifindex: how the profiler's kernel records name them;
+        ``napi``: interfaces whose NAPI kthreads' run time is read (the SUT's CPU time)."""
         out = {"links": {i: link_counters.link_stats(None, i) for i in ifnames},
                "ethtool": {i: link_counters.ethtool_stats(None, i, check=False) for i in ethtool},
                "qdisc_drops": sum(link_counters.qdisc_drops(None, i) for i in qdiscs), "time_unix_s": time.time(),
@@ -379,6 +381,9 @@ class Agent:
                "ifindex": {i: socket.if_nametoindex(i) for i in ifnames}}
         if procfs_snapshot:
             out["procfs"] = procfs.snapshot()
+        if napi:
+            out["napi_runtime_ns"] = {str(pid): procfs.thread_runtime_ns(pid) for i in napi
+                                      for pid in napi_thread_pids(i)}
         return out
 
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None) -> dict:

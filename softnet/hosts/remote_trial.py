@@ -102,7 +102,8 @@ class RemoteTestbed:
             names = [self.ports["gen_out"].iface.name, self.ports["sink_in"].iface.name]
             return self.sessions[role].call("reads", ifnames=names, ethtool=names[:1])
         names = [self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name]
-        return self.sessions[role].call("reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot)
+        return self.sessions[role].call("reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
+                                        napi=names)
 
     def _host_reads(self) -> dict:
         """The local trial's before/after reads, from the host that has each."""
@@ -111,7 +112,8 @@ class RemoteTestbed:
         links = {"gen": t["links"][names["gen_out"]], "sut_in": u["links"][names["sut_in"]],
                  "sut_out": u["links"][names["sut_out"]], "sink": t["links"][names["sink_in"]]}
         return {"links": links, "ethtool_gen": t["ethtool"][names["gen_out"]], "qdisc_drops": u["qdisc_drops"],
-                "procfs": u["procfs"], "sut_netns_inode": u["netns_inode"], "sut_ifindex": u["ifindex"]}
+                "procfs": u["procfs"], "sut_netns_inode": u["netns_inode"], "sut_ifindex": u["ifindex"],
+                "sut_thread_runtime_ns": u.get("napi_runtime_ns") or {}}
 
     def measure(self, spec: TrialSpec, progress: Callable[[float], None] | None = None) -> dict:
         spec.validate(self.ip_version)

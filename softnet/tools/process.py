@@ -75,6 +75,11 @@ def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if ready else ""
     if not line:
+        if ready:  # stdout closed: the tool is exiting, and its exit status may not be there yet
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
         err = proc.stderr.read() if proc.poll() is not None else f"no answer within {timeout} s"
         raise TestbedError(f"{what}: {err.strip()}")
     return json.loads(line)

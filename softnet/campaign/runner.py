@@ -8,6 +8,7 @@ for that cell, so a resumed campaign measures the same loads as before.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -94,8 +95,6 @@ def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
 def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
     """A paired comparison (softnet.campaign.compare); progress counts trials
     up to the budget (a decided comparison ends sooner)."""
-    import os
-
     from softnet.campaign.compare import run_compare
     from softnet.testbed.lock import testbed_lock
 

@@ -233,7 +233,6 @@ class LatencySpec(Strict):
 
 COMPARE_METRICS = ("capacity", "cpu", "loss", "latency")
 CompareMetric = Literal["capacity", "cpu", "loss", "latency", "search"]
-KNOB_SECTIONS = ("testbed", "traffic", "synthetic", "latency")
 
 
 class CompareSpec(Strict):

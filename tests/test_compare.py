@@ -386,3 +386,24 @@ def test_the_table3_example_is_a_valid_comparison():
     names = [n for n, _, _ in spec.variants()]
     assert names == ["single, a_to_b", "dual, a_to_b", "single, b_to_a"]
     assert [role for role, _ in spec.compare_loads_pps()] == ["fixed", "overload"]
+
+
+def test_a_variant_whose_trials_are_flagged_says_why_it_has_no_pairs():
+    """Real captured trials: a quiet one against a sink-limited one (the
+    split placement's fate on a 2-CPU host): no pairs, and the flag named."""
+    from pathlib import Path
+
+    from softnet.analysis.comparisons import paired_summary
+    from softnet.analysis.trial_eval import evaluate
+
+    data = Path(__file__).parent / "data" / "raw_trials"
+    def trial(name: str) -> dict:
+        d = json.loads((data / name).read_text())
+        return evaluate(d.get("raw", d)).to_dict()
+
+    quiet, limited = trial("ipv4fwd_150kpps_quiet.json"), trial("ipv4fwd_200kpps_sink_limited.json")
+    assert "sink_limited" in limited["flags"]
+    trials = {(v, 0, r): (quiet if v == 0 else limited) for v in (0, 1) for r in range(3)}
+    s = paired_summary(["single", "dual"], {}, trials, [("fixed", 150e3)], ["cpu", "loss"], 3, 0.95, 0.02, 0.001)
+    assert all(d.n_pairs == 0 and d.dropped_pairs == 3 for d in s.differences["dual"])
+    assert s.unusable == {"dual": {"sink_limited": 3}}

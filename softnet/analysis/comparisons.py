@@ -125,6 +125,11 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
                                                confidence=confidence, margin=margin, kind="search"))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
+    for (v, _, r), t in trials.items():
+        if r < rounds and t is not None and not usable(t):
+            counts = out.unusable.setdefault(names[v], {})
+            for f in set(t.get("flags") or ()) - TOLERATED_FLAGS:
+                counts[f] = counts.get(f, 0) + 1
     out.provenance = {n: where_measured(t for (v, _, _), t in sorted(trials.items(), key=lambda kv: kv[0][2])
                                         if v == i) for i, n in enumerate(names)}
     return out

@@ -78,7 +78,8 @@ def rows(diffs: list[PairedDifference], gate: set[int]) -> list[list[str]]:
     for d in diffs:
         mark = " !" if id(d) in gate else ""
         out.append([*split_metric(d.metric), value_text(d.baseline_mean, d), value_text(d.candidate_mean, d),
-                    change_text(d.estimate, d), interval_text(d), f"[{VERDICT_STYLE[d.verdict]}]{d.verdict}[/]{mark}",
+                    change_text(d.estimate, d), interval_text(d),
+                    f"[{VERDICT_STYLE[d.verdict]}]{d.verdict if d.n_pairs else 'no pairs'}[/]{mark}",
                     str(d.n_pairs),
                     "-" if d.p_value is None else f"{d.p_value:.2g}"])
     return out
@@ -123,6 +124,10 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
         seen = {p.get(key) for p in sides.values() if p}
         if len(seen) > 1:  # what tells the sides apart besides the variants' knobs
             lines.append(f"{key} differs: " + "; ".join(f"{n}: {p.get(key)}" for n, p in sides.items()))
+    for name, flags in summary.unusable.items():
+        if flags:  # trials flagged for more than the host's stalls give no figure
+            lines.append(f"{name}: trials left out (flags): " + ", ".join(
+                f"{f} {n}" for f, n in sorted(flags.items(), key=lambda kv: -kv[1])))
     if ended.get(summary.stop_reason):
         lines.append(ended[summary.stop_reason] + ".")
     if threshold is not None:

@@ -73,6 +73,8 @@ class ComparisonSummary:
     # variant or results folder -> where its trials ran (kernel, cpu_model, softnet_version, hostname), from
     # its first trial's provenance: a comparison of two kernels says which is which
     provenance: dict[str, dict] = field(default_factory=dict)
+    # variant -> flag -> trials that carried it and so gave no figure (why a metric has no pairs)
+    unusable: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"schema_version": COMPARISON_SCHEMA_VERSION, "baseline": self.baseline,
@@ -80,7 +82,7 @@ class ComparisonSummary:
                 "paired": self.paired, "labels": self.labels,
                 "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
                 "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()},
-                "provenance": self.provenance}
+                "provenance": self.provenance, "unusable": self.unusable}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -92,7 +94,7 @@ class ComparisonSummary:
                    differences={k: [PairedDifference.from_dict(x) for x in v]
                                 for k, v in d["differences"].items()},
                    explain={k: [PairedDifference.from_dict(x) for x in v] for k, v in (d.get("explain") or {}).items()},
-                   provenance=d.get("provenance") or {})
+                   provenance=d.get("provenance") or {}, unusable=d.get("unusable") or {})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]

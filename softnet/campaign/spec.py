@@ -231,6 +231,26 @@ class LatencySpec(Strict):
     rerun_count: int = Field(10_000, ge=100, le=10_000_000)
 
 
+def is_knob(path: str) -> bool:
+    """A matrix or variant knob: "section.field" of a spec section that varies."""
+    section, _, key = path.partition(".")
+    model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
+             "latency": LatencySpec}.get(section)
+    return model is not None and key in model.model_fields
+
+
+def with_knobs(base: dict, knobs: dict[str, Any], where: str) -> "CampaignSpec":
+    """The spec ``base`` (a model_dump) with the knobs set; errors prefixed ``where``."""
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for path, value in knobs.items():
+        section, _, key = path.partition(".")
+        data[section][key] = value
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error(exc, prefix=where) from None
+
+
 COMPARE_METRICS = ("capacity", "cpu", "loss", "latency")
 CompareMetric = Literal["capacity", "cpu", "loss", "latency", "search"]
 
@@ -267,12 +287,7 @@ class CompareSpec(Strict):
             if not isinstance(v, dict):
                 raise ValueError(f"variant {i}: expected a table of knobs, got {v!r}")
             for path in v:
-                if path == "name":
-                    continue
-                section, _, key = path.partition(".")
-                model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
-                         "latency": LatencySpec}.get(section)
-                if model is None or key not in model.model_fields:
+                if path != "name" and not is_knob(path):
                     raise ValueError(f"variant {i}: unknown knob '{path}': knobs are testbed.*, traffic.* or "
                                      "synthetic.* fields (and name)")
         names = [str(v["name"]) for v in variants if v.get("name")]  # unnamed twins: refused by variants()
@@ -475,10 +490,7 @@ class CampaignSpec(Strict):
     @classmethod
     def knobs_exist(cls, matrix):
         for path, values in matrix.items():
-            section, _, key = path.partition(".")
-            model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
-                     "latency": LatencySpec}.get(section)
-            if model is None or key not in model.model_fields:
+            if not is_knob(path):
                 raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.*, synthetic.* or "
                                  "latency.* fields")
             if not values:
@@ -498,14 +510,7 @@ class CampaignSpec(Strict):
         dumps: list[dict] = []
         for i, variant in enumerate(self.compare.variants):
             knobs = {k: v for k, v in variant.items() if k != "name"}
-            data = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-            for path, value in knobs.items():
-                section, _, key = path.partition(".")
-                data[section][key] = value
-            try:
-                spec = CampaignSpec.model_validate(data)
-            except ValidationError as exc:
-                raise spec_error(exc, prefix=f"compare.variants[{i}]: ") from None
+            spec = with_knobs(base, knobs, f"compare.variants[{i}]: ")
             dump = spec.model_dump()
             for j, (name, _, _) in enumerate(out):
                 named = variant.get("name") and self.compare.variants[j].get("name")
@@ -612,14 +617,7 @@ class Cells(Sequence):
 
     def _cell(self, combo: tuple) -> tuple[dict[str, Any], CampaignSpec]:
         knobs = dict(zip(self.paths, combo))
-        data = {k: dict(v) if isinstance(v, dict) else v for k, v in self.base.items()}
-        for path, value in knobs.items():
-            section, _, key = path.partition(".")
-            data[section][key] = value
-        try:
-            return knobs, CampaignSpec.model_validate(data)
-        except ValidationError as exc:
-            raise spec_error(exc, prefix=f"matrix cell {knobs}: ") from None
+        return knobs, with_knobs(self.base, knobs, f"matrix cell {knobs}: ")
 
 
 def _is_max(v) -> bool:

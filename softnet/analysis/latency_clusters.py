@@ -9,7 +9,7 @@ af-xdp-delays.md sec. VI-1, Tables I and II), over ``latency_stats.ConfigStats``
   Clusters are numbered by mean latency, 0 the fastest; each has the mean and
   std of its configurations' means and the knob values always present.
 * ``cluster_stability``: adjusted Rand index between two clusterings of the
-  same campaign, ``stable`` at >= 0.8 (issue 15's acceptance), else ``unstable``.
+  same campaign, ``stable`` at >= 0.8 (the campaign's acceptance bar), else ``unstable``.
 * ``explain_clusters``: a depth-3 decision tree on the knobs, as rules.
 * ``knob_effects``: per knob and value, the change of median RTT against the
   knob's reference value, over pairs of configurations that differ in that

@@ -1,5 +1,5 @@
 """Loss in time: when packets were lost, when the CPUs of the data path did
-not run, and which loss the host explains (issue 16).
+not run, and which loss the host explains.
 
 Inputs are raw reads (pure functions, testable on captured files):
 - the sink's timeline: lost sequence numbers per bin of ``bin_pkts`` and the
@@ -15,7 +15,7 @@ Inputs are raw reads (pure functions, testable on captured files):
 A stall of a CPU the data path needs (generator, SUT, sink) opens an influence
 window from just before it starts to POST_NS after it ends, and on for as
 long as the sink's one-way delay says the queue it left has not drained
-(issue 19: at 440 kpps on this VM the queue took up to 10 ms to drain after
+(at 440 kpps on this VM the queue took up to 10 ms to drain after
 a 1-2 ms stall, and loss went on until it had): a queue that was not drained
 overflows, and a generator that caught up sends a burst. Loss in a window
 beyond the trial's loss rate elsewhere (the baseline, which overload keeps
@@ -378,7 +378,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
                   f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy})")
     runs = timeline["runs"]
     # A busy SUT CPU alone does not rule out a short stall: threaded NAPI here reads >= 90% busy at
-    # 300 kpps, a third of its capacity (issue 19). Loss over many of the ms does: an overload episode.
+    # 300 kpps, a third of its capacity. Loss over many of the ms does: an overload episode.
     unseen_possible = spread < (UNSEEN_MAX_SPREAD if overload else OVERLOAD_SPREAD)
     run_cause, unseen_ms = run_causes(timeline, gen, bins, delays, hit, rest_cause, fill_ns, unseen_possible)
     inline = False

@@ -137,7 +137,7 @@ class Agent:
             # Any request renews the lease, but never cuts short one that
             # `lease` extended over a window: the SUT's window-edge and
             # sampler requests came right after it, and a window longer than
-            # lease_s lapsed mid-trial (bench/restore_bench.py, issue 17).
+            # lease_s lapsed mid-trial (seen in bench/restore_bench.py).
             self.deadline = max(self.deadline, time.monotonic() + self.lease_s)
             args = {k: v for k, v in req.items() if k not in ("id", "op")}
             reply = {"id": rid, "ok": True, **(fn(**args) or {})}
@@ -457,7 +457,7 @@ def _of_a_gone_netns(header: dict, pending: list[dict]) -> bool:
     (the state dir's key) ours now reuses, and nothing of it left anywhere:
     its namespace's changes went with it, its processes are dead. Emulated
     hosts only (a real host's root namespace never goes); it is no leftover
-    of this host and must not block it (bench/restore_bench.py, issue 17: a
+    of this host and must not block it (seen in bench/restore_bench.py: a
     test's deleted namespace blocked every later trial on a host reusing it)."""
     cookie = header.get("netns_cookie")
     if cookie is None or header.get("netns_ino") != netns_ino() or cookie == netns_cookie():

@@ -126,7 +126,7 @@ class RemoteTestbed:
         # No request needs to reach the SUT while the window runs, so its lease
         # is extended over the generator's expected run, and no further: a cut
         # management link must still restore it within about its lease after
-        # the window (issue 17: lease + 10 s). Should the generator run late,
+        # the window (within lease + 10 s). Should the generator run late,
         # the poll loop renews it once the window is over. The traffic host
         # is polled all along and needs no extension.
         u.call("lease", seconds=expected_s + LEASE_MARGIN_S)

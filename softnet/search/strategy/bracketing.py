@@ -49,7 +49,7 @@ class Bracketing(Strategy):
         ratio = (u - lo) / u
         if g in s.knee.anchor:
             # The knee model places the trials now: bisecting between bounds it keeps
-            # reclassifying would chase its own tail (issue 19, this VM's NDR).
+            # reclassifying would chase its own tail (seen at this VM's NDR).
             return None
         if ratio > self.config.bracket_factor * w:
             hint = self.forwarding_hint(g, u) * (1 + w)
@@ -74,7 +74,7 @@ class Bracketing(Strategy):
         if direction < 0:
             # The forwarding rate of the bad trials at or above the edge is an upper
             # estimate of where the goal is met (exact for a flat capacity): go there
-            # when it is further down than the doubling step (issue 19: a step at a
+            # when it is further down than the doubling step (a step at a
             # time from 2 Mpps down to a PDR at 0.55 Mpps cost 6 trials on this VM).
             hint = self.forwarding_hint(g, edge) * (1 - w)
             if hint < edge * (1 - max(step, w / 2)):

@@ -24,7 +24,7 @@ of the model's centre) are modelled. The centre starts at the anchor and
 follows the posterior median: a random loss burst far below the knee can
 make the first mixed load, and a window pinned there would never see the
 crossing (it would put it at the window's edge and ask for trials beyond
-the loads it models, for ever: issue 19's trace on this VM). Trials go where
+the loads it models, for ever: seen in a trace on this VM). Trials go where
 the posterior puts the crossing and the loads near it are classified by that posterior (SearchState.load_class), until its 80%
 interval is within the width (with L and U paired) or the goal's knee budget
 (trials its own knee asked for) is spent. An interval wider than
@@ -119,7 +119,7 @@ def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) 
 # The spread is the host's when at least this share of the bad trials near the knee lost at
 # least this share of their packets in host stalls. Counted per trial: the spread is which
 # trials went bad, and a packet share let one overloaded trial outweigh ten stalled ones
-# (issue 19: near this host's NDR 62-91% of the bad trials were the host's, 15-32% of the packets).
+# (near this host's NDR 62-91% of the bad trials were the host's, 15-32% of the packets).
 HOST_SHARE = 0.5
 
 
@@ -154,7 +154,7 @@ class KneeModel:
         self.anchor: dict[Goal, float] = {}  # goal -> the first mixed load: the grid trials are aimed on
         self.centre: dict[Goal, float] = {}  # goal -> where the modelled window is centred
         # goal -> trials its knee asked for: the budget counts these, not every trial near
-        # the crossing (issue 19: the NDR's trials at this host's PDR floor spent the PDR's)
+        # the crossing (else the NDR's trials at this host's PDR floor spent the PDR's)
         self.asked: dict[Goal, int] = {}
         # (goal, trials so far) -> (loads near the knee, their final trials, x_c grid, posterior mass)
         self._fits: dict[tuple[Goal, int], tuple[list[float], int, np.ndarray, np.ndarray]] = {}
@@ -170,7 +170,7 @@ class KneeModel:
         # The crossing may lie a bracketing step (bracket_factor x the width) past the
         # loads tried: with a prior that stopped 2% past them at a 2% width, a crossing
         # above them all piled up at that edge and the trials crept up 1% at a time
-        # (issue 19, this host's replay). Not the whole window: the model would lose
+        # (seen replaying this host's trials). Not the whole window: the model would lose
         # the loads that bound it as the window follows the median.
         margin = 1 + self.state.config.bracket_factor * g.relative_width
         span = (near[0] / margin, near[-1] * margin)
@@ -270,7 +270,7 @@ class KneeStrategy(Strategy):
                             f"loads tried and the bounds {apart}")
             return Done("found", where)
         # The lower bound a blurred knee ends with is a load tried just below its median
-        # crossing, or it says less than the model knows (issue 19: bounds read low).
+        # crossing, or it says less than the model knows (bounds read low).
         placed = lo is not None and lo >= k["crossing_pps"] * (1 - w)
         # Resolved or not: an interval that reaches past the loads tried is no narrower
         # for it (the prior there spans one bracketing step).
@@ -279,7 +279,7 @@ class KneeStrategy(Strategy):
             # budget could not bring it within unstable_width, more trials only cost.
             # Host stalls alone stop nothing: the loss they explain is set apart (or
             # counted, when the user asks so), so more trials still pin the crossing
-            # asked for (issue 19: stopping there left this host's NDR CV at 6.9%).
+            # asked for (stopping there left this host's NDR CV at 6.9%).
             projected = spread * math.sqrt(n / budget)
             if projected > HOPELESS * unstable_width:
                 return Done("unstable", f"{where}: at this spread even {budget} trials would leave it "

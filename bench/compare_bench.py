@@ -98,7 +98,7 @@ def main() -> None:
 
 # The alternative: two separately run searches per side, told apart by their
 # spread. CVs and trial-seconds per search measured on this VM over 20
-# interleaved repeats each (docs/search.md, "Sixth pass": pooled CVs).
+# interleaved repeats each (CHANGELOG.md, "Sixth pass": pooled CVs).
 SEARCH_SPREAD = {"softnet NDR": (0.098, 92.0), "softnet PDR0.5%": (0.082, 92.0),
                  "MLRsearch NDR": (0.075, 157.3), "MLRsearch PDR0.5%": (0.118, 157.3)}
 

@@ -68,9 +68,9 @@ def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
     complete; what the first incomplete round stored (a kill cut it short)
     is deleted, so it is measured again whole."""
     trials: dict[tuple[int, int, int], dict] = {}
-    for v in range(n_variants):
-        for t in store.trials(cid, v):
-            trials[(v, t["load_index"], t["run_index"])] = t
+    for v in range(n_variants):  # rows and results come in the same (load, run) order
+        for row, result in zip(store.trials(cid, v), store.trial_results(cid, v)):
+            trials[(v, row["load_index"], row["run_index"])] = result
     searched = stored_searches(store, cid, n_variants) if searching else {}
     complete = 0
     while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)) and (
@@ -81,13 +81,7 @@ def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
         if searching:
             store.delete_trials_from_round(cid, search_cell(n_variants, v), complete)
             store.delete_searches_from_round(cid, search_cell(n_variants, v), complete)
-    results = {}
-    for v in range(n_variants):
-        for r in range(complete):
-            rows = store.trial_results(cid, v, r)
-            for li, res in enumerate(rows):
-                results[(v, li, r)] = res
-    return results, complete
+    return {k: t for k, t in trials.items() if k[2] < complete}, complete
 
 
 def run_compare(spec: CampaignSpec, store: Store, cid: str,

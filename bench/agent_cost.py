@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 from bench.restore_bench import _comm, _cmdline, _ppid, agent_pids, pids_in  # noqa: E402
 from softnet.hosts import session as session_mod  # noqa: E402
 from softnet.hosts.inventory import load  # noqa: E402
-from softnet.hosts.remote_trial import RemoteTestbed, run_remote_trial  # noqa: E402
+from softnet.campaign.trial import trial
+from softnet.hosts.remote_trial import RemoteTestbed  # noqa: E402
 from softnet.results.trial import TrialSpec  # noqa: E402
 from softnet.testbed.emulated_hosts import EmulatedHosts  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
@@ -133,7 +134,7 @@ class WindowWatch:
 def one(inv, ns: str, window_s: float, sample_interval_s: float | None) -> dict:
     spec = TrialSpec(rate_pps=100e3, duration_s=window_s, warmup_s=1.0, sample_interval_s=sample_interval_s)
     with RemoteTestbed(inv, "tb1") as tb, WindowWatch(ns) as w:
-        result = run_remote_trial(tb, spec)
+        result = trial(tb, spec)
     if w.error or len(w.reads) != 2:
         raise RuntimeError(f"window reads failed: {w.error or w.reads}")
     a, b = w.reads

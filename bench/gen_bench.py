@@ -44,7 +44,7 @@ from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.traffic import trafgen  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink  # noqa: E402
-from softnet.campaign.trial import TrialSpec, drain_sink, run_trial  # noqa: E402
+from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 
 FRAME_BYTES = 64
 GEN_CPU, SINK_CPU = 0, 1
@@ -189,7 +189,7 @@ def gen_sampled(ep, ch, rate_pps: float) -> dict:
     try:
         samples = sample_sink(sink, lambda: job.proc.poll() is None)
         report = job.wait(timeout=10)
-        received = drain_sink(sink)[0]["rx_test_pkts"]
+        received = sink.drain()[0]["rx_test_pkts"]
     finally:
         job.stop()
         sink.close()
@@ -233,7 +233,7 @@ def trafgen_run(ep, ch, rate_pps: float | None, duration_s=DURATION_S, warmup_s=
     finally:
         report = job.stop()
     try:
-        received = drain_sink(sink)[0]["rx_test_pkts"]
+        received = sink.drain()[0]["rx_test_pkts"]
         per_cpu = sink.read()["rx_test_pkts_per_cpu"]
     finally:
         sink.close()

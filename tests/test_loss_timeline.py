@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from softnet.analysis.loss_time import due_ns
-from softnet.campaign.trial import drain_sink
 from softnet.errors import TestbedError
 from softnet.testbed.local import LocalTestbed
 from softnet.tools import hostcmd
@@ -45,7 +44,7 @@ def send(tb, ep, rate: float, total: int, warmup: int, bin_pkts: int | None = No
             before()
         job = GeneratorJob.start(tc, ep, rate, total, warmup, 64, 1, tb.placement.gen_cpu)
         gen = job.wait(timeout=total / min(rate, 4e6) * 2 + 10)
-        counts, _ = drain_sink(sink)
+        counts, _ = sink.drain()
         tl = sink.timeline(gen["sent_pkts"])
     return gen, counts, tl
 

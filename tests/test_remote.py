@@ -18,7 +18,8 @@ import pytest
 from softnet.errors import InputError, SoftnetError, TestbedError
 from softnet.hosts import inventory as inv_mod
 from softnet.hosts.agent import PROTOCOL_VERSION
-from softnet.hosts.remote_trial import RemoteTestbed, run_remote_trial
+from softnet.campaign.trial import trial
+from softnet.hosts.remote_trial import RemoteTestbed
 from softnet.hosts.session import AgentSession, controller_id, run
 from softnet.results.trial import TrialSpec
 from softnet.tools.changes import HostChanges
@@ -245,7 +246,7 @@ def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts
     before = snapshots(eh)
     with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
         during = snapshots(eh)
-        remote = run_remote_trial(tb, spec, keep_raw=True)
+        remote = trial(tb, spec, keep_raw=True)
     assert restored(eh, before) == []
     assert same(before, during)  # it did change them while it ran
     with HostChanges() as changes:
@@ -502,7 +503,7 @@ def test_remote_trial_profiles_the_sut_host(hosts):
     there; the controller evaluates its stages as for a local trial."""
     eh, path = hosts
     with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
-        r = run_remote_trial(tb, TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3, profile=True),
+        r = trial(tb, TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3, profile=True),
                              keep_raw=True)
     p = r["profile"]
     assert p["plan"] and 0.9 < p["window_s"] / 1.0 < 1.1 and p["stages"]
@@ -537,7 +538,7 @@ def test_remote_trial_with_two_generators_and_many_sources(hosts):
     eh, path = hosts
     spec = TrialSpec(rate_pps=100e3, duration_s=1.0, warmup_s=0.3, gen_cpus=[0, 1], src_ips=16, flows=4)
     with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
-        r = run_remote_trial(tb, spec, keep_raw=True)
+        r = trial(tb, spec, keep_raw=True)
     gen = r["raw_trial"]["generator"]
     assert len(gen["streams"]) == 2 and gen["sent_pkts"] == sum(s["sent_pkts"] for s in gen["streams"])
     assert abs(gen["streams"][0]["sent_pkts"] - gen["streams"][1]["sent_pkts"]) <= 1

@@ -179,12 +179,12 @@ def test_generator_far_behind_schedule_is_stopped_and_flagged_not_fatal(host_unc
 
 
 def test_exception_mid_trial_undoes_everything(host_unchanged, monkeypatch):
-    import softnet.campaign.trial as trial_mod
+    from softnet.traffic.native import Sink
 
     def boom(sink):
         raise RuntimeError("injected failure while draining")
 
-    monkeypatch.setattr(trial_mod, "drain_sink", boom)
+    monkeypatch.setattr(Sink, "drain", boom)
     with pytest.raises(RuntimeError, match="injected"):
         trial("ipv4-fwd", 10_000, duration_s=0.5, warmup_s=0.1)
 

@@ -19,8 +19,9 @@ from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement, SideSettings
-from softnet.campaign.trial import TrialSpec, run_trial
-from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed, run_remote_trial
+from softnet.campaign.trial import TrialSpec, trial
+from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed
+from softnet.hosts.this_host import ThisHost
 
 PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
 
@@ -119,7 +120,7 @@ class TestbedMeasurer:
         return self._run(spec)
 
     def _run(self, spec: TrialSpec) -> dict:
-        return run_trial(self.tb, self.ep, spec, self.changes, keep_raw=True, path=self.path())
+        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path())
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
         return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s)
@@ -148,11 +149,6 @@ class RemoteMeasurer(TestbedMeasurer):
 
     def __init__(self, spec: CampaignSpec, cell_id: int):
         t = spec.testbed
-        shaped = [k for k, d in (("dst_ips", 1), ("dst_ports", 1), ("mix", None), ("arrivals", "const"),
-                                 ("bidirectional", False))
-                  if getattr(spec.traffic, k) != d]
-        if shaped:  # the agents' generators take no shapes yet: refused, never silently dropped
-            raise InputError(f"traffic.{shaped[0]}", "traffic shapes run on the local testbed only (for now)")
         self.spec = spec
         self.placement = RemotePlacement(gen_cpu=t.gen_cpu if t.gen_cpu is not None else 0,
                                          sut_cpus=list(t.sut_cpus or [1]), steering=t.ingress_steering())
@@ -162,14 +158,15 @@ class RemoteMeasurer(TestbedMeasurer):
 
         t = self.spec.testbed
         self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement,
-                                wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)).__enter__()
+                                wait_s=float(os.environ.get("SOFTNET_WAIT") or 0),
+                                bidirectional=self.spec.traffic.bidirectional).__enter__()
         return self
 
     def __exit__(self, *exc):
         self.tb.__exit__(*exc)
 
     def _run(self, spec: TrialSpec) -> dict:
-        result = run_remote_trial(self.tb, spec, keep_raw=True, path=self.path())
+        result = trial(self.tb, spec, keep_raw=True, path=self.path())
         result.pop("hosts", None)  # kept in the raw trial and its provenance
         return result
 

@@ -132,7 +132,8 @@ def trial(
                                       shape={"dst_ips": dst_ips, "dst_ports": dst_ports, "mix": mix,
                                              "arrivals": arrivals, "burst_pkts": burst, "on_duty": duty_on,
                                              "seed": seed, "bidirectional": bidirectional})
-    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us)
+    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us,
+                                    remote=inventory is not None)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls, traffic)
     remote = (inventory, testbed) if inventory else None

@@ -45,7 +45,8 @@ def build_placement(gen_cpu: int | None, sut_cpus: str | None, sink_cpu: int | N
     return p
 
 
-def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, period_us: int = 2000) -> dict:
+def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, period_us: int = 2000,
+                 remote: bool = False) -> dict:
     """--inject-stall 5/500 (5 ms every 500 ms) and the probe's options -> TrialSpec fields."""
     out: dict = {"stall_probe": stall_probe, "stall_period_us": period_us}
     if text is None:
@@ -57,7 +58,7 @@ def parse_inject(text: str | None, cpu: int | None, stall_probe: bool = True, pe
         out.update(inject_busy_ms=float(busy), inject_every_ms=float(every) if sep else 500.0, inject_cpu=cpu)
     except ValueError:
         raise InputError("--inject-stall", f"'{text}': expected BUSY_MS/EVERY_MS, e.g. 5/500") from None
-    if cpu is not None and cpu not in os.sched_getaffinity(0):
+    if cpu is not None and not remote and cpu not in os.sched_getaffinity(0):  # a remote SUT host checks its own
         raise InputError("--inject-cpu", f"CPU {cpu} does not exist or is not usable; accepted: "
                          f"{sorted(os.sched_getaffinity(0))}")
     return out
@@ -96,9 +97,6 @@ def parse_traffic(src_ips: int = 1, gen_cpus: str | None = None, remote: bool = 
         out["gen_cpus"] = cpus
     shape = {k: v for k, v in (shape or {}).items() if v != SHAPE_DEFAULTS[k]}
     if shape:
-        if remote:
-            field = next(iter(shape))
-            raise InputError(SHAPE_OPTIONS[field], "traffic shapes run on the local testbed only (for now)")
         try:
             TrialSpec(rate_pps=1.0, **shape).validate_shape(4)
         except InputError as exc:
@@ -201,14 +199,15 @@ def _remote(remote: tuple[Path, str], sut: str, placement: Placement, spec: Tria
     """The trial on an inventory's testbed: generator and sink on its traffic
     host, the SUT on its SUT host, each restored when the trial ends."""
     from softnet.hosts.inventory import load
-    from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed, run_remote_trial
+    from softnet.campaign.trial import trial
+    from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed
 
     inv = load(remote[0])
     tb = RemoteTestbed(inv, remote[1], sut, RemotePlacement(placement.gen_cpu, placement.sut_cpus,
-                                                            placement.steering))
+                                                            placement.steering), bidirectional=spec.bidirectional)
     spec.validate(tb.ip_version)
     with tb:
-        return with_bar(lambda progress: run_remote_trial(tb, spec, progress, keep_raw=True),
+        return with_bar(lambda progress: trial(tb, spec, progress, keep_raw=True),
                         f"{sut} at {format_rate(spec.rate_pps)} on {remote[1]}", as_json)
 
 

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from softnet import __version__
 from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
@@ -37,7 +37,10 @@ from softnet.errors import SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
-from softnet.testbed.local import ADDR, Endpoints
+from softnet.hosts.trial_hosts import EdgeSchedule
+from softnet.testbed.local import ADDR, DST_RANGE, Endpoints
+from softnet.testbed.personalities import kernel_fwd
+from softnet.testbed.stall_inject import StallInjector
 from softnet.testbed.netns import napi_thread_pids
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
@@ -47,11 +50,12 @@ from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, net
 from softnet.tools.links import LinkRef
 from softnet.tools.reaper import spawn_reaper
 from softnet.tools.undo_ops import netns_bound, running
-from softnet.traffic.native import GeneratorGroup, Sink
+from softnet.traffic.native import GeneratorGroup, Shape, Sink
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 CAPABILITIES = ("check", "reserve", "apply:traffic", "apply:sut", "tool:sink", "tool:gen", "tool:sampler",
-                "tool:stalls", "tool:profiler", "window", "lease", "journal", "reaper")
+                "tool:stalls", "tool:profiler", "tool:injector", "shapes", "bidirectional", "window", "lease",
+                "journal", "reaper")
 log = logging.getLogger("softnet.agent")
 
 
@@ -70,9 +74,9 @@ class Agent:
     ops: HostOps | None = None
     closers: HostChanges = field(default_factory=HostChanges)  # graceful stops of this agent's tools
     tools: dict[str, Any] = field(default_factory=dict)
-    anchors: list[str] = field(default_factory=list)  # extra generators' idle anchors (journalled)
-    window: dict = field(default_factory=dict)
-    schedule: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)  # generators' idle anchors not in use (journalled)
+    anchors_of: dict[str, list[str]] = field(default_factory=dict)  # a generator's handle -> its anchors
+    edges: EdgeSchedule = field(default_factory=EdgeSchedule)
     lock: Any = None
     holder: dict = field(default_factory=dict)
     deadline: float = 0.0
@@ -92,10 +96,10 @@ class Agent:
                     if now >= self.deadline:
                         code, why = 3, f"lease of {self.lease_s:g} s lapsed"
                         break
-                    self._run_due()
+                    self.edges.run_due()
                     wait = self.deadline - now
-                    if self.schedule:
-                        wait = min(wait, max(0.0, self.schedule[0][0] - time.time()))
+                    if self.edges.next_at() is not None:
+                        wait = min(wait, max(0.0, self.edges.next_at() - time.time()))
                     ready, _, _ = select.select([fd], [], [], min(wait, 1.0))
                     if not ready:
                         continue
@@ -154,12 +158,6 @@ class Agent:
     @classmethod
     def op_names(cls) -> list[str]:
         return sorted(n[3:] for n in dir(cls) if n.startswith("op_"))
-
-    def _run_due(self) -> None:
-        while self.schedule and self.schedule[0][0] <= time.time():
-            at, name, action = self.schedule.pop(0)
-            self.window.setdefault("late_ms", {})[name] = (time.time() - at) * 1e3  # the /proc read comes first
-            action()
 
     # ---- hello, check, reserve, lease --------------------------------------
     def op_hello(self, version: int, controller: str = "", housekeeping_cpus: list[int] | None = None) -> dict:
@@ -246,7 +244,7 @@ class Agent:
                 ops.link_up(ports[r]["name"])
             anchor, peer = anchor_names()
             ops.veth_pair(anchor, peer)
-            out["anchor"] = anchor
+            self.anchors.append(anchor)
         else:
             out["napi_threads"] = self._apply_sut(ports, **kw)
         out["facts"] = {r: safety.interface_facts(port["name"]) for r, port in ports.items()}
@@ -254,7 +252,7 @@ class Agent:
         return out
 
     def _apply_sut(self, ports: dict[str, dict], sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],
-                   steering: str = "threaded") -> dict:
+                   steering: str = "threaded", bidirectional: bool = False) -> dict:
         if sut not in ("ipv4-fwd", "ipv6-fwd"):
             raise AgentError(f"sut {sut!r}: accepted on remote hosts: ipv4-fwd, ipv6-fwd", "sut")
         ops, v = self.ops, 0 if sut == "ipv4-fwd" else 1
@@ -264,12 +262,18 @@ class Agent:
             ops.add_address(name, ADDR[role][v], 24 if v == 0 else 64)
         ops.static_neighbour(i, ADDR["gen"][v], gen_mac)
         ops.static_neighbour(o, ADDR["sink"][v], sink_mac)
+        # several destinations (dst_ips) come from a range routed to the sink
+        ops.route(str(DST_RANGE[4 if v == 0 else 6]), ADDR["sink"][v], o)
         ops.sysctl("net.ipv4.ip_forward" if v == 0 else "net.ipv6.conf.all.forwarding", "1")
-        ops.ethtool_feature(i, "gro", "on")  # veth NAPI for the generator's XDP frames; harmless on a NIC
+        receiving = [i, o] if bidirectional else [i]  # the reverse way's receive work on the SUT's CPUs too
+        for name in receiving:
+            ops.ethtool_feature(name, "gro", "on")  # veth NAPI for the generator's XDP frames; harmless on a NIC
         if steering == "rps":
-            ops.write_file(f"/sys/class/net/{i}/queues/rx-0/rps_cpus", format(sum(1 << c for c in sut_cpus), "x"))
+            for name in receiving:
+                ops.write_file(f"/sys/class/net/{name}/queues/rx-0/rps_cpus",
+                               format(sum(1 << c for c in sut_cpus), "x"))
             return {}
-        return {i: ops.pin_napi(i, sut_cpus)}
+        return {name: ops.pin_napi(name, sut_cpus) for name in receiving}
 
     # ---- tools ----------------------------------------------------------------
     def _add_tool(self, obj, proc, what: str) -> str:
@@ -289,27 +293,37 @@ class Agent:
         ops = self._changes()
         if tool == "sink":
             sink = Sink(self.closers, None, a["ifname"], a["count"], a["warmup"], a.get("exact", 0),
-                        a.get("bin_pkts", 0), streams=a.get("streams", 1))
+                        a.get("bin_pkts", 0), streams=a.get("streams", 1), flows=a.get("flows", 1),
+                        mix=a.get("mix"), dst_ports=a.get("dst_ports", 1))
             return {"handle": self._add_tool(sink, sink.proc, f"sink on {a['ifname']}"), "prog_id": sink.prog_id}
         if tool == "gen":
-            ep = Endpoints(None, a["ifname"], a["anchor"], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"],
-                           None, None)  # no namespaces: the host's own
             cpus = list(a.get("cpus") or [a["cpu"]])
-            while len(self.anchors) < len(cpus) - 1:  # one idle anchor per extra generator, journalled
+            while len(self.anchors) < len(cpus):  # one idle anchor per generator, journalled
                 name, peer = anchor_names()
                 ops.veth_pair(name, peer)
                 self.anchors.append(name)
+            anchors, self.anchors = self.anchors[:len(cpus)], self.anchors[len(cpus):]
+            ep = Endpoints(None, a["ifname"], anchors[0], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"],
+                           None, None)  # no namespaces: the host's own
             started = time.time()
-            group = GeneratorGroup.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"], a["frame_bytes"],
-                                         a["flows"], cpus, src_ips=a.get("src_ips", 1),
-                                         src_ip=a.get("src_ip_first"),
-                                         anchors=[a["anchor"], *self.anchors[:len(cpus) - 1]])
+            try:
+                group = GeneratorGroup.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"],
+                                             a["frame_bytes"], a["flows"], cpus, src_ips=a.get("src_ips", 1),
+                                             src_ip=a.get("src_ip_first"), anchors=anchors,
+                                             shape=Shape(**a.get("shape") or {}))
+            except BaseException:
+                self.anchors += anchors
+                raise
             for job in group.jobs[1:]:
                 ops.started(job.proc, f"generator stream on {a['ifname']}")
             if group.t0_ns:  # several generators start sending together at t0, a little later
                 started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
-            return {"handle": self._add_tool(group, group.proc, f"generator on {a['ifname']}"),
-                    "started_unix_s": started}
+            handle = self._add_tool(group, group.proc, f"generator on {a['ifname']}")
+            self.anchors_of[handle] = anchors
+            return {"handle": handle, "started_unix_s": started}
+        if tool == "injector":
+            inj = StallInjector(self.closers, a["cpu"], a["busy_ms"], a["every_ms"])
+            return {"handle": self._add_tool(inj, inj.proc, f"stall injector on CPU {a['cpu']}")}
         if tool == "stalls":
             probe = StallProbe(self.closers, a["cpus"], period_us=a["period_us"], avoid_cpus=a.get("avoid_cpus"))
             return {"handle": self._add_tool(probe, probe.proc, "stall probe")}
@@ -330,7 +344,7 @@ class Agent:
             self.tools[handle] = sampler
             del ops
             return {"handle": handle}
-        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, profiler, sampler", "tool")
+        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, injector, profiler, sampler", "tool")
 
     def op_poll(self, handle: str) -> dict:
         return {"running": self._tool(handle, GeneratorGroup).running()}
@@ -364,16 +378,19 @@ class Agent:
             out["series"] = obj.series.to_json()
         elif isinstance(obj, GeneratorGroup):
             obj.stop()
+            self.anchors += self.anchors_of.pop(handle, [])  # idle again: the next generator's
         else:
             obj.close() if hasattr(obj, "close") else None
         del self.tools[handle]
         return out
 
     def op_reads(self, ifnames: list[str], ethtool: list[str] = (), qdiscs: list[str] = (),
-                 procfs_snapshot: bool = False, napi: list[str] = ()) -> dict:
+                 procfs_snapshot: bool = False, napi: list[str] = (), forwarded: int | None = None) -> dict:
         """Counters of this host's interfaces (and /proc), as the local trial
         reads them; ifindex: how the profiler's kernel records name them;
-        ``napi``: interfaces whose NAPI kthreads' run time is read (the SUT's CPU time)."""
+        ``napi``: interfaces whose NAPI kthreads' run time is read (the SUT's
+        CPU time); ``forwarded``: the IP version whose forwarded-packet
+        counter is the SUT's path counter."""
         out = {"links": {i: link_counters.link_stats(None, i) for i in ifnames},
                "ethtool": {i: link_counters.ethtool_stats(None, i, check=False) for i in ethtool},
                "qdisc_drops": sum(link_counters.qdisc_drops(None, i) for i in qdiscs), "time_unix_s": time.time(),
@@ -381,6 +398,8 @@ class Agent:
                "ifindex": {i: socket.if_nametoindex(i) for i in ifnames}}
         if procfs_snapshot:
             out["procfs"] = procfs.snapshot()
+        if forwarded is not None:
+            out["path_counters"] = kernel_fwd.forwarded(forwarded, None)
         if napi:
             out["napi_runtime_ns"] = {str(pid): procfs.thread_runtime_ns(pid) for i in napi
                                       for pid in napi_thread_pids(i)}
@@ -389,26 +408,14 @@ class Agent:
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None) -> dict:
         """Take the window-edge reads at these times of this host's clock, on
         the host, and keep them until `collect`: nothing crosses the link meanwhile."""
-        self.window = {"scheduled_unix_s": list(at_unix_s)}
-        s = self._tool(sampler, KernelSampler) if sampler else None
-        prof = self._tool(profiler, Profiler) if profiler else None
-
-        def edge(name: str) -> Callable[[], None]:
-            def take():
-                self.window[name] = procfs.snapshot()
-                self.window[f"{name}_unix_s"] = time.time()
-                if prof is not None:
-                    self.window[f"profile_{name}"] = prof.read()
-                if s is not None:
-                    s.sample_now(f"window_{name}")
-            return take
-
-        self.schedule = sorted([(at_unix_s[0], "start", edge("start")), (at_unix_s[1], "end", edge("end"))])
+        self.edges.arm(at_unix_s, self._tool(sampler, KernelSampler) if sampler else None,
+                       self._tool(profiler, Profiler) if profiler else None)
         return {}
 
     def op_collect(self) -> dict:
-        self._run_due()
-        return {"window": self.window}
+        """The window's reads; an edge not yet due is taken now (the
+        generators ended early), as on a local testbed."""
+        return {"window": self.edges.collect()}
 
     def op_clean(self, check: bool = True) -> dict:
         """Journals of dead agents on this host (`softnet clean --check`),
@@ -434,7 +441,7 @@ class Agent:
         self.closers.undo_errors = []
         if self.journal is not None:
             errors += self.journal.undo_all()
-            self.journal, self.ops, self.anchors = None, None, []
+            self.journal, self.ops, self.anchors, self.anchors_of = None, None, [], {}
         if self.lock is not None:
             self.lock.__exit__(None, None, None)
             self.lock = None

@@ -56,6 +56,12 @@ class HostOps:
         with IPRoute() as ipr:
             ipr.neigh("replace", dst=dst, lladdr=mac, ifindex=_index(ipr, ifname), state=NUD_PERMANENT)
 
+    def route(self, dst: str, gateway: str, ifname: str) -> None:
+        """A route to ``dst`` (a prefix) via ``gateway`` out of ``ifname``."""
+        self._record(f"route {dst} via {gateway} dev {ifname}", "route_del", ifname=ifname, dst=dst)
+        with IPRoute() as ipr:
+            ipr.route("replace", dst=dst, gateway=gateway, oif=_index(ipr, ifname))
+
     def veth_pair(self, name: str, peer: str) -> None:
         """A pair of softnet's own (the generator's idle anchor), left down."""
         self._record(f"veth {name} <-> {peer}", "link_del", ifname=name)

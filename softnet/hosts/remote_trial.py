@@ -1,11 +1,11 @@
-"""A trial across two hosts: the generator and the sink on the traffic host,
-the SUT on another, each driven by its agent over SSH.
-
-The raw trial has the local trial's keys (softnet.campaign.trial.measure), so
-softnet.analysis.trial_eval.evaluate turns it into the same result, on the
-controller. What differs is recorded: which host each piece ran on
-(`hosts`, with their provenance), and how well the window edges taken on the
-SUT host line up with the generator's clock (`window_skew_ms`).
+"""A testbed on an inventory's hosts: the generators and sinks on the traffic
+host, the SUT on another, each driven by its agent over SSH. It gives a
+trial its pieces (softnet.hosts.trial_hosts), so the one measure procedure
+(softnet.campaign.trial.measure) runs here as on this host, and
+softnet.analysis.trial_eval.evaluate turns its raw trial into the same
+result, on the controller. What differs is recorded: which host each piece
+ran on (`hosts`, with their provenance), and how well the window edges taken
+on the SUT host line up with the generator's clock (`window_skew_ms`).
 
 No SSH traffic crosses the SUT host while the window runs: its window-edge
 reads are scheduled on its own clock during the warm-up, its lease is
@@ -13,20 +13,17 @@ extended over the trial, and its samples are collected afterwards.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from softnet.errors import InputError, TestbedError
 from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, controller_id, open_sessions
+from softnet.hosts.trial_hosts import GenPlan, SinkShape
 from softnet.provenance import provenance
-from softnet.results.trial import RAW_SCHEMA_VERSION, TrialSpec
-from softnet.testbed.local import ADDR, first_source
-from softnet.traffic.native import timeline_bin_pkts
+from softnet.testbed.local import ADDR
+from softnet.tools.changes import HostChanges
 
-OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # as the local trial: a generator this far behind is stopped
 POLL_S = 0.25  # the traffic host is asked how the generator does (the SUT host only past the window)
 LEASE_MARGIN_S = 5.0  # the SUT's lease beyond the generator's expected run (tools start before it)
 RENEW_S = 1.0  # past the window, the SUT's lease is renewed this often while the generator runs late
@@ -39,13 +36,66 @@ class RemotePlacement:
     steering: str = "threaded"
 
 
+class _Tool:
+    """A tool an agent runs, by its handle; stopped once (by the trial's
+    registry, or by the procedure when it is done with it)."""
+
+    def __init__(self, session: AgentSession, handle: str, changes: HostChanges, what: str):
+        self.session, self.handle, self.stopped = session, handle, False
+        changes.record(f"{what} on {session.name}", self.stop)
+
+    def stop(self) -> dict:
+        if self.stopped:
+            return {}
+        self.stopped = True
+        return self.session.call("stop", handle=self.handle)
+
+    def read(self) -> dict:
+        return self.session.call("read", handle=self.handle)["read"]
+
+
+class _Sink(_Tool):
+    def drain(self) -> tuple[dict, float]:
+        d = self.session.call("drain", handle=self.handle)
+        return d["counts"], d["drain_s"]
+
+    def timeline(self, sent: int) -> dict:
+        return self.session.call("timeline", handle=self.handle, sent=sent, timeout=60)["timeline"]
+
+
+class _Generators(_Tool):
+    started_unix_s = 0.0
+
+    def running(self) -> bool:
+        return self.session.call("poll", handle=self.handle)["running"]
+
+    def interrupt(self) -> None:
+        self.session.call("interrupt", handle=self.handle)
+
+    def wait(self, timeout: float) -> dict:
+        return self.session.call("wait", handle=self.handle, wait_s=timeout)["report"]
+
+
+class _Profiler(_Tool):
+    def __init__(self, session, started: dict, changes):
+        super().__init__(session, started["handle"], changes, "profiler")
+        for k in ("plan", "events", "drop_reasons", "duty", "period_ms"):
+            setattr(self, k, started[k])
+
+
+class _Sampler(_Tool):
+    def finish(self) -> dict:
+        return self.stop().get("series")
+
+
 class RemoteTestbed:
     """``with RemoteTestbed(inv, "tb1") as tb: raw = tb.measure(spec)``; the
     hosts are configured on enter and restored on exit (and by their agents
     alone if this process dies)."""
 
     def __init__(self, inv: Inventory, testbed: str, sut: str = "ipv4-fwd",
-                 placement: RemotePlacement | None = None, wait_s: float = 0.0):
+                 placement: RemotePlacement | None = None, wait_s: float = 0.0, bidirectional: bool = False):
+        """``bidirectional``: the SUT also ready for traffic from the sink's side."""
         if sut not in ("ipv4-fwd", "ipv6-fwd"):
             raise InputError("--sut", f"'{sut}' on real hosts; accepted: ipv4-fwd, ipv6-fwd")
         self.inv, self.name, self.sut = inv, testbed, sut
@@ -54,7 +104,7 @@ class RemoteTestbed:
         self.host_of = {"traffic": tb.traffic, "sut": tb.sut}
         self.placement = placement or RemotePlacement()
         self.ip_version = 6 if sut == "ipv6-fwd" else 4
-        self.wait_s = wait_s
+        self.wait_s, self.bidirectional = wait_s, bidirectional
         self.sessions: dict[str, AgentSession] = {}
         self.applied: dict[str, dict] = {}
         self.undone: dict[str, dict] = {}
@@ -85,7 +135,8 @@ class RemoteTestbed:
             self.applied["sut"] = u.call(
                 "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
                 gen_mac=self.ports["gen_out"].iface.mac, sink_mac=self.ports["sink_in"].iface.mac,
-                sut_cpus=self.placement.sut_cpus, steering=self.placement.steering)
+                sut_cpus=self.placement.sut_cpus, steering=self.placement.steering,
+                bidirectional=self.bidirectional)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -96,160 +147,144 @@ class RemoteTestbed:
             self.undone[role] = s.close()
         self.sessions = {}
 
-    # ---- one trial ---------------------------------------------------------------
+    # ---- a trial's pieces (softnet.hosts.trial_hosts.TrialHosts) ----------------------
+    poll_s = POLL_S
+
+    def check(self, spec) -> None:
+        if spec.bidirectional and not self.bidirectional:
+            raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
+
+    def generator_cpus(self, spec) -> list[int]:
+        return list(spec.gen_cpus or [self.placement.gen_cpu])  # the traffic host's agent checks them
+
+    def data_path_cpus(self, gen_cpus: list[int]) -> list[int]:
+        return sorted(self.placement.sut_cpus)  # the stall probe runs on the SUT host
+
+    def endpoints(self, reverse: bool) -> tuple[str, str]:
+        v = 0 if self.ip_version == 4 else 1
+        ends = (ADDR["gen"][v], ADDR["sink"][v])
+        return ends[::-1] if reverse else ends
+
+    def sink_ifname(self, reverse: bool) -> str:
+        return self.ports["gen_out" if reverse else "sink_in"].iface.name
+
+    def begin(self, expected_s: float) -> None:
+        # No request needs to reach the SUT while the window runs, so its
+        # lease is extended over the generator's expected run, and no
+        # further: a cut management link must still restore it within about
+        # its lease after the window. Should the generator run late, tick
+        # renews it once the window is over. The traffic host is polled all
+        # along and needs no extension.
+        self.sessions["sut"].call("lease", seconds=expected_s + LEASE_MARGIN_S)
+        self.renewed = time.time()
+
+    def sink(self, changes, reverse, count, warmup, exact, bin_pkts, streams, shape: SinkShape) -> _Sink:
+        t, name = self.sessions["traffic"], self.sink_ifname(reverse)
+        handle = t.call("start", tool="sink", ifname=name, count=count, warmup=warmup, exact=exact,
+                        bin_pkts=bin_pkts, streams=streams, **asdict(shape))["handle"]
+        return _Sink(t, handle, changes, f"sink on {name}")
+
+    def generators(self, changes, reverse, plan: GenPlan) -> _Generators:
+        t = self.sessions["traffic"]
+        out, nxt = ("sink_in", "sut_out") if reverse else ("gen_out", "sut_in")
+        src, dst = self.endpoints(reverse)
+        started = t.call("start", tool="gen", ifname=self.ports[out].iface.name, src_mac=self.ports[out].iface.mac,
+                         dst_mac=self.ports[nxt].iface.mac, src_ip=src, dst_ip=dst, rate_pps=plan.rate_pps,
+                         count=plan.count, warmup=plan.warmup, frame_bytes=plan.frame_bytes, flows=plan.flows,
+                         cpus=plan.cpus, src_ips=plan.src_ips, src_ip_first=plan.src_ip, shape=asdict(plan.shape))
+        gens = _Generators(t, started["handle"], changes, f"generators on {self.ports[out].iface.name}")
+        gens.started_unix_s = started["started_unix_s"] - t.clock["offset_s"]  # on the controller's clock
+        return gens
+
+    def sampler(self, changes, interval_s, profiler) -> _Sampler:
+        u, names = self.sessions["sut"], [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
+        handle = u.call("start", tool="sampler", interval_s=interval_s, avoid_cpus=self.placement.sut_cpus,
+                        links=[["sut_in", names[0]], ["sut_out", names[1]]],
+                        profiler=profiler.handle if profiler else None)["handle"]
+        return _Sampler(u, handle, changes, "kernel sampler")
+
+    def stall_probe(self, changes, cpus, period_us) -> _Tool:
+        u = self.sessions["sut"]
+        handle = u.call("start", tool="stalls", cpus=cpus, period_us=period_us,
+                        avoid_cpus=self.placement.sut_cpus)["handle"]
+        return _Tool(u, handle, changes, "stall probe")
+
+    def injector(self, changes, cpu, busy_ms, every_ms) -> _Tool:
+        u = self.sessions["sut"]
+        cpu = cpu if cpu is not None else self.placement.sut_cpus[0]
+        handle = u.call("start", tool="injector", cpu=cpu, busy_ms=busy_ms, every_ms=every_ms)["handle"]
+        return _Tool(u, handle, changes, f"stall injector on CPU {cpu}")
+
+    def profiler(self, changes, per_packet, duty) -> _Profiler:
+        u = self.sessions["sut"]
+        return _Profiler(u, u.call("start", tool="profiler", per_packet=per_packet, duty=duty,
+                                   avoid_cpus=self.placement.sut_cpus, timeout=120), changes)
+
+    # ---- reads -------------------------------------------------------------------
     def _reads(self, role: str, procfs_snapshot: bool = False) -> dict:
         if role == "traffic":
             names = [self.ports["gen_out"].iface.name, self.ports["sink_in"].iface.name]
             return self.sessions[role].call("reads", ifnames=names, ethtool=names[:1])
         names = [self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name]
         return self.sessions[role].call("reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
-                                        napi=names)
+                                        napi=names, forwarded=self.ip_version)
 
-    def _host_reads(self) -> dict:
-        """The local trial's before/after reads, from the host that has each."""
+    def host_reads(self) -> dict:
+        """This host's trial reads, from the host that has each."""
         t, u = self._reads("traffic"), self._reads("sut", procfs_snapshot=True)
         names = {r: self.ports[r].iface.name for r in ("gen_out", "sink_in", "sut_in", "sut_out")}
         links = {"gen": t["links"][names["gen_out"]], "sut_in": u["links"][names["sut_in"]],
                  "sut_out": u["links"][names["sut_out"]], "sink": t["links"][names["sink_in"]]}
         return {"links": links, "ethtool_gen": t["ethtool"][names["gen_out"]], "qdisc_drops": u["qdisc_drops"],
-                "procfs": u["procfs"], "sut_netns_inode": u["netns_inode"], "sut_ifindex": u["ifindex"],
-                "sut_thread_runtime_ns": u.get("napi_runtime_ns") or {}}
+                "procfs": u["procfs"], "path_counters": u["path_counters"], "sut_netns_inode": u["netns_inode"],
+                "sut_ifindex": u["ifindex"], "sut_thread_runtime_ns": u.get("napi_runtime_ns") or {}}
 
-    def measure(self, spec: TrialSpec, progress: Callable[[float], None] | None = None) -> dict:
-        spec.validate(self.ip_version)
-        if spec.inject_busy_ms:
-            raise InputError("--inject-stall", "not yet on remote testbeds (docs/remote-hosts.md)")
-        t, u = self.sessions["traffic"], self.sessions["sut"]
-        warmup, window = spec.warmup_pkts, spec.window_pkts
-        total = warmup + window
-        expected_s = total / spec.rate_pps
-        # No request needs to reach the SUT while the window runs, so its lease
-        # is extended over the generator's expected run, and no further: a cut
-        # management link must still restore it within about its lease after
-        # the window (within lease + 10 s). Should the generator run late,
-        # the poll loop renews it once the window is over. The traffic host
-        # is polled all along and needs no extension.
-        u.call("lease", seconds=expected_s + LEASE_MARGIN_S)
-        p, v = self.placement, 0 if self.ip_version == 4 else 1
-        gen_cpus = list(spec.gen_cpus or [p.gen_cpu])  # one generator per CPU of the traffic host
-        sink = t.call("start", tool="sink", ifname=self.ports["sink_in"].iface.name, count=total, warmup=warmup,
-                      bin_pkts=timeline_bin_pkts(spec.rate_pps, total), streams=len(gen_cpus))["handle"]
-        sampler = probe = profiler = None
-        sut_names = [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
-        if spec.profile:  # the eBPF profiler on the SUT host, read at the window edges there
-            profiler = u.call("start", tool="profiler", per_packet=spec.profile_per_packet, duty=spec.profile_duty,
-                              avoid_cpus=p.sut_cpus, timeout=120)
-        if spec.sample_interval_s is not None:
-            sampler = u.call("start", tool="sampler", interval_s=spec.sample_interval_s, avoid_cpus=p.sut_cpus,
-                             links=[["sut_in", sut_names[0]], ["sut_out", sut_names[1]]],
-                             profiler=profiler["handle"] if profiler else None)["handle"]
-        probe_missing = None
-        if spec.stall_probe:
-            try:
-                probe = u.call("start", tool="stalls", cpus=sorted(p.sut_cpus), period_us=spec.stall_period_us,
-                               avoid_cpus=p.sut_cpus)["handle"]
-            except TestbedError as exc:
-                probe_missing = str(exc)
-        else:
-            probe_missing = "off (--no-stall-probe)"
-        before = self._host_reads()
-        gen_args = dict(ifname=self.ports["gen_out"].iface.name, anchor=self.applied["traffic"]["anchor"],
-                        src_mac=self.ports["gen_out"].iface.mac, dst_mac=self.ports["sut_in"].iface.mac,
-                        src_ip=ADDR["gen"][v], dst_ip=ADDR["sink"][v], rate_pps=spec.rate_pps, count=total,
-                        warmup=warmup, frame_bytes=spec.frame_bytes, flows=spec.flows, cpu=p.gen_cpu, cpus=gen_cpus,
-                        src_ips=spec.src_ips, src_ip_first=first_source(self.ip_version, ADDR["gen"][v], spec.src_ips))
-        gen_start = t.call("start", tool="gen", **gen_args)
-        gen, t_started = gen_start["handle"], gen_start["started_unix_s"]
-        started = t_started - t.clock["offset_s"]  # on the controller's clock
-        # The SUT's window edges on its own clock, sent during the warm-up:
-        # the agent takes them there and keeps them until `collect`.
-        at = t_started - t.clock["offset_s"] + u.clock["offset_s"] + spec.warmup_s
-        u.call("window", at_unix_s=[at, at + spec.duration_s], sampler=sampler,
-               profiler=profiler["handle"] if profiler else None)
-        renewed = time.time()
-        while t.call("poll", handle=gen)["running"]:
-            elapsed = time.time() - started
-            if elapsed > expected_s and time.time() - renewed > RENEW_S:  # past the window
-                u.call("lease", seconds=0)
-                renewed = time.time()
-            if progress:
-                progress(min(elapsed / expected_s, 1.0))
-            if elapsed > expected_s * OVERTIME_FACTOR + OVERTIME_S:
-                t.call("interrupt", handle=gen)
-                break
-            time.sleep(POLL_S)
-        report = t.call("wait", handle=gen, wait_s=5)["report"]
-        drained = t.call("drain", handle=sink)
-        timeline = t.call("timeline", handle=sink, sent=report["sent_pkts"], timeout=60)["timeline"]
-        edge_reads = u.call("collect")["window"]
-        stalls = u.call("read", handle=probe)["read"] if probe else {"missing": probe_missing}
-        series = u.call("stop", handle=sampler)["series"] if sampler else None
-        after = self._host_reads()
-        for handle, s in ((probe, u), (profiler and profiler["handle"], u), (sink, t), (gen, t)):
-            if handle:
-                s.call("stop", handle=handle)
-        late = edge_reads.get("late_ms", {})
+    def window(self, at_unix_s, sampler, profiler) -> None:
+        """The SUT's window edges on its own clock, sent during the warm-up:
+        the agent takes them there and keeps them until `collect`."""
+        u = self.sessions["sut"]
+        u.call("window", at_unix_s=[at + u.clock["offset_s"] for at in at_unix_s],
+               sampler=sampler.handle if sampler else None, profiler=profiler.handle if profiler else None)
+
+    def tick(self, past_window: bool) -> None:
+        if past_window and time.time() - self.renewed > RENEW_S:
+            self.sessions["sut"].call("lease", seconds=0)
+            self.renewed = time.time()
+
+    def window_reads(self) -> dict:
+        return self.sessions["sut"].call("collect")["window"]
+
+    # ---- what the raw trial records ----------------------------------------------
+    def _hosts(self) -> dict:
+        return {role: {"name": self.host_of[role], "address": self.inv.hosts[self.host_of[role]].address,
+                       **{k: v for k, v in self.sessions[role].hello["host"].items() if k != "sysctls"},
+                       "clock_offset_s": self.sessions[role].clock["offset_s"],
+                       "clock_uncertainty_s": self.sessions[role].clock["uncertainty_s"],
+                       "interfaces": self.applied[role]["facts"],
+                       "host_changes_applied": self.applied[role]["applied"]}
+                for role in ("traffic", "sut")}
+
+    def describe(self, spec, gen_cpus, src_ip, dst_ip, profiled, edges) -> dict:
+        p, t, u = self.placement, self.sessions["traffic"], self.sessions["sut"]
+        ids = []
+        if profiled:  # how the profiler's kernel records name the SUT's interfaces
+            r = self._reads("sut")
+            ids = [[r["netns_inode"], r["ifindex"][self.ports[role].iface.name],
+                    f"{role} ({self.host_of['sut']}/{self.ports[role].iface.name})"] for role in ("sut_in", "sut_out")]
+        late = edges.get("late_ms", {})
         skew_ms = (t.clock["uncertainty_s"] + u.clock["uncertainty_s"]) * 1e3 + max(late.values(), default=0.0)
-        raw = self._raw(spec, report, drained, timeline, stalls, before, after, edge_reads, series, started, skew_ms)
-        if profiler:
-            raw["profile"] = {"reads": {"start": profiler["start"], "window_start": edge_reads.get("profile_start"),
-                                        "window_end": edge_reads.get("profile_end")},
-                              **{k: profiler[k] for k in ("plan", "events", "drop_reasons", "duty", "period_ms")}}
-            raw["testbed"]["interface_ids"] = [[before["sut_netns_inode"], before["sut_ifindex"][self.ports[r].iface.name],
-                                                f"{r} ({self.host_of['sut']}/{self.ports[r].iface.name})"]
-                                               for r in ("sut_in", "sut_out")]
-        return json.loads(json.dumps(raw))
+        testbed = {"sut": self.sut, "ip_version": self.ip_version, "run_id": self.name,
+                   "placement": {"gen_cpu": gen_cpus[0], "sut_cpus": p.sut_cpus, "sink_cpu": None,
+                                 "steering": p.steering, **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
+                   "src_ip_first": src_ip, **({"dst_ip_first": dst_ip} if dst_ip else {}),
+                   "sink_ifname": self.sink_ifname(False), "napi_thread_cpus": {}, "interface_ids": ids,
+                   "remote": {"testbed": self.name, "inventory": self.inv.source,
+                              "hosts": {r: self.host_of[r] for r in ("traffic", "sut")}}}
+        sut_host = u.hello["host"]
+        return {"testbed": testbed, "host": {"cpu_freq_hz": sut_host["cpu_freq_hz"], "sysctls": sut_host["sysctls"]},
+                "other_runs": [], "window_skew_ms": skew_ms, "hosts": self._hosts()}
 
-    def _raw(self, spec, gen, drained, timeline, stalls, before, after, edges, series, started, skew_ms) -> dict:
-        p = self.placement
-        hosts = {role: {"name": self.host_of[role], "address": self.inv.hosts[self.host_of[role]].address,
-                        **{k: v for k, v in self.sessions[role].hello["host"].items() if k != "sysctls"},
-                        "clock_offset_s": self.sessions[role].clock["offset_s"],
-                        "clock_uncertainty_s": self.sessions[role].clock["uncertainty_s"],
-                        "interfaces": self.applied[role]["facts"],
-                        "host_changes_applied": self.applied[role]["applied"]}
-                 for role in ("traffic", "sut")}
-        sut_host = self.sessions["sut"].hello["host"]
-        raw = {
-            "raw_schema_version": RAW_SCHEMA_VERSION,
-            "spec": asdict(spec),
-            "testbed": {"sut": self.sut, "ip_version": self.ip_version, "run_id": self.name,
-                        "placement": {"gen_cpu": p.gen_cpu, "sut_cpus": p.sut_cpus, "sink_cpu": None,
-                                      "steering": p.steering,
-                                      **({"gen_cpus": spec.gen_cpus} if len(spec.gen_cpus or []) > 1 else {})},
-                        "src_ip_first": first_source(self.ip_version, ADDR["gen"][0 if self.ip_version == 4 else 1],
-                                                     spec.src_ips),
-                        "sink_ifname": self.ports["sink_in"].iface.name,
-                        "napi_thread_cpus": {}, "interface_ids": [],
-                        "remote": {"testbed": self.name, "inventory": self.inv.source,
-                                   "hosts": {r: self.host_of[r] for r in ("traffic", "sut")}}},
-            "host": {"cpu_freq_hz": sut_host["cpu_freq_hz"], "sysctls": sut_host["sysctls"]},
-            "started_unix_s": started,
-            "generator": gen, "sink": drained["counts"], "drain_s": drained["drain_s"],
-            "sink_timeline": timeline, "stalls": stalls, "injected_stalls": None,
-            "before": before, "after": after,
-            "window": {"start": edges.get("start"), "end": edges.get("end")},
-            "window_skew_ms": skew_ms,
-            "other_runs": [],
-            "series": series, "profile": None,
-            "hosts": hosts,
-        }
-        raw["provenance"] = provenance(None, spec=asdict(spec), sut=self.sut, testbed=self.name)
-        raw["provenance"]["hosts"] = hosts
-        return raw
-
-
-def run_remote_trial(tb: RemoteTestbed, spec: TrialSpec, progress: Callable[[float], None] | None = None,
-                     keep_raw: bool = False, path: dict | None = None) -> dict:
-    """measure on the hosts + evaluate here: campaign.trial.run_trial's twin."""
-    from softnet.analysis.trial_eval import evaluate
-
-    raw = tb.measure(spec, progress)
-    if path is not None:
-        raw["path"] = path
-    result = evaluate(raw, spec).to_dict()
-    result["hosts"] = raw["hosts"]
-    result["window_skew_ms"] = raw["window_skew_ms"]
-    if keep_raw:
-        result["raw_trial"] = raw
-    return result
+    def provenance(self, spec, trial_changes: HostChanges) -> dict:
+        prov = provenance(None, spec=asdict(spec), sut=self.sut, testbed=self.name)
+        prov["hosts"] = self._hosts()
+        return prov

@@ -26,8 +26,9 @@ def run_in(ns: str | None, argv: list[str], **kw) -> str:
     return in_netns(ns, argv, **kw) if ns else run(argv, **kw)
 
 
-def read_ns_file(ns: str, path: str) -> str:
-    return in_netns(ns, ["cat", path]).strip()
+def read_ns_file(ns: str | None, path: str) -> str:
+    """A file as namespace ns sees it (None: this process's own)."""
+    return run_in(ns, ["cat", path]).strip()
 
 
 def write_ns_file(ns: str, path: str, value: str) -> None:

@@ -21,9 +21,9 @@ OPS = {
     "sysctl": ("key", "old"), "file": ("path", "old"), "affinity": ("pid", "old"),
     "kill": ("pid",), "link_del": ("ifname",), "link_state": ("ifname", "up"),
     "addr_del": ("ifname", "address", "prefixlen"), "neigh_del": ("ifname", "dst"),
-    "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",),
+    "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",), "route_del": ("ifname", "dst"),
 }
-NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off"}
+NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off", "route_del"}
 NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/sys/devices/virtual/net/")
 
 
@@ -155,6 +155,7 @@ UNDO = {
     "addr_del": lambda e: _netlink(e, lambda ipr, i: ipr.addr("del", index=i, address=e["address"],
                                                                prefixlen=e["prefixlen"])),
     "neigh_del": lambda e: _netlink(e, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=e["dst"])),
+    "route_del": lambda e: _netlink(e, lambda ipr, i: ipr.route("del", dst=e["dst"], oif=i)),
     "ethtool_features": _ethtool,
     "xdp_off": _xdp_off,
 }

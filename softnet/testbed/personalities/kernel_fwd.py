@@ -27,12 +27,17 @@ class L3Forwarding(Personality):
         tb.add_route("sut", str(DST_RANGE[self.ip_version]), ADDR["sink"][v], "sut_out")
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
-        """What the kernel's IP stack routed onwards (every packet, when the path is the stack's)."""
-        from softnet.testbed.personalities.nsread import forw_datagrams, forw_datagrams6
+        return forwarded(self.ip_version, tb.ns["sut"])
 
-        if self.ip_version == 6:
-            return {"ip6_out_forw_datagrams": forw_datagrams6(tb.ns["sut"])}
-        return {"ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
+
+def forwarded(ip_version: int, ns: str | None) -> dict[str, int]:
+    """What the kernel's IP stack routed onwards (every packet, when the path
+    is the stack's), in namespace ns (None: this process's own, a real host's)."""
+    from softnet.testbed.personalities.nsread import forw_datagrams, forw_datagrams6
+
+    if ip_version == 6:
+        return {"ip6_out_forw_datagrams": forw_datagrams6(ns)}
+    return {"ip_forw_datagrams": forw_datagrams(ns)}
 
 
 class Ipv4Fwd(L3Forwarding):

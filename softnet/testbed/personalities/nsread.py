@@ -11,7 +11,7 @@ from softnet.errors import TestbedError
 from softnet.tools import hostcmd
 
 
-def snmp(ns: str, group: str = "Ip") -> dict[str, int]:
+def snmp(ns: str | None, group: str = "Ip") -> dict[str, int]:
     """One group of /proc/net/snmp as the namespace sees it (``ip netns exec``
     gives cat the namespace's /proc/net)."""
     lines = [l.split() for l in hostcmd.read_ns_file(ns, "/proc/net/snmp").splitlines() if l.startswith(group + ":")]
@@ -20,12 +20,12 @@ def snmp(ns: str, group: str = "Ip") -> dict[str, int]:
     return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
 
 
-def forw_datagrams(ns: str) -> int:
+def forw_datagrams(ns: str | None) -> int:
     """Ip ForwDatagrams: packets the namespace's IPv4 stack routed onwards."""
     return snmp(ns)["ForwDatagrams"]
 
 
-def forw_datagrams6(ns: str) -> int:
+def forw_datagrams6(ns: str | None) -> int:
     """Ip6OutForwDatagrams: packets the namespace's IPv6 stack routed onwards."""
     for line in hostcmd.read_ns_file(ns, "/proc/net/snmp6").splitlines():
         key, _, val = line.partition(" ")

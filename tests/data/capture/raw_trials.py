@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import softnet.campaign.trial as trial_mod  # noqa: E402
 from softnet.analysis.trial_eval import evaluate  # noqa: E402
 from softnet.campaign.trial import TrialSpec, measure  # noqa: E402
+from softnet.hosts.this_host import ThisHost  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 
@@ -76,7 +77,7 @@ def capture(name: str) -> None:
         if name.endswith("interrupted"):
             trial_mod.OVERTIME_FACTOR, trial_mod.OVERTIME_S = 0.2, 0.0
         try:
-            raw = measure(tb, ep, spec, ch, exact_pkts=EXACT_PKTS.get(name, 0))
+            raw = measure(ThisHost(tb, ep, ch), spec, exact_pkts=EXACT_PKTS.get(name, 0))
         finally:
             trial_mod.OVERTIME_FACTOR, trial_mod.OVERTIME_S = overtime
     result = evaluate(raw, spec).to_dict()

@@ -10,7 +10,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from softnet.campaign.trial import drain_sink  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts  # noqa: E402
@@ -36,7 +35,7 @@ def capture(name: str) -> None:
             sink = Sink(tc, ep.sink_ns, ep.sink_if, total, warmup, bin_pkts=timeline_bin_pkts(rate, total))
             gen = GeneratorJob.start(tc, ep, rate, total, warmup, 64, 1, tb.placement.gen_cpu).wait(
                 timeout=total / rate * 2 + 10)
-            counts, _ = drain_sink(sink)
+            counts, _ = sink.drain()
             timeline = sink.timeline(gen["sent_pkts"])
     for part, doc in (("generator", gen), ("sink", counts), ("timeline", timeline)):
         (OUT / f"{name}.{part}.json").write_text(json.dumps(doc) + "\n")

@@ -1,0 +1,185 @@
+"""This host's testbed (network namespaces and veth) as a trial's pieces
+(softnet.hosts.trial_hosts): the tools run here, in-process or as child
+processes, and the window edges are read by the trial's poll loop."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
+from softnet.analysis.loss_time import cpu_roles
+from softnet.collect import procfs
+from softnet.collect.profiler import Profiler
+from softnet.collect.sampler import KernelSampler
+from softnet.collect.stalls import StallProbe
+from softnet.errors import InputError
+from softnet.hosts.trial_hosts import EdgeSchedule, GenPlan, SinkShape
+from softnet.provenance import provenance
+from softnet.testbed.local import Endpoints, LocalTestbed
+from softnet.testbed.stall_inject import StallInjector
+from softnet.tools.changes import NAME_PREFIX, HostChanges
+from softnet.traffic.native import GeneratorGroup, Sink
+
+NETNS_DIR = Path("/run/netns")
+
+
+def other_runs(run_id: str) -> set[str]:
+    """Run ids of other softnet testbeds on this host (their namespaces): a
+    trial that overlaps one shares the CPUs with it."""
+    if not NETNS_DIR.is_dir():
+        return set()
+    ids = {p.name[len(NAME_PREFIX):].split("-")[0] for p in NETNS_DIR.iterdir() if p.name.startswith(NAME_PREFIX)}
+    return ids - {run_id}
+
+
+class _Generators:
+    """A generator group and when it began sending (several generators
+    start together at their common t0, a little after they are started)."""
+
+    def __init__(self, group: GeneratorGroup, started_unix_s: float):
+        self.group, self.started_unix_s = group, started_unix_s
+
+    def running(self) -> bool:
+        return self.group.running()
+
+    def interrupt(self) -> None:
+        self.group.interrupt()
+
+    def wait(self, timeout: float) -> dict:
+        return self.group.wait(timeout)
+
+
+class _Sampler:
+    def __init__(self, sampler: KernelSampler):
+        self.sampler, self.done = sampler, False
+
+    def sample_now(self, name: str) -> None:
+        self.sampler.sample_now(name)
+
+    def stop(self) -> None:
+        if not self.done:
+            self.done = True
+            self.sampler.__exit__(None, None, None)
+
+    def finish(self) -> dict:
+        self.stop()
+        return self.sampler.series.to_json()
+
+
+class ThisHost:
+    """A built LocalTestbed and its endpoints; ``changes``: the testbed's
+    registry (the trial's own pieces go to the trial's)."""
+
+    poll_s = 0.05
+
+    def __init__(self, tb: LocalTestbed, ep: Endpoints, changes: HostChanges):
+        self.tb, self.ep, self.changes = tb, ep, changes
+        self.sut, self.ip_version = tb.sut, tb.ip_version
+        self.edges = EdgeSchedule()
+        self.others: set[str] = set()
+
+    # ---- before the trial ----------------------------------------------------
+    def check(self, spec) -> None:
+        if spec.bidirectional and self.tb.reverse_ep is None:
+            raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
+
+    def generator_cpus(self, spec) -> list[int]:
+        """One generator per CPU: spec.gen_cpus, else the placement's gen_cpu;
+        CPUs this host does not have are refused."""
+        if spec.gen_cpus is None:
+            return [self.tb.placement.gen_cpu]
+        online = sorted(os.sched_getaffinity(0))
+        bad = [c for c in spec.gen_cpus if c not in online]
+        if bad:
+            raise InputError("gen_cpus", f"CPU {bad[0]} does not exist or is not usable; accepted: {online}")
+        return list(spec.gen_cpus)
+
+    def _ep(self, reverse: bool) -> Endpoints:
+        return self.tb.reverse_ep if reverse else self.ep
+
+    def endpoints(self, reverse: bool) -> tuple[str, str]:
+        ep = self._ep(reverse)
+        return ep.src_ip, ep.dst_ip
+
+    def begin(self, expected_s: float) -> None:
+        self.others = other_runs(self.tb.run_id)
+
+    # ---- the pieces ----------------------------------------------------------------
+    def sink(self, changes, reverse, count, warmup, exact, bin_pkts, streams, shape: SinkShape) -> Sink:
+        ep = self._ep(reverse)
+        return Sink(changes, ep.sink_ns, ep.sink_if, count, warmup, exact, bin_pkts=bin_pkts, streams=streams,
+                    flows=shape.flows, mix=shape.mix, dst_ports=shape.dst_ports)
+
+    def generators(self, changes, reverse, plan: GenPlan) -> _Generators:
+        started = time.time()
+        group = GeneratorGroup.start(changes, self._ep(reverse), plan.rate_pps, plan.count, plan.warmup,
+                                     plan.frame_bytes, plan.flows, plan.cpus, src_ips=plan.src_ips,
+                                     src_ip=plan.src_ip, shape=plan.shape)
+        if group.t0_ns:
+            started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
+        return _Generators(group, started)
+
+    def sampler(self, changes, interval_s, profiler) -> _Sampler:
+        """The kernel statistics sampler, pinned away from the SUT's CPUs."""
+        s = _Sampler(KernelSampler(interval_s, avoid_cpus=self.tb.placement.sut_cpus,
+                                   links=self.tb.sample_links()).__enter__())
+        changes.record("kernel sampler", s.stop)
+        if profiler is not None:
+            s.sampler.add_source("ebpf", profiler.series_values)  # the profiler's times at every sample too
+        return s
+
+    def data_path_cpus(self, gen_cpus: list[int]) -> list[int]:
+        return sorted(cpu_roles({**asdict(self.tb.placement), "gen_cpus": gen_cpus}))
+
+    def stall_probe(self, changes, cpus, period_us) -> StallProbe:
+        return StallProbe(changes, cpus, period_us=period_us, avoid_cpus=self.tb.placement.sut_cpus)
+
+    def injector(self, changes, cpu, busy_ms, every_ms) -> StallInjector:
+        return StallInjector(changes, cpu if cpu is not None else self.tb.placement.sut_cpus[0], busy_ms, every_ms)
+
+    def profiler(self, changes, per_packet, duty) -> Profiler:
+        return Profiler(changes, per_packet, duty, avoid_cpus=self.tb.placement.sut_cpus)
+
+    # ---- reads ---------------------------------------------------------------------
+    def host_reads(self) -> dict:
+        tb = self.tb
+        return {"links": tb.link_stats(), "ethtool_gen": tb.ethtool_stats("gen"), "qdisc_drops": tb.qdisc_drops(),
+                "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb),
+                "sut_thread_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for pid in tb.sut_threads()}}
+
+    def window(self, at_unix_s, sampler, profiler) -> None:
+        self.edges.arm(at_unix_s, sampler, profiler)
+
+    def tick(self, past_window: bool) -> None:
+        self.edges.run_due()
+
+    def window_reads(self) -> dict:
+        return self.edges.collect()
+
+    # ---- what the raw trial records ---------------------------------------------
+    def describe(self, spec, gen_cpus, src_ip, dst_ip, profiled, edges) -> dict:
+        tb, p = self.tb, self.tb.placement
+        self.others |= other_runs(tb.run_id)
+        testbed = {"sut": tb.sut, "ip_version": tb.ip_version, "run_id": tb.run_id,
+                   # several generators: gen_cpu is the first stream's (the merged report's "cpu")
+                   "placement": {"gen_cpu": gen_cpus[0], "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu,
+                                 "steering": p.steering, **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
+                   "src_ip_first": src_ip, **({"dst_ip_first": dst_ip} if dst_ip else {}),
+                   "sink_ifname": tb.ifs["sink"],
+                   # observed after the trial: the CPU each NAPI kthread last ran on
+                   "napi_thread_cpus": {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids}
+                                        for dev, pids in tb.napi_threads.items()},
+                   "interface_ids": [[ino, idx, name] for (ino, idx), name in tb.interface_ids().items()]
+                   if profiled else []}
+        return {"testbed": testbed, "host": {"cpu_freq_hz": cpu_freq_hz(), "sysctls": host_sysctls()},
+                "other_runs": sorted(self.others)}
+
+    def sink_ifname(self, reverse: bool) -> str:
+        return self._ep(reverse).sink_if
+
+    def provenance(self, spec, trial_changes: HostChanges) -> dict:
+        prov = provenance(self.changes, spec=asdict(spec), sut=self.tb.sut)
+        prov["host_changes_applied"] += trial_changes.applied
+        return prov

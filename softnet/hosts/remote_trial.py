@@ -286,5 +286,6 @@ class RemoteTestbed:
 
     def provenance(self, spec, trial_changes: HostChanges) -> dict:
         prov = provenance(None, spec=asdict(spec), sut=self.sut, testbed=self.name)
+        prov["host_changes_applied"] = list(trial_changes.applied)  # the trial's own pieces, on their hosts
         prov["hosts"] = self._hosts()
         return prov

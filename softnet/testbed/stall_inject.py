@@ -11,6 +11,7 @@ outlives softnet).
 """
 from __future__ import annotations
 
+import os
 import subprocess
 
 from softnet.errors import TestbedError
@@ -21,6 +22,16 @@ from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
 def describe(cpu: int, busy_ms: float, every_ms: float, priority: int, pid: int | None = None) -> str:
     who = f", pid {pid}" if pid is not None else ""
     return f"stall injector: CPU {cpu}, {busy_ms:g} ms every {every_ms:g} ms (SCHED_FIFO {priority}{who})"
+
+
+def _allow(cpu: int) -> None:
+    """In the child: its CPU within reach, though the parent is kept off it
+    (a remote agent runs on its host's housekeeping CPUs); an offline CPU is
+    left for softnet-inject to name."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        pass
 
 
 class StallInjector:
@@ -43,7 +54,7 @@ class StallInjector:
         changes.record(what, self.close)  # before it exists: no leak window
         change = changes.changes[-1]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, preexec_fn=lambda: _allow(cpu))
         # the record names the process, as a generator's does
         named = describe(cpu, busy_ms, every_ms, priority, self.proc.pid)
         change.what = named

@@ -1,0 +1,137 @@
+"""One trial procedure on two kinds of hosts: each case runs against this
+host's namespaces and against emulated inventory hosts (each host a network
+namespace with its own sshd, driven by its agent over SSH), with the same
+spec and the same checks. One kernel under both, so these prove that every
+feature reaches the hosts and comes back typed the same, not SUT numbers."""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from softnet.campaign.trial import trial
+from softnet.hosts import inventory as inv_mod
+from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed
+from softnet.hosts.this_host import ThisHost
+from softnet.results import shapes
+from softnet.results.trial import TrialSpec
+from softnet.testbed.local import LocalTestbed, Placement
+from softnet.tools.changes import HostChanges
+from tests.conftest import host_state, wait_host_state
+
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
+KINDS = ["this-host", "inventory"]
+
+
+@pytest.fixture(scope="module")
+def inventory():
+    """One emulated testbed (tg, dut); the host is as it was after."""
+    from softnet.testbed.emulated_hosts import EmulatedHosts
+
+    before = host_state()
+    with HostChanges() as changes:
+        path = EmulatedHosts(changes, testbeds=1).build()
+        yield inv_mod.load(path)
+    assert not changes.undo_errors
+    assert wait_host_state(before) == before
+
+
+@pytest.fixture
+def hosts_of(request, inventory):
+    """hosts_of(kind, sut, bidirectional) -> a context giving the trial's hosts."""
+    @contextlib.contextmanager
+    def build(kind: str, sut: str = "ipv4-fwd", bidirectional: bool = False):
+        if kind == "inventory":
+            with RemoteTestbed(inventory, "tb1", sut, RemotePlacement(gen_cpu=0, sut_cpus=[1]),
+                               bidirectional=bidirectional) as tb:
+                yield tb
+            return
+        with HostChanges() as changes:
+            tb = LocalTestbed(changes, sut, Placement(gen_cpu=0, sut_cpus=[1]), bidirectional=bidirectional)
+            yield ThisHost(tb, tb.build(), changes)
+    return build
+
+
+def run(hosts_of, kind: str, spec: TrialSpec, sut: str = "ipv4-fwd") -> dict:
+    with hosts_of(kind, sut, spec.bidirectional) as hosts:
+        return trial(hosts, spec, keep_raw=True)
+
+
+def forwarded(r: dict, v: int = 4) -> int:
+    return r["path_counters"]["ip6_out_forw_datagrams" if v == 6 else "ip_forw_datagrams"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("sut, size", [("ipv4-fwd", 64), ("ipv6-fwd", 86)])
+def test_constant_traffic(hosts_of, kind, sut, size):
+    spec = TrialSpec(rate_pps=40e3, duration_s=0.5, warmup_s=0.2, frame_bytes=size, sample_interval_s=0.25)
+    r = run(hosts_of, kind, spec, sut)
+    raw = r["raw_trial"]
+    assert r["sent_pkts"] == spec.window_pkts
+    assert r["received_pkts"] > 0.9 * spec.window_pkts, r["flags"]
+    # the SUT's kernel routed every packet it received (warm-up included): the path counter proves the path
+    sent_all = raw["generator"]["sent_pkts"]
+    assert 0.9 * sent_all <= forwarded(r, 6 if sut == "ipv6-fwd" else 4) <= sent_all
+    assert raw["window"]["start"] and raw["window"]["end"]
+    assert r["kernel_samples"]
+    assert ("hosts" in r) == (kind == "inventory")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_imix_flows_and_destinations(hosts_of, kind):
+    spec = TrialSpec(rate_pps=40e3, duration_s=0.5, warmup_s=0.2, mix="imix", flows=4, dst_ips=4, dst_ports=2,
+                     sample_interval_s=None)
+    r = run(hosts_of, kind, spec)
+    raw = r["raw_trial"]
+    assert raw["generator"]["mix"] == shapes.IMIX
+    sizes = {int(s): n for s, n in raw["sink"]["size_pkts"].items()}
+    assert set(sizes) == {64, 570, 1518} and sum(sizes.values()) == r["received_pkts"]
+    assert r["flow_counts"]["flows"] == 32 and r["flow_counts"]["sum_pkts"] == r["received_pkts"]
+    assert r["received_pkts"] > 0.9 * spec.window_pkts, r["flags"]
+    assert raw["testbed"]["dst_ip_first"] == "198.19.128.1"  # routed towards the sink by the SUT
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_poisson_arrivals(hosts_of, kind):
+    spec = TrialSpec(rate_pps=30e3, duration_s=0.5, warmup_s=0.2, arrivals="poisson", seed=7,
+                     sample_interval_s=None)
+    r = run(hosts_of, kind, spec)
+    assert r["arrivals"] == "poisson" and r["traffic_shape"]["seed"] == 7
+    assert r["sent_pkts"] == spec.window_pkts and r["received_pkts"] > 0.9 * spec.window_pkts, r["flags"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_both_directions(hosts_of, kind):
+    spec = TrialSpec(rate_pps=40e3, duration_s=0.5, warmup_s=0.2, flows=4, bidirectional=True,
+                     sample_interval_s=None, stall_probe=False)
+    r = run(hosts_of, kind, spec)
+    raw = r["raw_trial"]
+    f, b = r["directions"]["forward"], r["directions"]["reverse"]
+    assert f["sent_pkts"] == b["sent_pkts"] == spec.one_direction().window_pkts
+    assert f["received_pkts"] > 0.9 * f["sent_pkts"] and b["received_pkts"] > 0.9 * b["sent_pkts"], r["flags"]
+    both = raw["generator"]["sent_pkts"] + raw["reverse"]["generator"]["sent_pkts"]
+    assert 0.9 * both <= forwarded(r) <= both  # routed by the SUT, both ways
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
+    """The injector takes the SUT's CPU 3 ms every 100 ms; the trial records
+    the stalls it made, and the probe on the SUT host sees the data path's CPU."""
+    spec = TrialSpec(rate_pps=20e3, duration_s=1.0, warmup_s=0.2, sample_interval_s=None, inject_busy_ms=3,
+                     inject_every_ms=100)
+    r = run(hosts_of, kind, spec)
+    raw = r["raw_trial"]
+    inj = raw["injected_stalls"]
+    assert inj["cpu"] == 1 and inj["stalls_total"] >= 5
+    assert "missing" not in raw["stalls"] and "1" in {str(c) for c in raw["stalls"]["timers_per_cpu"]}
+    assert any("stall injector" in c for c in r["provenance"]["host_changes_applied"])
+
+
+def test_same_result_fields_on_both(hosts_of):
+    spec = TrialSpec(rate_pps=30e3, duration_s=0.4, warmup_s=0.1, sample_interval_s=0.2, profile=True)
+    local, remote = (run(hosts_of, kind, spec) for kind in KINDS)
+    assert set(local) <= set(remote), set(local) - set(remote)
+    assert set(remote) - set(local) == {"hosts", "window_skew_ms"}
+    assert set(local["raw_trial"]) <= set(remote["raw_trial"])
+    assert local["profile"]["stages"] and remote["profile"]["stages"]

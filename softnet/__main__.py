@@ -1,3 +1,3 @@
-from softnet.cli.main import main
+from softnet.cli.entry import main
 
 main()

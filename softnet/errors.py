@@ -21,3 +21,14 @@ class TestbedError(SoftnetError):
     """The host could not be set up or a tool failed; changes are undone."""
 
     __test__ = False  # not a pytest test class
+
+
+class HostNotRestored(TestbedError):
+    """An undo step failed: the host is not as it was. The message lists the
+    failed steps; `softnet clean` tries what it can find again."""
+
+    exit_code = 3
+
+    def __init__(self, errors: list[str]):
+        self.errors = list(errors)
+        super().__init__("host not restored: " + "; ".join(self.errors) + " (run `softnet clean --check`)")

@@ -19,7 +19,7 @@ from softnet.campaign.trial import TrialSpec, run_trial
 os.environ.setdefault("SOFTNET_WAIT", "900")
 
 ROOT_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding", "net/core/netdev_max_backlog",
-                "net/core/rps_sock_flow_entries")
+                "net/core/rps_sock_flow_entries", "net/core/busy_poll", "net/core/busy_read")
 
 
 def host_state() -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from softnet.testbed.cleanup import processes_in
+from softnet.testbed.netns import processes_in
 from softnet.testbed.emulated_hosts import EmulatedHosts
 from softnet.testbed import lock
 from softnet.testbed.sshd import SSHD

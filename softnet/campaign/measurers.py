@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -100,7 +101,7 @@ class TestbedMeasurer:
                                    bidirectional=self.spec.traffic.bidirectional)
             self.ep = self.tb.build()
         except BaseException:
-            self.changes.__exit__(None, None, None)
+            self.changes.__exit__(*sys.exc_info())
             raise
         return self
 

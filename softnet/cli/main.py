@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import typer
 
@@ -38,15 +38,31 @@ def wide_option():
 
 def measuring(results: Path | None, wait: float, real: bool = True):
     """The testbed lock for a measuring run (softnet.testbed.lock); a simulated
-    SUT (``real`` false) touches no testbed and takes none."""
+    SUT (``real`` false) touches no testbed and takes none. Once it holds the
+    lock, what a killed run left on this host is restored first."""
     from softnet.testbed.lock import describe, testbed_lock
 
     if not wait >= 0:
         raise InputError("--wait", f"{wait} is not a number of seconds >= 0")
     if not real:
         return nullcontext()
-    return testbed_lock(results, wait, on_wait=lambda h: err_console.print(
-        f"waiting up to {wait:g} s for the testbed, in use by {describe(h)}", markup=False, highlight=False))
+    return _restoring(testbed_lock(results, wait, on_wait=lambda h: err_console.print(
+        f"waiting up to {wait:g} s for the testbed, in use by {describe(h)}", markup=False, highlight=False)))
+
+
+@contextmanager
+def _restoring(lock):
+    from softnet.testbed import cleanup
+
+    with lock as holder:
+        found = cleanup.find_leftovers()
+        if any(found.values()):  # only a dead run's: a live one holds the lock or owns its namespaces
+            errors = cleanup.clean()["journal_errors"]
+            what = [f"{len(v)} {k.replace('_', ' ')}" for k, v in found.items() if v]
+            err_console.print(f"restored what a killed run left: {', '.join(what)}", markup=False, highlight=False)
+            if errors:
+                raise SoftnetError("a killed run's changes could not be undone: " + "; ".join(errors))
+        yield holder
 
 
 def check_store(results: Path) -> None:

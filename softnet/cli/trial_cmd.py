@@ -9,10 +9,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from softnet.analysis.cpu_audit import by_context
 from softnet.cli.output import Col, console, count, eng, err_console, kv_table, pct, print_json, sci, table
-from softnet.errors import InputError
+from softnet.errors import HostNotRestored, InputError
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
-from softnet.campaign.trial import TrialSpec, run_trial
+from softnet.campaign.trial import TrialSpec, run_trial, trial
 from softnet.units import format_rate, parse_rate
 
 
@@ -163,16 +163,30 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
                      profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
     if raw_out is not None:
         check_writable(raw_out)
-    if remote is not None:
-        result = _remote(remote, sut, placement, spec, as_json)
-    else:
-        with HostChanges() as changes:
-            tb = LocalTestbed(changes, sut, placement,  # validates SUT and CPUs; touches nothing
-                              bidirectional=spec.bidirectional)
-            spec.validate(tb.ip_version)  # all input checked before the host is changed
-            ep = tb.build()
-            result = with_bar(lambda progress: run_trial(tb, ep, spec, changes, progress=progress, keep_raw=True),
-                              f"{sut} at {format_rate(spec.rate_pps)}", as_json)
+    what = f"{sut} at {format_rate(spec.rate_pps)}"
+    result: dict | None = None
+    not_restored = None
+    try:
+        if remote is not None:
+            tb = _remote_testbed(remote, sut, placement, spec)
+            with tb:
+                result = with_bar(lambda progress: trial(tb, spec, progress, keep_raw=True), f"{what} on {remote[1]}",
+                                  as_json)
+        else:
+            with HostChanges() as changes:
+                ltb = LocalTestbed(changes, sut, placement,  # validates SUT and CPUs; touches nothing
+                                   bidirectional=spec.bidirectional)
+                spec.validate(ltb.ip_version)  # all input checked before the host is changed
+                ep = ltb.build()
+                result = with_bar(lambda progress: run_trial(ltb, ep, spec, changes, progress=progress,
+                                                             keep_raw=True), what, as_json)
+    except HostNotRestored as exc:  # the trial ran but its teardown failed: shown flagged, then the error
+        if result is None:
+            raise
+        not_restored = exc
+        result["flags"] = [*result["flags"], "host_not_restored"]
+        result["valid"] = False
+        result["undo_errors"] = exc.errors
     raw = result.pop("raw_trial")
     if raw_out is not None:
         raw_out.write_text(json.dumps(raw) + "\n")
@@ -181,6 +195,8 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
         print_json(result)
     else:
         show(result, wide)
+    if not_restored is not None:
+        raise not_restored
     return result
 
 
@@ -195,20 +211,17 @@ def with_bar(fn, what: str, quiet: bool):
         return fn(lambda f: bar.update(task, completed=f))
 
 
-def _remote(remote: tuple[Path, str], sut: str, placement: Placement, spec: TrialSpec, as_json: bool) -> dict:
-    """The trial on an inventory's testbed: generator and sink on its traffic
-    host, the SUT on its SUT host, each restored when the trial ends."""
+def _remote_testbed(remote: tuple[Path, str], sut: str, placement: Placement, spec: TrialSpec):
+    """An inventory's testbed: generators and sinks on its traffic host, the
+    SUT on its SUT host, each restored when the trial ends."""
     from softnet.hosts.inventory import load
-    from softnet.campaign.trial import trial
     from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed
 
-    inv = load(remote[0])
-    tb = RemoteTestbed(inv, remote[1], sut, RemotePlacement(placement.gen_cpu, placement.sut_cpus,
-                                                            placement.steering), bidirectional=spec.bidirectional)
+    tb = RemoteTestbed(load(remote[0]), remote[1], sut, RemotePlacement(placement.gen_cpu, placement.sut_cpus,
+                                                                        placement.steering),
+                       bidirectional=spec.bidirectional)
     spec.validate(tb.ip_version)
-    with tb:
-        return with_bar(lambda progress: trial(tb, spec, progress, keep_raw=True),
-                        f"{sut} at {format_rate(spec.rate_pps)} on {remote[1]}", as_json)
+    return tb
 
 
 def check_writable(path: Path) -> None:

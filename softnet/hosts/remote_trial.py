@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from softnet.errors import InputError, TestbedError
+from softnet.errors import HostNotRestored, InputError, TestbedError
 from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, controller_id, open_sessions
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
@@ -142,10 +142,13 @@ class RemoteTestbed:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type=None, exc=None, tb=None) -> None:
         for role, s in self.sessions.items():
             self.undone[role] = s.close()
         self.sessions = {}
+        errors = [f"host {self.host_of[role]}: {e}" for role, u in self.undone.items() for e in u.get("errors", [])]
+        if errors and exc_type is None:  # an agent could not undo a change: never silent
+            raise HostNotRestored(errors)
 
     # ---- a trial's pieces (softnet.hosts.trial_hosts.TrialHosts) ----------------------
     poll_s = POLL_S

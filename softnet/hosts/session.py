@@ -177,7 +177,7 @@ class AgentSession:
             try:
                 out = self.call("bye", timeout=60)
             except TestbedError as exc:  # the agent undoes by itself on EOF or lease
-                out = {"errors": [str(exc)]}
+                out = {"lost": str(exc)}
         if self.conn is not None:
             try:
                 run(self._close(), 10)

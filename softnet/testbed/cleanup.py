@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import time
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -21,7 +19,7 @@ from pyroute2 import IPRoute
 from softnet.errors import SoftnetError
 from softnet.tools import journal
 from softnet.tools.changes import NAME_PREFIX
-from softnet.testbed.netns import OWNERS_DIR, remove_netns
+from softnet.testbed.netns import OWNERS_DIR, processes_in, remove_netns, stop_pids
 
 NETNS_DIR = Path("/run/netns")
 IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")
@@ -51,25 +49,6 @@ def stale_owner_files() -> list[Path]:
     return [p for p in OWNERS_DIR.glob("*.owner") if live_owner(f"{NAME_PREFIX}{p.stem}-x") is None]
 
 
-def processes_in(namespaces: list[str]) -> dict[int, str]:
-    """pid -> namespace, for processes whose network namespace is one of ours."""
-    inodes = {}
-    for name in namespaces:
-        try:
-            inodes[os.stat(NETNS_DIR / name).st_ino] = name
-        except OSError:
-            continue
-    found = {}
-    for ns_link in Path("/proc").glob("[0-9]*/ns/net"):
-        try:
-            ino = os.stat(ns_link).st_ino
-        except OSError:
-            continue
-        if ino in inodes:
-            found[int(ns_link.parts[2])] = inodes[ino]
-    return found
-
-
 def leftover_links() -> list[str]:
     """softnet-named interfaces in the root namespace whose run is gone (a live
     run's are not leftovers: emulated hosts put their management links there)."""
@@ -96,19 +75,6 @@ def find_leftovers() -> dict:
             "processes": {str(pid): ns for pid, ns in processes_in(namespaces).items()},
             "root_links": leftover_links(),
             "journals": stale_journals()}
-
-
-def stop_pids(pids: list[int], grace_s: float = 2.0) -> None:
-    """SIGTERM, then SIGKILL to what is left after ``grace_s``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.02)
 
 
 def clean() -> dict:

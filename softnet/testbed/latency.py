@@ -203,7 +203,8 @@ class LatencyTestbed(NetnsLab):
         """A host-wide sysctl (these are not per network namespace)."""
         path = Path("/proc/sys") / key.replace(".", "/")
         old = path.read_text().strip()
-        self.changes.record(f"sysctl {key}={value} (was {old}, host-wide)", lambda: path.write_text(old))
+        self.changes.journalled(f"sysctl {key}={value} (was {old}, host-wide)", "sysctl",
+                                lambda: path.write_text(old), key=key, old=old)
         path.write_text(value)
 
     def _hold_cstate_limit(self) -> None:

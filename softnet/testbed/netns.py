@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -159,8 +161,46 @@ class NetnsLab:
 
 
 def remove_netns(name: str) -> None:
+    """Stop every process still in the namespace (a SUT's daemon, a command
+    of a setup that hung), then remove it: a process would keep the
+    namespace alive, unnamed, where `softnet clean` no longer sees it."""
     if Path("/run/netns", name).exists():
+        stop_pids([pid for pid in processes_in([name]) if pid != os.getpid()])
         netns.remove(name)
+
+
+def processes_in(namespaces: list[str]) -> dict[int, str]:
+    """pid -> namespace, for processes whose network namespace is one of ours."""
+    inodes = {}
+    for name in namespaces:
+        try:
+            inodes[os.stat(Path("/run/netns", name)).st_ino] = name
+        except OSError:
+            continue
+    found = {}
+    for ns_link in Path("/proc").glob("[0-9]*/ns/net"):
+        try:
+            ino = os.stat(ns_link).st_ino
+        except OSError:
+            continue
+        if ino in inodes:
+            found[int(ns_link.parts[2])] = inodes[ino]
+    return found
+
+
+def stop_pids(pids: list[int], grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL to what is left after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 
 
 def napi_thread_pids(dev: str) -> list[int]:

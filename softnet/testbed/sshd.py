@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from softnet.errors import TestbedError
-from softnet.testbed.cleanup import processes_in, stop_pids
+from softnet.testbed.netns import processes_in, stop_pids
 from softnet.tools import hostcmd
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import terminate

@@ -14,6 +14,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable
 
+from softnet.errors import HostNotRestored
+
 log = logging.getLogger("softnet.changes")
 NAME_PREFIX = "sn-"
 
@@ -33,10 +35,36 @@ class HostChanges:
     changes: list[Change] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)  # provenance: every change ever made
     undo_errors: list[str] = field(default_factory=list)
+    # A signal's exception raised where Python swallows it (an at-fork hook,
+    # a __del__: "Exception ignored in ...") is raised again at the next
+    # change, or after the undo: a Ctrl-C is never lost.
+    signalled: int | None = None
 
     def record(self, what: str, undo: Callable[[], None]) -> None:
+        self._raise_signalled()
         self.changes.append(Change(what, undo))
         self.applied.append(what)
+
+    def _raise_signalled(self) -> None:
+        """Kept until the exception reaches __exit__."""
+        if self.signalled is not None:
+            raise KeyboardInterrupt() if self.signalled == signal.SIGINT else Terminated()
+
+    def journalled(self, what: str, op: str, undo: Callable[[], None], **args) -> None:
+        """A change softnet's namespaces do not hold (a host-wide sysctl, a
+        process outside them): recorded as above, and first in this process's
+        journal (softnet.tools.journal.this_process), so that a kill -9 leaves
+        `softnet clean` the undo data. Call before making the change."""
+        from softnet.tools import journal
+
+        own = journal.this_process()
+        i = own.record(what, op, **args)
+
+        def undo_then_mark() -> None:
+            undo()
+            own.done(i)
+
+        self.record(what, undo_then_mark)
 
     def undo_all(self) -> None:
         # Signals must not interrupt the undo itself: they wait for its end, then
@@ -67,7 +95,8 @@ class HostChanges:
             # inherit this handler; only the owner unwinds and undoes.
             if os.getpid() != owner:
                 os._exit(128 + signum)
-            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+            self.signalled = signum
+            self._raise_signalled()
 
         # Installed explicitly: a process started in the background by a
         # non-interactive shell inherits SIGINT ignored, and Ctrl-C must still
@@ -75,9 +104,14 @@ class HostChanges:
         self._old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.undo_all()
         finally:
             for sig, handler in self._old.items():
                 signal.signal(sig, handler)
+        if exc_type is not None and issubclass(exc_type, (KeyboardInterrupt, Terminated)):
+            self.signalled = None  # it reached us
+        self._raise_signalled()  # one that was swallowed on its way
+        if self.undo_errors and exc_type is None:  # a failed undo is never silent: the command exits non-zero
+            raise HostNotRestored(self.undo_errors)

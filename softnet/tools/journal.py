@@ -18,6 +18,7 @@ namespace the journal was written in (see replay()).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -238,6 +239,35 @@ def reaper_env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
 
 
+# ---- this process's own ----------------------------------------------------
+_own: "Journal | None" = None
+
+
+def this_process() -> "Journal":
+    """The journal of this softnet process's host-wide changes (a global sysctl,
+    a process outside the testbed's namespaces), opened on first use beside
+    the agents' journals: `softnet clean` replays it if this process is
+    killed, and a resumed run first does (softnet.testbed.cleanup)."""
+    global _own
+    if _own is None:
+        _own = Journal.open(agent_base() / f"local-{os.getpid()}",
+                            {"command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:3]))},
+                            replay_stale=True)
+        atexit.register(_close_own)
+    return _own
+
+
+def _close_own() -> None:
+    """At exit with nothing pending: the journal goes, and its folder with it."""
+    global _own
+    if _own is not None and _own.close():
+        with contextlib.suppress(OSError):
+            for f in _own.path.parent.iterdir():
+                f.unlink()
+            _own.path.parent.rmdir()
+        _own = None
+
+
 # ---- writing --------------------------------------------------------------
 class Journal:
     """The journal of one agent. record() before each change; undo_all() at the
@@ -313,6 +343,24 @@ class Journal:
             _append(self._fd, {"i": i, "op": op, "what": what, **args})
             self._next += 1
         return i
+
+    def done(self, i: int) -> None:
+        """Entry i was undone by its owner itself (as a run ends its pieces one
+        by one): nothing of it is left for a replay."""
+        with self._lock:
+            if self._fd is not None:
+                _append(self._fd, {"undone": i})
+
+    def close(self) -> bool:
+        """Close it if nothing is pending (kept as a done file); True if closed."""
+        with self._lock:
+            if self._fd is None or self.pending():
+                return self._fd is None
+            os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(FileNotFoundError):
+                _finish(self.path)
+            return True
 
     def pending(self) -> list[dict]:
         try:

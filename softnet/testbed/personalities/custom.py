@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,15 @@ class CustomTable(BaseModel):
         if self.setup is not None and self.script is not None:
             raise ValueError("give setup or script, not both")
         return self
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to the command's process group, then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def parse_table(data: Any, where: str) -> CustomTable:
@@ -125,16 +135,21 @@ class Custom(Personality):
     # ---- running commands ------------------------------------------------
     def _run(self, tb: "LocalTestbed", cmd: str, what: str, check: bool = True) -> str:
         argv = ["ip", "netns", "exec", tb.ns["sut"], "sh", "-c", cmd]
+        # its own process group: a command past its time is ended with all it started
+        proc = subprocess.Popen(argv, cwd=self.workdir, env={**os.environ, **env(tb)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            proc = subprocess.run(argv, cwd=self.workdir, env={**os.environ, **env(tb)}, capture_output=True,
-                                  text=True, timeout=self.table.timeout_s)
-        except subprocess.TimeoutExpired:
-            raise TestbedError(f"custom SUT {what} `{cmd}` did not finish in {self.table.timeout_s:g} s "
-                               "(testbed.custom.timeout_s)") from None
+            out, err = proc.communicate(timeout=self.table.timeout_s)
+        except BaseException as exc:  # the timeout, or Ctrl-C while it ran
+            _end_group(proc)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise TestbedError(f"custom SUT {what} `{cmd}` did not finish in {self.table.timeout_s:g} s "
+                                   "(testbed.custom.timeout_s)") from None
+            raise
         if check and proc.returncode != 0:
             raise TestbedError(f"custom SUT {what} `{cmd}` failed (exit {proc.returncode}) in {self.workdir}: "
-                               f"{proc.stderr.strip() or proc.stdout.strip() or 'no output'}")
-        return proc.stdout
+                               f"{err.strip() or out.strip() or 'no output'}")
+        return out
 
     def _teardown(self, tb: "LocalTestbed") -> None:
         errors = []

@@ -190,9 +190,17 @@ def diffs(before: dict[str, dict], now: dict[str, dict], mask=None) -> dict[str,
 
 
 # ---- one crash ---------------------------------------------------------------------
-def controller_argv(inventory: Path, duration_s: float) -> list[str]:
+def controller_argv(inventory: Path, duration_s: float, nic: str | None = None) -> list[str]:
     return [str(SOFTNET), "trial", "--inventory", str(inventory), "--testbed", "tb1", "--rate", "100kpps",
-            "--duration", f"{duration_s:g}", "--json"]
+            "--duration", f"{duration_s:g}", "--json", *(["--nic", nic] if nic else [])]
+
+
+def sut_channels(eh: EmulatedHosts) -> dict[str, str]:
+    """The SUT's first port's channels now (ethtool -l), as the NIC knobs set them."""
+    from softnet.tools import hostcmd, nic
+
+    text = hostcmd.in_netns(eh.ns_of("dut"), ["ethtool", "-l", "eth1"], check=False)
+    return nic.parse_ethtool("-l", text)[0]
 
 
 def error_text(stderr: str) -> str:
@@ -202,16 +210,18 @@ def error_text(stderr: str) -> str:
 
 def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng: random.Random,
             duration_s: float, lease_s: float, pool: ThreadPoolExecutor, workdir: Path,
-            cut_hosts: str = "both", victim: str | None = None) -> dict:
+            cut_hosts: str = "both", victim: str | None = None, nic: str | None = None) -> dict:
     """One trial crashed at at_s seconds after the controller started; see the
-    module doc. agent_kill kills the agent of ``victim`` (None: a random host)."""
+    module doc. agent_kill kills the agent of ``victim`` (None: a random host).
+    ``nic``: the trial's --nic knobs (the SUT's channels just before the
+    action are recorded: whether they were applied when it came)."""
     hosts = list(eh.hosts)
     before = snapshots(eh, pool)
     rec: dict = {"scenario": scenario, "at_s": round(at_s, 3)}
     out_path, err_path = workdir / "controller.out", workdir / "controller.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         t0 = time.monotonic()
-        ctl = subprocess.Popen(controller_argv(inventory, duration_s), stdin=subprocess.DEVNULL, stdout=out,
+        ctl = subprocess.Popen(controller_argv(inventory, duration_s, nic), stdin=subprocess.DEVNULL, stdout=out,
                                stderr=err, start_new_session=True, cwd=str(ROOT))
     seen_agents: dict[str, list[int]] = {h: [] for h in hosts}
     phases: dict[str, float] = {}  # first seen, s after the controller started: where the action fell
@@ -235,6 +245,8 @@ def run_one(eh: EmulatedHosts, inventory: Path, scenario: str, at_s: float, rng:
         note_phases()
         time.sleep(0.02)
     cut: list[str] = []
+    if nic:
+        rec["sut_channels_at_action"] = sut_channels(eh)
     if ctl.poll() is not None:
         rec["missed"] = f"the controller had ended ({ctl.returncode}) before the action"
         t_act = time.monotonic()
@@ -373,7 +385,7 @@ def wait_quiet(eh: EmulatedHosts, baseline: dict[str, dict], pool: ThreadPoolExe
 
 # ---- the benchmark ---------------------------------------------------------------------
 def run_scenario(scenario: str, repeats: int, lease_s: float, duration_s: float, at_range: tuple[float, float],
-                 rng: random.Random, cut_hosts: str) -> dict:
+                 rng: random.Random, cut_hosts: str, nic: str | None = None) -> dict:
     runs = []
     with HostChanges() as ch, ThreadPoolExecutor(4) as pool:
         eh = EmulatedHosts(ch, lease_s=lease_s)
@@ -396,7 +408,8 @@ def run_scenario(scenario: str, repeats: int, lease_s: float, duration_s: float,
                 print(f"{scenario} #{i}: hosts not at the baseline: {not_back[:3]}", flush=True)
                 continue
             at = ats[i] if not (runs and runs[-1].get("missed")) else rng.uniform(lo, hi)
-            rec = run_one(eh, inventory, scenario, at, rng, duration_s, lease_s, pool, eh.workdir, cut_hosts)
+            rec = run_one(eh, inventory, scenario, at, rng, duration_s, lease_s, pool, eh.workdir, cut_hosts,
+                          nic=nic)
             rec["repeat"] = i
             runs.append(rec)
             i += 0 if rec.get("missed") else 1
@@ -466,6 +479,8 @@ def main() -> None:
                    "(default 0.3,DURATION+2.7: from before the agents start to the window's end)")
     p.add_argument("--cut", choices=("both", "one"), default="both", help="mgmt_cut: both hosts or a random one")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--nic", default=None, help="the trials' NIC knobs, e.g. rx_channels=1,tx_channels=1 "
+                   "(the SUT's ports have two queues: the crash must give them back)")
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/restore.json")
     a = p.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
@@ -476,10 +491,10 @@ def main() -> None:
     scenarios = SCENARIOS if a.scenario == "all" else (a.scenario,)
     os.environ.setdefault("SOFTNET_WAIT", "3600")
     started = time.time()
-    results = [run_scenario(s, a.repeats, a.lease_s, a.duration, (lo, hi), rng, a.cut) for s in scenarios]
+    results = [run_scenario(s, a.repeats, a.lease_s, a.duration, (lo, hi), rng, a.cut, a.nic) for s in scenarios]
     summary = [summarize(r["scenario"], r["runs"], a.lease_s) for r in results]
     doc = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "seed": seed, "lease_s": a.lease_s,
-           "duration_s": a.duration, "at_range_s": [lo, hi], "cut": a.cut, "started_unix_s": started,
+           "duration_s": a.duration, "at_range_s": [lo, hi], "cut": a.cut, "nic": a.nic, "started_unix_s": started,
            "elapsed_s": round(time.time() - started, 1), "kernel": os.uname().release,
            "summary": summary, "scenarios": results}
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -45,13 +45,13 @@ def testbed():
         yield
 
 
-def crash(scenario: str, victim: str | None = None) -> dict:
+def crash(scenario: str, victim: str | None = None, nic: str | None = None) -> dict:
     with HostChanges() as ch, ThreadPoolExecutor(4) as pool:
         eh = EmulatedHosts(ch, lease_s=LEASE_S)
         inventory = eh.build()
         settled_snapshots(eh, pool)  # IPv6 link-local addresses past their duplicate detection
         rec = run_one(eh, inventory, scenario, AT_S, random.Random(0), DURATION_S, LEASE_S, pool, eh.workdir,
-                      victim=victim)
+                      victim=victim, nic=nic)
     assert not ch.undo_errors
     return rec
 
@@ -90,6 +90,20 @@ def test_agent_killed(testbed, host_unchanged, victim):
     assert_restored(rec)
     assert_failed_naming(rec, victim)
     assert "the agent ended" in rec["controller"]["error"]
+
+
+NIC = "rx_channels=1"  # the emulated SUT's ports have two receive queues each
+
+
+@crash_test
+@pytest.mark.parametrize("scenario, victim", [("controller_kill", None), ("agent_kill", "dut")])
+def test_nic_channels_are_given_back_after_a_kill(testbed, host_unchanged, scenario, victim):
+    """The channels knob is applied (journalled first) when the kill comes,
+    and the reaper (or the agent, its controller gone) gives the queues back:
+    the host snapshots, which hold ethtool -l, equal the ones before."""
+    rec = crash(scenario, victim, nic=NIC)
+    assert rec["sut_channels_at_action"] == {"rx": "1", "tx": "1"}, rec  # was rx 2
+    assert_restored(rec)
 
 
 @crash_test

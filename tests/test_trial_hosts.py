@@ -25,16 +25,22 @@ KINDS = ["this-host", "inventory"]
 
 
 @pytest.fixture(scope="module")
-def inventory():
+def emulated():
     """One emulated testbed (tg, dut); the host is as it was after."""
     from softnet.testbed.emulated_hosts import EmulatedHosts
 
     before = host_state()
     with HostChanges() as changes:
-        path = EmulatedHosts(changes, testbeds=1).build()
-        yield inv_mod.load(path)
+        eh = EmulatedHosts(changes, testbeds=1)
+        eh.build()
+        yield eh
     assert not changes.undo_errors
     assert wait_host_state(before) == before
+
+
+@pytest.fixture(scope="module")
+def inventory(emulated):
+    return inv_mod.load(emulated.inventory)
 
 
 @pytest.fixture
@@ -135,3 +141,51 @@ def test_same_result_fields_on_both(hosts_of):
     assert set(remote) - set(local) == {"hosts", "window_skew_ms"}
     assert set(local["raw_trial"]) <= set(remote["raw_trial"])
     assert local["profile"]["stages"] and remote["profile"]["stages"]
+
+
+# ---- NIC knobs on an inventory's SUT host ---------------------------------------
+def test_channels_applied_on_the_sut_host_and_given_back(emulated, inventory):
+    """The emulated SUT's ports have two receive queues: rx_channels = 1 is
+    journalled, applied, read back, recorded in the raw trial, and undone."""
+    from softnet.tools import hostcmd, nic
+
+    def channels() -> dict:
+        return nic.parse_ethtool("-l", hostcmd.in_netns(emulated.ns_of("dut"), ["ethtool", "-l", "eth1"]))[0]
+
+    assert channels() == {"rx": "2", "tx": "1"}
+    spec = TrialSpec(rate_pps=20e3, duration_s=0.3, warmup_s=0.1, sample_interval_s=None, stall_probe=False)
+    with RemoteTestbed(inventory, "tb1", nic={"rx_channels": 1}) as tb:
+        during = channels()
+        r = trial(tb, spec, keep_raw=True)
+    assert during == {"rx": "1", "tx": "1"} and channels() == {"rx": "2", "tx": "1"}
+    applied = r["raw_trial"]["testbed"]["nic"]
+    assert applied["sut_in"]["set"] == {"-L": {"rx": "1"}} and applied["sut_in"]["read_back"]["-L"]["rx"] == "1"
+    assert any("eth1: ethtool -L rx 1 (was rx 2)" in c for c in r["hosts"]["sut"]["host_changes_applied"])
+    assert r["received_pkts"] > 0.9 * spec.window_pkts, r["flags"]
+
+
+def test_a_knob_the_sut_host_refuses_names_knob_interface_and_driver(inventory):
+    from softnet.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        with RemoteTestbed(inventory, "tb1", nic={"rx_ring": 512}):
+            pass
+    assert err.value.field == "testbed.nic.rx_ring"
+    assert "host dut: eth1 (veth) does not take rx_ring; it takes: rx_channels, tx_channels" in err.value.message
+
+
+def test_inventory_check_lists_the_knobs_each_interface_takes(emulated):
+    import json
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    r = subprocess.run(softnet_cmd("inventory", "check", str(emulated.inventory), "--no-doctor", "--json"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    hosts = json.loads(r.stdout)["hosts"]
+    assert {f["name"]: f["nic_knobs"] for f in hosts["dut"]["interfaces"].values()} == {
+        "eth1": ["rx_channels", "tx_channels"], "eth2": ["rx_channels", "tx_channels"]}
+    r = subprocess.run(softnet_cmd("inventory", "check", str(emulated.inventory), "--no-doctor"),
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert "dut eth1 (veth) takes NIC knobs: rx_channels, tx_channels" in r.stdout, r.stdout

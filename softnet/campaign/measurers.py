@@ -98,7 +98,7 @@ class TestbedMeasurer:
             sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp)
                      for role, name in zip(("sut_in", "sut_out"), t.sides())}
             self.tb = LocalTestbed(self.changes, t.personality(), self.placement, sides,
-                                   bidirectional=self.spec.traffic.bidirectional)
+                                   bidirectional=self.spec.traffic.bidirectional, nic=t.nic.knobs())
             self.ep = self.tb.build()
         except BaseException:
             self.changes.__exit__(*sys.exc_info())
@@ -160,7 +160,7 @@ class RemoteMeasurer(TestbedMeasurer):
         t = self.spec.testbed
         self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement,
                                 wait_s=float(os.environ.get("SOFTNET_WAIT") or 0),
-                                bidirectional=self.spec.traffic.bidirectional).__enter__()
+                                bidirectional=self.spec.traffic.bidirectional, nic=t.nic.knobs()).__enter__()
         return self
 
     def __exit__(self, *exc):

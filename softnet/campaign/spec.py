@@ -32,6 +32,7 @@ Errors name the field path (`method.runs`) and what is accepted.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -66,6 +67,31 @@ class SideSpec(Strict):
     xdp: Literal["none", "pass"] = "none"
 
 
+class NicSpec(Strict):
+    """NIC knobs of the SUT's interfaces (softnet.tools.nic), each None when
+    left as the driver has it: rings (ethtool -G), channels (-L),
+    interrupt coalescing (-C) and IRQ affinity (PASTRAMI's unpinned,
+    pin-1cpu: both directions' interrupts on the first SUT CPU, pin-2cpu:
+    receive on the first, transmit on the second)."""
+
+    rx_ring: int | None = Field(None, ge=1, le=65536)
+    tx_ring: int | None = Field(None, ge=1, le=65536)
+    channels: int | None = Field(None, ge=1, le=1024)
+    rx_channels: int | None = Field(None, ge=1, le=1024)
+    tx_channels: int | None = Field(None, ge=1, le=1024)
+    rx_usecs: int | None = Field(None, ge=0, le=100_000)
+    tx_usecs: int | None = Field(None, ge=0, le=100_000)
+    rx_frames: int | None = Field(None, ge=0, le=65536)
+    tx_frames: int | None = Field(None, ge=0, le=65536)
+    adaptive_rx: bool | None = None
+    adaptive_tx: bool | None = None
+    irq_affinity: Literal["unpinned", "pin-1cpu", "pin-2cpu"] | None = None
+
+    def knobs(self) -> dict:
+        """The knobs set (knob -> value)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class TestbedSpec(Strict):
     __test__ = False
     # a SUT personality's spec string (softnet.testbed.personalities), e.g.
@@ -87,6 +113,7 @@ class TestbedSpec(Strict):
     direction: Literal["a_to_b", "b_to_a"] = "a_to_b"
     side_a: SideSpec = SideSpec()
     side_b: SideSpec = SideSpec()
+    nic: NicSpec = NicSpec()  # the SUT's interfaces; matrix knobs as "testbed.nic.rx_ring"
     # Real hosts: an inventory (docs/remote-hosts.md) and the testbed of it to
     # run on; `testbeds = [...]` runs the campaign on each (a matrix knob over
     # `name`). gen_cpu is then the traffic host's CPU, sut_cpus the SUT host's.
@@ -126,6 +153,15 @@ class TestbedSpec(Strict):
         if not ingress.gro and ingress.xdp == "none":
             raise ValueError(f"side_{self.sides()[0]} receives ({self.direction}): gro = false needs xdp = \"pass\" "
                              "(veth delivers the generator's XDP frames only through NAPI: GRO on or an XDP program)")
+        return self
+
+    @model_validator(mode="after")
+    def nic_on_veth(self):
+        """This host's testbed is veth: a knob it does not take is refused at load."""
+        from softnet.testbed.local import veth_refuses
+
+        if self.inventory is None and (refused := veth_refuses(self.nic.knobs())):
+            raise ValueError(f"nic.{refused[0]}: {refused[1]}")
         return self
 
     @model_validator(mode="after")
@@ -232,19 +268,28 @@ class LatencySpec(Strict):
 
 
 def is_knob(path: str) -> bool:
-    """A matrix or variant knob: "section.field" of a spec section that varies."""
-    section, _, key = path.partition(".")
+    """A matrix or variant knob: "section.field" of a spec section that varies
+    (or "section.table.field" of a table in it: "testbed.nic.rx_ring")."""
+    section, *keys = path.split(".")
     model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
              "latency": LatencySpec}.get(section)
-    return model is not None and key in model.model_fields
+    for i, key in enumerate(keys):
+        if model is None or key not in model.model_fields:
+            return False
+        inner = model.model_fields[key].annotation
+        model = inner if isinstance(inner, type) and issubclass(inner, BaseModel) and i < len(keys) - 1 else None
+    return bool(keys)
 
 
 def with_knobs(base: dict, knobs: dict[str, Any], where: str) -> "CampaignSpec":
     """The spec ``base`` (a model_dump) with the knobs set; errors prefixed ``where``."""
-    data = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    data = copy.deepcopy(base)
     for path, value in knobs.items():
-        section, _, key = path.partition(".")
-        data[section][key] = value
+        *tables, key = path.split(".")
+        target = data
+        for t in tables:
+            target = target.setdefault(t, {})
+        target[key] = value
     try:
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:

@@ -31,6 +31,12 @@ def inventory_check(path: Path, doctor: bool, as_json: bool) -> int:
         table.add_row(name, "yes", h["host"]["kernel"], h["softnet_version"],
                       f"{h['clock_offset_ms']:+.1f} ms", f"{n_if - len(bad)}/{n_if} ok")
     console.print(table)
+    for name, h in found["hosts"].items():  # which NIC knobs (testbed.nic) each interface takes
+        for f in (h.get("interfaces") or {}).values():
+            if f:
+                knobs = ", ".join(f.get("nic_knobs") or []) or "none"
+                console.print(f"{name} {f['name']} ({f['driver'] or '?'}) takes NIC knobs: {knobs}",
+                              markup=False, highlight=False)
     for p in found["problems"]:
         console.print(f"[red]{p['field']}[/]: {p['error']}", soft_wrap=False, highlight=False)
     if not found["problems"]:

@@ -137,6 +137,8 @@ def trial(
                                        "(each direction half)"),
     inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
+    nic: str = typer.Option(None, help="NIC knobs of the SUT's interfaces, e.g. rx_ring=512,irq_affinity=pin-1cpu "
+                            "(docs/nic-knobs.md; veth takes rx_channels, tx_channels)"),
 ) -> None:
     """Run one trial: build the testbed, offer a load, count, tear down."""
     from softnet.cli import trial_cmd  # each command imports what it uses: `softnet --help` stays quick
@@ -152,13 +154,14 @@ def trial(
                                     remote=inventory is not None)
     trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
                               stalls, traffic)
+    knobs = trial_cmd.parse_nic(nic, remote=inventory is not None)
     remote = (inventory, testbed) if inventory else None
     if remote is None:
         need_root()
     with measuring(None, wait) if remote is None else nullcontext():  # a remote run: each host's agent locks
         trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
                       sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls, remote=remote,
-                      traffic=traffic)
+                      traffic=traffic, nic=knobs)
 
 
 @app.command()

@@ -156,8 +156,10 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
         placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
         profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
-        stalls: dict | None = None, remote: tuple[Path, str] | None = None, traffic: dict | None = None) -> dict:
-    """``traffic``: parse_traffic()'s fields (source addresses, generator CPUs)."""
+        stalls: dict | None = None, remote: tuple[Path, str] | None = None, traffic: dict | None = None,
+        nic: dict | None = None) -> dict:
+    """``traffic``: parse_traffic()'s fields (source addresses, generator CPUs);
+    ``nic``: parse_nic()'s knobs."""
     spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
                      warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
                      profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
@@ -168,14 +170,14 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
     not_restored = None
     try:
         if remote is not None:
-            tb = _remote_testbed(remote, sut, placement, spec)
+            tb = _remote_testbed(remote, sut, placement, spec, nic)
             with tb:
                 result = with_bar(lambda progress: trial(tb, spec, progress, keep_raw=True), f"{what} on {remote[1]}",
                                   as_json)
         else:
             with HostChanges() as changes:
-                ltb = LocalTestbed(changes, sut, placement,  # validates SUT and CPUs; touches nothing
-                                   bidirectional=spec.bidirectional)
+                ltb = LocalTestbed(changes, sut, placement,  # validates SUT, CPUs, knobs; touches nothing
+                                   bidirectional=spec.bidirectional, nic=nic)
                 spec.validate(ltb.ip_version)  # all input checked before the host is changed
                 ep = ltb.build()
                 result = with_bar(lambda progress: run_trial(ltb, ep, spec, changes, progress=progress,
@@ -211,7 +213,8 @@ def with_bar(fn, what: str, quiet: bool):
         return fn(lambda f: bar.update(task, completed=f))
 
 
-def _remote_testbed(remote: tuple[Path, str], sut: str, placement: Placement, spec: TrialSpec):
+def _remote_testbed(remote: tuple[Path, str], sut: str, placement: Placement, spec: TrialSpec,
+                    nic: dict | None = None):
     """An inventory's testbed: generators and sinks on its traffic host, the
     SUT on its SUT host, each restored when the trial ends."""
     from softnet.hosts.inventory import load
@@ -219,9 +222,37 @@ def _remote_testbed(remote: tuple[Path, str], sut: str, placement: Placement, sp
 
     tb = RemoteTestbed(load(remote[0]), remote[1], sut, RemotePlacement(placement.gen_cpu, placement.sut_cpus,
                                                                         placement.steering),
-                       bidirectional=spec.bidirectional)
+                       bidirectional=spec.bidirectional, nic=nic)
     spec.validate(tb.ip_version)
     return tb
+
+
+def parse_nic(text: str | None, remote: bool = False) -> dict:
+    """--nic rx_ring=512,irq_affinity=pin-1cpu -> the knobs (softnet.tools.nic);
+    on this host, those veth does not take are refused here."""
+    from pydantic import ValidationError
+
+    from softnet.campaign.spec import NicSpec
+
+    if not text:
+        return {}
+    pairs = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError("--nic", f"'{item}': expected KNOB=VALUE; knobs: {', '.join(NicSpec.model_fields)}")
+        pairs[key.strip()] = value.strip()
+    try:
+        knobs = NicSpec.model_validate(pairs).knobs()
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise InputError(f"--nic {e['loc'][0]}", e["msg"] if e["type"] != "extra_forbidden" else
+                         f"unknown knob; accepted: {', '.join(NicSpec.model_fields)}") from None
+    from softnet.testbed.local import veth_refuses
+
+    if not remote and (refused := veth_refuses(knobs)):
+        raise InputError(f"--nic {refused[0]}", refused[1])
+    return knobs
 
 
 def check_writable(path: Path) -> None:

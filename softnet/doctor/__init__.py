@@ -26,10 +26,10 @@ from softnet.doctor.checks import (ACTIONS, CLASSIFIERS, NS_PREFIX, QDISCS, TOOL
 from softnet.doctor.host import (_probe_af_xdp, _probe_bpf_raw_tracepoint, _probe_fentry_fexit,
                                  _probe_hw_perf, _probe_irq_time, _probe_kernel_btf, _probe_kprobes,
                                  _probe_rapl, _probe_tools, _probe_tracefs, tracefs_info)
-from softnet.doctor.lab import (_Lab, _probe_actions, _probe_classifiers, _probe_netns, _probe_qdiscs,
-                                _probe_root, _probe_rps, _probe_threaded_napi, _probe_veth, _probe_xdp_veth)
+from softnet.doctor.lab import (_Lab, _probe_actions, _probe_classifiers, _probe_netns, _probe_nic_knobs,
+                                _probe_qdiscs, _probe_root, _probe_rps, _probe_threaded_napi, _probe_veth,
+                                _probe_xdp_veth)
 from softnet.doctor.personalities import probe_personalities
-from softnet.errors import TestbedError
 from softnet.tools.changes import HostChanges
 
 __all__ = ["BTF_KIND_FUNC", "BTF_KIND_TYPEDEF", "NS_PREFIX", "Check", "btf_ids", "check_names", "render_table",
@@ -57,13 +57,12 @@ def run_probes() -> list[Check]:
         checks += _guard(_probe_af_xdp, ["af_xdp"])
         checks += _guard(_probe_threaded_napi, ["threaded_napi"], ns_lab)
         checks += _guard(_probe_rps, ["rps"], ns_lab)
+        checks += _guard(_probe_nic_knobs, ["nic_knobs"], ns_lab)
         qdiscs = _guard(_probe_qdiscs, [f"qdisc:{k}" for k in QDISCS], ns_lab)
         checks += qdiscs
         have_clsact = any(c.name == "qdisc:clsact" and c.ok for c in qdiscs)
         checks += _guard(_probe_classifiers, [f"tc_filter:{k}" for k in CLASSIFIERS], ns_lab, have_clsact)
         checks += _guard(_probe_actions, [f"tc_action:{k}" for k in ACTIONS], ns_lab)
-    if changes.undo_errors:
-        raise TestbedError("softnet doctor could not clean up: " + "; ".join(changes.undo_errors))
     config, config_src = kernel_config()
     tfs = tracefs_info()
     checks += _guard(_probe_tracefs, ["tracefs"], tfs)

@@ -42,6 +42,7 @@ ENABLES = {
     "af_xdp": "AF_XDP sockets: the AF_XDP round-trip latency experiments (af-xdp-delays paper)",
     "threaded_napi": "threaded NAPI: pin SUT receive processing to its own CPU on veth (steering=threaded)",
     "rps": "RPS: move SUT receive processing to other CPUs on veth (steering=rps)",
+    "nic_knobs": "NIC knobs on the local testbed (testbed.nic, --nic): what veth takes; docs/nic-knobs.md",
     "tracefs": "tracefs tracepoints (napi, net, irq, skb): per-stage kernel events; libbpf SEC(\"tracepoint/...\") "
                "programs resolve tracepoint ids through tracefs",
     "bpf_raw_tracepoint": "eBPF collectors on raw tracepoints (napi_poll, netif_receive_skb) without tracefs",
@@ -88,7 +89,7 @@ SYSCALLS = {"x86_64": {"bpf": 321, "perf_event_open": 298}, "aarch64": {"bpf": 2
 
 def check_names() -> list[str]:
     """Every check name run_probes() returns, in order."""
-    return (["root", "netns", "veth", "xdp_veth", "af_xdp", "threaded_napi", "rps"]
+    return (["root", "netns", "veth", "xdp_veth", "af_xdp", "threaded_napi", "rps", "nic_knobs"]
             + [f"qdisc:{k}" for k in QDISCS] + [f"tc_filter:{k}" for k in CLASSIFIERS]
             + [f"tc_action:{k}" for k in ACTIONS]
             + ["tracefs", "bpf_raw_tracepoint", "kprobes", "fentry_fexit", "kernel_btf", "hw_perf_counters",

@@ -164,6 +164,21 @@ def _probe_rps(lab: _Lab) -> Check:
     return _check("rps", ok, f"{path}: {before!r}, wrote {mask}, reads back {after!r}")
 
 
+def _probe_nic_knobs(lab: _Lab) -> Check:
+    """Which NIC knobs (softnet.tools.nic) veth takes, read from its driver."""
+    from softnet.testbed.local import VETH_NIC_KNOBS
+    from softnet.tools import hostcmd, nic
+
+    skip = _need_veth(lab, "nic_knobs")
+    if skip:
+        return skip
+    takes = nic.capabilities(lab.dev_a, lambda argv: hostcmd.in_netns(lab.ns, argv), "veth").takes()
+    rest = [k for k in nic.KNOBS if k not in takes]
+    return _check("nic_knobs", sorted(takes) == sorted(VETH_NIC_KNOBS),
+                  f"veth takes {', '.join(takes) or 'none'}; {', '.join(rest)} need a NIC "
+                  "(an inventory's hosts: softnet inventory check lists what each interface takes)")
+
+
 def _probe_qdiscs(lab: _Lab) -> list[Check]:
     out = []
     for kind, (args, _) in QDISCS.items():

@@ -33,7 +33,7 @@ from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
-from softnet.errors import SoftnetError
+from softnet.errors import InputError, SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
@@ -44,7 +44,7 @@ from softnet.testbed.stall_inject import StallInjector
 from softnet.testbed.netns import napi_thread_pids
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
-from softnet.tools import link_counters
+from softnet.tools import hostcmd, link_counters, nic
 from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
                                    replay_here, stale_journals)
 from softnet.tools.links import LinkRef
@@ -190,6 +190,9 @@ class Agent:
         facts, problems = {}, []
         for role, port in ports.items():
             f = safety.interface_facts(port["name"])
+            if f is not None:  # the NIC knobs (softnet.tools.nic) this interface takes
+                f["nic_knobs"] = nic.capabilities(port["name"], hostcmd.run, f["driver"],
+                                                  nic.device_irqs(port["name"])).takes()
             facts[role] = f
             problems += safety.refusals(port["field"], port, f, mgmt)
         out = {"facts": facts, "refusals": problems, "management": mgmt, "time_unix_s": time.time()}
@@ -246,9 +249,42 @@ class Agent:
             ops.veth_pair(anchor, peer)
             self.anchors.append(anchor)
         else:
+            knobs = kw.pop("nic", None) or {}
+            plans = self._nic_plans(ports, knobs, kw.get("sut_cpus", [])) if knobs else {}  # refused: nothing changed
             out["napi_threads"] = self._apply_sut(ports, **kw)
+            out["nic"] = self._apply_nic(plans)
         out["facts"] = {r: safety.interface_facts(port["name"]) for r, port in ports.items()}
         out["applied"] = list(ops.applied)
+        return out
+
+    def _nic_plans(self, ports: dict[str, dict], knobs: dict, sut_cpus: list[int]) -> dict:
+        """role -> (capabilities, plan) of the SUT's interfaces; a knob one
+        refuses raises, naming it, the interface and its driver."""
+        plans = {}
+        for role in ("sut_in", "sut_out"):
+            name = ports[role]["name"]
+            caps = nic.capabilities(name, hostcmd.run, safety.interface_facts(name)["driver"], nic.device_irqs(name))
+            try:
+                plans[role] = (caps, nic.plan(knobs, caps, role, sut_cpus, "testbed.nic"))
+            except InputError as exc:
+                raise AgentError(exc.message, exc.field) from None
+        return plans
+
+    def _apply_nic(self, plans: dict) -> dict:
+        """Each interface's settings, journalled, then read back: what the
+        driver did not take as asked is an error."""
+        out = {}
+        for role, (caps, p) in plans.items():
+            old = nic.changed(p, caps)
+            for flag, params in p.ethtool.items():
+                self.ops.ethtool_set(p.ifname, flag, params, old[flag])
+            for irq in caps.irqs if p.irq_cpus is not None else []:
+                self.ops.write_file(nic.irq_affinity_path(irq), ",".join(map(str, p.irq_cpus)))
+            after = nic.capabilities(p.ifname, hostcmd.run, caps.driver, caps.irqs)
+            if bad := nic.readback(after, p):
+                raise AgentError("; ".join(bad), "testbed.nic")
+            out[role] = {"ifname": p.ifname, "driver": caps.driver, "set": p.ethtool, "irq_cpus": p.irq_cpus,
+                         "irqs": caps.irqs if p.irq_cpus is not None else [], "read_back": after.current}
         return out
 
     def _apply_sut(self, ports: dict[str, dict], sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],

@@ -18,7 +18,7 @@ from pyroute2 import IPRoute
 
 from softnet.errors import TestbedError
 from softnet.testbed.netns import IFA_F_NODAD, NUD_PERMANENT, napi_thread_pids
-from softnet.tools import hostcmd
+from softnet.tools import hostcmd, nic
 from softnet.tools.journal import Journal, pid_start
 
 
@@ -95,6 +95,16 @@ class HostOps:
         self._record(f"{ifname}: {feature} {value} (was {old})", "ethtool_features",
                             ifname=ifname, features={feature: old})
         hostcmd.run(["ethtool", "-K", ifname, feature, value])
+
+    def ethtool_set(self, ifname: str, flag: str, params: dict[str, str], old: dict[str, str]) -> None:
+        """ethtool -G/-L/-C: the parameters that change, journalled with their old values."""
+        params = {p: v for p, v in params.items() if p in old}
+        if not params:
+            return
+        self._record(f"{ifname}: ethtool {flag} {' '.join(f'{p} {v}' for p, v in sorted(params.items()))} (was "
+                     f"{' '.join(f'{p} {old[p]}' for p in sorted(params))})", "ethtool_set", ifname=ifname, flag=flag,
+                     old={p: old[p] for p in params})
+        hostcmd.run(nic.ethtool_argv(ifname, flag, params))
 
     def pin_napi(self, ifname: str, cpus: list[int]) -> list[int]:
         """Threaded NAPI for ifname, its kthreads pinned to cpus."""

@@ -94,8 +94,12 @@ class RemoteTestbed:
     alone if this process dies)."""
 
     def __init__(self, inv: Inventory, testbed: str, sut: str = "ipv4-fwd",
-                 placement: RemotePlacement | None = None, wait_s: float = 0.0, bidirectional: bool = False):
-        """``bidirectional``: the SUT also ready for traffic from the sink's side."""
+                 placement: RemotePlacement | None = None, wait_s: float = 0.0, bidirectional: bool = False,
+                 nic: dict | None = None):
+        """``bidirectional``: the SUT also ready for traffic from the sink's
+        side; ``nic``: NIC knobs of the SUT's interfaces (softnet.tools.nic),
+        refused by the SUT host's agent before it changes anything if an
+        interface does not take one."""
         if sut not in ("ipv4-fwd", "ipv6-fwd"):
             raise InputError("--sut", f"'{sut}' on real hosts; accepted: ipv4-fwd, ipv6-fwd")
         self.inv, self.name, self.sut = inv, testbed, sut
@@ -105,6 +109,7 @@ class RemoteTestbed:
         self.placement = placement or RemotePlacement()
         self.ip_version = 6 if sut == "ipv6-fwd" else 4
         self.wait_s, self.bidirectional = wait_s, bidirectional
+        self.nic = {k: v for k, v in (nic or {}).items() if v is not None}
         self.sessions: dict[str, AgentSession] = {}
         self.applied: dict[str, dict] = {}
         self.undone: dict[str, dict] = {}
@@ -136,7 +141,7 @@ class RemoteTestbed:
                 "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
                 gen_mac=self.ports["gen_out"].iface.mac, sink_mac=self.ports["sink_in"].iface.mac,
                 sut_cpus=self.placement.sut_cpus, steering=self.placement.steering,
-                bidirectional=self.bidirectional)
+                bidirectional=self.bidirectional, nic=self.nic)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -281,6 +286,7 @@ class RemoteTestbed:
                                  "steering": p.steering, **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
                    "src_ip_first": src_ip, **({"dst_ip_first": dst_ip} if dst_ip else {}),
                    "sink_ifname": self.sink_ifname(False), "napi_thread_cpus": {}, "interface_ids": ids,
+                   **({"nic": self.applied["sut"]["nic"]} if self.applied["sut"].get("nic") else {}),
                    "remote": {"testbed": self.name, "inventory": self.inv.source,
                               "hosts": {r: self.host_of[r] for r in ("traffic", "sut")}}}
         sut_host = u.hello["host"]

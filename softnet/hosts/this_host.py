@@ -172,7 +172,8 @@ class ThisHost:
                    "napi_thread_cpus": {dev: {str(pid): procfs.thread_cpu(pid) for pid in pids}
                                         for dev, pids in tb.napi_threads.items()},
                    "interface_ids": [[ino, idx, name] for (ino, idx), name in tb.interface_ids().items()]
-                   if profiled else []}
+                   if profiled else [],
+                   **({"nic": tb.nic_applied} if tb.nic_applied else {})}
         return {"testbed": testbed, "host": {"cpu_freq_hz": cpu_freq_hz(), "sysctls": host_sysctls()},
                 "other_runs": sorted(self.others)}
 

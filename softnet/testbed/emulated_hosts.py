@@ -35,6 +35,7 @@ MGMT_NET = ipaddress.ip_network("198.18.255.0/24")  # RFC 2544 benchmark space, 
 MGMT_IF = "mgmt0"
 MGMT_LETTERS = "pqrstuvwxyz"  # root-side names sn<run id><letter>, which `softnet clean` recognizes
 CUT_METRIC = "4242"
+SUT_RX_QUEUES = 2
 HOST_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,11}$")
 # (interface, role, link number within the testbed) of the traffic host and the SUT.
 TRAFFIC_NICS = (("eth1", "gen_out", 1), ("eth2", "sink_in", 2))
@@ -160,7 +161,11 @@ class EmulatedHosts(NetnsLab):
             ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
 
     def _add_data_link(self, a: str, a_if: str, b: str, b_if: str) -> None:
-        self._add_veth(a, f"{a}/{a_if}", b, f"{b}/{b_if}", up=False)
+        # the SUT's ports have two receive queues, as a multi-queue NIC's
+        # (its rx_channels knob has something to change); the traffic host's one
+        suts = {dut for _, dut in self.testbeds.values()}
+        rx = tuple(SUT_RX_QUEUES if h in suts else 1 for h in (a, b))
+        self._add_veth(a, f"{a}/{a_if}", b, f"{b}/{b_if}", up=False, rx_queues=rx)
         for host, name in ((a, a_if), (b, b_if)):
             mac = next(n.mac for n in self.hosts[host].nics if n.name == name)
             with self._ipr(self.ns[host]) as ipr:

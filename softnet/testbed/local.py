@@ -21,14 +21,27 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from softnet.tools.links import LinkRef
-from softnet.errors import InputError
+from softnet.errors import InputError, TestbedError
 from softnet.testbed.netns import NetnsLab, cpu_mask
 from softnet.testbed.personalities import Personality, parse_sut
-from softnet.tools import hostcmd, link_counters
+from softnet.tools import hostcmd, link_counters, nic
 from softnet.tools.changes import NAME_PREFIX, HostChanges
 from softnet.tools.process import bpf_object
 
 STEERINGS = ("threaded", "rps")
+# NIC knobs (softnet.tools.nic) veth takes: its queues (ethtool -L); it has
+# no rings, coalescing or IRQs (tests/test_nic.py probes a real veth)
+VETH_NIC_KNOBS = ("rx_channels", "tx_channels")
+
+
+def veth_refuses(knobs: dict) -> tuple[str, str] | None:
+    """(knob, why) for the first NIC knob this host's veth testbed does not take."""
+    refused = sorted(k for k, v in knobs.items() if v is not None and k not in VETH_NIC_KNOBS
+                     and not (k == "irq_affinity" and v == "unpinned"))
+    if not refused:
+        return None
+    return refused[0], (f"veth (this host's testbed) does not take {refused[0]}; it takes "
+                        f"{', '.join(VETH_NIC_KNOBS)} (the others need a NIC: an inventory's hosts)")
 BENCHMARK_V4 = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's
 # Several destination addresses (dst_ips > 1) come from these ranges, which
 # every personality routes towards the sink (its address is the next hop):
@@ -150,16 +163,23 @@ class LocalTestbed(NetnsLab):
     addr = ADDR
 
     def __init__(self, changes: HostChanges, sut: str | Personality = "ipv4-fwd", placement: Placement | None = None,
-                 sides: dict[str, SideSettings] | None = None, bidirectional: bool = False):
+                 sides: dict[str, SideSettings] | None = None, bidirectional: bool = False,
+                 nic: dict | None = None):
         """``sut``: a personality or its spec string (softnet.testbed.personalities);
         ``sides``: settings of the SUT's receiving ("sut_in") and sending
         ("sut_out") interfaces; defaults: GRO on, no XDP. ``bidirectional``:
-        also ready for traffic from the sink's side (reverse_endpoints)."""
+        also ready for traffic from the sink's side (reverse_endpoints).
+        ``nic``: NIC knobs of the SUT's interfaces (softnet.tools.nic), what
+        veth takes applied, the rest refused here before anything changes."""
         self.personality = sut if isinstance(sut, Personality) else parse_sut(sut, "--sut")
         if bidirectional and not self.personality.bidirectional:
             raise InputError("bidirectional", f"{self.personality.name} forwards one way only: "
                              f"{self.personality.one_way_why}")
         self.bidirectional = bidirectional
+        self.nic = {k: v for k, v in (nic or {}).items() if v is not None}
+        if refused := veth_refuses(self.nic):
+            raise InputError(f"testbed.nic.{refused[0]}", refused[1])
+        self.nic_applied: dict = {}
         self.reverse_ep: Endpoints | None = None
         super().__init__(changes)
         self.sut = self.personality.spec
@@ -206,6 +226,8 @@ class LocalTestbed(NetnsLab):
                 self._apply_side(role, side)
             # after the sides: a personality may attach its own XDP program
             self.personality.configure(self)
+            if self.nic:
+                self._apply_nic()
         if self.bidirectional:
             self.reverse_ep = self._reverse(v)
         return Endpoints(
@@ -240,6 +262,29 @@ class LocalTestbed(NetnsLab):
         state = "on" if side.gro else "off"
         hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", state])
         self.changes.record(f"{ns}/{dev}: gro {state}", lambda: None)  # dies with the veth
+
+    def _apply_nic(self) -> None:
+        """The NIC knobs on the SUT's interfaces, read back after."""
+        ns = self.ns["sut"]
+
+        def run(argv: list[str]) -> str:
+            return hostcmd.in_netns(ns, argv)
+
+        for role in ("sut_in", "sut_out"):
+            dev = self.ifs[role]
+            caps = nic.capabilities(dev, run, "veth")
+            plan = nic.plan(self.nic, caps, role, self.placement.sut_cpus, "testbed.nic")
+            old = nic.changed(plan, caps)
+            for flag, params in plan.ethtool.items():
+                if old[flag]:
+                    self.changes.record(f"{ns}/{dev}: ethtool {flag} {params} (was {old[flag]})",
+                                        lambda flag=flag, dev=dev, o=old[flag]: Path("/run/netns", ns).exists()
+                                        and hostcmd.in_netns(ns, nic.ethtool_argv(dev, flag, o), check=False))
+                    run(nic.ethtool_argv(dev, flag, params))
+            after = nic.capabilities(dev, run, "veth")
+            if bad := nic.readback(after, plan):
+                raise TestbedError("; ".join(bad))
+            self.nic_applied[role] = {"ifname": dev, "driver": "veth", "set": plan.ethtool, "read_back": after.current}
 
     # ---- CPU placement --------------------------------------------------
     def _steer(self, ns_role: str, if_role: str, cpus: list[int]) -> None:

@@ -84,16 +84,20 @@ class NetnsLab:
         self.changes.record(f"netns {name}", lambda: (self._close_netlink(name), remove_netns(name)))
         netns.create(name)
 
-    def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None):
+    def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None,
+                  rx_queues: tuple[int, int] = (1, 1)):
         ns, peer_ns = self.ns[ns_role], self.ns[peer_ns_role]
         name, peer = self.ifs[if_role], self.ifs[peer_if_role]
         self.changes.record(f"veth {ns}/{name} <-> {peer_ns}/{peer}", lambda: self._del_link(ns, name))
-        # One queue per end: veth otherwise makes one per CPU and picks the rx
-        # queue by sending CPU, and the sink's sequence tracking relies on a
-        # single NAPI instance (never two CPUs at once).
+        # One queue per end by default: veth otherwise makes one per CPU and
+        # picks the rx queue by sending CPU, and the sink's sequence tracking
+        # relies on a single NAPI instance (never two CPUs at once). More rx
+        # queues (one tx: XDP on the peer needs rx >= this end's tx) give a
+        # channels knob something to change.
+        ra, rb = rx_queues
         with self._ipr(ns) as ipr:
-            ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=1,
-                     peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": 1})
+            ipr.link("add", ifname=name, kind="veth", num_tx_queues=1, num_rx_queues=ra,
+                     peer={"ifname": peer, "net_ns_fd": peer_ns, "num_tx_queues": 1, "num_rx_queues": rb})
         for n, i, r in ((ns, name, role or if_role), (peer_ns, peer, peer_role)):
             self._configure_if(n, i, r, up)
 
@@ -142,8 +146,19 @@ class NetnsLab:
     def set_ns_file(self, ns: str, path: str, value: str) -> None:
         old = hostcmd.read_ns_file(ns, path)
         hostcmd.write_ns_file(ns, path, value)
-        self.changes.record(f"{ns}:{path} = {value} (was {old})",
-                            lambda: Path("/run/netns", ns).exists() and hostcmd.write_ns_file(ns, path, old))
+
+        def undo() -> None:
+            if not Path("/run/netns", ns).exists():
+                return
+            try:
+                hostcmd.write_ns_file(ns, path, old)
+            except TestbedError:
+                # A file of one of the lab's own devices, which go with its
+                # namespace: a value the device no longer takes (threaded NAPI
+                # once GRO is off removed it) leaves nothing behind.
+                if not path.startswith("/sys/class/net/"):
+                    raise
+        self.changes.record(f"{ns}:{path} = {value} (was {old})", undo)
 
     def pin_napi(self, ns: str, dev: str, cpus: list[int]) -> list[int]:
         """Threaded NAPI for dev, its kthreads pinned to cpus; returns their pids."""

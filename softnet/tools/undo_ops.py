@@ -22,8 +22,10 @@ OPS = {
     "kill": ("pid",), "link_del": ("ifname",), "link_state": ("ifname", "up"),
     "addr_del": ("ifname", "address", "prefixlen"), "neigh_del": ("ifname", "dst"),
     "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",), "route_del": ("ifname", "dst"),
+    "ethtool_set": ("ifname", "flag", "old"),
 }
-NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off", "route_del"}
+NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off", "route_del",
+             "ethtool_set"}
 NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/sys/devices/virtual/net/")
 
 
@@ -130,6 +132,12 @@ def _ethtool(e: dict) -> None:
         _run(["ethtool", "-K", e["ifname"], *args])
 
 
+def _ethtool_set(e: dict) -> None:
+    """Rings (-G), channels (-L) or coalescing (-C) back to their old values."""
+    if _link_exists(e["ifname"]) and e["old"]:
+        _run(["ethtool", e["flag"], e["ifname"], *[x for p, v in sorted(e["old"].items()) for x in (p, str(v))]])
+
+
 XDP_MODES = {1: "xdpdrv", 2: "xdpgeneric", 3: "xdpoffload"}
 
 
@@ -157,6 +165,7 @@ UNDO = {
     "neigh_del": lambda e: _netlink(e, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=e["dst"])),
     "route_del": lambda e: _netlink(e, lambda ipr, i: ipr.route("del", dst=e["dst"], oif=i)),
     "ethtool_features": _ethtool,
+    "ethtool_set": _ethtool_set,
     "xdp_off": _xdp_off,
 }
 

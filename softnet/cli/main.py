@@ -95,50 +95,74 @@ def version() -> None:
     print(__version__)
 
 
+P_LOAD, P_TRAFFIC, P_PLACEMENT, P_COLLECT, P_REAL, P_OUTPUT = (
+    "Load", "Traffic shape", "Placement", "Collect", "Real hosts and NICs", "Output")  # `softnet trial --help`
+
+
 @app.command()
 def trial(
     sut: str = typer.Option("ipv4-fwd", help="SUT personality as name:key=value,... (e.g. nft-fw:rules=1000,"
                             "conntrack=on; docs/personalities.md): " + ", ".join(personality_names())),
-    rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)"),
-    duration: float = typer.Option(5.0, help="measurement window, seconds"),
-    warmup: float = typer.Option(1.0, help="warm-up before the window, seconds (its packets are not counted)"),
-    size: int = typer.Option(64, help="frame size in bytes incl. FCS (64..1518; IPv6 needs >= 82)"),
-    flows: int = typer.Option(1, help="number of flows (UDP source ports)"),
-    rate_layer: str = typer.Option("l1", help="bit rates computed on l1 (frame + 20 B) or l2 (frame) size"),
-    gen_cpu: int = typer.Option(None, help="CPU of the generator (default: first CPU)"),
-    sut_cpus: str = typer.Option(None, help="CPUs of the SUT packet processing, e.g. 1 or 1-3 (default: the others)"),
-    sink_cpu: int = typer.Option(None, help="pin the sink's NAPI to this CPU (default: where the SUT sends it)"),
-    steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps"),
-    sample_interval: float = typer.Option(1.0, help="kernel statistics sampling interval, s (0.1..10; 0: off)"),
-    profile: bool = typer.Option(False, "--profile", help="eBPF packet-path profile and CPU accounting audit"),
-    duty: float = typer.Option(0.02, help="with --profile: share of time the per-packet stage events are attached"),
-    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)",
+                             rich_help_panel=P_LOAD),
+    duration: float = typer.Option(5.0, help="measurement window, seconds", rich_help_panel=P_LOAD),
+    warmup: float = typer.Option(1.0, help="warm-up before the window, seconds (its packets are not counted)",
+                                 rich_help_panel=P_LOAD),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS (64..1518; IPv6 needs >= 82)",
+                             rich_help_panel=P_LOAD),
+    flows: int = typer.Option(1, help="number of flows (UDP source ports)", rich_help_panel=P_LOAD),
+    rate_layer: str = typer.Option("l1", help="bit rates computed on l1 (frame + 20 B) or l2 (frame) size",
+                                   rich_help_panel=P_LOAD),
+    gen_cpu: int = typer.Option(None, help="CPU of the generator (default: first CPU)", rich_help_panel=P_PLACEMENT),
+    sut_cpus: str = typer.Option(None, help="CPUs of the SUT packet processing, e.g. 1 or 1-3 (default: the others)",
+                                 rich_help_panel=P_PLACEMENT),
+    sink_cpu: int = typer.Option(None, help="pin the sink's NAPI to this CPU (default: where the SUT sends it)",
+                                 rich_help_panel=P_PLACEMENT),
+    steering: str = typer.Option("threaded", help="how SUT work reaches its CPUs: threaded (NAPI kthread) or rps",
+                                 rich_help_panel=P_PLACEMENT),
+    sample_interval: float = typer.Option(1.0, help="kernel statistics sampling interval, s (0.1..10; 0: off)",
+                                          rich_help_panel=P_COLLECT),
+    profile: bool = typer.Option(False, "--profile", help="eBPF packet-path profile and CPU accounting audit",
+                                 rich_help_panel=P_COLLECT),
+    duty: float = typer.Option(0.02, help="with --profile: share of time the per-packet stage events are attached",
+                               rich_help_panel=P_COLLECT),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
-    raw: Path = typer.Option(None, "--raw", help="also write the raw trial (what was read) to this JSON file"),
+    raw: Path = typer.Option(None, "--raw", help="also write the raw trial (what was read) to this JSON file",
+                             rich_help_panel=P_OUTPUT),
     stall_probe: bool = typer.Option(True, "--stall-probe/--no-stall-probe",
-                                     help="watch the data path's CPUs for stalls (softnet-stalls)"),
+                                     help="watch the data path's CPUs for stalls (softnet-stalls)",
+                                     rich_help_panel=P_COLLECT),
     stall_period_us: int = typer.Option(2000, help="the stall probe's clock on a busy CPU, us (gaps from "
-                                        "period + 0.2 ms are seen; shorter costs more)"),
-    inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)"),
-    inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)"),
-    src_ips: int = typer.Option(1, help="source addresses used in turn (RSS spread by addresses; 1..65536)"),
+                                        "period + 0.2 ms are seen; shorter costs more)", rich_help_panel=P_COLLECT),
+    inject_stall: str = typer.Option(None, help="take a CPU away BUSY_MS every EVERY_MS, e.g. 5/500 (SCHED_FIFO)",
+                                     rich_help_panel=P_COLLECT),
+    inject_cpu: int = typer.Option(None, help="with --inject-stall: the CPU (default: the first SUT CPU)",
+                                   rich_help_panel=P_COLLECT),
+    src_ips: int = typer.Option(1, help="source addresses used in turn (RSS spread by addresses; 1..65536)",
+                                rich_help_panel=P_TRAFFIC),
     gen_cpus: str = typer.Option(None, help="one generator per CPU, e.g. 0,1 (streams of one schedule; "
-                                 "default: --gen-cpu)"),
-    dst_ips: int = typer.Option(1, help="destination addresses used in turn (1..65536; docs/traffic.md)"),
-    dst_ports: int = typer.Option(1, help="UDP destination ports used in turn, from 7 up (1..1024)"),
+                                 "default: --gen-cpu)", rich_help_panel=P_TRAFFIC),
+    dst_ips: int = typer.Option(1, help="destination addresses used in turn (1..65536; docs/traffic.md)",
+                                rich_help_panel=P_TRAFFIC),
+    dst_ports: int = typer.Option(1, help="UDP destination ports used in turn, from 7 up (1..1024)",
+                                  rich_help_panel=P_TRAFFIC),
     mix: str = typer.Option(None, help="frame mix instead of --size: SIZE:WEIGHT,... (64:7,570:4,1518:1), "
-                            "SIZE:P%,... or imix"),
-    arrivals: str = typer.Option("const", help="arrival process at the same mean rate: const, poisson, onoff"),
-    burst: int = typer.Option(32, help="with --arrivals onoff: packets per on period"),
-    duty_on: float = typer.Option(0.5, help="with --arrivals onoff: share of time on (0..1]"),
-    seed: int = typer.Option(1, help="with --arrivals poisson: the random seed of the gaps"),
+                            "SIZE:P%,... or imix", rich_help_panel=P_TRAFFIC),
+    arrivals: str = typer.Option("const", help="arrival process at the same mean rate: const, poisson, onoff",
+                                 rich_help_panel=P_TRAFFIC),
+    burst: int = typer.Option(32, help="with --arrivals onoff: packets per on period", rich_help_panel=P_TRAFFIC),
+    duty_on: float = typer.Option(0.5, help="with --arrivals onoff: share of time on (0..1]",
+                                  rich_help_panel=P_TRAFFIC),
+    seed: int = typer.Option(1, help="with --arrivals poisson: the random seed of the gaps", rich_help_panel=P_TRAFFIC),
     bidirectional: bool = typer.Option(False, help="both directions at once; --rate is their sum "
-                                       "(each direction half)"),
-    inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)"),
-    testbed: str = typer.Option(None, help="with --inventory: the testbed to run on"),
+                                       "(each direction half)", rich_help_panel=P_TRAFFIC),
+    inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)",
+                                   rich_help_panel=P_REAL),
+    testbed: str = typer.Option(None, help="with --inventory: the testbed to run on", rich_help_panel=P_REAL),
     nic: str = typer.Option(None, help="NIC knobs of the SUT's interfaces, e.g. rx_ring=512,irq_affinity=pin-1cpu "
-                            "(docs/nic-knobs.md; veth takes rx_channels, tx_channels)"),
+                            "(docs/nic-knobs.md; veth takes rx_channels, tx_channels)", rich_help_panel=P_REAL),
 ) -> None:
     """Run one trial: build the testbed, offer a load, count, tear down."""
     from softnet.cli import trial_cmd  # each command imports what it uses: `softnet --help` stays quick
@@ -152,16 +176,15 @@ def trial(
                                              "seed": seed, "bidirectional": bidirectional})
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us,
                                     remote=inventory is not None)
-    trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None, duty, raw,
-                              stalls, traffic)
-    knobs = trial_cmd.parse_nic(nic, remote=inventory is not None)
-    remote = (inventory, testbed) if inventory else None
-    if remote is None:
+    spec = trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None,
+                                     duty, raw, stalls, traffic, profile)
+    req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer,
+                                 nic=trial_cmd.parse_nic(nic, remote=inventory is not None),
+                                 remote=(inventory, testbed) if inventory else None, raw_out=raw)
+    if req.remote is None:
         need_root()
-    with measuring(None, wait) if remote is None else nullcontext():  # a remote run: each host's agent locks
-        trial_cmd.run(sut, rate, duration, warmup, size, flows, rate_layer, placement, as_json,
-                      sample_interval or None, profile, duty, wide=wide, raw_out=raw, stalls=stalls, remote=remote,
-                      traffic=traffic, nic=knobs)
+    with measuring(None, wait) if req.remote is None else nullcontext():  # a remote run: each host's agent locks
+        trial_cmd.run(req, as_json, wide)
 
 
 @app.command()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -118,11 +119,26 @@ def frame_size(size: int, traffic: dict | None) -> int:
         return size  # validate() names the field
 
 
+@dataclass
+class TrialRequest:
+    """What `softnet trial` was asked, parsed and checked once, before the
+    testbed lock is waited for or any host touched."""
+
+    sut: str
+    spec: TrialSpec
+    placement: Placement
+    rate_text: str
+    rate_layer: str
+    nic: dict = field(default_factory=dict)  # parse_nic()'s knobs
+    remote: tuple[Path, str] | None = None  # (inventory, testbed)
+    raw_out: Path | None = None
+
+
 def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
                     sample_interval_s: float | None, profile_duty: float, raw_out: Path | None,
-                    stalls: dict | None = None, traffic: dict | None = None) -> None:
-    """Every input checked before the testbed lock is waited for or the host touched.
-    ``traffic``: parse_traffic()'s fields."""
+                    stalls: dict | None = None, traffic: dict | None = None, profile: bool = False) -> TrialSpec:
+    """Every input checked before the testbed lock is waited for or the host
+    touched; the trial's spec. ``traffic``: parse_traffic()'s fields."""
     from softnet.campaign.trial import first_source
     from softnet.doctor.personalities import require
     from softnet.testbed.local import ADDR
@@ -134,7 +150,7 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
         raise InputError("--bidirectional", f"{personality.name} forwards one way only: {personality.one_way_why}")
     spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
                      warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                     profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
+                     profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
     v = personality.ip_version
     try:  # the local testbed's source addresses (the remote ones refuse src_ips > 1 before this)
         first_source(v, ADDR["gen"][0 if v == 4 else 1], spec.src_ips)
@@ -151,20 +167,12 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
         raise InputError(SHAPE_OPTIONS.get(exc.field, exc.field), exc.message) from None
     if raw_out is not None:
         check_writable(raw_out)
+    return spec
 
 
-def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
-        placement: Placement, as_json: bool, sample_interval_s: float | None = 1.0, profile: bool = False,
-        profile_duty: float = 0.02, wide: bool = False, raw_out: Path | None = None,
-        stalls: dict | None = None, remote: tuple[Path, str] | None = None, traffic: dict | None = None,
-        nic: dict | None = None) -> dict:
-    """``traffic``: parse_traffic()'s fields (source addresses, generator CPUs);
-    ``nic``: parse_nic()'s knobs."""
-    spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,
-                     warmup_s=warmup, frame_bytes=size, flows=flows, sample_interval_s=sample_interval_s,
-                     profile=profile, profile_duty=profile_duty, **(stalls or {}), **(traffic or {}))
-    if raw_out is not None:
-        check_writable(raw_out)
+def run(req: TrialRequest, as_json: bool, wide: bool = False) -> dict:
+    """The trial of a checked request, on this host or an inventory's."""
+    sut, spec, placement, remote, nic, raw_out = req.sut, req.spec, req.placement, req.remote, req.nic, req.raw_out
     what = f"{sut} at {format_rate(spec.rate_pps)}"
     result: dict | None = None
     not_restored = None
@@ -192,7 +200,7 @@ def run(sut: str, rate: str, duration: float, warmup: float, size: int, flows: i
     raw = result.pop("raw_trial")
     if raw_out is not None:
         raw_out.write_text(json.dumps(raw) + "\n")
-    result["rate_text"], result["rate_layer"] = rate, rate_layer
+    result["rate_text"], result["rate_layer"] = req.rate_text, req.rate_layer
     if as_json:
         print_json(result)
     else:

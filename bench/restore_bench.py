@@ -200,7 +200,16 @@ def sut_channels(eh: EmulatedHosts) -> dict[str, str]:
     from softnet.tools import hostcmd, nic
 
     text = hostcmd.in_netns(eh.ns_of("dut"), ["ethtool", "-l", "eth1"], check=False)
-    return nic.parse_ethtool("-l", text)[0]
+    if not text.strip():
+        # in the SUT's namespace while a testbed lives (softnet.testbed.sut_lab), which is
+        # mounted in the agent's mount namespace (sshd runs under `ip netns exec`)
+        for pid in agent_pids(eh.ns_of("dut")):
+            for ns in sorted(p.name for p in Path("/run/netns").glob("sn-*-sut")):
+                text = subprocess.run(["nsenter", "-t", str(pid), "-m", "ip", "netns", "exec", ns, "ethtool", "-l",
+                                       "eth1"], capture_output=True, text=True).stdout
+                if text.strip():
+                    break
+    return nic.parse_ethtool("-l", text)[0] if text.strip() else {}
 
 
 def error_text(stderr: str) -> str:

@@ -261,7 +261,10 @@ def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts
         assert h["name"] == name and h["kernel"] == os.uname().release and h["softnet_version"]
         assert {f["driver"] for f in h["interfaces"].values()} == {"veth"}
         assert h["host_changes_applied"]
-    assert "sysctl net.ipv4.ip_forward=1 (was 0)" in remote["hosts"]["sut"]["host_changes_applied"]
+    applied = remote["hosts"]["sut"]["host_changes_applied"]
+    # the SUT's personality in a namespace of its own holding the NICs (softnet.testbed.sut_lab)
+    assert any(c.startswith("netns sn-") and c.endswith("-sut holding eth1, eth2") for c in applied), applied
+    assert any(c.startswith("sysctl sn-") and "net.ipv4.ip_forward=1 (was 0)" in c for c in applied), applied
     assert 0 <= remote["window_skew_ms"] < 100
     raw = remote["raw_trial"]
     assert raw["window"]["start"] and raw["window"]["end"]  # taken on the SUT host, on its clock

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -149,15 +150,21 @@ def test_channels_applied_on_the_sut_host_and_given_back(emulated, inventory):
     journalled, applied, read back, recorded in the raw trial, and undone."""
     from softnet.tools import hostcmd, nic
 
-    def channels() -> dict:
-        return nic.parse_ethtool("-l", hostcmd.in_netns(emulated.ns_of("dut"), ["ethtool", "-l", "eth1"]))[0]
+    import sys
 
-    assert channels() == {"rx": "2", "tx": "1"}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.restore_bench import sut_channels
+
+    def channels(ns: str) -> dict:
+        return nic.parse_ethtool("-l", hostcmd.in_netns(ns, ["ethtool", "-l", "eth1"]))[0]
+
+    dut = emulated.ns_of("dut")
+    assert channels(dut) == {"rx": "2", "tx": "1"}
     spec = TrialSpec(rate_pps=20e3, duration_s=0.3, warmup_s=0.1, sample_interval_s=None, stall_probe=False)
     with RemoteTestbed(inventory, "tb1", nic={"rx_channels": 1}) as tb:
-        during = channels()
+        during = sut_channels(emulated)  # in the SUT's namespace on the dut host
         r = trial(tb, spec, keep_raw=True)
-    assert during == {"rx": "1", "tx": "1"} and channels() == {"rx": "2", "tx": "1"}
+    assert during == {"rx": "1", "tx": "1"} and channels(dut) == {"rx": "2", "tx": "1"}
     applied = r["raw_trial"]["testbed"]["nic"]
     assert applied["sut_in"]["set"] == {"-L": {"rx": "1"}} and applied["sut_in"]["read_back"]["-L"]["rx"] == "1"
     assert any("eth1: ethtool -L rx 1 (was rx 2)" in c for c in r["hosts"]["sut"]["host_changes_applied"])

@@ -158,8 +158,8 @@ class RemoteMeasurer(TestbedMeasurer):
         from softnet.hosts.inventory import load
 
         t = self.spec.testbed
-        self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement,
-                                wait_s=float(os.environ.get("SOFTNET_WAIT") or 0),
+        self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement, custom=t.custom,
+                                field="testbed.sut", wait_s=float(os.environ.get("SOFTNET_WAIT") or 0),
                                 bidirectional=self.spec.traffic.bidirectional, nic=t.nic.knobs()).__enter__()
         return self
 

@@ -170,9 +170,9 @@ class TestbedSpec(Strict):
             if self.name is not None or self.testbeds is not None:
                 raise ValueError("name / testbeds choose a testbed of an inventory: give inventory = FILE too")
             return self
-        if self.sut not in ("ipv4-fwd", "ipv6-fwd"):
-            raise ValueError(f"sut = \"{self.sut}\" on an inventory's hosts; accepted: ipv4-fwd, ipv6-fwd "
-                             "(the other personalities run on the local testbed only)")
+        if self.sut != "synthetic" and not (p := self.personality()).remote:
+            raise ValueError(f"sut = \"{self.sut}\" on an inventory's hosts: {p.name} runs on the local testbed "
+                             f"only ({p.remote_why})")
         if self.placement is not None or self.sink_cpu is not None or self.direction != "a_to_b":
             raise ValueError("placement, sink_cpu and direction are for the local testbed; on real hosts the "
                              "cabling of the inventory decides")

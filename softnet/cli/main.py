@@ -177,7 +177,7 @@ def trial(
     stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us,
                                     remote=inventory is not None)
     spec = trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None,
-                                     duty, raw, stalls, traffic, profile)
+                                     duty, raw, stalls, traffic, profile, remote=inventory is not None)
     req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer,
                                  nic=trial_cmd.parse_nic(nic, remote=inventory is not None),
                                  remote=(inventory, testbed) if inventory else None, raw_out=raw)

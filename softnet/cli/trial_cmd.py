@@ -136,7 +136,8 @@ class TrialRequest:
 
 def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: int, flows: int, rate_layer: str,
                     sample_interval_s: float | None, profile_duty: float, raw_out: Path | None,
-                    stalls: dict | None = None, traffic: dict | None = None, profile: bool = False) -> TrialSpec:
+                    stalls: dict | None = None, traffic: dict | None = None, profile: bool = False,
+                    remote: bool = False) -> TrialSpec:
     """Every input checked before the testbed lock is waited for or the host
     touched; the trial's spec. ``traffic``: parse_traffic()'s fields."""
     from softnet.campaign.trial import first_source
@@ -145,7 +146,11 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
     from softnet.testbed.personalities import parse_sut
 
     personality = parse_sut(sut, "--sut")
-    require(personality, "--sut")
+    if remote:  # the SUT host's agent checks what it needs there
+        if not personality.remote:
+            raise InputError("--sut", f"{personality.name} runs on the local testbed only: {personality.remote_why}")
+    else:
+        require(personality, "--sut")
     if (traffic or {}).get("bidirectional") and not personality.bidirectional:
         raise InputError("--bidirectional", f"{personality.name} forwards one way only: {personality.one_way_why}")
     spec = TrialSpec(rate_pps=parse_rate(rate, frame_size(size, traffic), rate_layer), duration_s=duration,

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyroute2 import IPRoute
+
 from softnet import __version__
 from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
 from softnet.collect import procfs
@@ -38,8 +40,9 @@ from softnet.hosts import safety
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.hosts.trial_hosts import EdgeSchedule
-from softnet.testbed.local import ADDR, DST_RANGE, Endpoints
-from softnet.testbed.personalities import kernel_fwd
+from softnet.testbed.local import Endpoints
+from softnet.testbed.personalities import parse_sut
+from softnet.testbed.sut_lab import SutLab, SutPlacement
 from softnet.testbed.stall_inject import StallInjector
 from softnet.testbed.netns import napi_thread_pids
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
@@ -77,6 +80,8 @@ class Agent:
     anchors: list[str] = field(default_factory=list)  # generators' idle anchors not in use (journalled)
     anchors_of: dict[str, list[str]] = field(default_factory=dict)  # a generator's handle -> its anchors
     edges: EdgeSchedule = field(default_factory=EdgeSchedule)
+    lab: SutLab | None = None  # the SUT's namespace (the SUT host's agent)
+    lab_changes: HostChanges = field(default_factory=HostChanges)  # the personality's own undo steps
     lock: Any = None
     holder: dict = field(default_factory=dict)
     deadline: float = 0.0
@@ -241,7 +246,8 @@ class Agent:
             raise AgentError(f"apply {role}: no port for {', '.join(missing)}", "ports")
         self._verify(ports)
         ops = self._changes()
-        out: dict = {}
+        # the interfaces' facts before they are used (a SUT's NICs move to its namespace)
+        out: dict = {"facts": {r: safety.interface_facts(port["name"]) for r, port in ports.items()}}
         if role == "traffic":
             for r in need:
                 ops.link_up(ports[r]["name"])
@@ -251,10 +257,10 @@ class Agent:
         else:
             knobs = kw.pop("nic", None) or {}
             plans = self._nic_plans(ports, knobs, kw.get("sut_cpus", [])) if knobs else {}  # refused: nothing changed
+            out["nic"] = self._apply_nic(plans)  # in this namespace, before the NICs move to the SUT's
             out["napi_threads"] = self._apply_sut(ports, **kw)
-            out["nic"] = self._apply_nic(plans)
-        out["facts"] = {r: safety.interface_facts(port["name"]) for r, port in ports.items()}
-        out["applied"] = list(ops.applied)
+            out["sut_netns"] = self.lab.ns["sut"]  # where its NICs are while the testbed lives
+        out["applied"] = [*ops.applied, *self.lab_changes.applied]  # the journal's, then the personality's
         return out
 
     def _nic_plans(self, ports: dict[str, dict], knobs: dict, sut_cpus: list[int]) -> dict:
@@ -288,28 +294,30 @@ class Agent:
         return out
 
     def _apply_sut(self, ports: dict[str, dict], sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],
-                   steering: str = "threaded", bidirectional: bool = False) -> dict:
-        if sut not in ("ipv4-fwd", "ipv6-fwd"):
-            raise AgentError(f"sut {sut!r}: accepted on remote hosts: ipv4-fwd, ipv6-fwd", "sut")
-        ops, v = self.ops, 0 if sut == "ipv4-fwd" else 1
-        i, o = ports["sut_in"]["name"], ports["sut_out"]["name"]
-        for name, role in ((i, "sut_in"), (o, "sut_out")):
-            ops.link_up(name)
-            ops.add_address(name, ADDR[role][v], 24 if v == 0 else 64)
-        ops.static_neighbour(i, ADDR["gen"][v], gen_mac)
-        ops.static_neighbour(o, ADDR["sink"][v], sink_mac)
-        # several destinations (dst_ips) come from a range routed to the sink
-        ops.route(str(DST_RANGE[4 if v == 0 else 6]), ADDR["sink"][v], o)
-        ops.sysctl("net.ipv4.ip_forward" if v == 0 else "net.ipv6.conf.all.forwarding", "1")
-        receiving = [i, o] if bidirectional else [i]  # the reverse way's receive work on the SUT's CPUs too
-        for name in receiving:
-            ops.ethtool_feature(name, "gro", "on")  # veth NAPI for the generator's XDP frames; harmless on a NIC
-        if steering == "rps":
-            for name in receiving:
-                ops.write_file(f"/sys/class/net/{name}/queues/rx-0/rps_cpus",
-                               format(sum(1 << c for c in sut_cpus), "x"))
-            return {}
-        return {name: ops.pin_napi(name, sut_cpus) for name in receiving}
+                   steering: str = "threaded", bidirectional: bool = False, custom: dict | None = None) -> dict:
+        """The SUT's personality in a namespace of softnet's own holding the
+        two NICs (softnet.testbed.sut_lab), the same code as the local
+        testbed's SUT; the namespace and the NICs' own state journalled first."""
+        try:
+            personality = parse_sut(sut, "testbed.sut", custom)
+            i, o = ports["sut_in"], ports["sut_out"]
+            lab = SutLab(self.lab_changes, personality, {"sut_in": i["name"], "sut_out": o["name"]},
+                         {"gen": gen_mac, "sink": sink_mac, "sut_in": i["mac"], "sut_out": o["mac"]},
+                         SutPlacement(list(sut_cpus), steering), bidirectional)
+        except InputError as exc:
+            raise AgentError(exc.message, exc.field) from None
+        ns = lab.ns["sut"]
+        for name in (i["name"], o["name"]):
+            self.ops.device_state(name)
+        self.ops.lab_netns(ns, [i["name"], o["name"]])
+        self.lab = lab
+        self.lab_changes.record(f"netlink sockets in {ns}", lambda: lab._close_netlink(ns))
+        lab.build()
+        return lab.napi_threads
+
+    def _ns_of(self, ifname: str) -> str | None:
+        """The namespace an interface is in now: the SUT's for its NICs, else this host's own."""
+        return self.lab.ns["sut"] if self.lab is not None and ifname in self.lab.ifs.values() else None
 
     # ---- tools ----------------------------------------------------------------
     def _add_tool(self, obj, proc, what: str) -> str:
@@ -370,7 +378,7 @@ class Agent:
             return {"handle": handle, "start": prof.read(), "plan": prof.plan, "events": prof.events,
                     "drop_reasons": prof.drop_reasons, "duty": prof.duty, "period_ms": prof.period_ms}
         if tool == "sampler":
-            links = [LinkRef(role, None, ifname) for role, ifname in a.get("links", [])]
+            links = [LinkRef(role, self._ns_of(ifname), ifname) for role, ifname in a.get("links", [])]
             sampler = KernelSampler(a["interval_s"], avoid_cpus=a.get("avoid_cpus"), links=links).__enter__()
             if a.get("profiler"):  # the profiler's times at every sample too, as a local trial has them
                 sampler.add_source("ebpf", self._tool(a["profiler"], Profiler).series_values)
@@ -421,21 +429,30 @@ class Agent:
         return out
 
     def op_reads(self, ifnames: list[str], ethtool: list[str] = (), qdiscs: list[str] = (),
-                 procfs_snapshot: bool = False, napi: list[str] = (), forwarded: int | None = None) -> dict:
+                 procfs_snapshot: bool = False, napi: list[str] = (), counters: bool = False) -> dict:
         """Counters of this host's interfaces (and /proc), as the local trial
-        reads them; ifindex: how the profiler's kernel records name them;
-        ``napi``: interfaces whose NAPI kthreads' run time is read (the SUT's
-        CPU time); ``forwarded``: the IP version whose forwarded-packet
-        counter is the SUT's path counter."""
-        out = {"links": {i: link_counters.link_stats(None, i) for i in ifnames},
-               "ethtool": {i: link_counters.ethtool_stats(None, i, check=False) for i in ethtool},
-               "qdisc_drops": sum(link_counters.qdisc_drops(None, i) for i in qdiscs), "time_unix_s": time.time(),
-               "netns_inode": os.stat("/proc/self/ns/net").st_ino,
-               "ifindex": {i: socket.if_nametoindex(i) for i in ifnames}}
+        reads them, each in the namespace it is in now; ifindex and
+        netns_inode: how the profiler's kernel records name them; ``napi``:
+        interfaces whose NAPI kthreads' run time is read (the SUT's CPU
+        time); ``counters``: the SUT personality's path counters."""
+        def ifindex(name: str) -> int:
+            ns = self._ns_of(name)
+            if ns is None:
+                return socket.if_nametoindex(name)
+            with IPRoute(netns=ns) as ipr:
+                return ipr.link_lookup(ifname=name)[0]
+
+        ns = self._ns_of(ifnames[0]) if ifnames else None
+        out = {"links": {i: link_counters.link_stats(self._ns_of(i), i) for i in ifnames},
+               "ethtool": {i: link_counters.ethtool_stats(self._ns_of(i), i, check=False) for i in ethtool},
+               "qdisc_drops": sum(link_counters.qdisc_drops(self._ns_of(i), i) for i in qdiscs),
+               "time_unix_s": time.time(),
+               "netns_inode": os.stat(f"/run/netns/{ns}" if ns else "/proc/self/ns/net").st_ino,
+               "ifindex": {i: ifindex(i) for i in ifnames}}
         if procfs_snapshot:
             out["procfs"] = procfs.snapshot()
-        if forwarded is not None:
-            out["path_counters"] = kernel_fwd.forwarded(forwarded, None)
+        if counters:
+            out["path_counters"] = self.lab.counters() if self.lab is not None else {}
         if napi:
             out["napi_runtime_ns"] = {str(pid): procfs.thread_runtime_ns(pid) for i in napi
                                       for pid in napi_thread_pids(i)}
@@ -475,6 +492,9 @@ class Agent:
         self.closers.undo_all()  # tools first, gracefully (the journal then finds them gone)
         errors += self.closers.undo_errors
         self.closers.undo_errors = []
+        self.lab_changes.undo_all()  # the personality's teardown (a custom SUT's commands) while its namespace is
+        errors += self.lab_changes.undo_errors
+        self.lab_changes.undo_errors, self.lab = [], None
         if self.journal is not None:
             errors += self.journal.undo_all()
             self.journal, self.ops, self.anchors, self.anchors_of = None, None, [], {}

@@ -14,7 +14,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from pyroute2 import IPRoute
+from pyroute2 import IPRoute, netns
 
 from softnet.errors import TestbedError
 from softnet.testbed.netns import IFA_F_NODAD, NUD_PERMANENT, napi_thread_pids
@@ -55,12 +55,6 @@ class HostOps:
         self._record(f"neighbour {dst} lladdr {mac} on {ifname}", "neigh_del", ifname=ifname, dst=dst)
         with IPRoute() as ipr:
             ipr.neigh("replace", dst=dst, lladdr=mac, ifindex=_index(ipr, ifname), state=NUD_PERMANENT)
-
-    def route(self, dst: str, gateway: str, ifname: str) -> None:
-        """A route to ``dst`` (a prefix) via ``gateway`` out of ``ifname``."""
-        self._record(f"route {dst} via {gateway} dev {ifname}", "route_del", ifname=ifname, dst=dst)
-        with IPRoute() as ipr:
-            ipr.route("replace", dst=dst, gateway=gateway, oif=_index(ipr, ifname))
 
     def veth_pair(self, name: str, peer: str) -> None:
         """A pair of softnet's own (the generator's idle anchor), left down."""
@@ -105,6 +99,35 @@ class HostOps:
                      f"{' '.join(f'{p} {old[p]}' for p in sorted(params))})", "ethtool_set", ifname=ifname, flag=flag,
                      old={p: old[p] for p in params})
         hostcmd.run(nic.ethtool_argv(ifname, flag, params))
+
+    def device_state(self, ifname: str) -> None:
+        """Journal what a NIC's use by a SUT namespace may change and its
+        removal does not restore: XDP, GRO, threaded NAPI, RPS masks, MTU,
+        up/down and qdisc (softnet.tools.undo_ops._device_state)."""
+        with IPRoute() as ipr:
+            link = ipr.get_links(_index(ipr, ifname))[0]
+        base = Path(f"/sys/class/net/{ifname}")
+        gro = next((line.split(":", 1)[1].split()[0] for line in hostcmd.run(["ethtool", "-k", ifname]).splitlines()
+                    if line.strip().startswith("generic-receive-offload:")), None)
+        threaded = (base / "threaded").read_text().strip() if (base / "threaded").exists() else None
+        rps = {q.name: (q / "rps_cpus").read_text().strip() for q in sorted((base / "queues").glob("rx-*"))
+               if (q / "rps_cpus").exists()}
+        state = {"up": bool(link["flags"] & 1), "qdisc": link.get_attr("IFLA_QDISC"), "mtu": link.get_attr("IFLA_MTU"),
+                 "gro": gro, "threaded": threaded, "rps": rps, "xdp": bool(link.get_attr("IFLA_XDP")
+                                                                           and link.get_attr("IFLA_XDP").get_attr(
+                                                                               "IFLA_XDP_ATTACHED"))}
+        self._record(f"{ifname}: device state kept (mtu {state['mtu']}, gro {gro}, threaded {threaded}, "
+                     f"{'up' if state['up'] else 'down'})", "device_state", ifname=ifname, state=state)
+
+    def lab_netns(self, ns: str, ifnames: list[str]) -> None:
+        """A namespace of softnet's own holding these NICs (a SUT namespace:
+        softnet.testbed.sut_lab), journalled first: its undo moves them back
+        and removes it."""
+        self._record(f"netns {ns} holding {', '.join(ifnames)}", "lab_netns", ns=ns, ifnames=list(ifnames))
+        netns.create(ns)
+        with IPRoute() as ipr:
+            for name in ifnames:
+                ipr.link("set", index=_index(ipr, name), net_ns_fd=ns)
 
     def pin_napi(self, ifname: str, cpus: list[int]) -> list[int]:
         """Threaded NAPI for ifname, its kthreads pinned to cpus."""

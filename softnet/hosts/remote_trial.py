@@ -22,6 +22,7 @@ from softnet.hosts.session import AgentSession, controller_id, open_sessions
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
 from softnet.provenance import provenance
 from softnet.testbed.local import ADDR
+from softnet.testbed.personalities import parse_sut
 from softnet.tools.changes import HostChanges
 
 POLL_S = 0.25  # the traffic host is asked how the generator does (the SUT host only past the window)
@@ -95,19 +96,30 @@ class RemoteTestbed:
 
     def __init__(self, inv: Inventory, testbed: str, sut: str = "ipv4-fwd",
                  placement: RemotePlacement | None = None, wait_s: float = 0.0, bidirectional: bool = False,
-                 nic: dict | None = None):
-        """``bidirectional``: the SUT also ready for traffic from the sink's
-        side; ``nic``: NIC knobs of the SUT's interfaces (softnet.tools.nic),
-        refused by the SUT host's agent before it changes anything if an
-        interface does not take one."""
-        if sut not in ("ipv4-fwd", "ipv6-fwd"):
-            raise InputError("--sut", f"'{sut}' on real hosts; accepted: ipv4-fwd, ipv6-fwd")
-        self.inv, self.name, self.sut = inv, testbed, sut
+                 nic: dict | None = None, custom: dict | None = None, field: str = "--sut"):
+        """``sut``: a personality's spec string (``custom``: its table), set
+        up by the SUT host's agent in a namespace of its own there
+        (softnet.testbed.sut_lab); ``bidirectional``: the SUT also ready
+        for traffic from the sink's side; ``nic``: NIC knobs of the SUT's
+        interfaces (softnet.tools.nic), refused by the SUT host's agent
+        before it changes anything if an interface does not take one."""
+        self.personality = parse_sut(sut, field, custom)
+        if not self.personality.remote:
+            raise InputError(field, f"{self.personality.name} runs on the local testbed only: "
+                             f"{self.personality.remote_why}")
+        if bidirectional and not self.personality.bidirectional:
+            raise InputError("bidirectional", f"{self.personality.name} forwards one way only: "
+                             f"{self.personality.one_way_why}")
+        self.inv, self.name, self.sut, self.custom = inv, testbed, self.personality.spec, custom
+        table = getattr(self.personality, "table", None)
+        if table is not None:  # a custom SUT: its commands travel as a table, run in the same folder there
+            self.sut = self.personality.name
+            self.custom = {**table.model_dump(exclude_none=True), "workdir": str(self.personality.workdir)}
         self.ports: dict[str, Port] = inv.ports(testbed)
         tb = inv.testbeds[testbed]
         self.host_of = {"traffic": tb.traffic, "sut": tb.sut}
         self.placement = placement or RemotePlacement()
-        self.ip_version = 6 if sut == "ipv6-fwd" else 4
+        self.ip_version = self.personality.ip_version
         self.wait_s, self.bidirectional = wait_s, bidirectional
         self.nic = {k: v for k, v in (nic or {}).items() if v is not None}
         self.sessions: dict[str, AgentSession] = {}
@@ -141,7 +153,7 @@ class RemoteTestbed:
                 "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
                 gen_mac=self.ports["gen_out"].iface.mac, sink_mac=self.ports["sink_in"].iface.mac,
                 sut_cpus=self.placement.sut_cpus, steering=self.placement.steering,
-                bidirectional=self.bidirectional, nic=self.nic)
+                bidirectional=self.bidirectional, nic=self.nic, custom=self.custom)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -194,7 +206,12 @@ class RemoteTestbed:
 
     def generators(self, changes, reverse, plan: GenPlan) -> _Generators:
         t = self.sessions["traffic"]
-        out, nxt = ("sink_in", "sut_out") if reverse else ("gen_out", "sut_in")
+        # the next hop: the SUT's port (an L3 hop), or the far end's (a bridge switches to it)
+        l2 = self.personality.next_hop_role == "sink"
+        if reverse:
+            out, nxt = "sink_in", "gen_out" if l2 else "sut_out"
+        else:
+            out, nxt = "gen_out", "sink_in" if l2 else "sut_in"
         src, dst = self.endpoints(reverse)
         started = t.call("start", tool="gen", ifname=self.ports[out].iface.name, src_mac=self.ports[out].iface.mac,
                          dst_mac=self.ports[nxt].iface.mac, src_ip=src, dst_ip=dst, rate_pps=plan.rate_pps,
@@ -235,7 +252,7 @@ class RemoteTestbed:
             return self.sessions[role].call("reads", ifnames=names, ethtool=names[:1])
         names = [self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name]
         return self.sessions[role].call("reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
-                                        napi=names, forwarded=self.ip_version)
+                                        napi=names, counters=True)
 
     def host_reads(self) -> dict:
         """This host's trial reads, from the host that has each."""

@@ -286,18 +286,6 @@ class LocalTestbed(NetnsLab):
                 raise TestbedError("; ".join(bad))
             self.nic_applied[role] = {"ifname": dev, "driver": "veth", "set": plan.ethtool, "read_back": after.current}
 
-    # ---- CPU placement --------------------------------------------------
-    def _steer(self, ns_role: str, if_role: str, cpus: list[int]) -> None:
-        """Move the receive processing of an interface onto `cpus`."""
-        ns, dev = self.ns[ns_role], self.ifs[if_role]
-        # GRO on enables veth NAPI, which XDP redirects into a veth require.
-        hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", "on"])
-        self.changes.record(f"{ns}/{dev}: gro on", lambda: None)  # dies with the veth
-        if self.placement.steering == "rps":
-            self.set_ns_file(ns, f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", cpu_mask(cpus))
-        else:
-            self.pin_napi(ns, dev, cpus)
-
     # ---- diagnostics ----------------------------------------------------
     def link_stats(self) -> dict[str, dict[str, int]]:
         """stats64 of every testbed interface, keyed 'role'."""

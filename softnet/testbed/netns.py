@@ -137,6 +137,17 @@ class NetnsLab:
             ipr.route("replace", dst=dst, gateway=via, oif=ipr.link_lookup(ifname=self.ifs[if_role])[0])
         self.changes.record(f"route {ns} {dst} via {via}", lambda: None)  # removed with its namespace
 
+    def _steer(self, ns_role: str, if_role: str, cpus: list[int]) -> None:
+        """Move the receive processing of an interface onto `cpus`."""
+        ns, dev = self.ns[ns_role], self.ifs[if_role]
+        # GRO on enables veth NAPI, which XDP redirects into a veth require.
+        hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", "on"])
+        self.changes.record(f"{ns}/{dev}: gro on", lambda: None)  # dies with the veth
+        if self.placement.steering == "rps":
+            self.set_ns_file(ns, f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", cpu_mask(cpus))
+        else:
+            self.pin_napi(ns, dev, cpus)
+
     def set_sysctl(self, ns: str, key: str, value: str) -> None:
         old = hostcmd.sysctl_get(ns, key)
         hostcmd.sysctl_set(ns, key, value)

@@ -21,11 +21,12 @@ OPS = {
     "sysctl": ("key", "old"), "file": ("path", "old"), "affinity": ("pid", "old"),
     "kill": ("pid",), "link_del": ("ifname",), "link_state": ("ifname", "up"),
     "addr_del": ("ifname", "address", "prefixlen"), "neigh_del": ("ifname", "dst"),
-    "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",), "route_del": ("ifname", "dst"),
+    "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",),
     "ethtool_set": ("ifname", "flag", "old"),
+    "device_state": ("ifname", "state"), "lab_netns": ("ns", "ifnames"),
 }
-NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off", "route_del",
-             "ethtool_set"}
+NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off",
+             "ethtool_set", "device_state", "lab_netns"}
 NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/sys/devices/virtual/net/")
 
 
@@ -138,6 +139,67 @@ def _ethtool_set(e: dict) -> None:
         _run(["ethtool", e["flag"], e["ifname"], *[x for p, v in sorted(e["old"].items()) for x in (p, str(v))]])
 
 
+def _pids_in_netns(path: Path) -> list[int]:
+    try:
+        ino = os.stat(path).st_ino
+    except OSError:
+        return []
+    out = []
+    for link in Path("/proc").glob("[0-9]*/ns/net"):
+        try:
+            if os.stat(link).st_ino == ino and int(link.parts[2]) != os.getpid():
+                out.append(int(link.parts[2]))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _lab_netns(e: dict) -> None:
+    """A SUT namespace on this host (softnet.testbed.sut_lab): every process
+    in it stopped, the NICs moved back here (the namespace this undo runs
+    in), then the namespace removed with everything a personality left in it."""
+    path = Path("/run/netns", e["ns"])
+    if not path.exists():
+        return
+    for pid in _pids_in_netns(path):
+        _kill({"pid": pid, "pid_start": pid_start(pid)})
+    for ifname in e["ifnames"]:
+        if subprocess.run(["ip", "-n", e["ns"], "link", "show", "dev", ifname], capture_output=True).returncode == 0:
+            _run(["ip", "-n", e["ns"], "link", "set", "dev", ifname, "netns", str(os.getpid())])
+    _run(["ip", "netns", "delete", e["ns"]])
+
+
+def _device_state(e: dict) -> None:
+    """A NIC's own state back as it was before softnet used it (what its
+    namespace's removal does not undo): no XDP program of ours, GRO,
+    threaded NAPI, RPS masks, MTU, then up or down (down with qdisc noop if
+    it had never been up)."""
+    name, st = e["ifname"], e["state"]
+    if not _link_exists(name):
+        return
+    # threaded first. A veth has NAPI instances only while up with GRO (or XDP),
+    # and one without them refuses the write (EOPNOTSUPP): it is lent both for
+    # the write; GRO and the link state are put back below.
+    if st.get("threaded") is not None:
+        try:
+            _write_back(Path(f"/sys/class/net/{name}/threaded"), st["threaded"])
+        except OSError:
+            _run(["ip", "link", "set", "dev", name, "up"])
+            _run(["ethtool", "-K", name, "gro", "on"])
+            _write_back(Path(f"/sys/class/net/{name}/threaded"), st["threaded"])
+    for queue, mask in (st.get("rps") or {}).items():
+        _write_back(Path(f"/sys/class/net/{name}/queues/{queue}/rps_cpus"), mask)
+    if not st.get("xdp"):
+        info = json.loads(_run(["ip", "-j", "link", "show", "dev", name]))[0]
+        if info.get("xdp"):
+            _xdp_off({"ifname": name, "prog_id": None})
+    if st.get("gro") is not None:
+        _run(["ethtool", "-K", name, "gro", st["gro"]])
+    if st.get("mtu") is not None:
+        _run(["ip", "link", "set", "dev", name, "mtu", str(st["mtu"])])
+    _link_state({"ifname": name, "up": st.get("up", False), "qdisc": st.get("qdisc")})
+
+
 XDP_MODES = {1: "xdpdrv", 2: "xdpgeneric", 3: "xdpoffload"}
 
 
@@ -163,9 +225,10 @@ UNDO = {
     "addr_del": lambda e: _netlink(e, lambda ipr, i: ipr.addr("del", index=i, address=e["address"],
                                                                prefixlen=e["prefixlen"])),
     "neigh_del": lambda e: _netlink(e, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=e["dst"])),
-    "route_del": lambda e: _netlink(e, lambda ipr, i: ipr.route("del", dst=e["dst"], oif=i)),
     "ethtool_features": _ethtool,
     "ethtool_set": _ethtool_set,
+    "device_state": _device_state,
+    "lab_netns": _lab_netns,
     "xdp_off": _xdp_off,
 }
 

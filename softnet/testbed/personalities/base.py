@@ -75,7 +75,8 @@ class Personality:
     ip_version: ClassVar[int] = 4
     # whose MAC the generator sends to: "sut_in" (an L3 hop) or "sink" (a bridge)
     next_hop_role: ClassVar[str] = "sut_in"
-    remote: ClassVar[bool] = False  # runs on an inventory's hosts too (softnet.hosts)
+    remote: ClassVar[bool] = True  # runs on an inventory's SUT host too (softnet.testbed.sut_lab)
+    remote_why: ClassVar[str] = ""  # why not, when it does not
     bidirectional: ClassVar[bool] = True  # forwards traffic from the sink's side too
     one_way_why: ClassVar[str] = ""
 

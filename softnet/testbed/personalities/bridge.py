@@ -35,8 +35,6 @@ class Bridge(Personality):
     next_hop_role = "sink"
 
     def configure(self, tb: "LocalTestbed") -> None:
-        from softnet.testbed.local import ADDR
-
         ns, br = tb.ns["sut"], bridge_name(tb)
         for key in BR_NF_SYSCTLS:
             if Path("/proc/sys", *key.split(".")).exists():  # the host's kernel has br_netfilter
@@ -50,16 +48,14 @@ class Bridge(Personality):
             hostcmd.in_netns(ns, ["ip", "link", "set", "dev", tb.ifs[role], "master", br])
             tb.changes.record(f"{ns}/{tb.ifs[role]}: port of {br}", lambda: None)  # goes with the bridge
         hostcmd.in_netns(ns, ["ip", "link", "set", "dev", br, "up"])
-        sink_mac = ADDR["sink"][2]
+        sink_mac = tb.addr["sink"][2]
         hostcmd.in_netns(ns, ["bridge", "fdb", "replace", sink_mac, "dev", tb.ifs["sut_out"], "master", "static"])
         tb.changes.record(f"{ns}/{br}: fdb {sink_mac} dev {tb.ifs['sut_out']} static", lambda: None)
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
-        from softnet.testbed.local import ADDR
-
         ns = tb.ns["sut"]
         fdb = json.loads(hostcmd.in_netns(ns, ["bridge", "-j", "fdb", "show", "br", bridge_name(tb)]) or "[]")
-        gen_mac = ADDR["gen"][2]
+        gen_mac = tb.addr["gen"][2]
         learned = sum(1 for e in fdb if e.get("mac") == gen_mac and e.get("ifname") == tb.ifs["sut_in"]
                       and "permanent" not in e.get("state", "") and "static" not in e.get("state", ""))
         links = tb.link_stats()  # the testbed's open sockets: no helper forked per read

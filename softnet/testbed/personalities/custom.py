@@ -86,14 +86,16 @@ def parse_table(data: Any, where: str) -> CustomTable:
 
 def env(tb: "LocalTestbed") -> dict[str, str]:
     """What a command knows of the testbed."""
-    from softnet.testbed.local import ADDR, DST_RANGE
+    from softnet.testbed.local import DST_RANGE
+
+    addr = tb.addr  # this testbed's addresses and MACs (an inventory's hosts have their own MACs)
 
     v = 0 if tb.ip_version == 4 else 1
     return {"SN_NS": tb.ns["sut"], "SN_IN": tb.ifs["sut_in"], "SN_OUT": tb.ifs["sut_out"],
-            "SN_IN_MAC": ADDR["sut_in"][2], "SN_OUT_MAC": ADDR["sut_out"][2],
-            "SN_IN_IP": ADDR["sut_in"][v], "SN_OUT_IP": ADDR["sut_out"][v],
-            "SN_GEN_IP": ADDR["gen"][v], "SN_GEN_MAC": ADDR["gen"][2],
-            "SN_SINK_IP": ADDR["sink"][v], "SN_SINK_MAC": ADDR["sink"][2],
+            "SN_IN_MAC": addr["sut_in"][2], "SN_OUT_MAC": addr["sut_out"][2],
+            "SN_IN_IP": addr["sut_in"][v], "SN_OUT_IP": addr["sut_out"][v],
+            "SN_GEN_IP": addr["gen"][v], "SN_GEN_MAC": addr["gen"][2],
+            "SN_SINK_IP": addr["sink"][v], "SN_SINK_MAC": addr["sink"][2],
             "SN_DST_RANGE": str(DST_RANGE[tb.ip_version])}
 
 

@@ -16,15 +16,16 @@ class L3Forwarding(Personality):
     towards the sink."""
 
     def configure(self, tb: "LocalTestbed") -> None:
-        from softnet.testbed.local import ADDR, DST_RANGE
+        from softnet.testbed.local import DST_RANGE
 
+        addr = tb.addr  # this testbed's addresses and MACs (an inventory's hosts have their own MACs)
         ns, v = tb.ns["sut"], 0 if self.ip_version == 4 else 1
         key = "net.ipv4.ip_forward" if self.ip_version == 4 else "net.ipv6.conf.all.forwarding"
         tb.set_sysctl(ns, key, "1")
-        tb._neigh("sut", "sut_out", ADDR["sink"][v], ADDR["sink"][2])
-        tb._neigh("sut", "sut_in", ADDR["gen"][v], ADDR["gen"][2])
-        tb._neigh("sink", "sink", ADDR["sut_out"][v], ADDR["sut_out"][2])
-        tb.add_route("sut", str(DST_RANGE[self.ip_version]), ADDR["sink"][v], "sut_out")
+        tb._neigh("sut", "sut_out", addr["sink"][v], addr["sink"][2])
+        tb._neigh("sut", "sut_in", addr["gen"][v], addr["gen"][2])
+        tb._neigh("sink", "sink", addr["sut_out"][v], addr["sut_out"][2])
+        tb.add_route("sut", str(DST_RANGE[self.ip_version]), addr["sink"][v], "sut_out")
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         return forwarded(self.ip_version, tb.ns["sut"])
@@ -43,17 +44,17 @@ def forwarded(ip_version: int, ns: str | None) -> dict[str, int]:
 class Ipv4Fwd(L3Forwarding):
     name = "ipv4-fwd"
     summary = "kernel IPv4 forwarding"
-    remote: ClassVar[bool] = True
 
 
 class Ipv6Fwd(L3Forwarding):
     name = "ipv6-fwd"
     summary = "kernel IPv6 forwarding"
     ip_version = 6
-    remote: ClassVar[bool] = True
 
 
 class NoSut(Personality):
     name = "none"
     summary = "no SUT: generator veth paired straight with the sink"
     next_hop_role = "sink"
+    remote: ClassVar[bool] = False
+    remote_why: ClassVar[str] = "no SUT: an inventory's generator port is cabled to the SUT host, not to the sink"

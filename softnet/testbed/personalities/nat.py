@@ -53,13 +53,11 @@ class Nat(L3Forwarding):
                 Requirement("tool:nft", "loads the ruleset, reads its counters"))
 
     def configure(self, tb: "LocalTestbed") -> None:
-        from softnet.testbed.local import ADDR
-
         super().configure(tb)
         ns, (fam, table) = tb.ns["sut"], TABLE
         tb.changes.record(f"nft table {fam} {table} in {ns} ({self.values['mode']})",
                           lambda: nft_delete_table(ns, fam, table))
-        nft_load(ns, ruleset(tb.ifs["sut_out"], self.values["mode"], ADDR["sut_out"][0]))
+        nft_load(ns, ruleset(tb.ifs["sut_out"], self.values["mode"], tb.addr["sut_out"][0]))
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         ns = tb.ns["sut"]

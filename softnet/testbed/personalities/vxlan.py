@@ -71,6 +71,8 @@ OVERLAY = {"net": "198.19.64.0/24", "sut": "198.19.64.2", "next_hop": "198.19.64
 class Vxlan(Personality):
     name = "vxlan"
     summary = "VXLAN encapsulation gateway: plain IPv4 in, VXLAN (UDP 4789) out to the sink"
+    remote: ClassVar[bool] = False
+    remote_why: ClassVar[str] = "it raises the sink's MTU and names the sink as the tunnel's end: both on the traffic host"
     params: ClassVar[dict[str, Param]] = {
         "vni": Param(int, 42, "VXLAN network identifier", lo=0, hi=(1 << 24) - 1),
     }

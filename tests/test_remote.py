@@ -523,11 +523,16 @@ def test_search_runs_on_two_emulated_testbeds(hosts, tmp_path):
     r = softnet("search", "--inventory", str(path), "--testbed", "tb1,tb2", "--goals", "ndr", "--width", "0.2",
                 "--duration", "0.3", "--initial-duration", "0.3", "--warmup", "0.1", "--max-trials", "4",
                 "--min-load", "10kpps", "--max-load", "200kpps", "--results", str(tmp_path / "r"), "--json",
-                timeout=300)
+                "--latency-fractions", "0.5", "--latency-duration", "0.3", timeout=300)
     assert r.returncode == 0, r.stderr
     searches = json.loads(r.stdout)["searches"]
     assert sorted(s["label"] for s in searches) == ["name=tb1", "name=tb2"]
     assert all(1 <= rep["trial_count"] <= 4 for s in searches for rep in s["repeats"])
+    # latency under load at half the NDR's lower bound, measured on the same hosts after each search
+    db = duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True)
+    lat = [json.loads(row[0]) for row in db.execute("select result_json from trials").fetchall()]
+    lat = [r for r in lat if "latency_at" in r]
+    assert lat and all(r["latency_at"]["fraction"] == 0.5 and r["sent_pkts"] > 0 for r in lat), lat
     assert restored(eh, before) == []
     r = softnet("search", "--inventory", str(path), "--testbed", "tb7")
     assert r.returncode == 2 and "--testbed: 'tb7' is not in" in r.stderr

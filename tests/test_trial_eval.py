@@ -125,7 +125,7 @@ def test_placement_from_evidence():
     raw = quiet(load("ipv4fwd_30kpps_napi_moved")[0])
     r = evaluate(raw)
     assert "placement_not_as_requested" in r.flags
-    assert r.placement["observed"]["sink_share_on_requested_cpus"] < 0.5
+    assert r.placement.observed.sink_share_on_requested_cpus < 0.5
     # the same trial whose generator reports another CPU than requested
     ok = quiet(load("ipv4fwd_100kpps_sampled")[0])
     assert "placement_not_as_requested" not in flags(ok)
@@ -169,14 +169,14 @@ def test_histogram_agrees_with_the_exact_delays_of_the_same_packets():
     r = evaluate(load("ipv4fwd_20kpps_exact")[0])
     raw = load("ipv4fwd_20kpps_exact")[0]
     exact = raw["sink"]["latency_exact_ns"]
-    assert r.latency_exact["complete"] and len(exact) == r.latency_pkts == r.received_pkts
+    assert r.latency_exact.complete and len(exact) == r.latency_pkts == r.received_pkts
     # the BPF's bucket of every packet is the Python index of its delay
-    assert dict(Counter(latency_hist.index(v) for v in exact)) == {i: c for i, c in r.latency_hist["buckets"]}
-    assert r.latency_exact["max_rel_error"] <= r.latency_percentile_rel_error
+    assert dict(Counter(latency_hist.index(v) for v in exact)) == {i: c for i, c in r.latency_hist.buckets}
+    assert r.latency_exact.max_rel_error <= r.latency_percentile_rel_error
     xs = np.sort(exact)
     for q in latency_hist.PERCENTILES:  # nearest rank; numpy's inverted_cdf can be one off (0.999 * 10^4 > 9990)
         key = latency_hist.percentile_key(q)
-        assert r.latency_exact[key] == xs[math.ceil(q * len(xs) / 100 - 1e-9) - 1]
+        assert getattr(r.latency_exact, key) == xs[math.ceil(q * len(xs) / 100 - 1e-9) - 1]
 
 
 def test_a_negative_delay_is_flagged_not_reported():
@@ -256,7 +256,7 @@ def test_sink_ring_overflow_is_not_the_suts_loss():
     d = json.loads((DATA / "ipv4fwd_200kpps_sink_limited.json").read_text())
     r = evaluate(d["raw"])
     assert "sink_limited" in r.flags and not r.valid
-    assert r.diagnosis["interface_deltas"]["sut_out"]["tx_dropped"] > r.lost_pkts
+    assert r.diagnosis.interface_deltas["sut_out"]["tx_dropped"] > r.lost_pkts
     raw = copy.deepcopy(d["raw"])
     for side in ("before", "after"):
         raw[side]["links"]["sut_out"]["tx_dropped"] = 0

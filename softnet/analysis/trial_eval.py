@@ -416,6 +416,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     cpu = sut_thread_cpu(raw, sink)
     if cpu is not None:
         fields["sut_thread_cpu"] = cpu
+    if raw.get("hosts") is not None:  # an inventory's hosts
+        fields["hosts"], fields["window_skew_ms"] = raw["hosts"], raw.get("window_skew_ms")
     b, a = raw["before"].get("path_counters"), raw["after"].get("path_counters")
     if b is not None and a is not None:  # the personality's proof of path, over the trial
         # counters as differences; gauges (named *_entries: FDB, conntrack) as found after the trial

@@ -150,9 +150,6 @@ def trial(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] 
     if path is not None:
         raw["path"] = path
     result = evaluate(raw, spec).to_dict()
-    for key in ("hosts", "window_skew_ms"):  # an inventory's hosts: which ran each piece, how well clocks agree
-        if key in raw:
-            result[key] = raw[key]
     if keep_raw:
         result["raw_trial"] = raw
     return result

@@ -201,6 +201,329 @@ class TrialSpec:
 Number = int | float
 
 
+class _Part(BaseModel):
+    """A part of a trial result: exactly these fields (a key evaluate does
+    not write is an error, not a silent extra)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GeneratorSummary(_Part):
+    """What the generator says of its pacing over the window."""
+
+    calls: int
+    batch: int
+    window_lag_mean_ns: Number | None = None
+    window_lag_max_ns: Number | None = None
+    window_late_pkts: int | None = None
+    cpu: int | None = None
+
+
+class LatencyHistogram(_Part):
+    sub_bucket_bits: int
+    range_log2_ns: int
+    buckets: list[list[int]]  # [index, count], sparse
+    over_range_pkts: int
+
+
+class LatencyExact(_Part):
+    """The sink's exact delays (--exact): true percentiles and the histogram's error."""
+
+    kept_pkts: int
+    complete: bool
+    latency_p50_ns: Number | None = None
+    latency_p90_ns: Number | None = None
+    latency_p99_ns: Number | None = None
+    latency_p99_9_ns: Number | None = None
+    max_rel_error: Number | None = None
+
+
+class Diagnosis(_Part):
+    """Where packets were dropped on the path, by the kernel's counters over the trial."""
+
+    ingress_ring_of: str  # "SUT", or "sink" without a SUT
+    qdisc_dropped_pkts: int
+    ingress_ring_full_pkts: int
+    softnet_dropped_pkts: int
+    softnet_time_squeeze: int
+    interface_deltas: dict[str, dict[str, int]]  # role -> stats64 deltas
+    interface_rx_dropped_pkts: int
+    interface_tx_dropped_pkts: int
+
+
+class PlacementObserved(_Part):
+    gen_cpu: int | None
+    sink_cpus: list[int]
+    sink_share_on_requested_cpus: Number
+    sink_rx_pkts_per_cpu: list[int]
+    napi_thread_cpus: dict[str, dict[str, int | None]]  # device -> kthread pid -> the CPU it last ran on
+    net_rx_softirqs_per_cpu: dict[str, int]
+    cpu_busy_ratio_per_cpu: dict[str, Number | None]
+
+
+class PlacementRequested(_Part):
+    gen_cpu: int
+    sut_cpus: list[int]
+    sink_cpu: int | None = None
+    steering: str
+    gen_cpus: list[int] | None = None  # several generators
+
+
+class TrialPlacement(_Part):
+    requested: PlacementRequested
+    observed: PlacementObserved
+    as_requested: bool
+
+
+class StallLoss(_Part):
+    pkts: int
+    share: Number | None = None
+
+
+class TrafficShape(_Part):
+    arrivals: str
+    seed: int | None = None
+    burst_pkts: int | None = None
+    on_duty: Number | None = None
+    flows: int
+    src_ips: int
+    dst_ips: int
+    dst_ports: int
+    flows_total: int
+
+
+class FlowCounts(_Part):
+    flows: int
+    min_pkts: int
+    max_pkts: int
+    sum_pkts: int
+
+
+class SizeLoss(_Part):
+    sent_pkts: int
+    received_pkts: int
+    lost_pkts: int | None
+    loss_ratio: Number | None
+
+
+class SideSetting(_Part):
+    steering: str | None = None
+    gro: bool = True
+    xdp: str = "none"
+
+
+class TrialPath(_Part):
+    """Which sides of the SUT a campaign cell uses."""
+
+    direction: str
+    sut_in_side: str
+    sut_out_side: str
+    sides: dict[str, SideSetting]
+    placement: str | None = None
+    ingress_steering: str
+
+
+class ThreadCpu(_Part):
+    """The SUT's NAPI kthreads' run time over the trial (schedstat)."""
+
+    ns: int
+    forwarded_pkts: int
+    ns_per_pkt: Number | None
+    threads: int
+
+
+class Direction(_Part):
+    """One direction of a bidirectional trial."""
+
+    intended_rate_pps: Number
+    sent_pkts: int
+    received_pkts: int
+    lost_pkts: int | None = None
+    loss_ratio: Number | None = None
+    sut_lost_pkts: int | None = None
+    sut_loss_ratio: Number | None = None
+    achieved_rate_pps: Number
+    achieved_ratio: Number
+    throughput_bps: Number | None = None
+    reordered_pkts: int
+    duplicate_pkts: int
+    latency_min_ns: Number | None = None
+    latency_mean_ns: Number | None = None
+    latency_max_ns: Number | None = None
+    latency_p50_ns: Number | None = None
+    latency_p90_ns: Number | None = None
+    latency_p99_ns: Number | None = None
+    latency_p99_9_ns: Number | None = None
+    flow_counts: FlowCounts | None = None
+    size_loss: dict[str, SizeLoss] | None = None
+    flags: list[str]
+    valid: bool
+
+
+class LostRun(_Part):
+    first_seq: int
+    pkts: int
+    due_s: Number
+
+
+class LostRuns(_Part):
+    total: int
+    truncated: bool | int
+    length_hist_log2: list[list[int]]  # [log2 of the run length, runs]
+    longest_pkts: int
+    first: list[LostRun]
+
+
+class LossSeries(_Part):
+    t_s: list[Number]
+    step_s: Number
+    lost_pkts: list[int]
+    delay_max_ns: list[Number | None]
+
+
+class LossTimeline(_Part):
+    """When packets were lost: runs of lost sequence numbers and a pooled series."""
+
+    bin_pkts: int
+    lost_runs: LostRuns
+    series: LossSeries
+
+
+class RunsOfCause(_Part):
+    runs: int
+    pkts: int
+
+
+class LossAttribution(_Part):
+    """How much of the loss host stalls explain, and in words."""
+
+    lost_pkts: int
+    explained_pkts: int
+    explained_share: Number
+    baseline_loss_ratio: Number | None
+    stall_windows: int
+    stall_windows_with_loss: int
+    rest_cause: str
+    sut_busy_ratio: Number | None
+    loss_spread: Number | None
+    runs_by_cause: dict[str, RunsOfCause]
+    runs_counted: int
+    unseen_stall_pkts: int
+    words: str
+
+
+class StallProbeInfo(_Part):
+    period_ns: int | None = None
+    threshold_ns: int | None = None
+    lost_events: int | None = None
+    events_truncated: bool | int | None = None
+
+
+class CpuStalls(_Part):
+    role: str
+    count: int
+    total_ms: Number
+    max_ms: Number
+    by: list[str]
+    probe_samples: int | None = None
+    steal_ms: Number | None = None
+
+
+class Stall(_Part):
+    cpu: int
+    role: str
+    kind: str
+    by: str | None = None
+    start_s: Number
+    duration_ms: Number
+
+
+class InjectedFound(_Part):
+    cpu: int
+    busy_ms: Number
+    every_ms: Number
+    injected: int
+    found: int
+    outside_traffic: int
+    missed_at_ns: list[int] = []
+
+
+class HostStalls(_Part):
+    """The data path's CPUs' stalls the probe saw (or why there is no probe)."""
+
+    missing: str | None = None
+    probe: StallProbeInfo | None = None
+    ring_fill_ms: Number | None = None
+    qualifying_min_ms: Number | None = None
+    per_cpu: dict[str, CpuStalls] | None = None
+    stalls: list[Stall] | None = None
+    injected: InjectedFound | None = None
+
+
+class KernelSamples(_Part):
+    """The sampler's series as the raw trial keeps it (softnet.results.series.Series.to_json)."""
+
+    interval_s: Number
+    t_s: list[Number]
+    marks: dict[str, int]
+    keys: list[list[str | int]]  # [source, item, cpu]
+    values: list[list[Number | None]]
+    irq_names: dict[str, str]
+    qdiscs: dict[str, str]
+    missing: dict[str, str]
+    sampler: dict[str, Number | str | bool | list[int] | None]
+
+
+class Provenance(BaseModel):
+    """Where and how a figure was measured. Extra keys allowed: a remote
+    trial adds its hosts and testbed, a simulated SUT its model."""
+
+    model_config = ConfigDict(extra="allow")
+
+    softnet_version: str
+    kernel: str
+    hostname: str
+    cpu_model: str | None = None
+    cpus_online: int | None = None
+    recorded_unix_s: Number
+    spec: dict[str, Any]  # what was asked: the trial spec and its SUT, as given
+    spec_hash: str
+    host_changes_applied: list[str]
+
+
+class InterfaceFacts(_Part):
+    """An inventory host's interface as its agent found it."""
+
+    name: str
+    mac: str
+    pci: str
+    driver: str
+    driver_version: str
+    firmware: str
+    operstate: str
+    mtu: int | None = None
+    nic_knobs: list[str] = []
+
+
+class RemoteHost(_Part):
+    """One inventory host a trial ran on, and how its clock and changes stood."""
+
+    name: str
+    address: str
+    softnet_version: str
+    kernel: str
+    hostname: str
+    cpu_model: str | None = None
+    cpus_online: int | None = None
+    netns_inode: int
+    cpus_usable: list[int]
+    cpu_freq_hz: Number | None = None
+    clock_offset_s: Number
+    clock_uncertainty_s: Number
+    interfaces: dict[str, InterfaceFacts | None]
+    host_changes_applied: list[str]
+
+
 class TrialResult(BaseModel):
     """One trial's evaluated result. Fields absent from a trial (no sampler,
     no profiler) stay unset and are left out of ``to_dict``."""
@@ -239,17 +562,17 @@ class TrialResult(BaseModel):
     latency_p99_ns: Number | None = None
     latency_p99_9_ns: Number | None = None
     latency_percentile_rel_error: float | None = None
-    latency_hist: dict[str, Any] | None = None  # sub_bucket_bits, range_log2_ns, buckets [[i, n]], over_range_pkts
-    latency_exact: dict[str, Any] | None = None  # --exact: the true percentiles and the histogram's error
+    latency_hist: LatencyHistogram | None = None
+    latency_exact: LatencyExact | None = None
     # schema 2 (raw schema 1): upper edges of log2 buckets
     latency_p50_upper_ns: Number | None = None
     latency_p99_upper_ns: Number | None = None
     latency_p99_9_upper_ns: Number | None = None
     latency_log2_hist: list[int] | None = None
     drain_s: Number
-    generator: dict[str, Any]
-    diagnosis: dict[str, Any]
-    placement: dict[str, Any]
+    generator: GeneratorSummary
+    diagnosis: Diagnosis
+    placement: TrialPlacement
     other_runs: list[str] = []  # other softnet runs' namespaces seen during the trial
     flags: list[str]
     valid: bool
@@ -257,32 +580,38 @@ class TrialResult(BaseModel):
     # stalls explain set apart (what the methods count by default)
     sut_lost_pkts: int | None = None
     sut_loss_ratio: Number | None = None
-    loss_explained_by_host_stalls: dict[str, Any] | None = None  # pkts, share
-    loss_attribution: dict[str, Any] | None = None
-    loss_timeline: dict[str, Any] | None = None
-    host_stalls: dict[str, Any] | None = None
+    loss_explained_by_host_stalls: StallLoss | None = None
+    loss_attribution: LossAttribution | None = None
+    loss_timeline: LossTimeline | None = None
+    host_stalls: HostStalls | None = None
     started_unix_s: Number
+    # the two deepest parts stay JSON, each documented where it is made: per-CPU and per-stage
+    # tables whose keys are the host's (softnet.analysis.kernel_stats, softnet.analysis.profile_reads)
     kernel: dict[str, Any] | None = None
-    kernel_samples: dict[str, Any] | None = None
+    kernel_samples: KernelSamples | None = None
     profile: dict[str, Any] | None = None
-    provenance: dict[str, Any]
-    path: dict[str, Any] | None = None  # which sides of the SUT (campaign trials)
+    provenance: Provenance
+    path: TrialPath | None = None
     # traffic shapes (docs/traffic.md); a result without them had one size, constant arrivals
     frame_mix: str | None = None  # the generator's --mix ("64:7,570:4,1518:1"); None: frame_bytes only
     mean_frame_bytes: Number | None = None  # of what was sent (frame_bytes, or the mix's mean)
     throughput_bps: Number | None = None  # received window frame bytes (incl. FCS) x 8 / send span
     arrivals: str | None = None  # "const" | "poisson" | "onoff"
-    traffic_shape: dict[str, Any] | None = None  # seed, burst, duty, dst_ips, dst_ports, flows_total
-    flow_counts: dict[str, Any] | None = None  # per-flow window packets: flows, min_pkts, max_pkts, sum_pkts
-    size_loss: dict[str, Any] | None = None  # per frame size: sent_pkts, received_pkts, lost_pkts, loss_ratio
+    traffic_shape: TrafficShape | None = None
+    flow_counts: FlowCounts | None = None  # per-flow window packets
+    size_loss: dict[str, SizeLoss] | None = None  # per frame size
     # the SUT personality's counters proving the packets took its path (after - before the trial)
     path_counters: dict[str, int] | None = None
     # bidirectional trials: each direction's figures ("forward": generator -> sink, "reverse"); the counts,
     # rates and loss above are both directions' sums, the latency fields the forward direction's
-    directions: dict[str, Any] | None = None
+    directions: dict[str, Direction] | None = None
     # the SUT's NAPI kthreads' run time over the trial (schedstat, exact): ns, forwarded_pkts, ns_per_pkt,
     # threads; absent with RPS steering (no kthread) or a raw trial from before it was read
-    sut_thread_cpu: dict[str, Any] | None = None
+    sut_thread_cpu: ThreadCpu | None = None
+    # an inventory's trial: the hosts each piece ran on, and how far the SUT's window edges may sit from
+    # the generator's clock
+    hosts: dict[str, RemoteHost] | None = None
+    window_skew_ms: Number | None = None
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

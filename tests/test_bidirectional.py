@@ -52,41 +52,6 @@ def test_captured_bidirectional_trial_sums_its_directions():
 
 @needs_root
 @pytest.mark.usefixtures("host_unchanged")
-@pytest.mark.parametrize("sut", ["ipv4-fwd", "bridge", "ipv6-fwd"])
-def test_both_directions_through_the_sut(sut):
-    """Real namespaces and packets: each direction's sink counts its own
-    generator's packets, the totals are their sums, and the SUT's counters
-    saw both directions."""
-    size = 86 if sut == "ipv6-fwd" else 64
-    spec = TrialSpec(rate_pps=40_000, duration_s=0.5, warmup_s=0.2, frame_bytes=size, flows=4,
-                     bidirectional=True, sample_interval_s=None, stall_probe=False)
-    with HostChanges() as changes:
-        tb = LocalTestbed(changes, sut, bidirectional=True)
-        ep = tb.build()
-        r = run_trial(tb, ep, spec, changes, keep_raw=True)
-    raw = r.pop("raw_trial")
-    check_sums(r)
-    f, b = r["directions"]["forward"], r["directions"]["reverse"]
-    assert f["sent_pkts"] == b["sent_pkts"] == 10_000
-    # 20 kpps each way, no overload: what is lost is the VM's stalls overflowing a ring (a few % at worst
-    # while other suites run); each way's sink got its own generator's packets
-    assert f["received_pkts"] > 9_000 and b["received_pkts"] > 9_000, r["flags"]
-    fwd_sent, rev_sent = raw["generator"]["sent_pkts"], raw["reverse"]["generator"]["sent_pkts"]
-    pc = r["path_counters"]
-    if sut == "bridge":
-        assert pc["ip_forw_datagrams"] == 0  # switched, not routed, both ways
-        # every forward packet in at sut_in and out at sut_out, and the reverse ones the other way
-        assert pc["sut_in_rx_packets"] > 0.95 * fwd_sent and pc["sut_out_tx_packets"] > 0.95 * fwd_sent
-    else:
-        key = "ip6_out_forw_datagrams" if sut == "ipv6-fwd" else "ip_forw_datagrams"
-        # routed by the SUT, both ways (minus what its ingress rings dropped)
-        assert 0.95 * (fwd_sent + rev_sent) <= pc[key] <= fwd_sent + rev_sent
-    # the reverse sink sat on the generator's veth
-    assert raw["reverse"]["sink_ifname"] == tb.ifs["gen"]
-
-
-@needs_root
-@pytest.mark.usefixtures("host_unchanged")
 @pytest.mark.parametrize("args, option", [
     (["--sut", "vxlan", "--bidirectional"], "--bidirectional"),
     (["--bidirectional", "--dst-ips", "4"], "--dst-ips"),

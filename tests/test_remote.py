@@ -252,8 +252,9 @@ def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts
     with HostChanges() as changes:
         ltb = LocalTestbed(changes)
         local = run_trial(ltb, ltb.build(), spec, changes)
-    # the local trial's keys, but the personality's path counters: remote SUTs do not read them yet
-    assert set(local) - {"path_counters"} <= set(remote), set(local) - set(remote)
+    # the local trial's keys (one procedure measured both), and which hosts ran it
+    assert set(local) <= set(remote), set(local) - set(remote)
+    assert set(remote) - set(local) == {"hosts", "window_skew_ms", "raw_trial"}  # kept: keep_raw
     assert remote["sent_pkts"] == spec.window_pkts
     assert remote["received_pkts"] > 0.9 * spec.window_pkts  # forwarded by the dut's kernel
     for role, name in (("traffic", "tg"), ("sut", "dut")):
@@ -276,7 +277,11 @@ def test_inventory_check_names_a_wrong_mac_pci_or_driver(hosts, tmp_path):
     eh, path = hosts
     r = softnet("inventory", "check", str(path), "--no-doctor", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(r.stdout)["problems"] == []
+    found = json.loads(r.stdout)
+    assert found["problems"] == []
+    # which NIC knobs each interface takes (the emulated SUT ports: veth with two receive queues)
+    assert {f["name"]: f["nic_knobs"] for f in found["hosts"]["dut"]["interfaces"].values()} == {
+        "eth1": ["rx_channels", "tx_channels"], "eth2": ["rx_channels", "tx_channels"]}
     text = path.read_text()
     wrong = (text.replace('mac = "02:00:00:02:00:01"', 'mac = "02:00:00:02:00:09"', 1)
              .replace('driver = "veth"', 'driver = "i40e"', 1)
@@ -292,6 +297,7 @@ def test_inventory_check_names_a_wrong_mac_pci_or_driver(hosts, tmp_path):
     assert "hosts.tg.interfaces.0.driver" in fields and "hosts.tg.interfaces.0.pci" in fields
     r = softnet("inventory", "check", str(bad), "--no-doctor")  # for people: the field, in 80 columns
     assert r.returncode == 1 and f"hosts.dut.interfaces.{dut_mac}.mac" in r.stdout
+    assert "dut eth1 (veth) takes NIC knobs: rx_channels, tx_channels" in r.stdout
 
 
 @pytest.mark.netns

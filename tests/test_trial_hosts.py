@@ -92,30 +92,28 @@ def proves_path(r: dict, sut: str, sent_all: int) -> None:
         assert pc["ip_forw_datagrams"] < 0.05 * sent_all, pc
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("sut", list(PATHS))
-def test_every_personality_with_constant_traffic(hosts_of, kind, sut):
-    size = PATHS[sut][0]
-    spec = TrialSpec(rate_pps=30e3, duration_s=0.3, warmup_s=0.1, frame_bytes=size,
+SHAPED = ("ipv4-fwd", "bridge", "xdp-router")  # also shaped traffic and both directions
+
+
+def constant_traffic(hosts, sut: str) -> None:
+    spec = TrialSpec(rate_pps=30e3, duration_s=0.3, warmup_s=0.1, frame_bytes=PATHS[sut][0],
                      sample_interval_s=0.2 if sut == "ipv4-fwd" else None, stall_probe=sut == "ipv4-fwd")
-    r = run(hosts_of, kind, spec, sut, CUSTOM if sut == "custom" else None)
+    r = trial(hosts, spec, keep_raw=True)
     raw = r["raw_trial"]
     assert r["sent_pkts"] == spec.window_pkts
     assert r["received_pkts"] > 0.9 * spec.window_pkts, r["flags"]
     proves_path(r, sut, raw["generator"]["sent_pkts"])
     assert raw["window"]["start"] and raw["window"]["end"]
-    assert ("hosts" in r) == (kind == "inventory")
+    assert ("hosts" in r) == isinstance(hosts, RemoteTestbed)
     if sut == "ipv4-fwd":
         assert r["kernel_samples"] and "missing" not in raw["stalls"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("sut", ["ipv4-fwd", "bridge", "xdp-router"])
-def test_imix_flows_destinations_and_poisson_arrivals(hosts_of, kind, sut):
+def imix_flows_destinations_and_poisson(hosts, sut: str) -> None:
     spec = TrialSpec(rate_pps=30e3, duration_s=0.4, warmup_s=0.1, mix="imix", flows=4, dst_ports=2,
                      dst_ips=1 if sut == "bridge" else 4, arrivals="poisson", seed=7, sample_interval_s=None,
                      stall_probe=False)
-    r = run(hosts_of, kind, spec, sut)
+    r = trial(hosts, spec, keep_raw=True)
     raw = r["raw_trial"]
     assert raw["generator"]["mix"] == shapes.IMIX
     sizes = {int(s): n for s, n in raw["sink"]["size_pkts"].items()}
@@ -127,19 +125,36 @@ def test_imix_flows_destinations_and_poisson_arrivals(hosts_of, kind, sut):
         assert raw["testbed"]["dst_ip_first"] == "198.19.128.1"  # routed towards the sink by the SUT
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("sut", ["ipv4-fwd", "bridge", "xdp-router"])
-def test_both_directions(hosts_of, kind, sut):
+def both_directions(hosts, sut: str) -> None:
+    from tests.test_bidirectional import check_sums
+
     spec = TrialSpec(rate_pps=30e3, duration_s=0.4, warmup_s=0.1, flows=4, bidirectional=True,
                      sample_interval_s=None, stall_probe=False)
-    r = run(hosts_of, kind, spec, sut)
+    r = trial(hosts, spec, keep_raw=True)
     raw = r["raw_trial"]
+    check_sums(r)
     f, b = r["directions"]["forward"], r["directions"]["reverse"]
     assert f["sent_pkts"] == b["sent_pkts"] == spec.one_direction().window_pkts
     assert f["received_pkts"] > 0.9 * f["sent_pkts"] and b["received_pkts"] > 0.9 * b["sent_pkts"], r["flags"]
-    if sut == "ipv4-fwd":  # routed by the SUT, both ways
-        both = raw["generator"]["sent_pkts"] + raw["reverse"]["generator"]["sent_pkts"]
+    both = raw["generator"]["sent_pkts"] + raw["reverse"]["generator"]["sent_pkts"]
+    if PATHS[sut][2]:  # routed by the SUT, both ways
         assert 0.9 * both <= r["path_counters"]["ip_forw_datagrams"] <= both
+    if sut == "bridge":  # switched both ways: every forward packet in at sut_in, every reverse one at sut_out
+        assert r["path_counters"]["ip_forw_datagrams"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("sut", list(PATHS))
+def test_every_personality(hosts_of, kind, sut):
+    """Constant traffic through each personality; through ipv4-fwd, bridge
+    and xdp-router also IMIX over flows, destinations and ports with Poisson
+    arrivals, and both directions at once: one testbed each, built for both
+    directions, the same checks on this host and on inventory hosts."""
+    with hosts_of(kind, sut, sut in SHAPED, CUSTOM if sut == "custom" else None) as hosts:
+        constant_traffic(hosts, sut)
+        if sut in SHAPED:
+            imix_flows_destinations_and_poisson(hosts, sut)
+            both_directions(hosts, sut)
 
 
 def test_a_personality_that_needs_the_traffic_host_is_refused_by_name(inventory):
@@ -163,15 +178,6 @@ def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
     assert inj["cpu"] == 1 and inj["stalls_total"] >= 5
     assert "missing" not in raw["stalls"] and "1" in {str(c) for c in raw["stalls"]["timers_per_cpu"]}
     assert any("stall injector" in c for c in r["provenance"]["host_changes_applied"])
-
-
-def test_same_result_fields_on_both(hosts_of):
-    spec = TrialSpec(rate_pps=30e3, duration_s=0.4, warmup_s=0.1, sample_interval_s=0.2, profile=True)
-    local, remote = (run(hosts_of, kind, spec) for kind in KINDS)
-    assert set(local) <= set(remote), set(local) - set(remote)
-    assert set(remote) - set(local) == {"hosts", "window_skew_ms"}
-    assert set(local["raw_trial"]) <= set(remote["raw_trial"])
-    assert local["profile"]["stages"] and remote["profile"]["stages"]
 
 
 # ---- NIC knobs on an inventory's SUT host ---------------------------------------
@@ -209,20 +215,3 @@ def test_a_knob_the_sut_host_refuses_names_knob_interface_and_driver(inventory):
             pass
     assert err.value.field == "testbed.nic.rx_ring"
     assert "host dut: eth1 (veth) does not take rx_ring; it takes: rx_channels, tx_channels" in err.value.message
-
-
-def test_inventory_check_lists_the_knobs_each_interface_takes(emulated):
-    import json
-    import subprocess
-
-    from tests.conftest import softnet_cmd
-
-    r = subprocess.run(softnet_cmd("inventory", "check", str(emulated.inventory), "--no-doctor", "--json"),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    hosts = json.loads(r.stdout)["hosts"]
-    assert {f["name"]: f["nic_knobs"] for f in hosts["dut"]["interfaces"].values()} == {
-        "eth1": ["rx_channels", "tx_channels"], "eth2": ["rx_channels", "tx_channels"]}
-    r = subprocess.run(softnet_cmd("inventory", "check", str(emulated.inventory), "--no-doctor"),
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
-    assert "dut eth1 (veth) takes NIC knobs: rx_channels, tx_channels" in r.stdout, r.stdout

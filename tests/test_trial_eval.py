@@ -15,6 +15,7 @@ import pytest
 from softnet.analysis import latency_hist
 from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS, PACING_TOLERANCE, evaluate
 from softnet.errors import InputError
+from softnet.results.raw import check_raw
 from softnet.results.trial import RESULT_SCHEMA_OF_RAW, TrialResult, TrialSpec, check_schema
 
 DATA = Path(__file__).parent / "data" / "raw_trials"
@@ -48,6 +49,31 @@ def test_reevaluating_a_raw_trial_reproduces_its_result_exactly(path):
     d = json.loads(path.read_text())
     again = evaluate(d["raw"]).to_dict()
     assert json.dumps(again, sort_keys=True, default=str) == json.dumps(d["result"], sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("path", [*CAPTURED, *sorted((DATA.parent / "raw_trials_v1").glob("*.json"))],
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_stored_raw_trial_reads_as_the_typed_raw_and_back(path):
+    """The typed raw trial (softnet.results.raw) holds every raw trial kept
+    here, of every raw schema version, and gives back the same JSON."""
+    raw = json.loads(path.read_text())["raw"]
+    typed = check_raw(raw, path.name)
+    assert typed.raw_schema_version == raw["raw_schema_version"]
+    assert typed.model_dump(exclude_unset=True) == raw
+
+
+def test_a_raw_trial_of_another_shape_names_its_field():
+    raw, _ = load("ipv4fwd_100kpps_sampled")
+    bad = copy.deepcopy(raw)
+    bad["testbed"]["placement"]["sut_cpus"] = "1"
+    with pytest.raises(InputError) as err:
+        evaluate(bad)
+    assert err.value.field == "raw trial: testbed.placement.sut_cpus" and "list" in err.value.message
+    bad = copy.deepcopy(raw)
+    bad["before"]["colour"] = "red"  # a key softnet does not write
+    with pytest.raises(InputError) as err:
+        evaluate(bad)
+    assert err.value.field == "raw trial: before.colour"
 
 
 @pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.stem)

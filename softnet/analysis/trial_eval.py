@@ -15,6 +15,7 @@ from softnet.analysis.profile_reads import name_drops
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.series import Series
+from softnet.results.raw import check_raw
 from softnet.results.trial import KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, TrialResult, TrialSpec
 from softnet.results import shapes
 
@@ -347,6 +348,8 @@ def evaluate(raw: dict, spec: TrialSpec | None = None) -> TrialResult:
     if raw_version not in KNOWN_RAW_SCHEMA_VERSIONS:
         raise InputError("raw trial", f"raw schema version {raw_version!r}: this softnet reads versions "
                          f"{', '.join(map(str, KNOWN_RAW_SCHEMA_VERSIONS))}")
+    if raw.get("testbed", {}).get("sink_hop") is None:  # as read (a reverse way's is made here, checked)
+        check_raw(raw)
     spec = spec or TrialSpec.from_dict(raw["spec"], "raw trial: spec")
     if raw.get("reverse") is not None:
         return both_directions(raw, spec)

@@ -20,6 +20,7 @@ from softnet.errors import TestbedError
 from softnet.hosts.this_host import ThisHost
 from softnet.hosts.trial_hosts import GenPlan, SinkShape, TrialHosts
 from softnet.results import shapes
+from softnet.results.raw import check_raw
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
 from softnet.testbed.local import LocalTestbed, first_destination, first_source
@@ -137,8 +138,10 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
                           "duty": profiler.duty, "period_ms": profiler.period_ms}
     raw["provenance"] = hosts.provenance(spec, trial_changes)
     # As JSON from here on: the result is the same whether evaluated now or
-    # re-evaluated from the stored file.
-    return json.loads(json.dumps(raw))
+    # re-evaluated from the stored file. Either kind of hosts gives one shape.
+    raw = json.loads(json.dumps(raw))
+    check_raw(raw)
+    return raw
 
 
 def trial(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,

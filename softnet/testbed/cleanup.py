@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -82,6 +83,8 @@ def clean() -> dict:
     the undo steps of journals that failed (those stay pending)."""
     found = find_leftovers()
     found["journal_errors"] = [err for j in found["journals"] for err in journal.replay(Path(j["path"]))]
+    for d in journal.finished_local_dirs():  # a killed process's own journal, replayed: its folder goes
+        shutil.rmtree(d, ignore_errors=True)
     stop_pids([int(p) for p in found["processes"]])
     for name in found["namespaces"]:
         remove_netns(name)

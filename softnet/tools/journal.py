@@ -257,6 +257,18 @@ def this_process() -> "Journal":
     return _own
 
 
+def finished_local_dirs(base: Path | None = None) -> list[Path]:
+    """The folders of processes' own journals (local-PID) with nothing left
+    to undo and their process gone: kept done files only."""
+    base = Path(base) if base else agent_base()
+    out = []
+    for d in sorted(base.glob("local-*")):
+        pid = d.name.partition("-")[2]
+        if not (d / JOURNAL_NAME).exists() and pid.isdigit() and not running(int(pid), None):
+            out.append(d)
+    return out
+
+
 def _close_own() -> None:
     """At exit with nothing pending: the journal goes, and its folder with it."""
     global _own

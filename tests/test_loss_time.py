@@ -8,14 +8,22 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from softnet.analysis import loss_time
-from softnet.analysis.trial_eval import evaluate
+from softnet.analysis import trial_eval
+from softnet.results.trial import TrialResult
 
 DATA = Path(__file__).parent / "data" / "raw_trials"
+
+
+def evaluate(raw: dict) -> SimpleNamespace:
+    """The result as the store and --json give it: its fields as attributes
+    (None: absent), each part (loss_timeline, loss_attribution, host_stalls) as its JSON."""
+    return SimpleNamespace(**{**dict.fromkeys(TrialResult.model_fields), **trial_eval.evaluate(raw).to_dict()})
 
 
 def raw(name: str) -> dict:

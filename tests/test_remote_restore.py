@@ -72,9 +72,15 @@ def assert_failed_naming(rec: dict, host: str) -> None:
     assert f"host {host}:" in c["error"], c["error"]
 
 
+NIC = "rx_channels=1"  # a NIC knob the reaper must undo too (the emulated SUT ports have two receive queues)
+
+
 @crash_test
 def test_controller_killed(testbed, host_unchanged):
-    rec = crash("controller_kill")
+    """With the channels knob applied (journalled first) when the kill comes:
+    the agents give the queues back with the rest."""
+    rec = crash("controller_kill", nic=NIC)
+    assert rec["sut_channels_at_action"] == {"rx": "1", "tx": "1"}, rec  # was rx 2
     assert_restored(rec)
     assert rec["controller"]["exit_code"] == -9
 
@@ -82,28 +88,16 @@ def test_controller_killed(testbed, host_unchanged):
 @crash_test
 @pytest.mark.parametrize("victim", ["dut", "tg"])
 def test_agent_killed(testbed, host_unchanged, victim):
-    """The reaper restores the killed agent's host; the controller learns it
-    from the closed channel (the SUT's only after the window: nothing is asked
-    of it meanwhile) and restores the other host."""
-    rec = crash("agent_kill", victim)
+    """The reaper restores the killed agent's host (the SUT's namespace, its
+    NICs' state and the channels knob on dut); the controller learns it from
+    the closed channel (the SUT's only after the window: nothing is asked of
+    it meanwhile) and restores the other host."""
+    rec = crash("agent_kill", victim, nic=NIC)
     assert rec["killed_pids"]
+    assert rec["sut_channels_at_action"] == {"rx": "1", "tx": "1"}, rec
     assert_restored(rec)
     assert_failed_naming(rec, victim)
     assert "the agent ended" in rec["controller"]["error"]
-
-
-NIC = "rx_channels=1"  # the emulated SUT's ports have two receive queues each
-
-
-@crash_test
-@pytest.mark.parametrize("scenario, victim", [("controller_kill", None), ("agent_kill", "dut")])
-def test_nic_channels_are_given_back_after_a_kill(testbed, host_unchanged, scenario, victim):
-    """The channels knob is applied (journalled first) when the kill comes,
-    and the reaper (or the agent, its controller gone) gives the queues back:
-    the host snapshots, which hold ethtool -l, equal the ones before."""
-    rec = crash(scenario, victim, nic=NIC)
-    assert rec["sut_channels_at_action"] == {"rx": "1", "tx": "1"}, rec  # was rx 2
-    assert_restored(rec)
 
 
 @crash_test

@@ -6,6 +6,7 @@ feature reaches the hosts and comes back typed the same, not SUT numbers."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -80,6 +81,7 @@ PATHS = {
     "xdp-router": (64, "router_redirected", False),
     "tc-router": (64, "router_redirected", False),
     "custom": (64, "forwarded", True),
+    "vxlan": (64, "vxlan_tx_packets", True),
 }
 
 
@@ -145,25 +147,36 @@ def both_directions(hosts, sut: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sut", list(PATHS))
-def test_every_personality(hosts_of, kind, sut):
+def test_every_personality(hosts_of, emulated, kind, sut):
     """Constant traffic through each personality; through ipv4-fwd, bridge
     and xdp-router also IMIX over flows, destinations and ports with Poisson
     arrivals, and both directions at once: one testbed each, built for both
     directions, the same checks on this host and on inventory hosts."""
+    from softnet.tools import hostcmd
+
+    def sink_mtu() -> int:  # the traffic host's sink port (vxlan raises it for the outer headers)
+        return json.loads(hostcmd.in_netns(emulated.ns_of("tg"), ["ip", "-j", "link", "show", "eth2"]))[0]["mtu"]
+
+    mtu = sink_mtu()
     with hosts_of(kind, sut, sut in SHAPED, CUSTOM if sut == "custom" else None) as hosts:
         constant_traffic(hosts, sut)
         if sut in SHAPED:
             imix_flows_destinations_and_poisson(hosts, sut)
             both_directions(hosts, sut)
+        if sut == "vxlan" and kind == "inventory":
+            assert sink_mtu() == 1600
+    assert sink_mtu() == mtu  # given back
 
 
-def test_a_personality_that_needs_the_traffic_host_is_refused_by_name(inventory):
+def test_a_personality_without_a_sut_is_refused_by_name(inventory):
     from softnet.errors import InputError
 
     with pytest.raises(InputError) as err:
-        RemoteTestbed(inventory, "tb1", "vxlan")
-    assert err.value.field == "--sut" and "vxlan runs on the local testbed only: it raises the sink's MTU" \
-        in err.value.message
+        RemoteTestbed(inventory, "tb1", "none")
+    assert err.value.field == "--sut" and "none runs on the local testbed only: no SUT" in err.value.message
+    with pytest.raises(InputError) as err:
+        RemoteTestbed(inventory, "tb1", "vxlan", bidirectional=True)
+    assert err.value.field == "bidirectional" and "vxlan forwards one way only" in err.value.message
 
 
 @pytest.mark.parametrize("kind", KINDS)

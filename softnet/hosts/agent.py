@@ -251,6 +251,10 @@ class Agent:
         if role == "traffic":
             for r in need:
                 ops.link_up(ports[r]["name"])
+            if kw.get("sink_mtu"):  # the SUT's underlay reaches the sink (vxlan's outer headers)
+                sink = ports["sink_in"]["name"]
+                ops.device_state(sink)
+                hostcmd.run(["ip", "link", "set", "dev", sink, "mtu", str(int(kw["sink_mtu"]))])
             anchor, peer = anchor_names()
             ops.veth_pair(anchor, peer)
             self.anchors.append(anchor)

@@ -148,7 +148,8 @@ class RemoteTestbed:
                                        f"({'; '.join(left[0]['pending'][:3])}): run `softnet clean` there")
             t, u = self.sessions["traffic"], self.sessions["sut"]
             self.applied["traffic"] = t.call("apply", role="traffic",
-                                             ports={r: self._port(r) for r in ("gen_out", "sink_in")})
+                                             ports={r: self._port(r) for r in ("gen_out", "sink_in")},
+                                             sink_mtu=self.personality.sink_mtu)
             self.applied["sut"] = u.call(
                 "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
                 gen_mac=self.ports["gen_out"].iface.mac, sink_mac=self.ports["sink_in"].iface.mac,
@@ -180,10 +181,13 @@ class RemoteTestbed:
     def data_path_cpus(self, gen_cpus: list[int]) -> list[int]:
         return sorted(self.placement.sut_cpus)  # the stall probe runs on the SUT host
 
+    addr = ADDR  # the addresses (personality.dst_ip reads them); the MACs are the inventory's
+
     def endpoints(self, reverse: bool) -> tuple[str, str]:
         v = 0 if self.ip_version == 4 else 1
-        ends = (ADDR["gen"][v], ADDR["sink"][v])
-        return ends[::-1] if reverse else ends
+        if reverse:
+            return ADDR["sink"][v], ADDR["gen"][v]
+        return ADDR["gen"][v], self.personality.dst_ip(self)  # vxlan: its overlay's next hop
 
     def sink_ifname(self, reverse: bool) -> str:
         return self.ports["gen_out" if reverse else "sink_in"].iface.name

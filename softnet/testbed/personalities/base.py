@@ -77,6 +77,7 @@ class Personality:
     next_hop_role: ClassVar[str] = "sut_in"
     remote: ClassVar[bool] = True  # runs on an inventory's SUT host too (softnet.testbed.sut_lab)
     remote_why: ClassVar[str] = ""  # why not, when it does not
+    sink_mtu: ClassVar[int] = 0  # an MTU the sink's port needs (0: as it is)
     bidirectional: ClassVar[bool] = True  # forwards traffic from the sink's side too
     one_way_why: ClassVar[str] = ""
 

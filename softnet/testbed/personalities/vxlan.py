@@ -71,8 +71,7 @@ OVERLAY = {"net": "198.19.64.0/24", "sut": "198.19.64.2", "next_hop": "198.19.64
 class Vxlan(Personality):
     name = "vxlan"
     summary = "VXLAN encapsulation gateway: plain IPv4 in, VXLAN (UDP 4789) out to the sink"
-    remote: ClassVar[bool] = False
-    remote_why: ClassVar[str] = "it raises the sink's MTU and names the sink as the tunnel's end: both on the traffic host"
+    sink_mtu: ClassVar[int] = UNDERLAY_MTU  # the sink's port carries the outer headers too
     params: ClassVar[dict[str, Param]] = {
         "vni": Param(int, 42, "VXLAN network identifier", lo=0, hi=(1 << 24) - 1),
     }
@@ -93,14 +92,17 @@ class Vxlan(Personality):
         return OVERLAY["next_hop"]
 
     def configure(self, tb: "LocalTestbed") -> None:
-        from softnet.testbed.local import ADDR, DST_RANGE
+        from softnet.testbed.local import DST_RANGE
 
+        addr = tb.addr  # this testbed's addresses and MACs (an inventory's hosts have their own MACs)
         ns = tb.ns["sut"]
         tb.set_sysctl(ns, "net.ipv4.ip_forward", "1")
-        tb._neigh("sut", "sut_in", ADDR["gen"][0], ADDR["gen"][2])
-        tb._neigh("sut", "sut_out", ADDR["sink"][0], ADDR["sink"][2])  # the underlay next hop
+        tb._neigh("sut", "sut_in", addr["gen"][0], addr["gen"][2])
+        tb._neigh("sut", "sut_out", addr["sink"][0], addr["sink"][2])  # the underlay next hop
+        # the sink's MTU: here, in its namespace; on an inventory, its host's agent sets it (sink_mtu)
         for ns_role, if_role in (("sut", "sut_out"), ("sink", "sink")):
-            self._set_mtu(tb, tb.ns[ns_role], tb.ifs[if_role], UNDERLAY_MTU)
+            if tb.ns.get(ns_role) is not None:
+                self._set_mtu(tb, tb.ns[ns_role], tb.ifs[if_role], UNDERLAY_MTU)
         vx = self.device(tb)
         tb.ifs["vxlan"] = vx  # a role of this testbed from now on (tb._neigh, tb.add_route)
 
@@ -110,8 +112,8 @@ class Vxlan(Personality):
         tb.changes.record(f"{ns}/{vx}: vxlan vni {self.values['vni']}",
                           lambda: gone() or hostcmd.in_netns(ns, ["ip", "link", "del", "dev", vx], check=False))
         hostcmd.in_netns(ns, ["ip", "link", "add", vx, "address", OVERLAY["vxlan_mac"], "mtu", "1500",
-                              "type", "vxlan", "id", str(self.values["vni"]), "local", ADDR["sut_out"][0],
-                              "remote", ADDR["sink"][0], "dstport", str(VXLAN_PORT), "dev", tb.ifs["sut_out"],
+                              "type", "vxlan", "id", str(self.values["vni"]), "local", addr["sut_out"][0],
+                              "remote", addr["sink"][0], "dstport", str(VXLAN_PORT), "dev", tb.ifs["sut_out"],
                               "nolearning"])
         tb.changes.record(f"{ns}/{vx}: no IPv6, {OVERLAY['sut']}/24, up", lambda: None)  # dies with the device
         # no IPv6 on the overlay: its neighbour discovery would add frames to the tunnel's counts

@@ -105,6 +105,10 @@ def test_details_say_what_was_found(checks):
     assert c["qdisc:netem"].ok is not None and "tc qdisc add" in c["qdisc:netem"].detail
     # The kernel-BTF answer must match the file, whichever it is.
     assert c["kernel_btf"].ok is Path("/sys/kernel/btf/vmlinux").exists()
+    # NIC knobs: what a real veth takes, and each of this host's own NICs, read from their drivers
+    assert c["nic_knobs"].ok is True and c["nic_knobs"].detail.startswith("veth takes rx_channels, tx_channels;")
+    for dev in (p.name for p in Path("/sys/class/net").iterdir() if (p / "device").exists()):
+        assert f"{dev} (" in c["nic_knobs"].detail
 
 
 def test_result_is_json_serializable(checks):

@@ -174,9 +174,16 @@ def _probe_nic_knobs(lab: _Lab) -> Check:
         return skip
     takes = nic.capabilities(lab.dev_a, lambda argv: hostcmd.in_netns(lab.ns, argv), "veth").takes()
     rest = [k for k in nic.KNOBS if k not in takes]
+    # this host's own NICs, read only (an inventory naming one with allow_physical may set them)
+    own = []
+    for dev in sorted(p.name for p in Path("/sys/class/net").iterdir() if (p / "device").exists()):
+        driver = Path(f"/sys/class/net/{dev}/device/driver").resolve().name
+        knobs = nic.capabilities(dev, hostcmd.run, driver, nic.device_irqs(dev)).takes()
+        own.append(f"{dev} ({driver}): {', '.join(knobs) or 'none'}")
     return _check("nic_knobs", sorted(takes) == sorted(VETH_NIC_KNOBS),
                   f"veth takes {', '.join(takes) or 'none'}; {', '.join(rest)} need a NIC "
-                  "(an inventory's hosts: softnet inventory check lists what each interface takes)")
+                  f"(an inventory's hosts: softnet inventory check lists what each interface takes)"
+                  + (f"; this host's NICs take: {'; '.join(own)}" if own else ""))
 
 
 def _probe_qdiscs(lab: _Lab) -> list[Check]:

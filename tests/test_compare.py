@@ -337,7 +337,7 @@ def test_a_profiled_compare_finds_the_rules_in_ip_processing(tmp_path):
     spec.write_text('name = "prof"\n[testbed]\nsut = "ipv4-fwd"\n[collect]\nprofile = true\nprofile_duty = 1.0\n'
                     '[method]\nkind = "compare"\nloads = ["50kpps"]\nduration_s = 0.5\nwarmup_s = 0.2\n'
                     '[compare]\nvariants = [{"testbed.sut" = "ipv4-fwd"}, {"testbed.sut" = "nft-fw:rules=200"}]\n'
-                    'metrics = ["cpu"]\ndecide_on = ["cpu"]\nbudget_s = 6\n')
+                    'metrics = ["cpu"]\ndecide_on = ["cpu"]\nbudget_s = 4\n')  # 4 rounds: min_rounds
     r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--json"),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -534,11 +534,12 @@ def test_search_runs_on_two_emulated_testbeds(hosts, tmp_path):
     searches = json.loads(r.stdout)["searches"]
     assert sorted(s["label"] for s in searches) == ["name=tb1", "name=tb2"]
     assert all(1 <= rep["trial_count"] <= 4 for s in searches for rep in s["repeats"])
-    # latency under load at half the NDR's lower bound, measured on the same hosts after each search
-    db = duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True)
-    lat = [json.loads(row[0]) for row in db.execute("select result_json from trials").fetchall()]
-    lat = [r for r in lat if "latency_at" in r]
-    assert lat and all(r["latency_at"]["fraction"] == 0.5 and r["sent_pkts"] > 0 for r in lat), lat
+    # latency under load at half the NDR's lower bound, measured on the same hosts after each search that
+    # found one (a search whose every trial lost packets on this VM has none)
+    for s in searches:
+        bound = any(rep["lower_bound_pps"] is not None for rep in s["repeats"])
+        assert bool(s["latency"]) == bound, s
+        assert all(lat["fraction"] == 0.5 and lat["repeats"] >= 1 and lat["runs"] for lat in s["latency"]), s["latency"]
     assert restored(eh, before) == []
     r = softnet("search", "--inventory", str(path), "--testbed", "tb7")
     assert r.returncode == 2 and "--testbed: 'tb7' is not in" in r.stderr

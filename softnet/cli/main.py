@@ -95,8 +95,11 @@ def version() -> None:
     print(__version__)
 
 
+# the panels of `softnet trial`, `search` and `compare --help`
 P_LOAD, P_TRAFFIC, P_PLACEMENT, P_COLLECT, P_REAL, P_OUTPUT = (
-    "Load", "Traffic shape", "Placement", "Collect", "Real hosts and NICs", "Output")  # `softnet trial --help`
+    "Load", "Traffic shape", "Placement", "Collect", "Real hosts and NICs", "Output")
+P_GOALS, P_BUDGET, P_VARIANTS, P_DECIDE = "Goals", "Loads and budget", "Variants and metrics", "Verdicts and stopping"
+P_HOSTS = "Real hosts"
 
 
 @app.command()
@@ -235,31 +238,39 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
 def search(
     sut: str = typer.Option("ipv4-fwd", help="a SUT personality (name:key=value,...; see softnet trial --help) "
                             "or synthetic (simulated, no root)"),
-    goals: str = typer.Option("ndr,pdr0.5", help="comma-separated: ndr, pdr<percent> (pdr0.5 = 0.5% loss)"),
-    width: float = typer.Option(0.005, help="relative width (upper - lower) / upper to reach"),
-    min_load: str = typer.Option("10kpps", help="lowest load to try"),
-    max_load: str = typer.Option("4Mpps", help="highest load to try (first trial)"),
-    duration: float = typer.Option(1.0, help="final trial duration, seconds"),
-    initial_duration: float = typer.Option(None, help="shorter trials for bracketing (default: the final one)"),
-    warmup: float = typer.Option(0.5, help="warm-up before each trial window, seconds"),
-    confidence: float = typer.Option(0.9, help="posterior confidence to classify a load"),
-    repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)"),
-    max_trials: int = typer.Option(None, help="budget: at most this many trials per search"),
-    max_seconds: float = typer.Option(None, help="budget: at most this many trial-seconds per search"),
+    goals: str = typer.Option("ndr,pdr0.5", help="comma-separated: ndr, pdr<percent> (pdr0.5 = 0.5% loss)",
+                              rich_help_panel=P_GOALS),
+    width: float = typer.Option(0.005, help="relative width (upper - lower) / upper to reach", rich_help_panel=P_GOALS),
+    min_load: str = typer.Option("10kpps", help="lowest load to try", rich_help_panel=P_BUDGET),
+    max_load: str = typer.Option("4Mpps", help="highest load to try (first trial)", rich_help_panel=P_BUDGET),
+    duration: float = typer.Option(1.0, help="final trial duration, seconds", rich_help_panel=P_BUDGET),
+    initial_duration: float = typer.Option(None, help="shorter trials for bracketing (default: the final one)",
+                                           rich_help_panel=P_BUDGET),
+    warmup: float = typer.Option(0.5, help="warm-up before each trial window, seconds", rich_help_panel=P_BUDGET),
+    confidence: float = typer.Option(0.9, help="posterior confidence to classify a load", rich_help_panel=P_GOALS),
+    repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)",
+                                rich_help_panel=P_BUDGET),
+    max_trials: int = typer.Option(None, help="budget: at most this many trials per search", rich_help_panel=P_BUDGET),
+    max_seconds: float = typer.Option(None, help="budget: at most this many trial-seconds per search",
+                                      rich_help_panel=P_BUDGET),
     latency_fractions: str = typer.Option(None, help="after each search, latency under load at these fractions "
-                                          "of each PDR's lower bound, e.g. 0.1,0.5,0.9"),
-    latency_duration: float = typer.Option(None, help="seconds per latency trial (default: --duration)"),
-    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
-    flows: int = typer.Option(1, help="number of flows"),
+                                          "of each PDR's lower bound, e.g. 0.1,0.5,0.9", rich_help_panel=P_GOALS),
+    latency_duration: float = typer.Option(None, help="seconds per latency trial (default: --duration)",
+                                           rich_help_panel=P_GOALS),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS", rich_help_panel=P_LOAD),
+    flows: int = typer.Option(1, help="number of flows", rich_help_panel=P_LOAD),
     host_stall_loss: str = typer.Option("set_apart", help="set_apart: loss that host stalls explain is not "
-                                        "the SUT's; count: all loss counts (as MLRsearch)"),
-    name: str = typer.Option("search", help="campaign name in the results store"),
-    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
-    as_json: bool = typer.Option(False, "--json"),
+                                        "the SUT's; count: all loss counts (as MLRsearch)", rich_help_panel=P_GOALS),
+    name: str = typer.Option("search", help="campaign name in the results store", rich_help_panel=P_OUTPUT),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)",
+                                 rich_help_panel=P_OUTPUT),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
-    inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/remote-hosts.md)"),
-    testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2"),
+    inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/remote-hosts.md)",
+                                   rich_help_panel=P_HOSTS),
+    testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2",
+                                rich_help_panel=P_HOSTS),
 ) -> None:
     """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
@@ -345,36 +356,46 @@ def compare(
     paths: list[Path] = typer.Argument(None, help="stored results: a baseline directory and candidates, or one "
                                        "directory holding a paired comparison"),
     sut: list[str] = typer.Option(None, "--sut", help="a variant's SUT personality (give 2 or more; the first is "
-                                  "the baseline)"),
+                                  "the baseline)", rich_help_panel=P_VARIANTS),
     variant: list[str] = typer.Option(None, "--variant", help="a variant as KNOB=VALUE;... (e.g. "
-                                      "'name=dual;testbed.placement=split'); after the --sut ones"),
+                                      "'name=dual;testbed.placement=split'); after the --sut ones",
+                                      rich_help_panel=P_VARIANTS),
     load: str = typer.Option(None, help="fixed loads below capacity, comma-separated (cpu, loss, latency), e.g. "
-                             "200kpps"),
-    overload: str = typer.Option("3Mpps", help="the load capacity is measured at (beyond it)"),
+                             "200kpps", rich_help_panel=P_VARIANTS),
+    overload: str = typer.Option("3Mpps", help="the load capacity is measured at (beyond it)",
+                                 rich_help_panel=P_VARIANTS),
     metrics: str = typer.Option(None, help="capacity,cpu,loss,latency,search (default: capacity, and the rest "
-                                "but search when --load is given)"),
-    goals: str = typer.Option("ndr,pdr0.5", help="with the search metric: each round's search goals"),
-    width: float = typer.Option(0.02, help="with the search metric: the searches' relative width"),
-    search_seconds: float = typer.Option(60.0, help="with the search metric: trial-seconds per search at most"),
+                                "but search when --load is given)", rich_help_panel=P_VARIANTS),
+    goals: str = typer.Option("ndr,pdr0.5", help="with the search metric: each round's search goals",
+                              rich_help_panel=P_VARIANTS),
+    width: float = typer.Option(0.02, help="with the search metric: the searches' relative width",
+                                rich_help_panel=P_VARIANTS),
+    search_seconds: float = typer.Option(60.0, help="with the search metric: trial-seconds per search at most",
+                                         rich_help_panel=P_VARIANTS),
     decide_on: str = typer.Option(None, help="stop once these metrics have verdicts (default: capacity,cpu of "
-                                  "those measured)"),
-    budget: float = typer.Option(120.0, help="trial-seconds at most (measurement windows)"),
-    margin: str = typer.Option("2%", help="equivalence margin of rates, costs and latencies"),
-    loss_margin: float = typer.Option(0.001, help="equivalence margin of loss ratios (absolute)"),
-    confidence: float = typer.Option(0.95, help="confidence over all the looks of the experiment"),
-    duration: float = typer.Option(1.0, help="trial window, seconds"),
-    warmup: float = typer.Option(0.5, help="warm-up before each window, seconds"),
-    min_rounds: int = typer.Option(4, help="first look after this many rounds"),
-    max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)"),
-    size: int = typer.Option(64, help="frame size in bytes incl. FCS"),
+                                  "those measured)", rich_help_panel=P_DECIDE),
+    budget: float = typer.Option(120.0, help="trial-seconds at most (measurement windows)", rich_help_panel=P_DECIDE),
+    margin: str = typer.Option("2%", help="equivalence margin of rates, costs and latencies", rich_help_panel=P_DECIDE),
+    loss_margin: float = typer.Option(0.001, help="equivalence margin of loss ratios (absolute)",
+                                      rich_help_panel=P_DECIDE),
+    confidence: float = typer.Option(0.95, help="confidence over all the looks of the experiment",
+                                     rich_help_panel=P_DECIDE),
+    duration: float = typer.Option(1.0, help="trial window, seconds", rich_help_panel=P_LOAD),
+    warmup: float = typer.Option(0.5, help="warm-up before each window, seconds", rich_help_panel=P_LOAD),
+    min_rounds: int = typer.Option(4, help="first look after this many rounds", rich_help_panel=P_DECIDE),
+    max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)",
+                                   rich_help_panel=P_DECIDE),
+    size: int = typer.Option(64, help="frame size in bytes incl. FCS", rich_help_panel=P_LOAD),
     profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "
-                                 "reasons changed (ns per packet, with intervals)"),
+                                 "reasons changed (ns per packet, with intervals)", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
-                                  "this (e.g. 5%)"),
-    loss_threshold: float = typer.Option(0.001, help="CI gate for loss ratios (absolute), with --threshold"),
-    name: str = typer.Option("compare", help="campaign name in the results store"),
-    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
-    as_json: bool = typer.Option(False, "--json"),
+                                  "this (e.g. 5%)", rich_help_panel=P_DECIDE),
+    loss_threshold: float = typer.Option(0.001, help="CI gate for loss ratios (absolute), with --threshold",
+                                         rich_help_panel=P_DECIDE),
+    name: str = typer.Option("compare", help="campaign name in the results store", rich_help_panel=P_OUTPUT),
+    results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)",
+                                 rich_help_panel=P_OUTPUT),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
 ) -> None:

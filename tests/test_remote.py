@@ -164,6 +164,24 @@ def test_protocol_hello_check_and_errors(inprocess_agent):
 
 
 @needs_root
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_agent_answers_a_signal_by_undoing_and_exiting_5(tmp_path, sig):
+    """A signal is the agent's cue to undo and end (exit 5, said on stderr),
+    not an exception that escapes it (which would leave the undo to its reaper)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([SOFTNET, "agent", "--stdio", "--state-dir", str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(json.dumps({"id": 1, "op": "hello", "version": PROTOCOL_VERSION}) + "\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["ok"]
+    time.sleep(0.2)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5 and "agent ends: signal" in err and "Traceback" not in err, err
+
+
 def test_agent_ends_when_its_lease_lapses(inprocess_agent):
     host, lease = inprocess_agent
     lease["s"] = 1

@@ -119,6 +119,7 @@ class Agent:
                             return self._finish(0, "bye")
             except (KeyboardInterrupt, Terminated):
                 code, why = 5, "signal"
+                self.closers.signalled = None  # handled here: the undo below is the answer to it
             except BrokenPipeError:
                 code, why = 4, "controller gone (broken pipe)"
             finally:

@@ -37,7 +37,8 @@ class HostChanges:
     undo_errors: list[str] = field(default_factory=list)
     # A signal's exception raised where Python swallows it (an at-fork hook,
     # a __del__: "Exception ignored in ...") is raised again at the next
-    # change, or after the undo: a Ctrl-C is never lost.
+    # change, or after the undo: a Ctrl-C is never lost. Code that catches
+    # it on purpose inside the block clears this.
     signalled: int | None = None
 
     def record(self, what: str, undo: Callable[[], None]) -> None:

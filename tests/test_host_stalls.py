@@ -29,7 +29,10 @@ def test_softnet_trial_finds_injected_stalls_and_says_so(tmp_path, host_unchange
     # 5 ms at 150 kpps is 750 packets into a 256-packet ring: every injected stall loses packets
     assert r["lost_pkts"] >= 400 * inj["injected"]
     a = r["loss_attribution"]
-    assert a["explained_share"] >= 0.8, a["words"]
+    # the injected stalls' loss is explained (each overflows the ring by >= 400 packets); on a VM whose
+    # own vCPU stalls add loss, what is left is named as stalls the probe did not see, not as the SUT's
+    assert a["explained_pkts"] >= 400 * inj["injected"], a["words"]
+    assert a["explained_pkts"] + a["unseen_stall_pkts"] >= 0.8 * a["lost_pkts"], a["words"]
     assert "host_interference" in r["flags"] and r["valid"]
     assert r["sut_lost_pkts"] == r["lost_pkts"] - a["explained_pkts"]
     # the injector is a host change like any other, and it is gone (host_unchanged)

@@ -147,8 +147,7 @@ def validate_inputs(sut: str, rate: str, duration: float, warmup: float, size: i
 
     personality = parse_sut(sut, "--sut")
     if remote:  # the SUT host's agent checks what it needs there
-        if not personality.remote:
-            raise InputError("--sut", f"{personality.name} runs on the local testbed only: {personality.remote_why}")
+        personality.require_remote("--sut")
     else:
         require(personality, "--sut")
     if (traffic or {}).get("bidirectional") and not personality.bidirectional:

@@ -79,9 +79,7 @@ class HostOps:
         Path(path).write_text(value + "\n")
 
     def ethtool_feature(self, ifname: str, feature: str, value: str) -> None:
-        out = hostcmd.run(["ethtool", "-k", ifname])
-        old = next((line.split(":", 1)[1].split()[0] for line in out.splitlines()
-                    if line.strip().startswith(f"{_long_feature(feature)}:")), None)
+        old = _feature(ifname, feature)
         if old == value:
             return
         if old is None:
@@ -107,8 +105,7 @@ class HostOps:
         with IPRoute() as ipr:
             link = ipr.get_links(_index(ipr, ifname))[0]
         base = Path(f"/sys/class/net/{ifname}")
-        gro = next((line.split(":", 1)[1].split()[0] for line in hostcmd.run(["ethtool", "-k", ifname]).splitlines()
-                    if line.strip().startswith("generic-receive-offload:")), None)
+        gro = _feature(ifname, "gro")
         threaded = (base / "threaded").read_text().strip() if (base / "threaded").exists() else None
         rps = {q.name: (q / "rps_cpus").read_text().strip() for q in sorted((base / "queues").glob("rx-*"))
                if (q / "rps_cpus").exists()}
@@ -163,6 +160,12 @@ def _index(ipr: IPRoute, ifname: str) -> int:
 
 _LONG = {"gro": "generic-receive-offload", "gso": "generic-segmentation-offload", "tso": "tcp-segmentation-offload",
          "lro": "large-receive-offload", "rx": "rx-checksumming", "tx": "tx-checksumming"}
+
+
+def _feature(ifname: str, short: str) -> str | None:
+    """An offload's state ("on"/"off") as ethtool -k reports it; None if the driver has no such feature."""
+    return next((line.split(":", 1)[1].split()[0] for line in hostcmd.run(["ethtool", "-k", ifname]).splitlines()
+                 if line.strip().startswith(f"{_long_feature(short)}:")), None)
 
 
 def _long_feature(short: str) -> str:

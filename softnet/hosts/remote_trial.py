@@ -104,9 +104,7 @@ class RemoteTestbed:
         interfaces (softnet.tools.nic), refused by the SUT host's agent
         before it changes anything if an interface does not take one."""
         self.personality = parse_sut(sut, field, custom)
-        if not self.personality.remote:
-            raise InputError(field, f"{self.personality.name} runs on the local testbed only: "
-                             f"{self.personality.remote_why}")
+        self.personality.require_remote(field)
         if bidirectional and not self.personality.bidirectional:
             raise InputError("bidirectional", f"{self.personality.name} forwards one way only: "
                              f"{self.personality.one_way_why}")

@@ -15,11 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from softnet.results.trial import InterfaceFacts, Number, Provenance, RemoteHost, TrialPath
-
-
-class _Exact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from softnet.results.trial import Exact, InterfaceFacts, Number, Provenance, RemoteHost, TrialPath
 
 
 class _ToolReport(BaseModel):
@@ -28,7 +24,7 @@ class _ToolReport(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class RawPlacement(_Exact):
+class RawPlacement(Exact):
     gen_cpu: int
     sut_cpus: list[int]
     sink_cpu: int | None = None
@@ -36,13 +32,13 @@ class RawPlacement(_Exact):
     gen_cpus: list[int] | None = None  # several generators
 
 
-class RemoteRef(_Exact):
+class RemoteRef(Exact):
     testbed: str
     inventory: str
     hosts: dict[str, str]  # role -> inventory host
 
 
-class NicApplied(_Exact):
+class NicApplied(Exact):
     """A NIC knob's settings on one interface, as set and read back."""
 
     ifname: str
@@ -53,7 +49,7 @@ class NicApplied(_Exact):
     irqs: list[int] = []
 
 
-class RawTestbed(_Exact):
+class RawTestbed(Exact):
     sut: str
     ip_version: int
     run_id: str
@@ -68,12 +64,12 @@ class RawTestbed(_Exact):
     sink_hop: str | None = None  # set by evaluate for a bidirectional trial's reverse way only
 
 
-class RawHost(_Exact):
+class RawHost(Exact):
     cpu_freq_hz: Number | None = None
     sysctls: dict[str, int | str | None]
 
 
-class HostReads(_Exact):
+class HostReads(Exact):
     """Counters read before and after a trial, from the host that has each."""
 
     links: dict[str, dict[str, int]]  # role -> stats64
@@ -86,7 +82,7 @@ class HostReads(_Exact):
     sut_ifindex: dict[str, int] | None = None
 
 
-class Window(_Exact):
+class Window(Exact):
     """/proc snapshots at the window's edges (None: not taken)."""
 
     start: dict[str, Any] | None = None
@@ -114,13 +110,13 @@ class SinkTimeline(_ToolReport):
     runs_truncated: bool
 
 
-class ProfileReads(_Exact):
+class ProfileReads(Exact):
     start: dict[str, Any] | None = None
     window_start: dict[str, Any] | None = None
     window_end: dict[str, Any] | None = None
 
 
-class RawProfile(_Exact):
+class RawProfile(Exact):
     """The eBPF profiler's reads at the trial's start and window edges, and its plan."""
 
     reads: ProfileReads
@@ -131,7 +127,7 @@ class RawProfile(_Exact):
     period_ms: Number
 
 
-class ReverseReads(_Exact):
+class ReverseReads(Exact):
     """A bidirectional trial's other direction."""
 
     generator: GeneratorReport
@@ -142,7 +138,7 @@ class ReverseReads(_Exact):
     src_ip_first: str | None = None  # raw trials before several sources lack it
 
 
-class RawTrial(_Exact):
+class RawTrial(Exact):
     raw_schema_version: int
     spec: dict[str, Any]  # the TrialSpec as it was (an older one has fewer fields: TrialSpec.from_dict reads it)
     testbed: RawTestbed

@@ -201,14 +201,14 @@ class TrialSpec:
 Number = int | float
 
 
-class _Part(BaseModel):
+class Exact(BaseModel):
     """A part of a trial result: exactly these fields (a key evaluate does
     not write is an error, not a silent extra)."""
 
     model_config = ConfigDict(extra="forbid")
 
 
-class GeneratorSummary(_Part):
+class GeneratorSummary(Exact):
     """What the generator says of its pacing over the window."""
 
     calls: int
@@ -219,14 +219,14 @@ class GeneratorSummary(_Part):
     cpu: int | None = None
 
 
-class LatencyHistogram(_Part):
+class LatencyHistogram(Exact):
     sub_bucket_bits: int
     range_log2_ns: int
     buckets: list[list[int]]  # [index, count], sparse
     over_range_pkts: int
 
 
-class LatencyExact(_Part):
+class LatencyExact(Exact):
     """The sink's exact delays (--exact): true percentiles and the histogram's error."""
 
     kept_pkts: int
@@ -238,7 +238,7 @@ class LatencyExact(_Part):
     max_rel_error: Number | None = None
 
 
-class Diagnosis(_Part):
+class Diagnosis(Exact):
     """Where packets were dropped on the path, by the kernel's counters over the trial."""
 
     ingress_ring_of: str  # "SUT", or "sink" without a SUT
@@ -251,7 +251,7 @@ class Diagnosis(_Part):
     interface_tx_dropped_pkts: int
 
 
-class PlacementObserved(_Part):
+class PlacementObserved(Exact):
     gen_cpu: int | None
     sink_cpus: list[int]
     sink_share_on_requested_cpus: Number
@@ -261,7 +261,7 @@ class PlacementObserved(_Part):
     cpu_busy_ratio_per_cpu: dict[str, Number | None]
 
 
-class PlacementRequested(_Part):
+class PlacementRequested(Exact):
     gen_cpu: int
     sut_cpus: list[int]
     sink_cpu: int | None = None
@@ -269,18 +269,18 @@ class PlacementRequested(_Part):
     gen_cpus: list[int] | None = None  # several generators
 
 
-class TrialPlacement(_Part):
+class TrialPlacement(Exact):
     requested: PlacementRequested
     observed: PlacementObserved
     as_requested: bool
 
 
-class StallLoss(_Part):
+class StallLoss(Exact):
     pkts: int
     share: Number | None = None
 
 
-class TrafficShape(_Part):
+class TrafficShape(Exact):
     arrivals: str
     seed: int | None = None
     burst_pkts: int | None = None
@@ -292,27 +292,27 @@ class TrafficShape(_Part):
     flows_total: int
 
 
-class FlowCounts(_Part):
+class FlowCounts(Exact):
     flows: int
     min_pkts: int
     max_pkts: int
     sum_pkts: int
 
 
-class SizeLoss(_Part):
+class SizeLoss(Exact):
     sent_pkts: int
     received_pkts: int
     lost_pkts: int | None
     loss_ratio: Number | None
 
 
-class SideSetting(_Part):
+class SideSetting(Exact):
     steering: str | None = None
     gro: bool = True
     xdp: str = "none"
 
 
-class TrialPath(_Part):
+class TrialPath(Exact):
     """Which sides of the SUT a campaign cell uses."""
 
     direction: str
@@ -323,7 +323,7 @@ class TrialPath(_Part):
     ingress_steering: str
 
 
-class ThreadCpu(_Part):
+class ThreadCpu(Exact):
     """The SUT's NAPI kthreads' run time over the trial (schedstat)."""
 
     ns: int
@@ -332,7 +332,7 @@ class ThreadCpu(_Part):
     threads: int
 
 
-class Direction(_Part):
+class Direction(Exact):
     """One direction of a bidirectional trial."""
 
     intended_rate_pps: Number
@@ -360,13 +360,13 @@ class Direction(_Part):
     valid: bool
 
 
-class LostRun(_Part):
+class LostRun(Exact):
     first_seq: int
     pkts: int
     due_s: Number
 
 
-class LostRuns(_Part):
+class LostRuns(Exact):
     total: int
     truncated: bool | int
     length_hist_log2: list[list[int]]  # [log2 of the run length, runs]
@@ -374,14 +374,14 @@ class LostRuns(_Part):
     first: list[LostRun]
 
 
-class LossSeries(_Part):
+class LossSeries(Exact):
     t_s: list[Number]
     step_s: Number
     lost_pkts: list[int]
     delay_max_ns: list[Number | None]
 
 
-class LossTimeline(_Part):
+class LossTimeline(Exact):
     """When packets were lost: runs of lost sequence numbers and a pooled series."""
 
     bin_pkts: int
@@ -389,12 +389,12 @@ class LossTimeline(_Part):
     series: LossSeries
 
 
-class RunsOfCause(_Part):
+class RunsOfCause(Exact):
     runs: int
     pkts: int
 
 
-class LossAttribution(_Part):
+class LossAttribution(Exact):
     """How much of the loss host stalls explain, and in words."""
 
     lost_pkts: int
@@ -412,14 +412,14 @@ class LossAttribution(_Part):
     words: str
 
 
-class StallProbeInfo(_Part):
+class StallProbeInfo(Exact):
     period_ns: int | None = None
     threshold_ns: int | None = None
     lost_events: int | None = None
     events_truncated: bool | int | None = None
 
 
-class CpuStalls(_Part):
+class CpuStalls(Exact):
     role: str
     count: int
     total_ms: Number
@@ -429,7 +429,7 @@ class CpuStalls(_Part):
     steal_ms: Number | None = None
 
 
-class Stall(_Part):
+class Stall(Exact):
     cpu: int
     role: str
     kind: str
@@ -438,7 +438,7 @@ class Stall(_Part):
     duration_ms: Number
 
 
-class InjectedFound(_Part):
+class InjectedFound(Exact):
     cpu: int
     busy_ms: Number
     every_ms: Number
@@ -448,7 +448,7 @@ class InjectedFound(_Part):
     missed_at_ns: list[int] = []
 
 
-class HostStalls(_Part):
+class HostStalls(Exact):
     """The data path's CPUs' stalls the probe saw (or why there is no probe)."""
 
     missing: str | None = None
@@ -460,7 +460,7 @@ class HostStalls(_Part):
     injected: InjectedFound | None = None
 
 
-class KernelSamples(_Part):
+class KernelSamples(Exact):
     """The sampler's series as the raw trial keeps it (softnet.results.series.Series.to_json)."""
 
     interval_s: Number
@@ -491,7 +491,7 @@ class Provenance(BaseModel):
     host_changes_applied: list[str]
 
 
-class InterfaceFacts(_Part):
+class InterfaceFacts(Exact):
     """An inventory host's interface as its agent found it."""
 
     name: str
@@ -505,7 +505,7 @@ class InterfaceFacts(_Part):
     nic_knobs: list[str] = []
 
 
-class RemoteHost(_Part):
+class RemoteHost(Exact):
     """One inventory host a trial ran on, and how its clock and changes stood."""
 
     name: str

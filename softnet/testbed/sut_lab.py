@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from softnet.errors import InputError
 from softnet.testbed.local import ADDR, DST_RANGE, SideSettings  # noqa: F401 (DST_RANGE: personalities route it)
 from softnet.testbed.netns import NetnsLab
 from softnet.testbed.personalities import Personality
@@ -36,9 +35,7 @@ class SutLab(NetnsLab):
     def __init__(self, changes: HostChanges, personality: Personality, ifs: dict[str, str],
                  macs: dict[str, str], placement: SutPlacement, bidirectional: bool = False):
         super().__init__(changes)
-        if not personality.remote:
-            raise InputError("testbed.sut", f"{personality.name} runs on the local testbed only: "
-                             f"{personality.remote_why or 'it needs more than the SUT host'}")
+        personality.require_remote("testbed.sut")
         self.personality, self.sut, self.ip_version = personality, personality.spec, personality.ip_version
         # gen and sink are the traffic host's: nothing of them is on this host
         self.ns = {"sut": f"{NAME_PREFIX}{self.run_id}-sut", "gen": None, "sink": None}

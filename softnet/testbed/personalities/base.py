@@ -106,6 +106,11 @@ class Personality:
         before), and gauges named ``*_entries`` (kept as read after it)."""
         return {}
 
+    def require_remote(self, field: str) -> None:
+        """Refuse, naming ``field``, a personality that runs on the local testbed only."""
+        if not self.remote:
+            raise InputError(field, f"{self.name} runs on the local testbed only: {self.remote_why}")
+
     def dst_ip(self, tb: "LocalTestbed") -> str:
         """The destination address of the test frames (the sink's, by default)."""
         return tb.addr["sink"][0 if self.ip_version == 4 else 1]

@@ -137,7 +137,9 @@ def test_nat_one_conntrack_entry_per_flow(flows, mode, locked_host_unchanged):
     assert c1["conntrack_entries"] == flows
     reached(r, n, delta(c0, c1, "nft_forwarded_packets"))
     assert fwd == delta(c0, c1, "nft_forwarded_packets")
-    assert flows <= delta(c0, c1, "nft_nat_first_packets") <= flows + 3  # the nat rule sees new connections only
+    # the nat rule sees new connections only; packets of a flow's first NAPI poll all pass
+    # prerouting (listified) before the first is confirmed, so each is new: at most one poll's budget
+    assert flows <= delta(c0, c1, "nft_nat_first_packets") <= flows + 64
 
 
 @needs_root

@@ -382,8 +382,8 @@ def test_live_owner_is_refused_and_a_dead_ones_journal_is_stale(base, tmp_path):
                                                                     "path": str(tmp_path / "b"), "old": "1"})
     write_lines(base / "c" / "journal.jsonl", header(os.getpid(), 1), {"i": 0, "op": "file", "what": "y",
                                                                        "path": str(tmp_path / "c"), "old": "1"})
-    j.header["pid_start"] = -1  # ours, "reused": stand-in for a killed agent
-    write_lines(j.path, j.header, *[e for e in journal.read_journal(j.path)[1]])
+    reused = j.header.model_copy(update={"pid_start": -1})  # ours, "reused": stand-in for a killed agent
+    write_lines(j.path, reused.line(), *[e.line() for e in journal.read_journal(j.path)[1]])
     assert journal.stale_journals() == [base / n / "journal.jsonl" for n in "abc"]
 
     with pytest.raises(TestbedError, match="softnet clean"):
@@ -405,7 +405,7 @@ def test_failures_stay_pending_and_the_rest_is_undone(base, tmp_path):
     assert errors == ["undo 'odd': unknown op 'frobnicate'"]
     assert good.read_text() == "1\n"
     _, pending = journal.read_journal(path)
-    assert [e["i"] for e in pending] == [1]  # retried by the next replay / softnet clean
+    assert [e.i for e in pending] == [1]  # retried by the next replay / softnet clean
     assert '{"undo_failed": 1, "error": "unknown op \'frobnicate\'"}' in path.read_text().splitlines()
     assert journal.stale_journals() == [path]
 
@@ -419,7 +419,7 @@ def test_record_checks_its_entries_and_keeps_five_done_files(base, tmp_path):
             with pytest.raises(ValueError, match="needs old"):
                 j.record("x", "sysctl", key="net.ipv4.ip_forward")
             assert j.record("x", "file", path=str(tmp_path / "f"), old=str(n)) == 0
-            assert [e["what"] for e in j.pending()] == ["x"]  # on disk when record returns
+            assert [e.what for e in j.pending()] == ["x"]  # on disk when record returns
     assert len(list((base / "a").glob("journal-*.done.jsonl"))) == 5
     assert (tmp_path / "f").read_text() == "6\n"
     with pytest.raises(TestbedError, match="closed"):
@@ -444,3 +444,37 @@ def test_clean_spares_the_root_links_of_a_live_run(host_unchanged):
     finally:
         subprocess.run(["ip", "link", "del", link], check=True)
         owner.unlink(missing_ok=True)
+
+
+# Lines as the journal has always written them, one per undo op: each reads
+# as its op's model and writes back unchanged (an older journal still replays).
+EVERY_OP = [
+    {"i": 0, "op": "sysctl", "what": "s", "key": "net.ipv4.ip_forward", "old": "0"},
+    {"i": 1, "op": "file", "what": "f", "path": "/sys/class/net/x/threaded", "old": "0"},
+    {"i": 2, "op": "affinity", "what": "a", "pid": 1, "pid_start": 5, "old": [0, 1]},
+    {"i": 3, "op": "kill", "what": "k", "pid": 1, "pid_start": 5},
+    {"i": 4, "op": "link_del", "what": "l", "ifname": "sn0"},
+    {"i": 5, "op": "link_state", "what": "u", "ifname": "sn0", "up": False, "qdisc": "noop"},
+    {"i": 6, "op": "addr_del", "what": "ad", "ifname": "sn0", "address": "10.0.0.1", "prefixlen": 24},
+    {"i": 7, "op": "neigh_del", "what": "n", "ifname": "sn0", "dst": "10.0.0.2"},
+    {"i": 8, "op": "ethtool_features", "what": "e", "ifname": "sn0", "features": {"gro": "off"}},
+    {"i": 9, "op": "ethtool_set", "what": "g", "ifname": "sn0", "flag": "-L", "old": {"combined": "2"}},
+    {"i": 10, "op": "xdp_off", "what": "x", "ifname": "sn0", "prog_id": None},
+    {"i": 11, "op": "device_state", "what": "d", "ifname": "sn0",
+     "state": {"up": True, "qdisc": "mq", "mtu": 1500, "gro": "on", "threaded": "0", "rps": {"rx-0": "0"},
+               "xdp": False}},
+    {"i": 12, "op": "lab_netns", "what": "ns", "ns": "sn-x", "ifnames": ["eth1", "eth2"]},
+]
+
+
+def test_every_op_reads_typed_and_writes_back_the_same_line(tmp_path):
+    path = write_lines(tmp_path / "journal.jsonl", header(os.getpid(), 1), *EVERY_OP, {"undone": 4},
+                       {"undo_failed": 3, "error": "x"})
+    head, pending = journal.read_journal(path)
+    assert head.pid == os.getpid() and head.owner() == {}
+    assert [e.i for e in pending] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert [e.line() for e in pending] == [e for e in EVERY_OP if e["i"] != 4]
+    assert all(type(e).__name__ != "Unreadable" for e in pending)
+    bound = {e.op for e in pending if e.netns_bound()}
+    assert bound == {"sysctl", "file", "link_state", "addr_del", "neigh_del", "ethtool_features",
+                     "ethtool_set", "xdp_off", "device_state", "lab_netns"}

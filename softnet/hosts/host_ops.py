@@ -20,6 +20,7 @@ from softnet.errors import TestbedError
 from softnet.testbed.netns import IFA_F_NODAD, NUD_PERMANENT, napi_thread_pids
 from softnet.tools import hostcmd, nic
 from softnet.tools.journal import Journal, pid_start
+from softnet.tools.undo_ops import DeviceState
 
 
 class HostOps:
@@ -101,7 +102,7 @@ class HostOps:
     def device_state(self, ifname: str) -> None:
         """Journal what a NIC's use by a SUT namespace may change and its
         removal does not restore: XDP, GRO, threaded NAPI, RPS masks, MTU,
-        up/down and qdisc (softnet.tools.undo_ops._device_state)."""
+        up/down and qdisc (softnet.tools.undo_ops.DeviceStateEntry)."""
         with IPRoute() as ipr:
             link = ipr.get_links(_index(ipr, ifname))[0]
         base = Path(f"/sys/class/net/{ifname}")
@@ -109,12 +110,12 @@ class HostOps:
         threaded = (base / "threaded").read_text().strip() if (base / "threaded").exists() else None
         rps = {q.name: (q / "rps_cpus").read_text().strip() for q in sorted((base / "queues").glob("rx-*"))
                if (q / "rps_cpus").exists()}
-        state = {"up": bool(link["flags"] & 1), "qdisc": link.get_attr("IFLA_QDISC"), "mtu": link.get_attr("IFLA_MTU"),
-                 "gro": gro, "threaded": threaded, "rps": rps, "xdp": bool(link.get_attr("IFLA_XDP")
-                                                                           and link.get_attr("IFLA_XDP").get_attr(
-                                                                               "IFLA_XDP_ATTACHED"))}
-        self._record(f"{ifname}: device state kept (mtu {state['mtu']}, gro {gro}, threaded {threaded}, "
-                     f"{'up' if state['up'] else 'down'})", "device_state", ifname=ifname, state=state)
+        xdp = link.get_attr("IFLA_XDP")
+        state = DeviceState(up=bool(link["flags"] & 1), qdisc=link.get_attr("IFLA_QDISC"),
+                            mtu=link.get_attr("IFLA_MTU"), gro=gro, threaded=threaded, rps=rps,
+                            xdp=bool(xdp and xdp.get_attr("IFLA_XDP_ATTACHED")))
+        self._record(f"{ifname}: device state kept (mtu {state.mtu}, gro {gro}, threaded {threaded}, "
+                     f"{'up' if state.up else 'down'})", "device_state", ifname=ifname, state=state)
 
     def lab_netns(self, ns: str, ifnames: list[str]) -> None:
         """A namespace of softnet's own holding these NICs (a SUT namespace:

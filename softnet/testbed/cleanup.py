@@ -66,7 +66,7 @@ def stale_journals() -> list[dict]:
             pending = journal.read_journal(path)[1]
         except (OSError, SoftnetError):
             continue  # finished meanwhile
-        found.append({"path": str(path), "pending": [e.get("what") or e.get("op") for e in pending]})
+        found.append({"path": str(path), "pending": [e.what or e.op for e in pending]})
     return found
 
 

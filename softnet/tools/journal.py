@@ -31,9 +31,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from softnet.errors import TestbedError
-from softnet.tools.undo_ops import NETNS_GONE, OPS, pid_start, running, undo_entry
+from softnet.tools.undo_ops import (NETNS_GONE, Affinity, Kill, UndoEntry, new_entry, parse_entry, pid_start,
+                                    running, undo_entry)
 
 __all__ = ["Journal", "NETNS_GONE", "default_state_dir", "pid_start", "read_journal", "replay", "running",
            "stale_journals"]
@@ -72,12 +76,57 @@ def default_state_dir() -> Path:
     return Path(env) if env else agent_base() / f"net-{netns_ino()}"
 
 
+# ---- the lines ------------------------------------------------------------
+class Header(BaseModel):
+    """A journal's first line: who wrote it, in which network namespace; the
+    owner's own keys (controller, agent_pid, command...) follow as extras."""
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    journal: Literal[1]
+    pid: int
+    pid_start: int | None = None
+    started_unix_s: float | None = None
+    netns_ino: int | None = None
+    netns_cookie: int | None = None
+
+    def owner(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    def line(self) -> dict:
+        return self.model_dump(exclude_unset=True)
+
+
+class Undone(BaseModel):
+    """{"undone": n} or {"undone": n, "skipped": why}: entry n needs no undo any more."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    undone: int
+    skipped: str | None = None
+
+
+class UndoFailed(BaseModel):
+    """{"undo_failed": n, "error": ...}: entry n stays pending."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    undo_failed: int
+    error: str
+
+
+def _mark(obj: dict) -> Undone | UndoFailed | None:
+    for model in (Undone, UndoFailed):
+        try:
+            return model.model_validate(obj)
+        except ValidationError:
+            continue
+    return None
+
+
 # ---- reading --------------------------------------------------------------
-def owner_alive(header: dict) -> bool:
-    return running(header["pid"], header.get("pid_start"))
+def owner_alive(header: Header) -> bool:
+    return running(header.pid, header.pid_start)
 
 
-def _parse(text: str, path: Path) -> tuple[dict, list[dict]]:
+def _parse(text: str, path: Path) -> tuple[Header, list[UndoEntry]]:
     header, entries, done = None, {}, set()
     for line in text.splitlines():
         try:
@@ -87,19 +136,26 @@ def _parse(text: str, path: Path) -> tuple[dict, list[dict]]:
         if not isinstance(obj, dict):
             continue
         if header is None:
-            if obj.get("journal") != 1:
-                raise TestbedError(f"{path}: not a softnet journal (remove it if nothing is to be undone)")
-            header = obj
-        elif "undone" in obj:
-            done.add(obj["undone"])
-        elif "i" in obj:
-            entries[obj["i"]] = obj
+            try:
+                header = Header.model_validate(obj)
+            except ValidationError:
+                raise TestbedError(f"{path}: not a softnet journal (remove it if nothing is to be undone)") from None
+            continue
+        mark = _mark(obj)
+        if isinstance(mark, Undone):
+            done.add(mark.undone)
+        elif mark is None:
+            try:
+                e = parse_entry(obj)
+            except ValidationError:
+                continue  # no entry number: not an entry
+            entries[e.i] = e
     if header is None:
         raise TestbedError(f"{path}: empty journal (remove it)")
     return header, [entries[i] for i in sorted(entries) if i not in done]
 
 
-def read_journal(path: Path) -> tuple[dict, list[dict]]:
+def read_journal(path: Path) -> tuple[Header, list[UndoEntry]]:
     """(header, entries still to undo, oldest first)."""
     path = Path(path)
     return _parse(path.read_text(), path)
@@ -135,8 +191,10 @@ def signals_ignored():
             signal.signal(sig, handler)
 
 
-def _append(fd: int, obj: dict) -> None:
-    data = (json.dumps(obj) + "\n").encode()
+def _append(fd: int, obj: BaseModel | dict) -> None:
+    line = obj.line() if isinstance(obj, (UndoEntry, Header)) else \
+        obj.model_dump(exclude_none=True) if isinstance(obj, BaseModel) else obj
+    data = (json.dumps(line) + "\n").encode()
     if os.write(fd, data) != len(data):
         raise OSError(f"short write to journal fd {fd}")
     os.fsync(fd)
@@ -184,10 +242,10 @@ def replay_here(path: Path, netns_gone: bool = False) -> list[str]:
         for e in reversed(pending):
             try:
                 skipped = undo_entry(e, netns_gone)
-                _append(fd, {"undone": e["i"], **({"skipped": skipped} if skipped else {})})
+                _append(fd, Undone(undone=e.i, skipped=skipped or None))
             except Exception as exc:  # keep undoing the rest, report at the end
-                errors.append(f"undo '{e.get('what')}': {exc}")
-                _append(fd, {"undo_failed": e["i"], "error": str(exc)})
+                errors.append(f"undo '{e.what}': {exc}")
+                _append(fd, UndoFailed(undo_failed=e.i, error=str(exc)))
         if not errors:
             _finish(path)
     finally:
@@ -218,19 +276,24 @@ def replay(path: Path) -> list[str]:
     except FileNotFoundError:
         return []
     with signals_ignored():  # inherited by the child: it is not interrupted either
-        cookie = header.get("netns_cookie")
-        if header.get("netns_ino") == netns_ino() and cookie in (None, netns_cookie()):
+        cookie = header.netns_cookie
+        if header.netns_ino == netns_ino() and cookie in (None, netns_cookie()):
             return replay_here(path)
-        handle = find_netns(header.get("netns_ino", -1))
+        handle = find_netns(header.netns_ino if header.netns_ino is not None else -1)
         if handle is None:
             return replay_here(path, netns_gone=True)
         proc = subprocess.run([sys.executable, "-m", "softnet.tools.reaper", "--journal", str(path),
                                "--netns", handle], capture_output=True, text=True, timeout=300,
                               env=reaper_env())
         try:
-            return json.loads(proc.stdout.strip().splitlines()[-1])["errors"]
-        except (ValueError, IndexError, KeyError, TypeError):
+            return ReaperAnswer.model_validate_json(proc.stdout.strip().splitlines()[-1]).errors
+        except (ValueError, IndexError):
             return [f"replay of {path} in {handle} failed ({proc.returncode}): {proc.stderr.strip()}"]
+
+
+class ReaperAnswer(BaseModel):
+    """What `python -m softnet.tools.reaper --netns` prints last: its replay's errors."""
+    errors: list[str]
 
 
 def reaper_env() -> dict:
@@ -285,7 +348,7 @@ class Journal:
     """The journal of one agent. record() before each change; undo_all() at the
     end (or leave it to the reaper). Usable as a context manager."""
 
-    def __init__(self, path: Path, fd: int, header: dict):
+    def __init__(self, path: Path, fd: int, header: Header):
         self.path, self.header = path, header
         self._fd: int | None = fd
         self._next = 0
@@ -299,15 +362,14 @@ class Journal:
         if path.exists():
             cls._settle(path, replay_stale)
         me = os.getpid()
-        header = {"journal": 1, "pid": me, "pid_start": pid_start(me), "started_unix_s": round(time.time(), 3),
-                  "netns_ino": netns_ino(), "netns_cookie": netns_cookie()}
-        if clash := set(owner) & set(header):
+        if clash := set(owner) & set(Header.model_fields):
             raise ValueError(f"owner keys {sorted(clash)} are reserved by the journal header")
-        header.update(owner)
+        header = Header(journal=1, pid=me, pid_start=pid_start(me), started_unix_s=round(time.time(), 3),
+                        netns_ino=netns_ino(), netns_cookie=netns_cookie(), **owner)
         # Written whole before it appears: link() makes it visible atomically,
         # and fails if another agent created the journal meanwhile.
         tmp = state_dir / f".{JOURNAL_NAME}.{me}"
-        tmp.write_text(json.dumps(header) + "\n")
+        tmp.write_text(json.dumps(header.line()) + "\n")
         with open(tmp) as f:
             os.fsync(f.fileno())
         try:
@@ -324,10 +386,10 @@ class Journal:
         """An existing journal: refuse a live owner's; a dead owner's must be replayed."""
         header, pending = read_journal(path)
         if owner_alive(header):
-            raise TestbedError(f"{path}: in use by pid {header['pid']} (started at "
-                               f"{header.get('started_unix_s')}); one agent per host at a time")
+            raise TestbedError(f"{path}: in use by pid {header.pid} (started at "
+                               f"{header.started_unix_s}); one agent per host at a time")
         if pending and not replay_stale:
-            raise TestbedError(f"{path}: pid {header['pid']} died leaving {len(pending)} changes not undone; "
+            raise TestbedError(f"{path}: pid {header.pid} died leaving {len(pending)} changes not undone; "
                                "run `softnet clean` on this host to restore it")
         if pending and (errors := replay(path)):
             raise TestbedError(f"{path}: host not restored: {'; '.join(errors)}; fix that, "
@@ -338,21 +400,17 @@ class Journal:
     def record(self, what: str, op: str, **args) -> int:
         """Append the undo data of a change and fsync it: make the change only
         after this returns. Returns the entry number."""
-        if op not in OPS:
-            raise ValueError(f"unknown journal op {op!r} (known: {', '.join(OPS)})")
-        if missing := [a for a in OPS[op] if a not in args]:
-            raise ValueError(f"journal op {op} needs {', '.join(missing)}")
-        if "i" in args:
-            raise ValueError("'i' is the entry number")
-        if op in ("kill", "affinity") and args.get("pid_start") is None:
-            args["pid_start"] = pid_start(args["pid"])
-            if args["pid_start"] is None:
-                raise ValueError(f"no process {args['pid']}")
+        entry = new_entry(0, what, op, args)  # numbered below, under the lock
+        if isinstance(entry, (Kill, Affinity)) and entry.pid_start is None:
+            start = pid_start(entry.pid)
+            if start is None:
+                raise ValueError(f"no process {entry.pid}")
+            entry = entry.model_copy(update={"pid_start": start})
         with self._lock:
             if self._fd is None:
                 raise TestbedError(f"{self.path}: journal closed")
             i = self._next
-            _append(self._fd, {"i": i, "op": op, "what": what, **args})
+            _append(self._fd, entry.model_copy(update={"i": i}))
             self._next += 1
         return i
 
@@ -361,7 +419,7 @@ class Journal:
         by one): nothing of it is left for a replay."""
         with self._lock:
             if self._fd is not None:
-                _append(self._fd, {"undone": i})
+                _append(self._fd, Undone(undone=i))
 
     def close(self) -> bool:
         """Close it if nothing is pending (kept as a done file); True if closed."""
@@ -374,7 +432,7 @@ class Journal:
                 _finish(self.path)
             return True
 
-    def pending(self) -> list[dict]:
+    def pending(self) -> list[UndoEntry]:
         try:
             return read_journal(self.path)[1]
         except FileNotFoundError:

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.netns:
         enter_netns(args.netns)
         header, _ = journal.read_journal(args.journal)
-        gone = header.get("netns_cookie") not in (None, journal.netns_cookie())  # an inode reused
-        print(json.dumps({"errors": journal.replay_here(args.journal, netns_gone=gone)}))
+        gone = header.netns_cookie not in (None, journal.netns_cookie())  # an inode reused
+        print(json.dumps(journal.ReaperAnswer(errors=journal.replay_here(args.journal, netns_gone=gone)).model_dump()))
         return 0
     # Named for ps and for the tests' check that nothing softnet started lingers.
     ctypes.CDLL(None).prctl(PR_SET_NAME, b"softnet-reaper", 0, 0, 0)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             header, _ = journal.read_journal(args.journal)
         except FileNotFoundError:
             return 0  # finished before we started
-        start = header.get("pid_start") if header.get("pid") == args.pid else None
+        start = header.pid_start if header.pid == args.pid else None
         wait_for_exit(args.pid, start)
     try:
         _, pending = journal.read_journal(args.journal)

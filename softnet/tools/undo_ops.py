@@ -6,27 +6,18 @@ act on the current network namespace, and never go through a shell.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from softnet.tools import ip_json
 
 NETNS_GONE = "network namespace gone"
-
-# op -> the arguments its undo needs (checked by record, so that a journal
-# never holds an entry it cannot undo)
-OPS = {
-    "sysctl": ("key", "old"), "file": ("path", "old"), "affinity": ("pid", "old"),
-    "kill": ("pid",), "link_del": ("ifname",), "link_state": ("ifname", "up"),
-    "addr_del": ("ifname", "address", "prefixlen"), "neigh_del": ("ifname", "dst"),
-    "ethtool_features": ("ifname", "features"), "xdp_off": ("ifname",),
-    "ethtool_set": ("ifname", "flag", "old"),
-    "device_state": ("ifname", "state"), "lab_netns": ("ns", "ifnames"),
-}
-NETNS_OPS = {"link_del", "link_state", "addr_del", "neigh_del", "ethtool_features", "xdp_off",
-             "ethtool_set", "device_state", "lab_netns"}
 NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/sys/devices/virtual/net/")
 
 
@@ -52,7 +43,7 @@ def running(pid: int, start: int | None) -> bool:
     return bool(fields) and fields[0] not in ("Z", "X") and (start is None or int(fields[19]) == start)
 
 
-# ---- undo ops -------------------------------------------------------------
+# ---- helpers of the undo ops ------------------------------------------------
 def _write_back(path: Path, old) -> None:
     old = str(old).strip()
     try:
@@ -73,8 +64,7 @@ def _sysctl_path(key: str) -> Path:
     return Path("/proc/sys", key if "/" in key else key.replace(".", "/"))
 
 
-def _kill(e: dict) -> None:
-    pid, start = e["pid"], e.get("pid_start")
+def _stop(pid: int, start: int | None) -> None:
     for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
         if not running(pid, start):
             return
@@ -89,22 +79,14 @@ def _kill(e: dict) -> None:
         raise RuntimeError(f"pid {pid} still running after SIGKILL")
 
 
-def _affinity(e: dict) -> None:
-    if running(e["pid"], e.get("pid_start")):
-        try:
-            os.sched_setaffinity(e["pid"], e["old"])
-        except ProcessLookupError:
-            pass
-
-
-def _netlink(e: dict, action) -> None:
-    """action(ipr, index) on the entry's link if it still exists; 'not there'
+def _netlink(ifname: str, action) -> None:
+    """action(ipr, index) on the link if it still exists; 'not there'
     answers (ENODEV, EADDRNOTAVAIL, ENOENT, ESRCH) mean already undone."""
     from pyroute2 import IPRoute  # only when replaying: the reaper stays light
     from pyroute2.netlink.exceptions import NetlinkError
 
     with IPRoute() as ipr:
-        index = ipr.link_lookup(ifname=e["ifname"])
+        index = ipr.link_lookup(ifname=ifname)
         if not index:
             return
         try:
@@ -126,17 +108,8 @@ def _link_exists(ifname: str) -> bool:
     return subprocess.run(["ip", "link", "show", "dev", ifname], capture_output=True).returncode == 0
 
 
-def _ethtool(e: dict) -> None:
-    if _link_exists(e["ifname"]):
-        args = [x for name, v in e["features"].items()
-                for x in (name, v if isinstance(v, str) else ("on" if v else "off"))]
-        _run(["ethtool", "-K", e["ifname"], *args])
-
-
-def _ethtool_set(e: dict) -> None:
-    """Rings (-G), channels (-L) or coalescing (-C) back to their old values."""
-    if _link_exists(e["ifname"]) and e["old"]:
-        _run(["ethtool", e["flag"], e["ifname"], *[x for p, v in sorted(e["old"].items()) for x in (p, str(v))]])
+def _ip_link(ifname: str) -> ip_json.IpLink:
+    return ip_json.links(_run(["ip", "-j", "link", "show", "dev", ifname]))[0]
 
 
 def _pids_in_netns(path: Path) -> list[int]:
@@ -154,110 +127,302 @@ def _pids_in_netns(path: Path) -> list[int]:
     return out
 
 
-def _lab_netns(e: dict) -> None:
+# ---- the journal's entries, one model per undo op -------------------------
+class UndoEntry(BaseModel):
+    """One journal line of undo data: {"i": n, "op": ..., "what": ..., **args}.
+    Fields a newer writer adds are kept (extra="allow"), so that a line read
+    back and written again is the same."""
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    i: int
+    op: str
+    what: str = ""
+
+    def undo(self) -> None:
+        raise NotImplementedError
+
+    def netns_bound(self) -> bool:
+        """Undone by the namespace's end (links, and sysctls and files of its devices)."""
+        return False
+
+    def line(self) -> dict:
+        """The journal line: the fields it was made with, in the model's order."""
+        return self.model_dump(exclude_unset=True)
+
+
+class _NetnsEntry(UndoEntry):
+    """A change of the namespace's own links: its end undoes it."""
+
+    def netns_bound(self) -> bool:
+        return True
+
+
+class Sysctl(UndoEntry):
+    op: Literal["sysctl"]
+    key: str
+    old: str
+
+    def undo(self) -> None:
+        _write_back(_sysctl_path(self.key), self.old)
+
+    def netns_bound(self) -> bool:  # net.* sysctls belong to the namespace
+        return self.key.startswith(("net.", "net/"))
+
+
+class File(UndoEntry):
+    op: Literal["file"]
+    path: str
+    old: str
+
+    def undo(self) -> None:
+        _write_back(Path(self.path), self.old)
+
+    def netns_bound(self) -> bool:  # a namespace's devices' files go with it
+        return self.path.startswith(NETNS_PATHS)
+
+
+class Affinity(UndoEntry):
+    op: Literal["affinity"]
+    pid: int
+    pid_start: int | None = None
+    old: list[int]
+
+    def undo(self) -> None:
+        if running(self.pid, self.pid_start):
+            try:
+                os.sched_setaffinity(self.pid, self.old)
+            except ProcessLookupError:
+                pass
+
+
+class Kill(UndoEntry):
+    op: Literal["kill"]
+    pid: int
+    pid_start: int | None = None
+
+    def undo(self) -> None:
+        _stop(self.pid, self.pid_start)
+
+
+class LinkDel(_NetnsEntry):
+    op: Literal["link_del"]
+    ifname: str
+
+    def undo(self) -> None:
+        _netlink(self.ifname, lambda ipr, i: ipr.link("del", index=i))
+
+
+class LinkState(_NetnsEntry):
+    op: Literal["link_state"]
+    ifname: str
+    up: bool
+    qdisc: str | None = None
+
+    def undo(self) -> None:
+        """The link back up or down; a link that had never been up (root qdisc
+        "noop") gets noop back: its first activation attached the default qdisc,
+        which outlives the link going down, and grafting one and deleting it on
+        a down link leaves noop."""
+        _netlink(self.ifname, lambda ipr, i: ipr.link("set", index=i, state="up" if self.up else "down"))
+        if not self.up and self.qdisc == "noop" and _link_exists(self.ifname):
+            _run(["tc", "qdisc", "replace", "dev", self.ifname, "root", "pfifo"])
+            _run(["tc", "qdisc", "del", "dev", self.ifname, "root"])
+
+
+class AddrDel(_NetnsEntry):
+    op: Literal["addr_del"]
+    ifname: str
+    address: str
+    prefixlen: int
+
+    def undo(self) -> None:
+        _netlink(self.ifname, lambda ipr, i: ipr.addr("del", index=i, address=self.address,
+                                                      prefixlen=self.prefixlen))
+
+
+class NeighDel(_NetnsEntry):
+    op: Literal["neigh_del"]
+    ifname: str
+    dst: str
+
+    def undo(self) -> None:
+        _netlink(self.ifname, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=self.dst))
+
+
+class EthtoolFeatures(_NetnsEntry):
+    op: Literal["ethtool_features"]
+    ifname: str
+    features: dict[str, str | bool]  # short name -> "on"/"off" (or a bool)
+
+    def undo(self) -> None:
+        if _link_exists(self.ifname):
+            args = [x for name, v in self.features.items()
+                    for x in (name, v if isinstance(v, str) else ("on" if v else "off"))]
+            _run(["ethtool", "-K", self.ifname, *args])
+
+
+class EthtoolSet(_NetnsEntry):
+    """Rings (-G), channels (-L) or coalescing (-C) back to their old values."""
+    op: Literal["ethtool_set"]
+    ifname: str
+    flag: str
+    old: dict[str, str | int]
+
+    def undo(self) -> None:
+        if _link_exists(self.ifname) and self.old:
+            _run(["ethtool", self.flag, self.ifname, *[x for p, v in sorted(self.old.items()) for x in (p, str(v))]])
+
+
+class XdpOff(_NetnsEntry):
+    """Detach only the program we attached (prog_id; None: whatever is there,
+    for an interface that had none), in the mode it is attached in."""
+    op: Literal["xdp_off"]
+    ifname: str
+    prog_id: int | None = None
+
+    def undo(self) -> None:
+        if not _link_exists(self.ifname):
+            return
+        xdp = _ip_link(self.ifname).xdp
+        for att in xdp.programs() if xdp is not None else []:
+            if self.prog_id is None or (att.prog is not None and att.prog.id == self.prog_id):
+                _run(["ip", "link", "set", "dev", self.ifname, att.keyword, "off"])
+
+
+class DeviceState(BaseModel):
+    """What a NIC's use by a SUT namespace may change and its removal does
+    not restore (softnet.hosts.host_ops.HostOps.device_state)."""
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    up: bool = False
+    qdisc: str | None = None
+    mtu: int | None = None
+    gro: str | None = None
+    threaded: str | None = None
+    rps: dict[str, str] = Field(default_factory=dict)  # rx queue -> rps_cpus mask
+    xdp: bool = False
+
+
+class DeviceStateEntry(_NetnsEntry):
+    op: Literal["device_state"]
+    ifname: str
+    state: DeviceState
+
+    def undo(self) -> None:
+        """A NIC's own state back as it was before softnet used it: no XDP
+        program of ours, GRO, threaded NAPI, RPS masks, MTU, then up or down
+        (down with qdisc noop if it had never been up)."""
+        name, st = self.ifname, self.state
+        if not _link_exists(name):
+            return
+        # threaded first. A veth has NAPI instances only while up with GRO (or XDP),
+        # and one without them refuses the write (EOPNOTSUPP): it is lent both for
+        # the write; GRO and the link state are put back below.
+        if st.threaded is not None:
+            try:
+                _write_back(Path(f"/sys/class/net/{name}/threaded"), st.threaded)
+            except OSError:
+                _run(["ip", "link", "set", "dev", name, "up"])
+                _run(["ethtool", "-K", name, "gro", "on"])
+                _write_back(Path(f"/sys/class/net/{name}/threaded"), st.threaded)
+        for queue, mask in st.rps.items():
+            _write_back(Path(f"/sys/class/net/{name}/queues/{queue}/rps_cpus"), mask)
+        if not st.xdp and _ip_link(name).xdp is not None:
+            XdpOff(i=self.i, op="xdp_off", ifname=name).undo()
+        if st.gro is not None:
+            _run(["ethtool", "-K", name, "gro", st.gro])
+        if st.mtu is not None:
+            _run(["ip", "link", "set", "dev", name, "mtu", str(st.mtu)])
+        LinkState(i=self.i, op="link_state", ifname=name, up=st.up, qdisc=st.qdisc).undo()
+
+
+class LabNetns(_NetnsEntry):
     """A SUT namespace on this host (softnet.testbed.sut_lab): every process
     in it stopped, the NICs moved back here (the namespace this undo runs
     in), then the namespace removed with everything a personality left in it."""
-    path = Path("/run/netns", e["ns"])
-    if not path.exists():
-        return
-    for pid in _pids_in_netns(path):
-        _kill({"pid": pid, "pid_start": pid_start(pid)})
-    for ifname in e["ifnames"]:
-        if subprocess.run(["ip", "-n", e["ns"], "link", "show", "dev", ifname], capture_output=True).returncode == 0:
-            _run(["ip", "-n", e["ns"], "link", "set", "dev", ifname, "netns", str(os.getpid())])
-    _run(["ip", "netns", "delete", e["ns"]])
+    op: Literal["lab_netns"]
+    ns: str
+    ifnames: list[str]
+
+    def undo(self) -> None:
+        path = Path("/run/netns", self.ns)
+        if not path.exists():
+            return
+        for pid in _pids_in_netns(path):
+            _stop(pid, pid_start(pid))
+        for ifname in self.ifnames:
+            if subprocess.run(["ip", "-n", self.ns, "link", "show", "dev", ifname],
+                              capture_output=True).returncode == 0:
+                _run(["ip", "-n", self.ns, "link", "set", "dev", ifname, "netns", str(os.getpid())])
+        _run(["ip", "netns", "delete", self.ns])
 
 
-def _device_state(e: dict) -> None:
-    """A NIC's own state back as it was before softnet used it (what its
-    namespace's removal does not undo): no XDP program of ours, GRO,
-    threaded NAPI, RPS masks, MTU, then up or down (down with qdisc noop if
-    it had never been up)."""
-    name, st = e["ifname"], e["state"]
-    if not _link_exists(name):
-        return
-    # threaded first. A veth has NAPI instances only while up with GRO (or XDP),
-    # and one without them refuses the write (EOPNOTSUPP): it is lent both for
-    # the write; GRO and the link state are put back below.
-    if st.get("threaded") is not None:
-        try:
-            _write_back(Path(f"/sys/class/net/{name}/threaded"), st["threaded"])
-        except OSError:
-            _run(["ip", "link", "set", "dev", name, "up"])
-            _run(["ethtool", "-K", name, "gro", "on"])
-            _write_back(Path(f"/sys/class/net/{name}/threaded"), st["threaded"])
-    for queue, mask in (st.get("rps") or {}).items():
-        _write_back(Path(f"/sys/class/net/{name}/queues/{queue}/rps_cpus"), mask)
-    if not st.get("xdp"):
-        info = json.loads(_run(["ip", "-j", "link", "show", "dev", name]))[0]
-        if info.get("xdp"):
-            _xdp_off({"ifname": name, "prog_id": None})
-    if st.get("gro") is not None:
-        _run(["ethtool", "-K", name, "gro", st["gro"]])
-    if st.get("mtu") is not None:
-        _run(["ip", "link", "set", "dev", name, "mtu", str(st["mtu"])])
-    _link_state({"ifname": name, "up": st.get("up", False), "qdisc": st.get("qdisc")})
+class Unreadable(UndoEntry):
+    """A numbered entry no model reads (an unknown op, a missing argument):
+    kept pending, its undo fails with why, so that it is reported, never lost."""
+    op: Any = None
+    error: str = Field(default="", exclude=True)
+
+    def undo(self) -> None:
+        raise ValueError(self.error)
 
 
-XDP_MODES = {1: "xdpdrv", 2: "xdpgeneric", 3: "xdpoffload"}
-
-
-def _xdp_off(e: dict) -> None:
-    """Detach only the program we attached (prog_id; None: whatever is there,
-    for an interface that had none), in the mode it is attached in."""
-    if not _link_exists(e["ifname"]):
-        return
-    info = json.loads(_run(["ip", "-j", "link", "show", "dev", e["ifname"]]))[0]
-    xdp = info.get("xdp") or {}
-    for att in xdp.get("attached") or ([xdp] if "prog" in xdp else []):
-        if e.get("prog_id") is None or att.get("prog", {}).get("id") == e["prog_id"]:
-            _run(["ip", "link", "set", "dev", e["ifname"], XDP_MODES.get(att.get("mode"), "xdp"), "off"])
-
-
-UNDO = {
-    "sysctl": lambda e: _write_back(_sysctl_path(e["key"]), e["old"]),
-    "file": lambda e: _write_back(Path(e["path"]), e["old"]),
-    "affinity": _affinity,
-    "kill": _kill,
-    "link_del": lambda e: _netlink(e, lambda ipr, i: ipr.link("del", index=i)),
-    "link_state": lambda e: _link_state(e),
-    "addr_del": lambda e: _netlink(e, lambda ipr, i: ipr.addr("del", index=i, address=e["address"],
-                                                               prefixlen=e["prefixlen"])),
-    "neigh_del": lambda e: _netlink(e, lambda ipr, i: ipr.neigh("del", ifindex=i, dst=e["dst"])),
-    "ethtool_features": _ethtool,
-    "ethtool_set": _ethtool_set,
-    "device_state": _device_state,
-    "lab_netns": _lab_netns,
-    "xdp_off": _xdp_off,
+ENTRY_TYPES = (Sysctl, File, Affinity, Kill, LinkDel, LinkState, AddrDel, NeighDel, EthtoolFeatures,
+               EthtoolSet, XdpOff, DeviceStateEntry, LabNetns)
+Entry = Annotated[Union[ENTRY_TYPES], Field(discriminator="op")]  # type: ignore[valid-type]
+_ENTRY = TypeAdapter(Entry)
+OPS: dict[str, type[UndoEntry]] = {  # op name -> its model
+    "sysctl": Sysctl, "file": File, "affinity": Affinity, "kill": Kill, "link_del": LinkDel,
+    "link_state": LinkState, "addr_del": AddrDel, "neigh_del": NeighDel, "ethtool_features": EthtoolFeatures,
+    "ethtool_set": EthtoolSet, "xdp_off": XdpOff, "device_state": DeviceStateEntry, "lab_netns": LabNetns,
 }
 
 
-def _link_state(e: dict) -> None:
-    """The link back up or down; a link that had never been up (root qdisc
-    "noop") gets noop back: its first activation attached the default qdisc,
-    which outlives the link going down, and grafting one and deleting it on
-    a down link leaves noop."""
-    _netlink(e, lambda ipr, i: ipr.link("set", index=i, state="up" if e["up"] else "down"))
-    if not e["up"] and e.get("qdisc") == "noop" and _link_exists(e["ifname"]):
-        _run(["tc", "qdisc", "replace", "dev", e["ifname"], "root", "pfifo"])
-        _run(["tc", "qdisc", "del", "dev", e["ifname"], "root"])
+class _Numbered(BaseModel):
+    i: int
+    op: Any = None
+    what: str = ""
 
 
-def netns_bound(e: dict) -> bool:
-    """Undone by the namespace's end: links, and sysctls and files of its devices."""
-    return (e.get("op") in NETNS_OPS
-            or (e.get("op") == "sysctl" and str(e.get("key", "")).startswith(("net.", "net/")))
-            or (e.get("op") == "file" and str(e.get("path", "")).startswith(NETNS_PATHS)))
+def parse_entry(obj: Any) -> UndoEntry:
+    """A journal line of undo data as its op's model; one that no model reads
+    is Unreadable (ValueError if it has no entry number at all)."""
+    try:
+        return _ENTRY.validate_python(obj)
+    except ValidationError as exc:
+        n = _Numbered.model_validate(obj)
+        if n.op not in OPS:
+            why = f"unknown op {n.op!r}"
+        elif missing := _missing(OPS[n.op], obj):
+            why = f"journal op {n.op} needs {', '.join(missing)}"
+        else:
+            why = f"journal op {n.op}: {' '.join(str(exc).split())}"
+        return Unreadable(i=n.i, op=n.op, what=n.what, error=why)
 
 
-def undo_entry(e: dict, netns_gone: bool = False) -> str | None:
+def _missing(model: type[BaseModel], args: dict) -> list[str]:
+    return [name for name, f in model.model_fields.items() if f.is_required() and name not in args]
+
+
+def new_entry(i: int, what: str, op: str, args: dict[str, Any]) -> UndoEntry:
+    """The entry record() writes; ValueError naming what is wrong with it, so
+    that a journal never holds an entry it cannot undo."""
+    if op not in OPS:
+        raise ValueError(f"unknown journal op {op!r} (known: {', '.join(OPS)})")
+    if reserved := sorted({"i", "op", "what"} & set(args)):
+        raise ValueError(f"{', '.join(reserved)}: the entry's own fields, not arguments")
+    line = {"i": i, "op": op, "what": what, **args}
+    if missing := _missing(OPS[op], line):
+        raise ValueError(f"journal op {op} needs {', '.join(missing)}")
+    try:
+        return OPS[op].model_validate(line)
+    except ValidationError as exc:
+        raise ValueError(f"journal op {op}: {' '.join(str(exc).split())}") from None
+
+
+def undo_entry(e: UndoEntry, netns_gone: bool = False) -> str | None:
     """Undo one entry; returns why it was skipped, if it was."""
-    undo = UNDO.get(e.get("op"))
-    if undo is None:
-        raise ValueError(f"unknown op {e.get('op')!r}")
-    if netns_gone and netns_bound(e):
+    if netns_gone and e.netns_bound():
         return NETNS_GONE
-    undo(e)
+    e.undo()
     return None
-

@@ -16,17 +16,95 @@ A trial gives:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict
 
 from softnet.analysis.data_paths import cpu_ns_per_packet
 from softnet.analysis.paired import (StopRule, look_schedule, paired_difference, per_look_confidence,
                                      unpaired_difference)
 from softnet.results.comparison import Better, ComparisonSummary, PairedDifference, Scale
+from softnet.results.search import SearchGoalRow
+from softnet.results.trial import Number
 from softnet.units import format_rate
 
 # Flags that leave a trial's figures usable for a comparison: the host's
 # doing, the same for both sides of a pair, and set apart by the loss metric.
 TOLERATED_FLAGS = {"host_interference"}
+
+
+class _Read(BaseModel):
+    """What a comparison reads of a record: only these fields (the rest of a
+    trial result is not its business), from a dict or from a typed result."""
+
+    model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+
+class _ThreadCpu(_Read):
+    ns_per_pkt: Number | None = None
+
+
+class _Requested(_Read):
+    sut_cpus: list[int] | None = None
+
+
+class _Placement(_Read):
+    requested: _Requested | None = None
+
+
+class _StageRow(_Read):
+    stage: str | None = None
+    ns_per_packet: Number | None = None
+
+
+class _CpuStages(_Read):
+    ebpf_profile: list[_StageRow] | None = None
+
+
+class _DropRow(_Read):
+    reason: str | None = None
+    estimated_skbs: Number | None = None
+
+
+class _Profile(_Read):
+    stages: dict[int | str, _CpuStages | None] | None = None  # CPU (a string once stored) -> its stages
+    drops: list[_DropRow] | None = None
+
+
+class ComparedTrial(_Read):
+    """The figures of one trial result a comparison uses, parsed once."""
+
+    intended_rate_pps: Number | None = None
+    send_span_s: Number | None = None
+    duration_s: Number | None = None
+    sent_pkts: int | None = None
+    received_pkts: int | None = None
+    loss_ratio: Number | None = None
+    sut_loss_ratio: Number | None = None
+    latency_p50_ns: Number | None = None
+    latency_p99_ns: Number | None = None
+    flags: list[str] | None = None
+    provenance: dict[str, Any] | None = None
+    sut_thread_cpu: _ThreadCpu | None = None
+    placement: _Placement | None = None
+    profile: _Profile | None = None
+    # the sampler's CPU per packet (analysis.data_paths), where the kthreads' exact figure is missing
+    sampled_cpu_ns_per_pkt: Number | None = None
+
+    @classmethod
+    def of(cls, trial) -> "ComparedTrial":
+        """A trial result as stored (a dict), as evaluated (TrialResult), or already parsed."""
+        if isinstance(trial, ComparedTrial):
+            return trial
+        raw = trial if isinstance(trial, dict) else trial.to_dict()
+        out = cls.model_validate(raw)
+        if not (out.sut_thread_cpu and out.sut_thread_cpu.ns_per_pkt):
+            out.sampled_cpu_ns_per_pkt = cpu_ns_per_packet(raw)
+        return out
+
+
+def compared(trial) -> ComparedTrial | None:
+    return None if trial is None else ComparedTrial.of(trial)
 
 
 @dataclass(frozen=True)
@@ -38,27 +116,28 @@ class MetricDef:
     unit: str
     better: Better
     scale: Scale
-    read: Callable[[dict], float | None]
+    read: Callable[[ComparedTrial], float | None]
 
 
-def _capacity(t: dict) -> float | None:
-    span, rx = t.get("send_span_s") or t.get("duration_s"), t.get("received_pkts")
+def _capacity(t: ComparedTrial) -> float | None:
+    span, rx = t.send_span_s or t.duration_s, t.received_pkts
     return rx / span if span and rx else None
 
 
-def _cpu(t: dict) -> float | None:
-    c = t.get("sut_thread_cpu") or {}
-    return c.get("ns_per_pkt") if c.get("ns_per_pkt") else cpu_ns_per_packet(t)
+def _cpu(t: ComparedTrial) -> float | None:
+    c = t.sut_thread_cpu
+    return c.ns_per_pkt if c and c.ns_per_pkt else t.sampled_cpu_ns_per_pkt
 
 
+CAPACITY = MetricDef("capacity", "capacity", "pps", "higher", "ratio", _capacity)
 METRICS: dict[str, list[MetricDef]] = {
-    "capacity": [MetricDef("capacity", "capacity", "pps", "higher", "ratio", _capacity)],
+    "capacity": [CAPACITY],
     "cpu": [MetricDef("cpu", "cpu", "ns/pkt", "lower", "ratio", _cpu)],
-    "loss": [MetricDef("loss", "loss", "ratio", "lower", "difference", lambda t: t.get("sut_loss_ratio")
-                       if t.get("sut_loss_ratio") is not None else t.get("loss_ratio")),
-             MetricDef("loss", "loss_all", "ratio", "lower", "difference", lambda t: t.get("loss_ratio"))],
-    "latency": [MetricDef("latency", "latency_p50", "ns", "lower", "ratio", lambda t: t.get("latency_p50_ns")),
-                MetricDef("latency", "latency_p99", "ns", "lower", "ratio", lambda t: t.get("latency_p99_ns"))],
+    "loss": [MetricDef("loss", "loss", "ratio", "lower", "difference", lambda t: t.sut_loss_ratio
+                       if t.sut_loss_ratio is not None else t.loss_ratio),
+             MetricDef("loss", "loss_all", "ratio", "lower", "difference", lambda t: t.loss_ratio)],
+    "latency": [MetricDef("latency", "latency_p50", "ns", "lower", "ratio", lambda t: t.latency_p50_ns),
+                MetricDef("latency", "latency_p99", "ns", "lower", "ratio", lambda t: t.latency_p99_ns)],
 }
 
 
@@ -68,16 +147,16 @@ PROVENANCE_KEYS = ("kernel", "cpu_model", "softnet_version", "hostname")
 def where_measured(trials) -> dict:
     """The provenance that tells two sides apart, from the first trial that has one."""
     for t in trials:
-        prov = (t or {}).get("provenance") or {}
+        prov = (t.provenance if t is not None else None) or {}
         if prov:
             return {k: prov.get(k) for k in PROVENANCE_KEYS}
     return {}
 
 
-def usable(trial: dict) -> bool:
+def usable(trial: ComparedTrial) -> bool:
     """A trial whose figures a comparison may use (valid, or flagged only
     for what the host did)."""
-    return not set(trial.get("flags") or ()) - TOLERATED_FLAGS
+    return not set(trial.flags or ()) - TOLERATED_FLAGS
 
 
 def metric_points(kinds: Sequence[str], loads: Sequence[tuple[str, float]]) -> list[tuple[int, MetricDef]]:
@@ -95,7 +174,7 @@ def metric_label(m: MetricDef, load_pps: float) -> str:
     return f"{m.name}@{format_rate(load_pps)}"
 
 
-def value(trial: dict | None, m: MetricDef) -> float | None:
+def value(trial: ComparedTrial | None, m: MetricDef) -> float | None:
     return m.read(trial) if trial is not None and usable(trial) else None
 
 
@@ -106,6 +185,7 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
     """Each candidate (variant 1..) against the baseline (variant 0), over
     ``rounds`` complete rounds. ``trials``: (variant, load index, round) ->
     result; ``searches``: (variant, round) -> {goal: lower bound pps}."""
+    trials = {k: compared(t) for k, t in trials.items()}
     out = ComparisonSummary(baseline=names[0], candidates=names[1:], rounds=rounds, stop_reason=stop_reason,
                             labels=labels)
     for v in range(1, len(names)):
@@ -128,38 +208,40 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
     for (v, _, r), t in trials.items():
         if r < rounds and t is not None and not usable(t):
             counts = out.unusable.setdefault(names[v], {})
-            for f in set(t.get("flags") or ()) - TOLERATED_FLAGS:
+            for f in set(t.flags or ()) - TOLERATED_FLAGS:
                 counts[f] = counts.get(f, 0) + 1
     out.provenance = {n: where_measured(t for (v, _, _), t in sorted(trials.items(), key=lambda kv: kv[0][2])
                                         if v == i) for i, n in enumerate(names)}
     return out
 
 
-def stage_ns(trial: dict) -> dict[str, float]:
+def stage_ns(trial: ComparedTrial) -> dict[str, float]:
     """The eBPF profile's stages on the SUT's CPUs, ns per forwarded packet
     (the receive-path study's stages; empty when the trial was not profiled)."""
-    stages = (trial.get("profile") or {}).get("stages") or {}
-    cpus = ((trial.get("placement") or {}).get("requested") or {}).get("sut_cpus") or []
+    stages = (trial.profile.stages if trial.profile else None) or {}
+    req = trial.placement.requested if trial.placement else None
     out: dict[str, float] = {}
-    for cpu in cpus:
-        for row in (stages.get(str(cpu)) or stages.get(cpu) or {}).get("ebpf_profile") or []:
-            if row.get("ns_per_packet") is not None:
-                out[row["stage"]] = out.get(row["stage"], 0.0) + row["ns_per_packet"]
+    for cpu in (req.sut_cpus if req else None) or []:
+        at = stages.get(str(cpu)) or stages.get(cpu)
+        for row in (at.ebpf_profile if at else None) or []:
+            if row.ns_per_packet is not None:
+                out[row.stage] = out.get(row.stage, 0.0) + row.ns_per_packet
     return out
 
 
-def drop_rates(trial: dict) -> dict[str, float]:
+def drop_rates(trial: ComparedTrial) -> dict[str, float]:
     """Packets dropped per packet sent, by the kernel's drop reason (profiled trials)."""
-    prof, sent = trial.get("profile") or {}, trial.get("sent_pkts") or 0
+    sent = trial.sent_pkts or 0
     out: dict[str, float] = {}
     if not sent:
         return out
-    for row in prof.get("drops") or []:
-        out[row["reason"]] = out.get(row["reason"], 0.0) + row["estimated_skbs"] / sent
+    for row in (trial.profile.drops if trial.profile else None) or []:
+        out[row.reason] = out.get(row.reason, 0.0) + row.estimated_skbs / sent
     return out
 
 
-def explain(names: list[str], trials: dict[tuple[int, int, int], dict], loads: Sequence[tuple[str, float]],
+def explain(names: list[str], trials: dict[tuple[int, int, int], ComparedTrial | None],
+            loads: Sequence[tuple[str, float]],
             rounds: int, confidence: float) -> dict[str, list[PairedDifference]]:
     """Where the trials were profiled: each stage's ns per packet and each drop
     reason's rate, candidate against baseline, paired by round, per load.
@@ -201,6 +283,41 @@ def stored_difference(metric: str, unit: str, better: Better, scale: Scale, a: l
 
 # ---- stored results: a baseline directory against candidates --------------
 
+class _CampaignRow(_Read):
+    campaign_id: str
+    spec_json: str | None = None
+
+
+class _Method(_Read):
+    kind: str = "sweep"
+
+
+class _Testbed(_Read):
+    sut: Any = ""
+
+
+class _StoredSpec(_Read):
+    """What a stored comparison reads of a campaign's spec (as it was stored)."""
+
+    method: _Method = _Method()
+    testbed: _Testbed = _Testbed()
+
+
+class StoredCell(_Read):
+    cell_id: int
+    knobs: dict[str, Any]  # knob -> value
+
+
+class _Rtt(_Read):
+    median_ns: Number | None = None
+    p99_ns: Number | None = None
+
+
+class _LatencyRun(_Read):
+    cell_id: int
+    rtt: _Rtt | None = None
+
+
 @dataclass(frozen=True)
 class StoredCampaign:
     """The campaign of a results directory a stored comparison reads."""
@@ -208,8 +325,8 @@ class StoredCampaign:
     path: str
     campaign_id: str
     kind: str  # sweep | search | latency | compare
-    spec: dict
-    cells: list[dict]  # store.cells rows: cell_id, knobs, spec
+    sut: Any  # its spec's testbed.sut
+    cells: list[StoredCell]
 
 
 KIND_WORDS = {"sweep": "a load sweep", "search": "an NDR/PDR search", "latency": "a latency campaign",
@@ -221,54 +338,52 @@ def latest_campaign(store, path: str, campaign_id: str | None = None) -> StoredC
     """The newest campaign of a results directory (or ``campaign_id``)."""
     from softnet.errors import InputError
 
-    rows = store.campaigns()
+    rows = [_CampaignRow.model_validate(r) for r in store.campaigns()]
     if not rows:
         raise InputError(path, "holds no campaign: nothing to compare")
     if campaign_id is not None:
-        rows = [r for r in rows if r["campaign_id"] == campaign_id]
+        rows = [r for r in rows if r.campaign_id == campaign_id]
         if not rows:
             raise InputError(path, f"has no campaign {campaign_id}")
     row = rows[-1]
-    import json
-
-    spec = json.loads(row["spec_json"])
-    return StoredCampaign(path, row["campaign_id"], spec.get("method", {}).get("kind", "sweep"), spec,
-                          store.cells(row["campaign_id"]))
+    spec = _StoredSpec.model_validate_json(row.spec_json)
+    return StoredCampaign(path, row.campaign_id, spec.method.kind, spec.testbed.sut,
+                          [StoredCell.model_validate(c) for c in store.cells(row.campaign_id)])
 
 
 def config_key(knobs: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "-"
 
 
-def common_cells(a: StoredCampaign, b: StoredCampaign) -> list[tuple[dict, dict]]:
+def common_cells(a: StoredCampaign, b: StoredCampaign) -> list[tuple[StoredCell, StoredCell]]:
     """Cells of ``a`` and ``b`` with the same knobs (the same configuration);
     an InputError naming both sides' configurations when none is shared."""
     from softnet.errors import InputError
 
-    by_key = {config_key(c["knobs"]): c for c in b.cells}
-    pairs = [(c, by_key[config_key(c["knobs"])]) for c in a.cells if config_key(c["knobs"]) in by_key]
+    by_key = {config_key(c.knobs): c for c in b.cells}
+    pairs = [(c, by_key[config_key(c.knobs)]) for c in a.cells if config_key(c.knobs) in by_key]
     if not pairs:
-        left = "; ".join(sorted({config_key(c["knobs"]) for c in a.cells}))
+        left = "; ".join(sorted({config_key(c.knobs) for c in a.cells}))
         right = "; ".join(sorted(by_key))
         raise InputError(b.path, f"no configuration in common with {a.path}: its cells are [{right}], the "
                          f"baseline's [{left}] (cells match by their matrix knobs)")
     return pairs
 
 
-def _by_load(trials: list[dict]) -> dict[float, list[dict]]:
-    out: dict[float, list[dict]] = {}
+def _by_load(trials: list[ComparedTrial]) -> dict[float, list[ComparedTrial]]:
+    out: dict[float, list[ComparedTrial]] = {}
     for t in trials:
-        load = t["intended_rate_pps"]
+        load = t.intended_rate_pps
         key = next((k for k in out if abs(k - load) < LOAD_MATCH_PPS), load)
         out.setdefault(key, []).append(t)
     return out
 
 
-def sweep_differences(prefix: str, a_trials: list[dict], b_trials: list[dict], confidence: float, margin: float,
+def sweep_differences(prefix: str, a_trials: list, b_trials: list, confidence: float, margin: float,
                       loss_margin: float) -> list[PairedDifference]:
     """Per load both swept: cpu, loss and latency; the throughput at the
-    highest common load as capacity."""
-    la, lb = _by_load(a_trials), _by_load(b_trials)
+    highest common load as capacity. Trials: results as stored, or parsed."""
+    la, lb = _by_load([ComparedTrial.of(t) for t in a_trials]), _by_load([ComparedTrial.of(t) for t in b_trials])
     common = sorted(k for k in la if any(abs(k - j) < LOAD_MATCH_PPS for j in lb))
     if not common:
         return []
@@ -281,7 +396,7 @@ def sweep_differences(prefix: str, a_trials: list[dict], b_trials: list[dict], c
                                      margin if m.scale == "ratio" else loss_margin))
 
     top = common[-1]
-    diff(METRICS["capacity"][0], top, f"throughput@{format_rate(top)}")
+    diff(CAPACITY, top, f"throughput@{format_rate(top)}")
     for load in common:
         for kind in ("cpu", "loss", "latency"):
             for m in METRICS[kind]:
@@ -289,26 +404,35 @@ def sweep_differences(prefix: str, a_trials: list[dict], b_trials: list[dict], c
     return [d for d in out if d.n_pairs]
 
 
-def search_differences(prefix: str, a_rows: list[dict], b_rows: list[dict], confidence: float,
+def search_differences(prefix: str, a_rows: list[SearchGoalRow], b_rows: list[SearchGoalRow], confidence: float,
                        margin: float) -> list[PairedDifference]:
     """Each goal's lower bound over the repeated searches (higher is better)."""
     out = []
-    for goal in sorted({r["goal"] for r in a_rows} & {r["goal"] for r in b_rows}):
-        a = [r["lower_bound_pps"] for r in a_rows if r["goal"] == goal]
-        b = [r["lower_bound_pps"] for r in b_rows if r["goal"] == goal]
+    for goal in sorted({r.goal for r in a_rows} & {r.goal for r in b_rows}):
+        a = [r.lower_bound_pps for r in a_rows if r.goal == goal]
+        b = [r.lower_bound_pps for r in b_rows if r.goal == goal]
         out.append(stored_difference(f"{prefix}{goal}", "pps", "higher", "ratio", a, b, confidence, margin))
     return out
 
 
-def latency_differences(prefix: str, a_runs: list[dict], b_runs: list[dict], confidence: float,
+def latency_differences(prefix: str, a_runs: list[_LatencyRun], b_runs: list[_LatencyRun], confidence: float,
                         margin: float) -> list[PairedDifference]:
     """The AF_XDP lab's round-trip median and 99th percentile over its runs."""
-    out = []
-    for key, name in (("median_ns", "rtt_median"), ("p99_ns", "rtt_p99")):
-        out.append(stored_difference(f"{prefix}{name}", "ns", "lower", "ratio",
-                                     [(r.get("rtt") or {}).get(key) for r in a_runs],
-                                     [(r.get("rtt") or {}).get(key) for r in b_runs], confidence, margin))
-    return out
+    rtts = [[r.rtt or _Rtt() for r in runs] for runs in (a_runs, b_runs)]
+    return [stored_difference(f"{prefix}rtt_median", "ns", "lower", "ratio", *[[x.median_ns for x in side]
+                                                                              for side in rtts], confidence, margin),
+            stored_difference(f"{prefix}rtt_p99", "ns", "lower", "ratio", *[[x.p99_ns for x in side]
+                                                                           for side in rtts], confidence, margin)]
+
+
+def _searches(store, campaign_id: str, cell_id: int) -> list[SearchGoalRow]:
+    rows = [SearchGoalRow.model_validate(r, from_attributes=True) for r in store.searches(campaign_id)]
+    return [r for r in rows if r.cell_id == cell_id]
+
+
+def _latency_runs(store, campaign_id: str, cell_id: int) -> list[_LatencyRun]:
+    rows = [_LatencyRun.model_validate(r) for r in store.latency_runs(campaign_id)]
+    return [r for r in rows if r.cell_id == cell_id]
 
 
 def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float = 0.02,
@@ -338,32 +462,29 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
                              f"{base.path} alone (its variants were measured interleaved)")
         names = [f"{p} ({c.campaign_id})" for p, c in zip(paths, camps)]
         out = ComparisonSummary(baseline=names[0], candidates=names[1:], paired=False, stop_reason="stored",
-                                labels={n: c.spec.get("testbed", {}).get("sut", "") for n, c in zip(names, camps)})
+                                labels={n: c.sut for n, c in zip(names, camps)})
         for i, cand in enumerate(camps[1:], start=1):
             diffs: list[PairedDifference] = []
             pairs = common_cells(base, cand)
             for ca, cb in pairs:
-                prefix = f"{config_key(ca['knobs'])} " if len(pairs) > 1 else ""
+                prefix = f"{config_key(ca.knobs)} " if len(pairs) > 1 else ""
                 if base.kind == "sweep":
-                    diffs += sweep_differences(prefix, trial_results(stores[0], base.campaign_id, ca["cell_id"]),
-                                               trial_results(stores[i], cand.campaign_id, cb["cell_id"]),
+                    diffs += sweep_differences(prefix, trial_results(stores[0], base.campaign_id, ca.cell_id),
+                                               trial_results(stores[i], cand.campaign_id, cb.cell_id),
                                                confidence, margin, loss_margin)
                 elif base.kind == "search":
-                    diffs += search_differences(
-                        prefix, [r for r in stores[0].searches(base.campaign_id) if r["cell_id"] == ca["cell_id"]],
-                        [r for r in stores[i].searches(cand.campaign_id) if r["cell_id"] == cb["cell_id"]],
-                        confidence, margin)
+                    diffs += search_differences(prefix, _searches(stores[0], base.campaign_id, ca.cell_id),
+                                                _searches(stores[i], cand.campaign_id, cb.cell_id), confidence, margin)
                 else:
-                    diffs += latency_differences(
-                        prefix, [r for r in stores[0].latency_runs(base.campaign_id) if r["cell_id"] == ca["cell_id"]],
-                        [r for r in stores[i].latency_runs(cand.campaign_id) if r["cell_id"] == cb["cell_id"]],
-                        confidence, margin)
+                    diffs += latency_differences(prefix, _latency_runs(stores[0], base.campaign_id, ca.cell_id),
+                                                 _latency_runs(stores[i], cand.campaign_id, cb.cell_id),
+                                                 confidence, margin)
             if not diffs:
                 raise InputError(cand.path, f"shares configurations with {base.path} but no load measured in both")
             out.differences[names[i]] = diffs
         for i, (store, camp) in enumerate(zip(stores, camps)):
-            out.provenance[names[i]] = where_measured(t for c in camp.cells[:1]
-                                                      for t in trial_results(store, camp.campaign_id, c["cell_id"]))
+            out.provenance[names[i]] = where_measured(ComparedTrial.of(t) for c in camp.cells[:1]
+                                                      for t in trial_results(store, camp.campaign_id, c.cell_id))
         out.rounds = min(d.n_pairs for ds in out.differences.values() for d in ds)
         return out
 
@@ -377,11 +498,12 @@ def stored_paired(path: str, campaign_id: str | None = None) -> ComparisonSummar
     with open_results(path) as store:
         camp = latest_campaign(store, path, campaign_id) if campaign_id else None
         if camp is None:
-            camps = [c for c in store.campaigns() if '"kind": "compare"' in (c.get("spec_json") or "")]
+            rows = [_CampaignRow.model_validate(c) for c in store.campaigns()]
+            camps = [c for c in rows if '"kind": "compare"' in (c.spec_json or "")]
             if not camps:
                 raise InputError(path, "holds no paired comparison; give two results directories to compare "
                                  "them (a baseline, then candidates)")
-            camp = latest_campaign(store, path, camps[-1]["campaign_id"])
+            camp = latest_campaign(store, path, camps[-1].campaign_id)
         if camp.kind != "compare":
             raise InputError(path, f"campaign {camp.campaign_id} is {KIND_WORDS.get(camp.kind, camp.kind)}, "
                              "not a paired comparison")

@@ -22,17 +22,43 @@ import math
 import time
 from typing import Callable
 
-from softnet.analysis.comparisons import paired_summary, stop_rule
+from pydantic import BaseModel
+
+from softnet.analysis.comparisons import ComparedTrial, paired_summary, stop_rule
 from softnet.analysis.paired import round_order
 from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.results.comparison import ComparisonSummary
+from softnet.results.search import SearchGoalRow
+from softnet.results.trial import Number
 from softnet.results.store import Store
 from softnet.units import format_rate
 
 BUDGET = "budget_spent"
 DECIDED = "decided"
+
+
+class _TrialRow(BaseModel):
+    """Where a stored trial sits in the comparison (store.trials' row)."""
+
+    load_index: int
+    run_index: int
+
+
+class _GoalName(BaseModel):
+    name: str
+
+
+class _FoundGoal(BaseModel):
+    goal: _GoalName
+    lower_bound_pps: Number | None = None
+
+
+class _Found(BaseModel):
+    """What a variant's search found (run_search's result), as the progress line tells it."""
+
+    goals: list[_FoundGoal]
 
 
 def plan_rounds(spec: CampaignSpec) -> int:
@@ -55,10 +81,10 @@ def search_cell(n_variants: int, v: int) -> int:
 def stored_searches(store: Store, cid: str, n_variants: int) -> dict[tuple[int, int], dict[str, float | None]]:
     """(variant, round) -> {goal: lower bound pps} of the stored complete searches."""
     out: dict[tuple[int, int], dict[str, float | None]] = {}
-    for row in store.searches(cid):
-        v = row["cell_id"] - n_variants
+    for row in (SearchGoalRow.model_validate(r, from_attributes=True) for r in store.searches(cid)):
+        v = row.cell_id - n_variants
         if 0 <= v < n_variants:
-            out.setdefault((v, row["run_index"]), {})[row["goal"]] = row["lower_bound_pps"]
+            out.setdefault((v, row.run_index), {})[row.goal] = row.lower_bound_pps
     return out
 
 
@@ -70,7 +96,8 @@ def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
     trials: dict[tuple[int, int, int], dict] = {}
     for v in range(n_variants):  # rows and results come in the same (load, run) order
         for row, result in zip(store.trials(cid, v), store.trial_results(cid, v)):
-            trials[(v, row["load_index"], row["run_index"])] = result
+            at = _TrialRow.model_validate(row, from_attributes=True)
+            trials[(v, at.load_index, at.run_index)] = result
     searched = stored_searches(store, cid, n_variants) if searching else {}
     complete = 0
     while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)) and (
@@ -147,7 +174,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
                 found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
                                    lambda result, _replayed: None)
             on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
-                f"{g['goal']['name']} {format_rate(g['lower_bound_pps'] or 0)}" for g in found["goals"]))
+                f"{g.goal.name} {format_rate(g.lower_bound_pps or 0)}" for g in _Found.model_validate(found).goals))
         rounds += 1
         store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
     final = summary(results, rounds, reason)
@@ -166,5 +193,6 @@ def look_text(s: ComparisonSummary) -> str:
 
 
 def forwarded_text(result: dict) -> str:
-    span = result.get("send_span_s") or 0
-    return format_rate(result["received_pkts"] / span) if span else "-"
+    t = ComparedTrial.of(result)
+    span = t.send_span_s or 0
+    return format_rate(t.received_pkts / span) if span else "-"

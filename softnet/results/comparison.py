@@ -4,9 +4,12 @@ baseline, metric by metric, and how the experiment ended
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, field_validator
 
 from softnet.errors import InputError
+from softnet.specfile import spec_error
 
 COMPARISON_SCHEMA_VERSION = 1
 Better = Literal["higher", "lower"]
@@ -38,6 +41,9 @@ class PairedDifference:
     dropped_pairs: int = 0  # rounds where either side had no value (an invalid trial, a missing counter)
     kind: str = ""  # the metric's family as specs name it: capacity, cpu, loss, latency, search
 
+    # read back from stored JSON by pydantic: a key this softnet does not write is an error
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     @property
     def worse_by(self) -> float | None:
         """How much worse B is (positive: worse), in the metric's scale."""
@@ -50,10 +56,7 @@ class PairedDifference:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PairedDifference":
-        d = {k: v for k, v in d.items() if k != "worse_by"}
-        if d.get("ci") is not None:
-            d["ci"] = tuple(d["ci"])
-        return cls(**d)
+        return TypeAdapter(cls).validate_python(_as_written(d))
 
 
 @dataclass
@@ -86,15 +89,51 @@ class ComparisonSummary:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
-        if d.get("schema_version") != COMPARISON_SCHEMA_VERSION:
-            raise InputError(where, f"comparison schema version {d.get('schema_version')!r}: this softnet "
+        version = _Versioned.model_validate(d).schema_version
+        if version != COMPARISON_SCHEMA_VERSION:
+            raise InputError(where, f"comparison schema version {version!r}: this softnet "
                              f"reads {COMPARISON_SCHEMA_VERSION}")
-        return cls(baseline=d["baseline"], candidates=list(d["candidates"]), rounds=d["rounds"],
-                   stop_reason=d["stop_reason"], paired=d.get("paired", True), labels=d.get("labels") or {},
-                   differences={k: [PairedDifference.from_dict(x) for x in v]
-                                for k, v in d["differences"].items()},
-                   explain={k: [PairedDifference.from_dict(x) for x in v] for k, v in (d.get("explain") or {}).items()},
-                   provenance=d.get("provenance") or {}, unusable=d.get("unusable") or {})
+        try:
+            s = _StoredSummary.model_validate(d)
+        except ValidationError as exc:
+            raise spec_error(exc, f"{where}: ") from None
+        return cls(baseline=s.baseline, candidates=s.candidates, rounds=s.rounds, stop_reason=s.stop_reason,
+                   paired=s.paired, labels=s.labels or {}, differences=s.differences, explain=s.explain or {},
+                   provenance=s.provenance or {}, unusable=s.unusable or {})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]
+
+
+def _as_written(d: dict) -> dict:
+    """A stored difference without what to_dict derives (worse_by)."""
+    return {k: v for k, v in d.items() if k != "worse_by"}
+
+
+class _Versioned(BaseModel):
+    """The schema version of a stored summary, checked before the rest is read."""
+
+    schema_version: Any = None
+
+
+class _StoredSummary(BaseModel):
+    """A summary as to_dict writes it (older ones lack the later keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int
+    baseline: str
+    candidates: list[str]
+    rounds: int
+    stop_reason: str
+    paired: bool = True
+    labels: dict[str, Any] | None = None
+    differences: dict[str, list[PairedDifference]]
+    explain: dict[str, list[PairedDifference]] | None = None
+    provenance: dict[str, dict] | None = None
+    unusable: dict[str, dict[str, int]] | None = None
+
+    @field_validator("differences", "explain", mode="before")
+    @classmethod
+    def _derived_keys_dropped(cls, v):
+        return {k: [_as_written(x) for x in rows] for k, rows in v.items()} if isinstance(v, dict) else v

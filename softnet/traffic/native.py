@@ -9,10 +9,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict
 
 from softnet.errors import TestbedError
-from softnet.results.trial import MAX_GEN_STREAMS, MAX_TRIAL_PKTS  # noqa: F401 (the sink's bitmap bound)
+from softnet.results.trial import MAX_GEN_STREAMS, MAX_TRIAL_PKTS, Number  # noqa: F401 (the sink's bitmap bound)
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, terminate, tool  # noqa: F401
 
@@ -27,6 +29,56 @@ def timeline_bin_pkts(rate_pps: float, total_pkts: int) -> int:
     1 ms of schedule at rate_pps, grown so that the total_pkts of the trial
     (warm-up included) make at most TIMELINE_MAX_BINS bins."""
     return max(1, round(rate_pps * TIMELINE_BIN_S), math.ceil(total_pkts / TIMELINE_MAX_BINS))
+
+
+class _Reply(BaseModel):
+    """What softnet reads of a native tool's JSON line (the rest is passed on as it came)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class _SinkHello(_Reply):
+    prog_id: int
+    xdp_mode: str | None = None  # "native" | "generic" (also in every read)
+
+
+class _SinkCount(_Reply):
+    rx_test_pkts: int
+
+
+class _TimelineReply(_Reply):
+    timeline: dict[str, Any] | None = None  # kept as the sink wrote it (the raw trial's)
+    error: Any = None
+
+
+class _GenFailure(_Reply):
+    error: Any = None
+
+
+class StreamReport(_Reply):
+    """One stream's softnet-gen report, the keys merge_reports combines."""
+
+    stream: int | None = None
+    sent_pkts: int
+    intended_pkts: int
+    warmup_pkts: int
+    calls: int
+    window_late_pkts: int
+    late_episodes_total: int
+    schedule_start_ns: int
+    first_send_ns: int
+    window_start_ns: int
+    last_send_ns: int
+    window_lag_mean_ns: Number
+    window_lag_max_ns: Number
+    window_due_start_ns: int | None = None
+    last_due_ns: int | None = None
+    late_episodes: list[list[Number]]  # [first seq, last seq, largest lag ns]
+    batch: int
+    cpu: int
+    interrupted: bool
+    error: str
+    xdp_mode: str | None = None
 
 
 def netns_args(ns: str | None) -> list[str]:
@@ -65,9 +117,9 @@ class Sink:
         changes.record(f"XDP sink program on {ns}/{ifname}", self.close)  # before it exists: no leak window
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        hello = read_json_line(self.proc, "softnet-sink did not start", 10)
-        self.prog_id = hello["prog_id"]
-        self.xdp_mode = hello.get("xdp_mode")  # "native" | "generic" (also in every read)
+        hello = _SinkHello.model_validate(read_json_line(self.proc, "softnet-sink did not start", 10))
+        self.prog_id = hello.prog_id
+        self.xdp_mode = hello.xdp_mode
 
     def read(self) -> dict:
         return read_tool(self.proc, "softnet-sink")
@@ -82,9 +134,10 @@ class Sink:
         self.proc.stdin.write(f"timeline {int(sent)}\n")
         self.proc.stdin.flush()
         reply = read_json_line(self.proc, "softnet-sink timeline", timeout)
-        if reply.get("timeline") is None:
-            raise TestbedError(f"softnet-sink timeline: {reply.get('error', reply)}")
-        return reply["timeline"]
+        answer = _TimelineReply.model_validate(reply)
+        if answer.timeline is None:
+            raise TestbedError(f"softnet-sink timeline: {answer.error if answer.error is not None else reply}")
+        return answer.timeline
 
     def drain(self) -> tuple[dict, float]:
         """Read until the counters stop moving (nothing left in flight):
@@ -94,7 +147,8 @@ class Sink:
         while stable < DRAIN_STABLE_READS and time.monotonic() - start < DRAIN_MAX_S:
             time.sleep(DRAIN_POLL_S)
             cur = self.read()
-            stable = stable + 1 if cur["rx_test_pkts"] == last["rx_test_pkts"] else 0
+            same = _SinkCount.model_validate(cur).rx_test_pkts == _SinkCount.model_validate(last).rx_test_pkts
+            stable = stable + 1 if same else 0
             last = cur
         return last, time.monotonic() - start
 
@@ -194,7 +248,7 @@ class GeneratorJob:
             raise TestbedError(f"softnet-gen was killed by signal {-self.proc.returncode}")
         report = json.loads(out) if out.strip().startswith("{") else {}
         if self.proc.returncode != 0 or not report:
-            why = report.get("error") or err.strip()
+            why = _GenFailure.model_validate(report).error or err.strip()
             raise TestbedError(f"softnet-gen failed (exit {self.proc.returncode}): {why}")
         return report
 
@@ -262,44 +316,44 @@ def merge_reports(reports: list[dict], cpus: list[int] | None = None) -> dict:
     first stream's CPU when every stream ran where asked, else -1 (the
     placement check then fails); "cpus" lists where each ran. The reports
     themselves are kept under "streams", in stream order."""
-    reports = sorted(reports, key=lambda r: r.get("stream", 0))
+    parsed = sorted(((StreamReport.model_validate(r), r) for r in reports),
+                    key=lambda pr: pr[0].stream if pr[0].stream is not None else 0)
+    reports = [r for _, r in parsed]
     if len(reports) == 1:
         return reports[0]
-    first = reports[0]
-    out = dict(first)
-
-    def total(key: str) -> int:
-        return sum(r[key] for r in reports)
-
-    def sent_times(key: str) -> list[int]:
-        return [r[key] for r in reports if r["sent_pkts"] and r[key]]
-
-    for key in ("sent_pkts", "intended_pkts", "warmup_pkts", "calls", "window_late_pkts", "late_episodes_total"):
-        out[key] = total(key)
-    out["schedule_start_ns"] = min(r["schedule_start_ns"] for r in reports)
-    out["first_send_ns"] = min(sent_times("first_send_ns"), default=0)
-    out["window_start_ns"] = min(sent_times("window_start_ns"), default=0)
-    out["last_send_ns"] = max(sent_times("last_send_ns"), default=0)
-    windows = [max(r["sent_pkts"] - r["warmup_pkts"], 0) for r in reports]
-    out["window_lag_mean_ns"] = (sum(w * r["window_lag_mean_ns"] for w, r in zip(windows, reports)) / sum(windows)
-                                 if sum(windows) else 0.0)
-    out["window_lag_max_ns"] = max(r["window_lag_max_ns"] for r in reports)
-    if all(r.get("window_due_start_ns") is not None for r in reports):  # the group's schedule span
-        out["window_due_start_ns"] = min((r["window_due_start_ns"] for r in reports if r["window_due_start_ns"]),
-                                         default=0)
-        out["last_due_ns"] = max(r["last_due_ns"] for r in reports)
-    out["late_episodes"] = sorted((e for r in reports for e in r["late_episodes"]), key=lambda e: (e[0], e[1]))
-    out["batch"] = max(r["batch"] for r in reports)
-    observed = [r["cpu"] for r in reports]
-    out["cpus"] = observed
-    out["cpu"] = observed[0] if cpus is None or observed == list(cpus) else -1
-    out["interrupted"] = any(r["interrupted"] for r in reports)
-    out["error"] = "; ".join(f"stream {r.get('stream', k)}: {r['error']}" for k, r in enumerate(reports) if r["error"])
-    modes = sorted({r.get("xdp_mode") for r in reports} - {None})
-    out["xdp_mode"] = modes[0] if len(modes) == 1 else "/".join(modes) or None
-    out["stream"] = None  # all of them
-    out["streams"] = reports
-    return out
+    rs = [p for p, _ in parsed]
+    sent = [r for r in rs if r.sent_pkts]
+    windows = [max(r.sent_pkts - r.warmup_pkts, 0) for r in rs]
+    # the group's schedule span, when every stream reports its own
+    due = all(r.window_due_start_ns is not None for r in rs)
+    observed = [r.cpu for r in rs]
+    modes = sorted({r.xdp_mode for r in rs} - {None})
+    # the first stream's report with the merged values: its keys keep their order, new ones follow in this
+    return {**reports[0], **{
+        "sent_pkts": sum(r.sent_pkts for r in rs), "intended_pkts": sum(r.intended_pkts for r in rs),
+        "warmup_pkts": sum(r.warmup_pkts for r in rs), "calls": sum(r.calls for r in rs),
+        "window_late_pkts": sum(r.window_late_pkts for r in rs),
+        "late_episodes_total": sum(r.late_episodes_total for r in rs),
+        "schedule_start_ns": min(r.schedule_start_ns for r in rs),
+        "first_send_ns": min((r.first_send_ns for r in sent if r.first_send_ns), default=0),
+        "window_start_ns": min((r.window_start_ns for r in sent if r.window_start_ns), default=0),
+        "last_send_ns": max((r.last_send_ns for r in sent if r.last_send_ns), default=0),
+        "window_lag_mean_ns": (sum(w * r.window_lag_mean_ns for w, r in zip(windows, rs)) / sum(windows)
+                               if sum(windows) else 0.0),
+        "window_lag_max_ns": max(r.window_lag_max_ns for r in rs),
+        **({"window_due_start_ns": min((r.window_due_start_ns for r in rs if r.window_due_start_ns), default=0),
+            "last_due_ns": max(r.last_due_ns for r in rs)} if due else {}),
+        "late_episodes": sorted((e for r in rs for e in r.late_episodes), key=lambda e: (e[0], e[1])),
+        "batch": max(r.batch for r in rs),
+        "cpus": observed,
+        "cpu": observed[0] if cpus is None or observed == list(cpus) else -1,
+        "interrupted": any(r.interrupted for r in rs),
+        "error": "; ".join(f"stream {r.stream if r.stream is not None else k}: {r.error}"
+                           for k, r in enumerate(rs) if r.error),
+        "xdp_mode": modes[0] if len(modes) == 1 else "/".join(modes) or None,
+        "stream": None,  # all of them
+        "streams": reports,
+    }}
 
 
 class GeneratorGroup:

@@ -12,6 +12,7 @@ import pytest
 
 from softnet.analysis.latency_campaigns import analyze_latency, stability
 from softnet.analysis.latency_eval import evaluate_run
+from softnet.provenance import provenance
 from softnet.report.html import write_report
 from softnet.results.store import Store
 from tests.conftest import softnet_cmd
@@ -37,11 +38,13 @@ def store_campaign(store: Store, name: str, seed: int, tmp_path) -> str:
             path = store.records_path(cid, cell_id, run)
             path.parent.mkdir(parents=True, exist_ok=True)
             records.tofile(path)
-            raw = {"knobs": knobs, "interval_s": 0.01, "ping": {"sent": 200}, "hello": {},
+            raw = {"knobs": knobs, "interval_s": 0.01, "hello": {},
+                   "ping": {"role": "ping", "sent_pkts": 200, "received_pkts": 200, "lost_pkts": 0,
+                            "interrupted": False},
                    "netstat_before": {"b": {}, "c": {}}, "netstat_after": {"b": {}, "c": {}},
                    "kernel_baseline": {"sent": 20, "received": 20, "rtt_ns": [500_000] * 20},
                    "applied": {"coalesce_rx_usecs.b_a": {"unsupported": "veth"}}, "started_unix_s": 0.0,
-                   "records_path": str(path), "provenance": {}}
+                   "records_path": str(path), "provenance": provenance(latency=knobs)}
             store.add_latency_run(cid, cell_id, run, evaluate_run(raw, records).to_dict(), raw)
     return cid
 

@@ -7,11 +7,14 @@ Topology: A (ping) -> B (forward) -> C (reflect) -> B (forward) -> A.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model_validator
+
+from softnet.results.trial import Exact, Number, Provenance
 
 # Where each hop stamp was taken, in path order (index into hop_ns).
 HOPS = (
@@ -51,19 +54,258 @@ def read_records(path: str | Path) -> np.ndarray:
     return np.fromfile(path, dtype=RECORD_DTYPE)
 
 
-# ---- one run's evaluated result ------------------------------------------------
+# ---- one run's reads and its evaluated result -----------------------------------
 
 LATENCY_SCHEMA_VERSION = 1
-Number = int | float
+RxMode = Literal["busy", "poll", "recvfrom", "epoll"]
+
+
+class AsStored(BaseModel):
+    """Written back with the keys it was read with, in their order: a run
+    stored before a field existed reads that field's default, yet re-evaluates
+    and re-dumps to the JSON it was stored as."""
+
+    _given: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_keys(cls, data: Any, handler):
+        model = handler(data)
+        if isinstance(data, dict):
+            model._given = tuple(data)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _as_stored(self, handler) -> dict:
+        out = handler(self)
+        return out if self._given is None else {k: out[k] for k in self._given}
+
+
+class LatencyConfigKnobs(AsStored):
+    """A configuration's identity: every knob of the campaign spec's
+    ``latency`` section (softnet.campaign.spec.LatencySpec, same fields and
+    defaults; the layers keep results from importing it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bind_mode: Literal["copy", "zero-copy"] = "copy"
+    need_wakeup: bool = True
+    busy_poll: bool = False
+    busy_poll_us: int = 20
+    busy_poll_budget: int = 64
+    poll_sender: bool = False
+    poll_forwarder: bool = False
+    poll_receiver: bool = False
+    rx_mode_sender: RxMode | None = None
+    rx_mode_forwarder: RxMode | None = None
+    rx_mode_receiver: RxMode | None = None
+    app_cpus: dict[str, int] = {}
+    napi_cpus: dict[str, int] = {}
+    batch: int = 1
+    ring_size: int = 2048
+    xdp_mode: Literal["native", "skb"] = "native"
+    threaded_napi: bool = False
+    napi_defer_hard_irqs: int | None = None
+    gro_flush_timeout_ns: int | None = None
+    cstate_limit_us: int | None = None
+    coalesce_rx_usecs: int | None = None
+    irq_suspend_timeout_ns: int | None = None
+    interval_s: float = 1.0
+    arrivals: Literal["periodic", "poisson"] = "periodic"
+    baseline_count: int = 0
+    rerun_per_cluster: int = 0
+    rerun_count: int = 10_000
+
+    def to_dict(self) -> dict:
+        """knob -> value, as stored (the analysis's configuration identity and label)."""
+        return self.model_dump()
+
+
+class KnobUnsupported(Exact):
+    """A knob this kernel or device refused: why, in its words."""
+
+    unsupported: str
+
+
+# knob (host-side, per interface role: "coalesce_rx_usecs.b_a") -> the value applied, or why not
+Applied = dict[str, KnobUnsupported | bool | int | float | str | None]
+
+
+class RawKernelBaseline(Exact):
+    """Kernel ping over the same path (softnet.traffic.ping.kernel_ping): each reply's RTT."""
+
+    sent: int
+    received: int
+    rtt_ns: list[int]
+
+
+class KernelBaseline(Exact):
+    sent: int
+    received: int
+    median_ns: float | None
+
+
+class ToolReport(AsStored):
+    """A JSON line of softnet-xsk (docs/xsk.md): the keys softnet reads or
+    shows, typed; the others kept as the tool wrote them."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class XskRefusal(Exact):
+    knob: str
+    unsupported: str
+
+
+class XskHello(ToolReport):
+    """A role's first line, once bound: what it runs with."""
+
+    role: str
+    ifname: str
+    bind_mode: str  # what the kernel reports: a refused zero-copy bind runs in copy mode
+    need_wakeup: bool
+    xdp_mode: str
+    rx_mode: str
+    unsupported: list[XskRefusal] = []
+
+
+class XskHellos(AsStored):
+    model_config = ConfigDict(extra="forbid")
+
+    ping: XskHello | None = None
+    forward: XskHello | None = None
+    reflect: XskHello | None = None
+
+
+class XskCounters(ToolReport):
+    """forward's or reflect's answer to "read"."""
+
+    role: str
+    rx_pkts: int
+    tx_pkts: int
+    drop_pkts: int
+
+
+class PingSummary(ToolReport):
+    """The ping's last line."""
+
+    role: str
+    sent_pkts: int
+    received_pkts: int
+    lost_pkts: int
+    interrupted: bool  # SIGINT/SIGTERM ended it early
+
+
+class NapiInfo(Exact):
+    id: int
+    irq_suspend_timeout_ns: int | None
+
+
+class NapiView(Exact):
+    """An interface's NAPIs and RX queue 0's link, as the kernel has them (softnet.tools.netdev.view)."""
+
+    napis: list[NapiInfo]
+    rxq0_napi_id: int | None
+    rxq0_xsk: bool
+
+
+class Observed(AsStored):
+    """Where things ran, as the kernel last saw them at the end of the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    forward_cpu: int | None = None
+    reflect_cpu: int | None = None
+    napi_thread_cpus: dict[str, dict[str, int | None]] = {}  # device -> kthread pid -> CPU
+    napi_b: dict[str, NapiView] = {}  # B's receiving interface role -> its NAPIs
+
+
+class HostCpus(Exact):
+    """A CPU per host of the lab (A pings, B forwards, C reflects)."""
+
+    a: int
+    b: int
+    c: int
+
+
+class LatencyHostKnobs(Exact):
+    """The host-side knobs as the testbed took them (softnet.testbed.latency.LatencyKnobs)."""
+
+    threaded_napi: bool
+    napi_defer_hard_irqs: int | None
+    gro_flush_timeout_ns: int | None
+    busy_poll_us: int | None
+    cstate_limit_us: int | None
+    coalesce_rx_usecs: int | None
+    irq_suspend_timeout_ns: int | None
+
+
+class LatencyPlacementFacts(Exact):
+    app_cpus: dict[str, int]
+    napi_cpus: dict[str, int]
+
+
+class RawLatencyTestbed(Exact):
+    """What the testbed says of itself (softnet.testbed.latency.LatencyTestbed.describe)."""
+
+    run_id: str
+    namespaces: dict[str, str]  # host -> namespace
+    interfaces: dict[str, str]  # interface role -> name
+    knobs: LatencyHostKnobs
+    applied: Applied
+    placement: LatencyPlacementFacts | None = None
+    napi_threads: dict[str, list[int]] = {}  # device -> its NAPI kthreads' pids
+
+
+class RawLatencyRun(Exact):
+    """What one run read (softnet.campaign.latency.measure_run, plus the run's
+    name): evaluate_run's input, stored beside the result so that it
+    re-evaluates to the same result. Runs stored before a part existed lack it."""
+
+    knobs: LatencyConfigKnobs
+    interval_s: Number
+    phase: str = "base"
+    count: int | None = None
+    ping: PingSummary
+    hello: XskHellos
+    forward_counters: XskCounters | None = None
+    reflect_counters: XskCounters | None = None
+    netstat_before: dict[str, dict[str, int]]  # host (b, c) -> /proc/net/netstat counter -> value
+    netstat_after: dict[str, dict[str, int]]
+    kernel_baseline: RawKernelBaseline | None = None  # after a configuration's last base run
+    observed: Observed | None = None
+    requested_cpus: HostCpus | None = None
+    applied: Applied
+    testbed: RawLatencyTestbed | None = None
+    started_unix_s: Number
+    records_path: str | None = None
+    provenance: Provenance
+    run: str = "run"  # "cell <i> run <j>": names the run in accounting errors
+    other_runs: list[str] = []  # other softnet runs seen during this one
+
+
+class ToolReports(AsStored):
+    """What the AF_XDP tool reported: hello per role, the ping's summary, and
+    where the roles ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hello: XskHellos
+    ping: PingSummary
+    observed: Observed | None = None
 
 
 class LatencyRunResult(BaseModel):
-    """One run of one configuration (softnet.analysis.latency_eval.evaluate_run)."""
+    """One run of one configuration (softnet.analysis.latency_eval.evaluate_run).
+
+    ``knobs`` and ``kernel_baseline`` stay plain JSON objects here because the
+    store reads them so; they are checked against their models when the result
+    is made, and read typed through ``config_knobs`` and ``baseline``."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = LATENCY_SCHEMA_VERSION
-    knobs: dict[str, Any]
+    knobs: dict[str, Any]  # LatencyConfigKnobs
     interval_s: Number
     phase: str = "base"  # base | fast | flood (softnet.campaign.latency.Run)
     sent: int
@@ -73,15 +315,53 @@ class LatencyRunResult(BaseModel):
     duplicates: int
     reordered: int
     rtt: dict[str, Number | None]  # n, mean_ns, median_ns, std_ns, q1_ns, q3_ns, min_ns, max_ns, p90_ns, p99_ns, p999_ns
-    kernel_baseline: dict[str, Any] | None  # kernel ping over the same path: sent, received, median_ns
+    kernel_baseline: dict[str, Any] | None  # KernelBaseline: kernel ping over the same path
     busy_poll_rx_pkts: dict[str, int]  # BusyPollRxPackets growth per host during the run
-    applied: dict[str, Any]  # every knob as applied, or {"unsupported": why}
-    tool: dict[str, Any]  # what the AF_XDP tool reported (hello per role, ping summary)
+    applied: Applied  # every knob as applied, or why not
+    tool: ToolReports
     flags: list[str]
     valid: bool
     started_unix_s: Number
     records_path: str | None = None
-    provenance: dict[str, Any]
+    provenance: Provenance
+
+    _knobs: LatencyConfigKnobs = PrivateAttr()
+    _baseline: KernelBaseline | None = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _typed_parts(self) -> "LatencyRunResult":
+        self._knobs = LatencyConfigKnobs.model_validate(self.knobs)
+        self._baseline = None if self.kernel_baseline is None else KernelBaseline.model_validate(self.kernel_baseline)
+        return self
+
+    @property
+    def config_knobs(self) -> LatencyConfigKnobs:
+        return self._knobs
+
+    @property
+    def baseline(self) -> KernelBaseline | None:
+        return self._baseline
 
     def to_dict(self) -> dict:
         return self.model_dump()
+
+
+class StoredLatencyRun(BaseModel):
+    """A run as the store keeps it: its matrix cell, its index, its result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cell_id: int
+    run_index: int
+    result: LatencyRunResult
+
+    @classmethod
+    def of(cls, row: dict) -> "StoredLatencyRun":
+        """From a row of softnet.results.store.Store.latency_runs (the result's keys beside the two ids)."""
+        match row:
+            case {"cell_id": cell_id, "run_index": run_index, **result}:
+                return cls(cell_id=cell_id, run_index=run_index, result=result)
+        raise ValueError(f"a stored latency run without its cell_id and run_index: {sorted(row)}")
+
+    def to_dict(self) -> dict:
+        return {"cell_id": self.cell_id, "run_index": self.run_index, **self.result.to_dict()}

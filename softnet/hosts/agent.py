@@ -25,8 +25,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from pydantic import ValidationError, validate_call
 from pyroute2 import IPRoute
 
 from softnet import __version__
@@ -37,9 +38,13 @@ from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
 from softnet.errors import InputError, SoftnetError
 from softnet.hosts import safety
+from softnet.hosts.agent_protocol import (GenStart, InjectorStart, ProfilerStart, Request, SamplerStart, SinkStart,
+                                          StallsStart, _Start)
+from softnet.hosts.safety import PortSpec
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.hosts.trial_hosts import EdgeSchedule
+from softnet.hosts.agent_xsk import XskLabOps
 from softnet.testbed.local import Endpoints
 from softnet.testbed.personalities import parse_sut
 from softnet.testbed.sut_lab import SutLab, SutPlacement
@@ -48,11 +53,11 @@ from softnet.testbed.netns import napi_thread_pids
 from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
 from softnet.tools import hostcmd, link_counters, nic
-from softnet.tools.journal import (Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
+from softnet.tools.journal import (Header, Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
                                    replay_here, stale_journals)
 from softnet.tools.links import LinkRef
 from softnet.tools.reaper import spawn_reaper
-from softnet.tools.undo_ops import netns_bound, running
+from softnet.tools.undo_ops import Affinity, Kill, UndoEntry, running
 from softnet.traffic.native import GeneratorGroup, Shape, Sink
 
 PROTOCOL_VERSION = 2
@@ -69,7 +74,7 @@ class AgentError(SoftnetError):
 
 
 @dataclass
-class Agent:
+class Agent(XskLabOps):
     state_dir: Path
     lease_s: float = 10.0
     out: Any = field(default_factory=lambda: sys.stdout)
@@ -84,6 +89,7 @@ class Agent:
     lab_changes: HostChanges = field(default_factory=HostChanges)  # the personality's own undo steps
     lock: Any = None
     holder: dict = field(default_factory=dict)
+    controller: str = ""  # who drives this agent (hello), named in its journal
     deadline: float = 0.0
     next_handle: int = 0
 
@@ -134,14 +140,14 @@ class Agent:
         return code
 
     def _handle(self, line: bytes) -> str | None:
-        rid, req = None, {}
+        rid, op, ok = None, None, False
         try:
             parsed = json.loads(line)
             if not isinstance(parsed, dict):
                 raise AgentError('a request is one JSON object per line: {"id": N, "op": "..."}')
-            req = parsed
-            rid, op = req.get("id"), req.get("op")
-            fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+            req = Request.model_validate(parsed)
+            rid, op = req.id, req.op
+            fn = OPS.get(op) if isinstance(op, str) else None
             if fn is None:
                 raise AgentError(f"unknown op {op!r}; accepted: {', '.join(self.op_names())}")
             # Any request renews the lease, but never cuts short one that
@@ -149,28 +155,30 @@ class Agent:
             # sampler requests came right after it, and a window longer than
             # lease_s lapsed mid-trial (seen in bench/restore_bench.py).
             self.deadline = max(self.deadline, time.monotonic() + self.lease_s)
-            args = {k: v for k, v in req.items() if k not in ("id", "op")}
-            reply = {"id": rid, "ok": True, **(fn(**args) or {})}
+            reply = {"id": rid, "ok": True, **(fn(self, **req.args()) or {})}
+            ok = True
         except AgentError as exc:
             reply = {"id": rid, "ok": False, "error": str(exc), "field": exc.field}
+        except ValidationError as exc:  # the request's arguments are not what the op takes
+            reply = {"id": rid, "ok": False, "error": f"{op}: {_why(exc)}"}
         except Exception as exc:  # an op that failed; the controller decides (and undoes through bye)
             reply = {"id": rid, "ok": False, "error": str(exc) if isinstance(exc, SoftnetError)
                      else f"{type(exc).__name__}: {exc}"}
         self.deadline = max(self.deadline, time.monotonic() + self.lease_s)  # a long op does not eat the lease
         self.out.write(json.dumps(reply) + "\n")
         self.out.flush()
-        return "bye" if reply.get("ok") and req.get("op") == "bye" else None
+        return "bye" if ok and op == "bye" else None
 
-    @classmethod
-    def op_names(cls) -> list[str]:
-        return sorted(n[3:] for n in dir(cls) if n.startswith("op_"))
+    @staticmethod
+    def op_names() -> list[str]:
+        return sorted(OPS)
 
     # ---- hello, check, reserve, lease --------------------------------------
     def op_hello(self, version: int, controller: str = "", housekeeping_cpus: list[int] | None = None) -> dict:
         if version != PROTOCOL_VERSION:
             raise AgentError(f"protocol version {version} from the controller; this agent speaks "
                              f"{PROTOCOL_VERSION} (softnet {__version__}): install the same softnet on both")
-        self.holder["controller"] = controller
+        self.controller = controller
         if housekeeping_cpus:  # the agent and its sampler stay off the data path's CPUs
             usable = sorted(os.sched_getaffinity(0))
             bad = [c for c in housekeeping_cpus if c not in usable]
@@ -190,22 +198,22 @@ class Agent:
         self.deadline = time.monotonic() + max(float(seconds), self.lease_s)
         return {"lease_until_s": float(seconds)}
 
-    def op_check(self, ports: dict[str, dict], doctor: bool = False) -> dict:
+    def op_check(self, ports: dict[str, PortSpec], doctor: bool = False) -> dict:
         """Facts of the listed interfaces and why each must not be used; no change."""
         mgmt = safety.management_interfaces()
         facts, problems = {}, []
         for role, port in ports.items():
-            f = safety.interface_facts(port["name"])
-            if f is not None:  # the NIC knobs (softnet.tools.nic) this interface takes
-                f["nic_knobs"] = nic.capabilities(port["name"], hostcmd.run, f["driver"],
-                                                  nic.device_irqs(port["name"])).takes()
-            facts[role] = f
-            problems += safety.refusals(port["field"], port, f, mgmt)
-        out = {"facts": facts, "refusals": problems, "management": mgmt, "time_unix_s": time.time()}
+            f = safety.interface_facts(port.name)
+            facts[role] = None if f is None else {  # with the NIC knobs (softnet.tools.nic) it takes
+                **f.model_dump(), "nic_knobs": nic.capabilities(port.name, hostcmd.run, f.driver,
+                                                                nic.device_irqs(port.name)).takes()}
+            problems += safety.refusals(port, f, mgmt)
+        out = {"facts": facts, "refusals": [p.model_dump() for p in problems], "management": mgmt,
+               "time_unix_s": time.time()}
         if doctor:
             from softnet import doctor as doc
 
-            out["doctor"] = [c.to_dict() for c in doc.run_probes()]
+            out |= {"doctor": [c.to_dict() for c in doc.run_probes()]}
         return out
 
     def op_reserve(self, holder: dict, wait_s: float = 0.0) -> dict:
@@ -223,58 +231,67 @@ class Agent:
     # ---- apply --------------------------------------------------------------
     def _changes(self) -> HostOps:
         if self.journal is None:
-            self.journal = Journal.open(self.state_dir, {"controller": self.holder.get("controller", ""),
-                                                         "agent_pid": os.getpid()}, replay_stale=True)
+            self.journal = Journal.open(self.state_dir, {"controller": self.controller, "agent_pid": os.getpid()},
+                                        replay_stale=True)
             spawn_reaper(os.getpid(), self.journal.path)
             self.ops = HostOps(self.journal)
         return self.ops
 
-    def _verify(self, ports: dict[str, dict]) -> None:
+    def _verify(self, ports: dict[str, PortSpec]) -> None:
         mgmt = safety.management_interfaces()
         problems = [p for port in ports.values()
-                    for p in safety.refusals(port["field"], port, safety.interface_facts(port["name"]), mgmt)]
+                    for p in safety.refusals(port, safety.interface_facts(port.name), mgmt)]
         if problems:
-            raise AgentError("; ".join(p["error"] for p in problems), problems[0]["field"])
+            raise AgentError("; ".join(p.error for p in problems), problems[0].field)
 
-    def op_apply(self, role: str, ports: dict[str, dict], **kw) -> dict:
+    def op_apply(self, role: str, ports: dict[str, PortSpec], sink_mtu: int | None = None, sut: str | None = None,
+                 gen_mac: str = "", sink_mac: str = "", sut_cpus: list[int] | None = None,
+                 steering: str = "threaded", bidirectional: bool = False, nic: dict | None = None,
+                 custom: dict | None = None) -> dict:
         """Configure this host for its role in the testbed, after the safety
-        checks; every change journalled first."""
+        checks; every change journalled first. ``sink_mtu``: the traffic
+        host's; the rest the SUT host's (``nic``: its NIC knobs)."""
         if role not in ("traffic", "sut"):
             raise AgentError(f"role {role!r}; accepted: traffic, sut", "role")
         need = ("gen_out", "sink_in") if role == "traffic" else ("sut_in", "sut_out")
         missing = [r for r in need if r not in ports]
         if missing:
             raise AgentError(f"apply {role}: no port for {', '.join(missing)}", "ports")
+        if role == "sut" and sut is None:
+            raise AgentError("apply sut: no SUT personality", "sut")
         self._verify(ports)
         ops = self._changes()
         # the interfaces' facts before they are used (a SUT's NICs move to its namespace)
-        out: dict = {"facts": {r: safety.interface_facts(port["name"]) for r, port in ports.items()}}
+        facts = {r: _facts_json(safety.interface_facts(port.name)) for r, port in ports.items()}
+        sut_side: dict = {}
         if role == "traffic":
             for r in need:
-                ops.link_up(ports[r]["name"])
-            if kw.get("sink_mtu"):  # the SUT's underlay reaches the sink (vxlan's outer headers)
-                sink = ports["sink_in"]["name"]
+                ops.link_up(ports[r].name)
+            if sink_mtu:  # the SUT's underlay reaches the sink (vxlan's outer headers)
+                sink = ports[need[1]].name
                 ops.device_state(sink)
-                hostcmd.run(["ip", "link", "set", "dev", sink, "mtu", str(int(kw["sink_mtu"]))])
+                hostcmd.run(["ip", "link", "set", "dev", sink, "mtu", str(int(sink_mtu))])
             anchor, peer = anchor_names()
             ops.veth_pair(anchor, peer)
             self.anchors.append(anchor)
         else:
-            knobs = kw.pop("nic", None) or {}
-            plans = self._nic_plans(ports, knobs, kw.get("sut_cpus", [])) if knobs else {}  # refused: nothing changed
-            out["nic"] = self._apply_nic(plans)  # in this namespace, before the NICs move to the SUT's
-            out["napi_threads"] = self._apply_sut(ports, **kw)
-            out["sut_netns"] = self.lab.ns["sut"]  # where its NICs are while the testbed lives
-        out["applied"] = [*ops.applied, *self.lab_changes.applied]  # the journal's, then the personality's
-        return out
+            cpus = list(sut_cpus or [])
+            plans = self._nic_plans(ports, nic, cpus) if nic else {}  # refused: nothing changed
+            set_nic = self._apply_nic(plans)  # in this namespace, before the NICs move to the SUT's
+            threads = self._apply_sut(ports[need[0]], ports[need[1]], sut, gen_mac, sink_mac, cpus, steering,
+                                      bidirectional, custom)
+            # sut_netns: where its NICs are while the testbed lives
+            sut_side = {"nic": set_nic, "napi_threads": threads, "sut_netns": _sut_ns(self.lab)}
+        # applied: the journal's, then the personality's
+        return {"facts": facts, **sut_side, "applied": [*ops.applied, *self.lab_changes.applied]}
 
-    def _nic_plans(self, ports: dict[str, dict], knobs: dict, sut_cpus: list[int]) -> dict:
+    def _nic_plans(self, ports: dict[str, PortSpec], knobs: dict, sut_cpus: list[int]) -> dict:
         """role -> (capabilities, plan) of the SUT's interfaces; a knob one
         refuses raises, naming it, the interface and its driver."""
         plans = {}
         for role in ("sut_in", "sut_out"):
-            name = ports[role]["name"]
-            caps = nic.capabilities(name, hostcmd.run, safety.interface_facts(name)["driver"], nic.device_irqs(name))
+            name = ports[role].name
+            caps = nic.capabilities(name, hostcmd.run, safety.interface_facts(name).driver, nic.device_irqs(name))
             try:
                 plans[role] = (caps, nic.plan(knobs, caps, role, sut_cpus, "testbed.nic"))
             except InputError as exc:
@@ -298,23 +315,22 @@ class Agent:
                          "irqs": caps.irqs if p.irq_cpus is not None else [], "read_back": after.current}
         return out
 
-    def _apply_sut(self, ports: dict[str, dict], sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],
-                   steering: str = "threaded", bidirectional: bool = False, custom: dict | None = None) -> dict:
+    def _apply_sut(self, i: PortSpec, o: PortSpec, sut: str, gen_mac: str, sink_mac: str, sut_cpus: list[int],
+                   steering: str, bidirectional: bool, custom: dict | None) -> dict:
         """The SUT's personality in a namespace of softnet's own holding the
         two NICs (softnet.testbed.sut_lab), the same code as the local
         testbed's SUT; the namespace and the NICs' own state journalled first."""
         try:
             personality = parse_sut(sut, "testbed.sut", custom)
-            i, o = ports["sut_in"], ports["sut_out"]
-            lab = SutLab(self.lab_changes, personality, {"sut_in": i["name"], "sut_out": o["name"]},
-                         {"gen": gen_mac, "sink": sink_mac, "sut_in": i["mac"], "sut_out": o["mac"]},
+            lab = SutLab(self.lab_changes, personality, {"sut_in": i.name, "sut_out": o.name},
+                         {"gen": gen_mac, "sink": sink_mac, "sut_in": i.mac, "sut_out": o.mac},
                          SutPlacement(list(sut_cpus), steering), bidirectional)
         except InputError as exc:
             raise AgentError(exc.message, exc.field) from None
-        ns = lab.ns["sut"]
-        for name in (i["name"], o["name"]):
+        ns = _sut_ns(lab)
+        for name in (i.name, o.name):
             self.ops.device_state(name)
-        self.ops.lab_netns(ns, [i["name"], o["name"]])
+        self.ops.lab_netns(ns, [i.name, o.name])
         self.lab = lab
         self.lab_changes.record(f"netlink sockets in {ns}", lambda: lab._close_netlink(ns))
         lab.build()
@@ -322,7 +338,7 @@ class Agent:
 
     def _ns_of(self, ifname: str) -> str | None:
         """The namespace an interface is in now: the SUT's for its NICs, else this host's own."""
-        return self.lab.ns["sut"] if self.lab is not None and ifname in self.lab.ifs.values() else None
+        return _sut_ns(self.lab) if self.lab is not None and ifname in self.lab.ifs.values() else None
 
     # ---- tools ----------------------------------------------------------------
     def _add_tool(self, obj, proc, what: str) -> str:
@@ -338,62 +354,77 @@ class Agent:
             raise AgentError(f"no running tool {handle!r}", "handle")
         return obj
 
-    def op_start(self, tool: str, **a) -> dict:
+    def op_start(self, tool: str, **args) -> dict:
+        """Start one of this host's tools; its arguments are its model's
+        (softnet.hosts.agent_protocol)."""
+        kind = START.get(tool)
+        if kind is None:
+            raise AgentError(f"tool {tool!r}; accepted: {', '.join(START)}", "tool")
+        model, start = kind
+        return start(self, model.model_validate(args))
+
+    def _start_sink(self, a: SinkStart) -> dict:
+        self._changes()
+        sink = Sink(self.closers, None, a.ifname, a.count, a.warmup, a.exact, a.bin_pkts, streams=a.streams,
+                    flows=a.flows, mix=a.mix, dst_ports=a.dst_ports)
+        return {"handle": self._add_tool(sink, sink.proc, f"sink on {a.ifname}"), "prog_id": sink.prog_id}
+
+    def _start_gen(self, a: GenStart) -> dict:
         ops = self._changes()
-        if tool == "sink":
-            sink = Sink(self.closers, None, a["ifname"], a["count"], a["warmup"], a.get("exact", 0),
-                        a.get("bin_pkts", 0), streams=a.get("streams", 1), flows=a.get("flows", 1),
-                        mix=a.get("mix"), dst_ports=a.get("dst_ports", 1))
-            return {"handle": self._add_tool(sink, sink.proc, f"sink on {a['ifname']}"), "prog_id": sink.prog_id}
-        if tool == "gen":
-            cpus = list(a.get("cpus") or [a["cpu"]])
-            while len(self.anchors) < len(cpus):  # one idle anchor per generator, journalled
-                name, peer = anchor_names()
-                ops.veth_pair(name, peer)
-                self.anchors.append(name)
-            anchors, self.anchors = self.anchors[:len(cpus)], self.anchors[len(cpus):]
-            ep = Endpoints(None, a["ifname"], anchors[0], a["src_mac"], a["dst_mac"], a["src_ip"], a["dst_ip"],
-                           None, None)  # no namespaces: the host's own
-            started = time.time()
-            try:
-                group = GeneratorGroup.start(self.closers, ep, a["rate_pps"], a["count"], a["warmup"],
-                                             a["frame_bytes"], a["flows"], cpus, src_ips=a.get("src_ips", 1),
-                                             src_ip=a.get("src_ip_first"), anchors=anchors,
-                                             shape=Shape(**a.get("shape") or {}))
-            except BaseException:
-                self.anchors += anchors
-                raise
-            for job in group.jobs[1:]:
-                ops.started(job.proc, f"generator stream on {a['ifname']}")
-            if group.t0_ns:  # several generators start sending together at t0, a little later
-                started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
-            handle = self._add_tool(group, group.proc, f"generator on {a['ifname']}")
-            self.anchors_of[handle] = anchors
-            return {"handle": handle, "started_unix_s": started}
-        if tool == "injector":
-            inj = StallInjector(self.closers, a["cpu"], a["busy_ms"], a["every_ms"])
-            return {"handle": self._add_tool(inj, inj.proc, f"stall injector on CPU {a['cpu']}")}
-        if tool == "stalls":
-            probe = StallProbe(self.closers, a["cpus"], period_us=a["period_us"], avoid_cpus=a.get("avoid_cpus"))
-            return {"handle": self._add_tool(probe, probe.proc, "stall probe")}
-        if tool == "profiler":
-            prof = Profiler(self.closers, a.get("per_packet", True), a.get("duty", 0.02),
-                            avoid_cpus=a.get("avoid_cpus"))
-            handle = self._add_tool(prof, prof.proc, "profiler")
-            return {"handle": handle, "start": prof.read(), "plan": prof.plan, "events": prof.events,
-                    "drop_reasons": prof.drop_reasons, "duty": prof.duty, "period_ms": prof.period_ms}
-        if tool == "sampler":
-            links = [LinkRef(role, self._ns_of(ifname), ifname) for role, ifname in a.get("links", [])]
-            sampler = KernelSampler(a["interval_s"], avoid_cpus=a.get("avoid_cpus"), links=links).__enter__()
-            if a.get("profiler"):  # the profiler's times at every sample too, as a local trial has them
-                sampler.add_source("ebpf", self._tool(a["profiler"], Profiler).series_values)
-            self.closers.record("kernel sampler", lambda: sampler.__exit__(None, None, None))
-            self.next_handle += 1
-            handle = f"sampler-{self.next_handle}"
-            self.tools[handle] = sampler
-            del ops
-            return {"handle": handle}
-        raise AgentError(f"tool {tool!r}; accepted: sink, gen, stalls, injector, profiler, sampler", "tool")
+        cpus = list(a.cpus or ([a.cpu] if a.cpu is not None else []))
+        if not cpus:
+            raise AgentError("start gen: no CPU for the generator (cpus or cpu)", "cpus")
+        while len(self.anchors) < len(cpus):  # one idle anchor per generator, journalled
+            name, peer = anchor_names()
+            ops.veth_pair(name, peer)
+            self.anchors.append(name)
+        anchors, self.anchors = self.anchors[:len(cpus)], self.anchors[len(cpus):]
+        ep = Endpoints(None, a.ifname, anchors[0], a.src_mac, a.dst_mac, a.src_ip, a.dst_ip,
+                       None, None)  # no namespaces: the host's own
+        started = time.time()
+        try:
+            group = GeneratorGroup.start(self.closers, ep, a.rate_pps, a.count, a.warmup, a.frame_bytes, a.flows,
+                                         cpus, src_ips=a.src_ips, src_ip=a.src_ip_first, anchors=anchors,
+                                         shape=a.shape or Shape())
+        except BaseException:
+            self.anchors += anchors
+            raise
+        for job in group.jobs[1:]:
+            ops.started(job.proc, f"generator stream on {a.ifname}")
+        if group.t0_ns:  # several generators start sending together at t0, a little later
+            started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
+        handle = self._add_tool(group, group.proc, f"generator on {a.ifname}")
+        self.anchors_of[handle] = anchors
+        return {"handle": handle, "started_unix_s": started}
+
+    def _start_injector(self, a: InjectorStart) -> dict:
+        self._changes()
+        inj = StallInjector(self.closers, a.cpu, a.busy_ms, a.every_ms)
+        return {"handle": self._add_tool(inj, inj.proc, f"stall injector on CPU {a.cpu}")}
+
+    def _start_stalls(self, a: StallsStart) -> dict:
+        self._changes()
+        probe = StallProbe(self.closers, a.cpus, period_us=a.period_us, avoid_cpus=a.avoid_cpus)
+        return {"handle": self._add_tool(probe, probe.proc, "stall probe")}
+
+    def _start_profiler(self, a: ProfilerStart) -> dict:
+        self._changes()
+        prof = Profiler(self.closers, a.per_packet, a.duty, avoid_cpus=a.avoid_cpus)
+        handle = self._add_tool(prof, prof.proc, "profiler")
+        return {"handle": handle, "start": prof.read(), "plan": prof.plan, "events": prof.events,
+                "drop_reasons": prof.drop_reasons, "duty": prof.duty, "period_ms": prof.period_ms}
+
+    def _start_sampler(self, a: SamplerStart) -> dict:
+        self._changes()
+        links = [LinkRef(role, self._ns_of(ifname), ifname) for role, ifname in a.links]
+        sampler = KernelSampler(a.interval_s, avoid_cpus=a.avoid_cpus, links=links).__enter__()
+        if a.profiler:  # the profiler's times at every sample too, as a local trial has them
+            sampler.add_source("ebpf", self._tool(a.profiler, Profiler).series_values)
+        self.closers.record("kernel sampler", lambda: sampler.__exit__(None, None, None))
+        self.next_handle += 1
+        handle = f"sampler-{self.next_handle}"
+        self.tools[handle] = sampler
+        return {"handle": handle}
 
     def op_poll(self, handle: str) -> dict:
         return {"running": self._tool(handle, GeneratorGroup).running()}
@@ -424,7 +455,7 @@ class Agent:
         out = {}
         if isinstance(obj, KernelSampler):
             obj.__exit__(None, None, None)
-            out["series"] = obj.series.to_json()
+            out = {"series": obj.series.to_json()}
         elif isinstance(obj, GeneratorGroup):
             obj.stop()
             self.anchors += self.anchors_of.pop(handle, [])  # idle again: the next generator's
@@ -455,12 +486,12 @@ class Agent:
                "netns_inode": os.stat(f"/run/netns/{ns}" if ns else "/proc/self/ns/net").st_ino,
                "ifindex": {i: ifindex(i) for i in ifnames}}
         if procfs_snapshot:
-            out["procfs"] = procfs.snapshot()
+            out |= {"procfs": procfs.snapshot()}
         if counters:
-            out["path_counters"] = self.lab.counters() if self.lab is not None else {}
+            out |= {"path_counters": self.lab.counters() if self.lab is not None else {}}
         if napi:
-            out["napi_runtime_ns"] = {str(pid): procfs.thread_runtime_ns(pid) for i in napi
-                                      for pid in napi_thread_pids(i)}
+            out |= {"napi_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for i in napi
+                                        for pid in napi_thread_pids(i)}}
         return out
 
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None) -> dict:
@@ -486,9 +517,9 @@ class Agent:
             if _of_a_gone_netns(header, pending):
                 replay_here(path, netns_gone=True)  # every entry moot: skipped, nothing changes
                 continue
-            found.append({"journal": str(path), "pending": [e["what"] for e in reversed(pending)]})
-        errors = [] if check else [err for j in found for err in replay(Path(j["journal"]))]
-        return {"journals": found, "errors": errors}
+            found.append((path, [e.what for e in reversed(pending)]))
+        errors = [] if check else [err for path, _ in found for err in replay(path)]
+        return {"journals": [{"journal": str(path), "pending": what} for path, what in found], "errors": errors}
 
     # ---- undo -------------------------------------------------------------------
     def undo(self) -> list[str]:
@@ -516,21 +547,63 @@ class Agent:
         return self.op_undo()
 
 
+def _why(exc: ValidationError) -> str:
+    """A refused request's arguments, one "name: why" each (not their values)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+
+
+def _sut_ns(lab: SutLab) -> str:
+    """The SUT's namespace, where its NICs are while the testbed lives."""
+    return lab.ns["sut"]
+
+
+def _facts_json(facts: safety.InterfaceFacts | None) -> dict | None:
+    return None if facts is None else facts.model_dump()
+
+
+Handler = Callable[..., "dict | None"]
+
+
+def op(fn: Callable) -> Handler:
+    """An op's handler, fn(agent, **args): the request's arguments are parsed
+    into fn's annotated parameters (pydantic), a mismatch refused by name."""
+    return validate_call(fn)
+
+
+# op name -> handler(agent, **args). Another module adds its own ops here.
+OPS: dict[str, Handler] = {
+    "hello": op(Agent.op_hello), "time": op(Agent.op_time), "lease": op(Agent.op_lease),
+    "check": op(Agent.op_check), "reserve": op(Agent.op_reserve), "apply": op(Agent.op_apply),
+    "start": op(Agent.op_start), "poll": op(Agent.op_poll), "interrupt": op(Agent.op_interrupt),
+    "wait": op(Agent.op_wait), "drain": op(Agent.op_drain), "timeline": op(Agent.op_timeline),
+    "read": op(Agent.op_read), "stop": op(Agent.op_stop), "reads": op(Agent.op_reads),
+    "window": op(Agent.op_window), "collect": op(Agent.op_collect), "clean": op(Agent.op_clean),
+    "undo": op(Agent.op_undo), "bye": op(Agent.op_bye),
+}
+
+# `start`'s tools: name -> (its arguments' model, starter(agent, args))
+START: dict[str, tuple[type[_Start], Callable[[Agent, Any], dict]]] = {
+    "sink": (SinkStart, Agent._start_sink), "gen": (GenStart, Agent._start_gen),
+    "stalls": (StallsStart, Agent._start_stalls), "injector": (InjectorStart, Agent._start_injector),
+    "profiler": (ProfilerStart, Agent._start_profiler), "sampler": (SamplerStart, Agent._start_sampler),
+}
+
+
 def _hangup(signum, frame):
     raise Terminated()  # the session's terminal went away: undo as for SIGTERM
 
 
-def _of_a_gone_netns(header: dict, pending: list[dict]) -> bool:
+def _of_a_gone_netns(header: Header, pending: list[UndoEntry]) -> bool:
     """A dead agent's journal written in a namespace that is gone, whose inode
     (the state dir's key) ours now reuses, and nothing of it left anywhere:
     its namespace's changes went with it, its processes are dead. Emulated
     hosts only (a real host's root namespace never goes); it is no leftover
     of this host and must not block it (seen in bench/restore_bench.py: a
     test's deleted namespace blocked every later trial on a host reusing it)."""
-    cookie = header.get("netns_cookie")
-    if cookie is None or header.get("netns_ino") != netns_ino() or cookie == netns_cookie():
+    cookie = header.netns_cookie
+    if cookie is None or header.netns_ino != netns_ino() or cookie == netns_cookie():
         return False
-    return all(netns_bound(e) or (e.get("op") in ("kill", "affinity") and not running(e["pid"], e.get("pid_start")))
+    return all(e.netns_bound() or (isinstance(e, (Kill, Affinity)) and not running(e.pid, e.pid_start))
                for e in pending)
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 # The one place that knows where the shared copy of the data lives.
 DEFAULT_PASTRAMI_DATA = Path("/work/shared/data/pastrami")
@@ -77,51 +79,94 @@ _NAME_GRAMMAR = (
 )
 
 
-def parse_filename(path: str | os.PathLike) -> dict[str, Any]:
-    """Metadata encoded in a PASTRAMI file name (see module docstring).
+class _NameGroups(BaseModel):
+    """The groups of _NAME_RE as matched (None: the optional part is absent)."""
 
-    Keys: file, folder, site, testbed, ebpf_router, runs, duration_s, kernel,
-    nic, env, nic_ring ("default" or "large"), nic_buf (ring size or None for
-    the default ring), irq_pinning (None or {kind, port0_cpu, port1_cpu}),
-    pinning (paper label: unpinned / pin-1cpu / pin-2cpu), date, ver,
-    exec_ordinal (1 unless _Nth_exec), exec_note.
-    """
+    site: str
+    testbed: str | None
+    ebpf: str | None
+    runs: int
+    duration: int | None
+    kernel: str
+    nic: str
+    env: str
+    as_is: str | None
+    nic_buf: int | None
+    irq_kind0: str | None
+    irq_cpu0: int | None
+    irq_kind1: str | None
+    irq_cpu1: int | None
+    date: str | None
+    ver: int | None
+    exec: int | None
+    exec_note: str | None
+
+
+@dataclass(frozen=True)
+class IrqPinning:
+    kind: str  # pf | vf
+    port0_cpu: int
+    port1_cpu: int
+
+
+@dataclass(frozen=True)
+class PastramiName:
+    """What a PASTRAMI file name says (see module docstring); ``to_meta``
+    gives it as the analyses' metadata dict, in this field order."""
+
+    file: str
+    folder: str
+    site: str
+    testbed: str | None
+    ebpf_router: bool
+    runs: int
+    duration_s: int
+    kernel: str
+    nic: str
+    env: str
+    nic_ring: str  # "default" or "large"
+    nic_buf: int | None  # ring size; None: the default ring
+    irq_pinning: IrqPinning | None
+    pinning: str  # the paper's label: unpinned / pin-1cpu / pin-2cpu
+    date: str | None
+    ver: int | None
+    exec_ordinal: int  # 1 unless _Nth_exec
+    exec_note: str | None
+
+    def to_meta(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pastrami_name(path: str | os.PathLike) -> PastramiName:
+    """The metadata encoded in a PASTRAMI file name, typed."""
     p = Path(path)
     m = _NAME_RE.match(p.name)
     if not m:
         raise DataFormatError(p, 0, f"file name does not match {_NAME_GRAMMAR}")
-    g = m.groupdict()
+    g = _NameGroups.model_validate(m.groupdict())
     irq = None
-    if g["irq_cpu0"] is not None:
-        if g["irq_kind0"] != g["irq_kind1"]:
+    if g.irq_cpu0 is not None:
+        if g.irq_kind0 != g.irq_kind1:
             raise DataFormatError(p, 0, "irq ports must both be pf or both be vf")
-        irq = {"kind": g["irq_kind0"], "port0_cpu": int(g["irq_cpu0"]),
-               "port1_cpu": int(g["irq_cpu1"])}
+        irq = IrqPinning(g.irq_kind0, g.irq_cpu0, g.irq_cpu1)
     # The paper's labels: pin-1cpu = both ports on one CPU, pin-2cpu = two CPUs.
     if irq is None:
         pinning = "unpinned"
     else:
-        pinning = "pin-1cpu" if irq["port0_cpu"] == irq["port1_cpu"] else "pin-2cpu"
-    return {
-        "file": p.name,
-        "folder": p.parent.name,
-        "site": g["site"],
-        "testbed": g["testbed"],
-        "ebpf_router": g["ebpf"] is not None,
-        "runs": int(g["runs"]),
-        "duration_s": int(g["duration"]) if g["duration"] else DEFAULT_DURATION_S,
-        "kernel": g["kernel"],
-        "nic": g["nic"],
-        "env": g["env"],
-        "nic_ring": "default" if g["as_is"] else "large",
-        "nic_buf": int(g["nic_buf"]) if g["nic_buf"] else None,
-        "irq_pinning": irq,
-        "pinning": pinning,
-        "date": g["date"],
-        "ver": int(g["ver"]) if g["ver"] else None,
-        "exec_ordinal": int(g["exec"]) if g["exec"] else 1,
-        "exec_note": g["exec_note"],
-    }
+        pinning = "pin-1cpu" if irq.port0_cpu == irq.port1_cpu else "pin-2cpu"
+    return PastramiName(
+        file=p.name, folder=p.parent.name, site=g.site, testbed=g.testbed, ebpf_router=g.ebpf is not None,
+        runs=g.runs, duration_s=g.duration if g.duration is not None else DEFAULT_DURATION_S,
+        kernel=g.kernel, nic=g.nic, env=g.env, nic_ring="default" if g.as_is else "large", nic_buf=g.nic_buf,
+        irq_pinning=irq, pinning=pinning, date=g.date, ver=g.ver,
+        exec_ordinal=g.exec if g.exec is not None else 1, exec_note=g.exec_note)
+
+
+def parse_filename(path: str | os.PathLike) -> dict[str, Any]:
+    """Metadata encoded in a PASTRAMI file name (see module docstring), as
+    a dict: PastramiName's fields (irq_pinning: None or {kind, port0_cpu,
+    port1_cpu})."""
+    return pastrami_name(path).to_meta()
 
 
 @dataclass(frozen=True)
@@ -184,7 +229,8 @@ def read_pastrami_file(path: str | os.PathLike, *, check_runs: bool = True) -> l
     whose run count differs from the ``raw_{runs}`` of the file name.
     """
     p = Path(path)
-    meta = parse_filename(p)
+    name = pastrami_name(p)
+    meta = name.to_meta()
     try:
         with open(p, encoding="utf-8-sig", newline="") as fh:  # tolerate a BOM, keep "\r"
             text = fh.read()
@@ -201,14 +247,14 @@ def read_pastrami_file(path: str | os.PathLike, *, check_runs: bool = True) -> l
             raise DataFormatError(p, line_no, f"offered load {load:g} pps already given on line "
                                               f"{seen[load]}; expected one line per load")
         seen[load] = line_no
-        if check_runs and len(runs) != meta["runs"]:
-            raise DataFormatError(p, line_no, f"expected {meta['runs']} runs (raw_{meta['runs']} "
+        if check_runs and len(runs) != name.runs:
+            raise DataFormatError(p, line_no, f"expected {name.runs} runs (raw_{name.runs} "
                                               f"in the file name), found {len(runs)}")
         for i, run in enumerate(runs):
             three = len(run) == 3 and _is_count(run[2])
             rows.append(TrialRow(
                 offered_load_pps=load, run_index=i, tx_pkts=int(run[0]), rx_pkts=int(run[1]),
-                duration_s=float(meta["duration_s"]), source=str(p), line_no=line_no,
+                duration_s=float(name.duration_s), source=str(p), line_no=line_no,
                 rx_discards_cum=int(run[2]) if three else None,
                 extra=() if three else tuple(run[2:]), meta=meta,
             ))

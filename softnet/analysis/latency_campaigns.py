@@ -13,7 +13,7 @@ from softnet.analysis.latency_clusters import (EXCLUDE_FLAGS, Clustering, Findin
                                                explain_clusters, knob_effects, study_findings)
 from softnet.analysis.latency_stats import ConfigStats, config_stats, knob_key, knob_label
 from softnet.errors import InputError
-from softnet.results.latency import read_records
+from softnet.results.latency import StoredLatencyRun, read_records
 from softnet.results.store import Store
 
 MIN_CLUSTERED = 3
@@ -21,28 +21,35 @@ MIN_CLUSTERED = 3
 CAMPAIGN_KNOBS = StudyKnobs(cstate="cstate_limit_us", coalescing="coalesce_rx_usecs")
 
 
-def latency_configs(store: Store, campaign_id: str, runs: Sequence[dict], n_resamples: int = 2000) -> list[ConfigStats]:
+def typed_runs(runs: Sequence[StoredLatencyRun | dict]) -> list[StoredLatencyRun]:
+    """The rows of ``store.latency_runs`` as StoredLatencyRun (typed ones pass as they are)."""
+    return [r if isinstance(r, StoredLatencyRun) else StoredLatencyRun.of(r) for r in runs]
+
+
+def latency_configs(store: Store, campaign_id: str, runs: Sequence[StoredLatencyRun | dict],
+                    n_resamples: int = 2000) -> list[ConfigStats]:
     """One ConfigStats per matrix cell with stored base runs (``runs``: the
     campaign's ``store.latency_runs``), labelled by its matrix knobs."""
-    runs = [r for r in runs if r["phase"] == "base"]
-    cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
+    runs = [r for r in typed_runs(runs) if r.result.phase == "base"]
+    matrix_knobs = {c["cell_id"]: c["knobs"] for c in store.cells(campaign_id)}  # the store's rows
     out = []
-    for cell_id in sorted({r["cell_id"] for r in runs}):
-        sel = [r for r in runs if r["cell_id"] == cell_id]
+    for cell_id in sorted({r.cell_id for r in runs}):
+        sel = [r for r in runs if r.cell_id == cell_id]
         records = []
         for r in sel:
             try:
-                records.append(read_records(r["records_path"]))
-            except (OSError, ValueError) as exc:
-                raise InputError(f"campaign {campaign_id} cell {cell_id} run {r['run_index']}",
+                records.append(read_records(r.result.records_path))
+            except (OSError, ValueError, TypeError) as exc:
+                raise InputError(f"campaign {campaign_id} cell {cell_id} run {r.run_index}",
                                  f"records unreadable: {exc}") from None
-        baselines = [r["kernel_baseline"]["median_ns"] for r in sel
-                     if r["kernel_baseline"] and r["kernel_baseline"].get("median_ns") is not None]
-        matrix = cells[cell_id]["knobs"] if cell_id in cells else {}
+        baselines = [r.result.baseline.median_ns for r in sel
+                     if r.result.baseline and r.result.baseline.median_ns is not None]
+        matrix = matrix_knobs.get(cell_id, {})
         label = knob_label({k.removeprefix("latency."): v for k, v in matrix.items()}) or "configuration"
-        out.append(config_stats(sel[0]["knobs"], records, label=label,
+        first = sel[0].result
+        out.append(config_stats(first.config_knobs.to_dict(), records, label=label,
                                 kernel_baseline=float(np.median(baselines)) if baselines else None,
-                                send_interval_ns=sel[0]["interval_s"] * 1e9, n_resamples=n_resamples))
+                                send_interval_ns=first.interval_s * 1e9, n_resamples=n_resamples))
     return out
 
 
@@ -72,9 +79,9 @@ class LatencyAnalysis:
 
 
 def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resamples: int = 2000,
-                    seed: int = 0, runs: Sequence[dict] | None = None) -> LatencyAnalysis:
+                    seed: int = 0, runs: Sequence[StoredLatencyRun | dict] | None = None) -> LatencyAnalysis:
     """``runs``: the campaign's stored runs when the caller has read them already."""
-    runs = store.latency_runs(campaign_id) if runs is None else runs
+    runs = typed_runs(store.latency_runs(campaign_id) if runs is None else runs)
     configs = latency_configs(store, campaign_id, runs, n_resamples)
     out = LatencyAnalysis(configs, reruns=reruns(runs, configs))
     if len(configs) < MIN_CLUSTERED:
@@ -116,17 +123,17 @@ def stability(analyses: Sequence[tuple[str, LatencyAnalysis]]) -> list[dict]:
     return out
 
 
-def reruns(runs: Sequence[dict], configs: Sequence[ConfigStats]) -> list[dict]:
+def reruns(runs: Sequence[StoredLatencyRun], configs: Sequence[ConfigStats]) -> list[dict]:
     """The re-runs at higher rates (phases fast and flood), each with its
     configuration's number and its round-trip statistics against the base runs'."""
     index = {knob_key(c.knobs): i for i, c in enumerate(configs)}
     out = []
-    for r in runs:
-        if r["phase"] == "base":
+    for r in (s.result for s in runs):
+        if r.phase == "base":
             continue
-        i = index.get(knob_key(r["knobs"]))
-        out.append({"config": i, "label": configs[i].label if i is not None else "?", "phase": r["phase"],
-                    "interval_s": r["interval_s"], "sent": r["sent"], "received": r["received"], "lost": r["lost"],
-                    "median_ns": r["rtt"].get("median_ns"), "p99_ns": r["rtt"].get("p99_ns"),
-                    "base_median_ns": None if i is None else configs[i].median_ns, "flags": r["flags"]})
+        i = index.get(knob_key(r.config_knobs.to_dict()))
+        out.append({"config": i, "label": configs[i].label if i is not None else "?", "phase": r.phase,
+                    "interval_s": r.interval_s, "sent": r.sent, "received": r.received, "lost": r.lost,
+                    "median_ns": r.rtt_stats.median_ns, "p99_ns": r.rtt_stats.p99_ns,
+                    "base_median_ns": None if i is None else configs[i].median_ns, "flags": r.flags})
     return out

@@ -9,12 +9,11 @@ import numpy as np
 from softnet.analysis.latency_stats import AccountingError, run_stats
 from softnet.results.latency import LatencyRunResult, RawLatencyRun, ToolReports
 
-BUSY_POLL_RX = "TcpExt.BusyPollRxPackets"  # /proc/net/netstat: packets the kernel took by busy polling
-
 
 def _busy_poll_growth(raw: RawLatencyRun) -> dict[str, int]:
+    # /proc/net/netstat per host, keyed by counter name
     b, a = raw.netstat_before, raw.netstat_after
-    return {h: a[h].get(BUSY_POLL_RX, 0) - b[h].get(BUSY_POLL_RX, 0) for h in a}
+    return {h: a[h].get("TcpExt.BusyPollRxPackets", 0) - b[h].get("TcpExt.BusyPollRxPackets", 0) for h in a}
 
 
 def flags(raw: RawLatencyRun, accounted: bool, impossible: int, busy: dict[str, int]) -> list[str]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from softnet.analysis.latency_stats import knob_label
+from softnet.analysis.latency_stats import SEVEN, knob_label
 from softnet.cli.output import Col, console, count, eng, print_json, table
+from softnet.results.latency import KnobUnsupported, StoredLatencyRun
 
 US = 1e-9  # ns -> s for eng(..., "s")
 
@@ -21,11 +22,13 @@ STAT_COLS = [Col("#"), Col("cl"), Col("mean"), Col("median"), Col("std", wide=Tr
              Col("flags", text=True)]
 
 
-def show_runs(runs: list[dict], wide: bool = False) -> None:
-    rows = [[f"{r['cell_id']}/{r['run_index']}", count(r["sent"]), count(r["received"]), count(r["lost"]),
-             count(r["impossible"]), t(r["rtt"].get("median_ns")), t(r["rtt"].get("p99_ns")),
-             t(r["rtt"].get("max_ns")), count(sum(r["busy_poll_rx_pkts"].values())), ", ".join(r["flags"]) or "-"]
-            for r in runs]
+def show_runs(runs: list[StoredLatencyRun], wide: bool = False) -> None:
+    rows = []
+    for s in runs:
+        r, rtt = s.result, s.result.rtt_stats
+        rows.append([f"{s.cell_id}/{s.run_index}", count(r.sent), count(r.received), count(r.lost),
+                     count(r.impossible), t(rtt.median_ns), t(rtt.p99_ns), t(rtt.max_ns),
+                     count(sum(r.busy_poll_rx_pkts.values())), ", ".join(r.flags) or "-"])
     console.print(table("runs (configuration/run)", RUN_COLS, rows, wide))
 
 
@@ -36,9 +39,8 @@ def show_configs(analysis, wide: bool = False) -> None:
         a, p99 = c.averaged, c.percentiles["p99"]
         ci = "-" if p99.ci_low_ns != p99.ci_low_ns else f"[{t(p99.ci_low_ns)}, {t(p99.ci_high_ns)}]"
         cluster = "-" if cl is None or cl.labels[i] < 0 else str(int(cl.labels[i]))
-        rows.append([str(i), cluster, t(a["mean_ns"]), t(a["median_ns"]), t(a["std_ns"]), t(a["q1_ns"]),
-                     t(a["q3_ns"]), t(a["min_ns"]), t(a["max_ns"]), t(p99.value_ns), ci,
-                     ", ".join(c.flags) or "-"])
+        # the study's seven statistics, in the columns' order (STAT_COLS)
+        rows.append([str(i), cluster, *(t(a[k]) for k in SEVEN), t(p99.value_ns), ci, ", ".join(c.flags) or "-"])
     console.print(table("round-trip time per configuration (the study's statistics, averaged over runs)",
                         STAT_COLS, rows, wide))
     for i, c in enumerate(configs):
@@ -82,22 +84,23 @@ def plain(text: str) -> None:
 
 def show(results: Path, cid: str, as_json: bool, wide: bool = False, quiet: bool = False) -> dict:
     """The runs and the analysis of one latency campaign; ``quiet``: only return them."""
-    from softnet.analysis.latency_campaigns import analyze_latency
+    from softnet.analysis.latency_campaigns import analyze_latency, typed_runs
     from softnet.results.store import Store
 
     with Store(results, read_only=True) as store:
-        runs = store.latency_runs(cid)
+        runs = typed_runs(store.latency_runs(cid))
         analysis = analyze_latency(store, cid, runs=runs)
-    out = {"campaign_id": cid, "results_dir": str(results), "runs": runs, **analysis.to_dict()}
+    out = {"campaign_id": cid, "results_dir": str(results), "runs": [r.to_dict() for r in runs],
+           **analysis.to_dict()}
     if as_json:
         if not quiet:
             print_json(out)
         return out
-    show_runs([r for r in runs if r["phase"] == "base"], wide)
+    show_runs([r for r in runs if r.result.phase == "base"], wide)
     show_configs(analysis, wide)
     if analysis.reruns:
         show_reruns(analysis.reruns, wide)
-    unsupported = sorted({k for r in runs for k, v in r["applied"].items() if isinstance(v, dict)})
+    unsupported = sorted({k for r in runs for k, v in r.result.applied.items() if isinstance(v, KnobUnsupported)})
     if unsupported:
         plain(f"unsupported here (recorded, not applied): {', '.join(unsupported)}")
     return out

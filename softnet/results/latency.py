@@ -145,6 +145,23 @@ class KernelBaseline(Exact):
     median_ns: float | None
 
 
+class RttFigures(Exact):
+    """A run's round-trip statistics (ns; None where the sample is too small):
+    softnet.analysis.latency_stats.RttSummary as stored."""
+
+    n: Number
+    mean_ns: Number | None
+    median_ns: Number | None
+    std_ns: Number | None
+    q1_ns: Number | None
+    q3_ns: Number | None
+    min_ns: Number | None
+    max_ns: Number | None
+    p90_ns: Number | None
+    p99_ns: Number | None
+    p999_ns: Number | None
+
+
 class ToolReport(AsStored):
     """A JSON line of softnet-xsk (docs/xsk.md): the keys softnet reads or
     shows, typed; the others kept as the tool wrote them."""
@@ -298,9 +315,10 @@ class ToolReports(AsStored):
 class LatencyRunResult(BaseModel):
     """One run of one configuration (softnet.analysis.latency_eval.evaluate_run).
 
-    ``knobs`` and ``kernel_baseline`` stay plain JSON objects here because the
-    store reads them so; they are checked against their models when the result
-    is made, and read typed through ``config_knobs`` and ``baseline``."""
+    ``knobs``, ``rtt`` and ``kernel_baseline`` stay plain JSON objects here
+    because the store reads them so; they are checked against their models
+    when the result is made, and read typed through ``config_knobs``,
+    ``rtt_stats`` and ``baseline``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -314,7 +332,7 @@ class LatencyRunResult(BaseModel):
     impossible: int
     duplicates: int
     reordered: int
-    rtt: dict[str, Number | None]  # n, mean_ns, median_ns, std_ns, q1_ns, q3_ns, min_ns, max_ns, p90_ns, p99_ns, p999_ns
+    rtt: dict[str, Number | None]  # RttFigures
     kernel_baseline: dict[str, Any] | None  # KernelBaseline: kernel ping over the same path
     busy_poll_rx_pkts: dict[str, int]  # BusyPollRxPackets growth per host during the run
     applied: Applied  # every knob as applied, or why not
@@ -326,17 +344,23 @@ class LatencyRunResult(BaseModel):
     provenance: Provenance
 
     _knobs: LatencyConfigKnobs = PrivateAttr()
+    _rtt: RttFigures = PrivateAttr()
     _baseline: KernelBaseline | None = PrivateAttr()
 
     @model_validator(mode="after")
     def _typed_parts(self) -> "LatencyRunResult":
         self._knobs = LatencyConfigKnobs.model_validate(self.knobs)
+        self._rtt = RttFigures.model_validate(self.rtt)
         self._baseline = None if self.kernel_baseline is None else KernelBaseline.model_validate(self.kernel_baseline)
         return self
 
     @property
     def config_knobs(self) -> LatencyConfigKnobs:
         return self._knobs
+
+    @property
+    def rtt_stats(self) -> RttFigures:
+        return self._rtt
 
     @property
     def baseline(self) -> KernelBaseline | None:

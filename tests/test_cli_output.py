@@ -14,10 +14,22 @@ from softnet.campaign.runner import run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd, output, profile_cmd, trial_cmd
 from softnet.cli.output import eng, sci
+from softnet.results.trial import TrialResult
 from tests.conftest import softnet_cmd
 
 DATA = Path(__file__).parent / "data"
-TRIAL = json.loads((DATA / "cli" / "trial_profile_result.json").read_text())
+
+
+def stored_trial() -> TrialResult:
+    """A profiled trial as `softnet trial --json` printed it (the rate as asked added, its provenance left out)."""
+    d = json.loads((DATA / "cli" / "trial_profile_result.json").read_text())
+    del d["rate_text"], d["rate_layer"]
+    d["provenance"] = {"softnet_version": "0.1.0", "kernel": "6.1.0", "hostname": "vm", "recorded_unix_s": 0,
+                       "spec": {}, "spec_hash": "0", "host_changes_applied": []}
+    return TrialResult.model_validate(d)
+
+
+TRIAL = stored_trial()
 SWEEP = {"name": "out", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 1_669_000, "plr_at_sat": 0.002},
          "method": {"loads": [f"{x}kpps" for x in (85, 170, 420, 850, 1300, 1500, 1650, 1700, 2100, 4200)],
                     "runs": 3, "duration_s": 1.0}}

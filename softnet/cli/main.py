@@ -172,17 +172,16 @@ def trial(
 
     if (inventory is None) != (testbed is None):
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
-    placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=inventory is not None)
-    traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=inventory is not None,
-                                      shape={"dst_ips": dst_ips, "dst_ports": dst_ports, "mix": mix,
-                                             "arrivals": arrivals, "burst_pkts": burst, "on_duty": duty_on,
-                                             "seed": seed, "bidirectional": bidirectional})
-    stalls = trial_cmd.parse_inject(inject_stall, inject_cpu, stall_probe, stall_period_us,
-                                    remote=inventory is not None)
-    spec = trial_cmd.validate_inputs(sut, rate, duration, warmup, size, flows, rate_layer, sample_interval or None,
-                                     duty, raw, stalls, traffic, profile, remote=inventory is not None)
-    req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer,
-                                 nic=trial_cmd.parse_nic(nic, remote=inventory is not None),
+    remote = inventory is not None
+    # the options in the sets of their --help panels, each checked as it is parsed
+    load = trial_cmd.LoadOptions(rate, duration, warmup, size, flows, rate_layer)
+    placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=remote)
+    traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=remote, shape=trial_cmd.ShapeOptions(
+        dst_ips, dst_ports, mix, arrivals, burst_pkts=burst, on_duty=duty_on, seed=seed, bidirectional=bidirectional))
+    collect = trial_cmd.CollectOptions(sample_interval or None, profile, duty, trial_cmd.parse_inject(
+        inject_stall, inject_cpu, stall_probe, stall_period_us, remote=remote))
+    spec = trial_cmd.validate_inputs(sut, load, collect, traffic, raw, remote=remote)
+    req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer, nic=trial_cmd.parse_nic(nic, remote=remote),
                                  remote=(inventory, testbed) if inventory else None, raw_out=raw)
     if req.remote is None:
         need_root()

@@ -57,12 +57,10 @@ class Cluster:
     always_present: dict        # knob -> the value every member has (knobs that vary in the campaign)
 
     def to_dict(self, configs: Sequence[ConfigStats] | None = None) -> dict:
-        d = {"cluster": self.index, "n": len(self.members), "mean_ns": _num(self.mean_ns),
-             "std_ns": _num(self.std_ns), "always_present": dict(self.always_present),
-             "members": list(self.members)}
-        if configs is not None:
-            d["member_labels"] = [configs[i].label for i in self.members]
-        return d
+        labels = {} if configs is None else {"member_labels": [configs[i].label for i in self.members]}
+        return {"cluster": self.index, "n": len(self.members), "mean_ns": _num(self.mean_ns),
+                "std_ns": _num(self.std_ns), "always_present": dict(self.always_present),
+                "members": list(self.members), **labels}
 
 
 @dataclass(frozen=True, eq=False)

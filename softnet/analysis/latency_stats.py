@@ -36,7 +36,7 @@ import numpy as np
 from scipy import stats
 
 from softnet.results.latency import (
-    FLAG_DUPLICATE, FLAG_IMPOSSIBLE, FLAG_RECEIVED, FLAG_REORDERED, HOPS, RECORD_DTYPE,
+    FLAG_DUPLICATE, FLAG_IMPOSSIBLE, FLAG_RECEIVED, FLAG_REORDERED, HOPS, RECORD_DTYPE, RecordColumns,
 )
 from softnet.units import format_duration_ns
 
@@ -210,10 +210,9 @@ def _num(x):
 
 # ---- one run ----------------------------------------------------------------
 
-def _stamps(records: np.ndarray) -> np.ndarray:
+def _stamps(rec: RecordColumns) -> np.ndarray:
     """t0, hop stamps in HOPS order, t3: one int64 row per record, 0 = absent."""
-    return np.column_stack([records["t0_ns"].astype(np.int64), records["hop_ns"].astype(np.int64),
-                            records["t3_ns"].astype(np.int64)])
+    return np.column_stack([rec.t0_ns.astype(np.int64), rec.hop_ns.astype(np.int64), rec.t3_ns.astype(np.int64)])
 
 
 def _backwards(stamps: np.ndarray) -> np.ndarray:
@@ -224,14 +223,14 @@ def _backwards(stamps: np.ndarray) -> np.ndarray:
     return ((stamps[:, 1:] > 0) & (stamps[:, 1:] < before)).any(axis=1)
 
 
-def _check_accounting(records: np.ndarray, run: str, sent: int | None) -> None:
-    n = records.shape[0]
+def _check_accounting(rec: RecordColumns, run: str, sent: int | None) -> None:
+    n = len(rec)
     if sent is not None and sent != n:
         raise AccountingError(f"{run}: the tool sent {sent} packets but {n} records are here: "
                               f"{abs(sent - n)} sequence numbers unaccounted for")
     if n == 0:
         return
-    seq = np.sort(records["seq"].astype(np.int64))
+    seq = np.sort(rec.seq.astype(np.int64))
     if np.any(np.diff(seq) == 0):
         dup = int(seq[1:][np.diff(seq) == 0][0])
         raise AccountingError(f"{run}: sequence number {dup} has more than one record")
@@ -239,21 +238,21 @@ def _check_accounting(records: np.ndarray, run: str, sent: int | None) -> None:
         first = int(seq[np.flatnonzero(np.diff(seq) > 1)[0]] + 1)  # unique, so a gap exists
         raise AccountingError(f"{run}: sequence numbers {int(seq[0])}..{int(seq[-1])} with {n} records: "
                               f"{int(seq[-1] - seq[0] + 1 - n)} missing (first: {first})")
-    flags = records["flags"]
+    flags = rec.flags
     received = (flags & FLAG_RECEIVED) != 0
-    t3 = records["t3_ns"]
+    t3 = rec.t3_ns
     if np.any(received != (t3 != 0)):
         i = int(np.flatnonzero(received != (t3 != 0))[0])
-        raise AccountingError(f"{run}: sequence number {int(records['seq'][i])}: the reply flag and "
+        raise AccountingError(f"{run}: sequence number {int(rec.seq[i])}: the reply flag and "
                               f"the reply time disagree (flags {int(flags[i])}, t3_ns {int(t3[i])})")
     orphan = ((flags & (FLAG_DUPLICATE | FLAG_REORDERED)) != 0) & ~received
     if orphan.any():
         i = int(np.flatnonzero(orphan)[0])
-        raise AccountingError(f"{run}: sequence number {int(records['seq'][i])} is flagged duplicate "
+        raise AccountingError(f"{run}: sequence number {int(rec.seq[i])} is flagged duplicate "
                               f"or reordered but has no reply")
-    if np.any(records["t0_ns"] == 0):
-        i = int(np.flatnonzero(records["t0_ns"] == 0)[0])
-        raise AccountingError(f"{run}: sequence number {int(records['seq'][i])} has no send time")
+    if np.any(rec.t0_ns == 0):
+        i = int(np.flatnonzero(rec.t0_ns == 0)[0])
+        raise AccountingError(f"{run}: sequence number {int(rec.seq[i])} has no send time")
 
 
 def run_stats(records: np.ndarray, run: str = "run", *, sent: int | None = None) -> RunStats:
@@ -262,10 +261,11 @@ def run_stats(records: np.ndarray, run: str = "run", *, sent: int | None = None)
     records = np.asarray(records)
     if records.dtype != RECORD_DTYPE:
         raise ValueError(f"{run}: records must have softnet.results.latency.RECORD_DTYPE, got {records.dtype}")
-    _check_accounting(records, run, sent)
-    flags = records["flags"]
+    rec = RecordColumns.of(records)
+    _check_accounting(rec, run, sent)
+    flags = rec.flags
     received = (flags & FLAG_RECEIVED) != 0
-    stamps = _stamps(records)
+    stamps = _stamps(rec)
     backwards = _backwards(stamps)
     flagged = (flags & FLAG_IMPOSSIBLE) != 0
     impossible = flagged | backwards

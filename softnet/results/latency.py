@@ -54,6 +54,25 @@ def read_records(path: str | Path) -> np.ndarray:
     return np.fromfile(path, dtype=RECORD_DTYPE)
 
 
+@dataclass(frozen=True, eq=False)
+class RecordColumns:
+    """A run's records (RECORD_DTYPE) as one array per field, in sequence order of the file."""
+
+    seq: np.ndarray
+    t0_ns: np.ndarray
+    t3_ns: np.ndarray
+    hop_ns: np.ndarray  # (n, len(HOPS)): a stamp per hop, 0 where absent
+    flags: np.ndarray
+
+    @classmethod
+    def of(cls, records: np.ndarray) -> "RecordColumns":
+        return cls(seq=records["seq"], t0_ns=records["t0_ns"], t3_ns=records["t3_ns"], hop_ns=records["hop_ns"],
+                   flags=records["flags"])
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
 # ---- one run's reads and its evaluated result -----------------------------------
 
 LATENCY_SCHEMA_VERSION = 1
@@ -262,6 +281,15 @@ class LatencyPlacementFacts(Exact):
     napi_cpus: dict[str, int]
 
 
+class RemoteLab(Exact):
+    """A lab on an inventory's hosts: which host played A, B and C."""
+
+    inventory: str
+    testbed: str
+    hosts: dict[str, str]  # lab host (a, b, c) -> inventory host
+    run_ids: dict[str, str]  # inventory host -> its agent's run id (its namespaces' names)
+
+
 class RawLatencyTestbed(Exact):
     """What the testbed says of itself (softnet.testbed.latency.LatencyTestbed.describe)."""
 
@@ -272,6 +300,7 @@ class RawLatencyTestbed(Exact):
     applied: Applied
     placement: LatencyPlacementFacts | None = None
     napi_threads: dict[str, list[int]] = {}  # device -> its NAPI kthreads' pids
+    remote: RemoteLab | None = None  # None: on this host
 
 
 class RawLatencyRun(Exact):

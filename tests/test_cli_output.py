@@ -129,19 +129,23 @@ def test_pastrami_analysis_fits_80_columns():
     assert_nothing_cut(r.stdout)
 
 
-def profile_cell(n_loads: int) -> dict:
+def profile_cell(n_loads: int) -> profile_cmd.ProfileCell:
     loads = [50_000 * 1.4 ** i for i in range(n_loads)]
-    levels = [{"load_pps": x, "stages_ns_per_packet": {s: 1234.5 / (i + 1) for i, s in enumerate(WIFI_STAGES)},
+    levels = [{"load_pps": x, "runs": 3, "forwarded_pps": 0.98 * x,
+               "loss_ratio": 0.0213, "stages_ns_per_packet": {s: 1234.5 / (i + 1) for i, s in enumerate(WIFI_STAGES)},
+               "stages_pct_of_cpu": {s: 12.3 / (i + 1) for i, s in enumerate(WIFI_STAGES)},
                "coverage_min": 0.987, "sut_busy_pct": min(100.0, x / 1e4), "sut_nohz_cpu_time_pct": 55.5,
-               "loss_ratio": 0.0213, "duty": 0.02} for x in loads]
-    audit = [{"load_pps": x, "cpu": 1, "measured_busy_pct": 55.5, "reported_busy_pct": 40.1, "gap_min": -20.2,
-              "gap_max": 3.3, "measured_softirq_pct": 30.3, "reported_softirq_pct": 5.5,
-              "net_rx_pct_by_context": {"napi_thread": 25.2, "idle": 3.1}} for x in loads]
-    models = {"stages": {s: {"ns_per_packet": 123.4, "intercept_pct": 0.12, "r2": 0.987} for s in WIFI_STAGES},
-              "sut_busy": {"ns_per_packet": 1049.0, "intercept_pct": 1.5, "r2": 0.99}, "loads_used_pps": loads[:4],
+               "duty": 0.02} for x in loads]
+    audit = [{"load_pps": x, "cpu": 1, "runs": 3, "measured_busy_pct": 55.5, "reported_busy_pct": 40.1,
+              "measured_softirq_pct": 30.3, "reported_softirq_pct": 5.5, "gap_min": -20.2, "gap_max": 3.3,
+              "napi_work_per_poll": 12.5, "net_rx_pct_by_context": {"napi_thread": 25.2, "idle": 3.1}} for x in loads]
+    fit = {"ns_per_packet": 123.4, "intercept_pct": 0.12, "r2": 0.987, "points": 12}
+    models = {"loads_used_pps": loads[:4], "stages": {s: fit for s in WIFI_STAGES}, "sut_cpus": [1],
+              "sut_busy": {"ns_per_packet": 1049.0, "intercept_pct": 1.5, "r2": 0.99, "points": 12},
+              "predicted_capacity_pps": 953_000,
               "measured_pdr": {"loss_ratio": 0.005, "lower_pps": 850_000, "upper_pps": 913_000},
-              "predicted_capacity_pps": 953_000, "max_forwarded_pps": 913_000, "sut_cpus": [1]}
-    return {"cell_id": 0, "knobs": {}, "levels": levels, "models": models, "audit": audit}
+              "max_forwarded_pps": 913_000, "predicted_over_pdr": 953 / 850}
+    return profile_cmd.ProfileCell(cell_id=0, knobs={}, levels=levels, models=models, audit=audit)
 
 
 def test_profile_tables_fit_80_columns_with_10_loads(screen):

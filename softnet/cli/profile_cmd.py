@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from softnet.analysis.cpu_audit import by_context, summarize_audit
@@ -14,24 +15,120 @@ from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
 from softnet.cli.output import Col, chunks, console, eng, pct, print_json, sci, table
 from softnet.results.store import Store
+from softnet.results.trial import Number
 
 
-def profile_cells(results: Path, cid: str, pdr_loss_ratio: float) -> list[dict]:
+class Part(BaseModel):
+    """What softnet.analysis gives for a profiled sweep, exactly these
+    fields (--json prints them as they are); read from its dicts or from
+    objects with these attributes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, from_attributes=True)
+
+
+class StageLevel(Part):
+    """One load's mean over its valid profiled runs (stage_levels)."""
+
+    load_pps: Number
+    runs: int
+    forwarded_pps: Number | None
+    loss_ratio: Number | None
+    stages_ns_per_packet: dict[str, Number]
+    stages_pct_of_cpu: dict[str, Number]
+    coverage_min: Number | None
+    sut_busy_pct: Number | None
+    sut_nohz_cpu_time_pct: Number | None
+    duty: Number | None
+
+
+class CostFit(Part):
+    """A linear fit of CPU time against the forwarded load."""
+
+    ns_per_packet: Number
+    intercept_pct: Number
+    r2: Number
+    points: int
+
+
+class MeasuredPdr(Part):
+    """The sweep's PDR on its own grid: between lower and upper."""
+
+    loss_ratio: Number
+    lower_pps: Number | None
+    upper_pps: Number | None
+
+
+class CostModels(Part):
+    loads_used_pps: list[Number]
+    stages: dict[str, CostFit]
+    sut_cpus: list[int]
+    sut_busy: CostFit | None
+    predicted_capacity_pps: Number | None
+    measured_pdr: MeasuredPdr
+    max_forwarded_pps: Number
+    predicted_over_pdr: Number | None
+
+
+class AuditRow(Part):
+    """One load and CPU: eBPF-measured against reported shares (summarize_audit)."""
+
+    load_pps: Number
+    cpu: int
+    runs: int
+    measured_busy_pct: Number | None
+    reported_busy_pct: Number | None
+    measured_softirq_pct: Number | None
+    reported_softirq_pct: Number | None
+    gap_min: Number | None
+    gap_max: Number | None
+    napi_work_per_poll: Number | None
+    net_rx_pct_by_context: dict[str, Number | None]
+
+
+class StoredCell(BaseModel):
+    """A campaign cell as the store lists it (only what a profile needs)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    cell_id: int
+    knobs: dict
+
+
+class ProfileCell(Part):
+    """A cell of the sweep: stage levels per load, cost models (None: no
+    valid profiled trial), audit rows."""
+
+    cell_id: int
+    knobs: dict
+    levels: list[StageLevel]
+    models: CostModels | None
+    audit: list[AuditRow]
+
+    def to_json(self) -> dict:
+        return {"cell_id": self.cell_id, "knobs": self.knobs, "levels": [lv.model_dump() for lv in self.levels],
+                "models": {} if self.models is None else self.models.model_dump(),
+                "audit": [a.model_dump() for a in self.audit]}
+
+
+def profile_cells(results: Path, cid: str, pdr_loss_ratio: float) -> list[ProfileCell]:
     """Per cell of a stored campaign: stage levels, cost models and audit."""
     out = []
     with Store(results, read_only=True) as store:
-        for cell in store.cells(cid):
-            trials = store.trial_results(cid, cell["cell_id"])
-            out.append({"cell_id": cell["cell_id"], "knobs": cell["knobs"], "levels": stage_levels(trials),
-                        "models": cost_models(trials, pdr_loss_ratio), "audit": summarize_audit(trials)})
+        for c in store.cells(cid):
+            cell = StoredCell.model_validate(c)
+            trials = store.trial_results(cid, cell.cell_id)
+            models = cost_models(trials, pdr_loss_ratio)
+            out.append(ProfileCell(cell_id=cell.cell_id, knobs=cell.knobs, levels=stage_levels(trials),
+                                   models=models or None, audit=summarize_audit(trials)))
     return out
 
 
-def run(spec: CampaignSpec, results: Path, pdr_loss_ratio: float, as_json: bool, wide: bool = False) -> list[dict]:
+def run(spec: CampaignSpec, results: Path, pdr_loss_ratio: float, as_json: bool,
+        wide: bool = False) -> list[ProfileCell]:
     cid = campaign_cmd.run(spec, results, as_json)
     cells = profile_cells(results, cid, pdr_loss_ratio)
     if as_json:
-        print_json({"campaign_id": cid, "results_dir": str(results), "cells": cells})
+        print_json({"campaign_id": cid, "results_dir": str(results), "cells": [c.to_json() for c in cells]})
         return cells
     for c in cells:
         show(c, wide)
@@ -45,59 +142,59 @@ AUDIT_COLS = [Col("load"), Col("CPU"), Col("busy % eBPF"), Col("busy % ticks"), 
 LOADS_PER_TABLE = 4
 
 
-def show_audit(rows: list[dict], wide: bool = False) -> None:
+def show_audit(rows: list[AuditRow], wide: bool = False) -> None:
     """The WiFi-AP study's misaccounting, per load and CPU: eBPF against ticks."""
     if not rows:
         return
-    out = [[eng(r["load_pps"], "pps"), str(r["cpu"]), pct(r["measured_busy_pct"]), pct(r["reported_busy_pct"]),
-            f"{pct(r['gap_min'], signed=True)} .. {pct(r['gap_max'], signed=True)}", pct(r["measured_softirq_pct"]),
-            pct(r["reported_softirq_pct"]), by_context(r["net_rx_pct_by_context"])] for r in rows]
+    out = [[eng(r.load_pps, "pps"), str(r.cpu), pct(r.measured_busy_pct), pct(r.reported_busy_pct),
+            f"{pct(r.gap_min, signed=True)} .. {pct(r.gap_max, signed=True)}", pct(r.measured_softirq_pct),
+            pct(r.reported_softirq_pct), by_context(r.net_rx_pct_by_context)] for r in rows]
     console.print(table("CPU accounting audit: eBPF-measured against /proc/stat ticks (mean over runs)",
                         AUDIT_COLS, out, wide))
 
 
-def stage_table(levels: list[dict], wide: bool) -> Table:
+def stage_table(levels: list[StageLevel], wide: bool) -> Table:
     cols = [Col("stage", text=True), Col("timing", text=True, wide=True)]
-    cols += [Col(eng(lv["load_pps"], "pps")) for lv in levels]
-    rows = [[s, exactness, *(eng(lv["stages_ns_per_packet"][s]) for lv in levels)]
+    cols += [Col(eng(lv.load_pps, "pps")) for lv in levels]
+    rows = [[s, exactness, *(eng(lv.stages_ns_per_packet[s]) for lv in levels)]
             for s, (exactness, _) in WIFI_STAGES.items()]
     rows += [
-        ["[bold]all stages[/]", "", *(eng(sum(lv["stages_ns_per_packet"].values())) for lv in levels)],
-        ["coverage (min)", "", *("-" if lv["coverage_min"] is None else f"{100 * lv['coverage_min']:.1f}%"
+        ["[bold]all stages[/]", "", *(eng(sum(lv.stages_ns_per_packet.values())) for lv in levels)],
+        ["coverage (min)", "", *("-" if lv.coverage_min is None else f"{100 * lv.coverage_min:.1f}%"
                                  for lv in levels)],
-        ["SUT CPUs busy (eBPF)", "", *(f"{pct(lv['sut_busy_pct'])}%" for lv in levels)],
-        ["  cross-check: nohz CPU time", "", *("-" if lv["sut_nohz_cpu_time_pct"] is None
-                                               else f"{pct(lv['sut_nohz_cpu_time_pct'])}%" for lv in levels)],
-        ["loss", "", *(sci(lv["loss_ratio"]) for lv in levels)],
+        ["SUT CPUs busy (eBPF)", "", *(f"{pct(lv.sut_busy_pct)}%" for lv in levels)],
+        ["  cross-check: nohz CPU time", "", *("-" if lv.sut_nohz_cpu_time_pct is None
+                                               else f"{pct(lv.sut_nohz_cpu_time_pct)}%" for lv in levels)],
+        ["loss", "", *(sci(lv.loss_ratio) for lv in levels)],
     ]
     return table("CPU per forwarded packet by stage (ns, summed over CPUs; WiFi-AP Table V stages)", cols, rows,
                  wide)
 
 
-def show(c: dict, wide: bool = False) -> None:
-    levels, models = c["levels"], c["models"]
+def show(c: ProfileCell, wide: bool = False) -> None:
+    levels, models = c.levels, c.models
     if not levels:
         console.print("[yellow]no valid profiled trial: nothing to break down[/]")
         return
     for part in chunks(levels, len(levels) if wide else LOADS_PER_TABLE):
         console.print(stage_table(part, wide))
-    console.print(f"[dim]stage events attached {100 * (levels[0]['duty'] or 1):.0f}% of the time; "
+    console.print(f"[dim]stage events attached {100 * (levels[0].duty or 1):.0f}% of the time; "
                   "coverage: named stage time / softirq and NAPI-thread time measured independently[/]")
-    show_audit(c["audit"], wide)
-    if not models.get("stages"):
+    show_audit(c.audit, wide)
+    if models is None or not models.stages:
         console.print("[yellow]fewer than 3 loads below saturation (SUT CPUs under 90% busy): no cost-vs-load fit[/]")
         return
-    rows = [[s, eng(m["ns_per_packet"]), pct(m["intercept_pct"], 2), f"{m['r2']:.3f}"]
-            for s, m in models["stages"].items()]
-    b = models["sut_busy"]
-    if b:
-        rows.append(["[bold]SUT CPUs busy[/]", eng(b["ns_per_packet"]), pct(b["intercept_pct"], 2), f"{b['r2']:.3f}"])
+    rows = [[s, eng(m.ns_per_packet), pct(m.intercept_pct, 2), f"{m.r2:.3f}"] for s, m in models.stages.items()]
+    b = models.sut_busy
+    if b is not None:
+        rows.append(["[bold]SUT CPUs busy[/]", eng(b.ns_per_packet), pct(b.intercept_pct, 2), f"{b.r2:.3f}"])
     console.print(table(f"cost vs forwarded load, linear fit over loads "
-                        f"{', '.join(eng(x, 'pps') for x in models['loads_used_pps'])}",
+                        f"{', '.join(eng(x, 'pps') for x in models.loads_used_pps)}",
                         [Col("stage", text=True), Col("ns / packet (slope)"), Col("% CPU at no load"), Col("R²")],
                         rows, wide))
-    pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
+    pdr, pred = models.measured_pdr, models.predicted_capacity_pps
     rate = (lambda v: eng(v, "pps"))
-    console.print(f"predicted capacity (SUT CPUs {models['sut_cpus']} at 100%): "
-                  f"{rate(pred)}; measured PDR{100 * pdr['loss_ratio']:g}%: "
-                  f"{pdr_text(pdr, rate)}; highest forwarded rate {rate(models['max_forwarded_pps'])}", highlight=False)
+    console.print(f"predicted capacity (SUT CPUs {models.sut_cpus} at 100%): "
+                  f"{rate(pred)}; measured PDR{100 * pdr.loss_ratio:g}%: "
+                  f"{pdr_text(pdr.model_dump(), rate)}; highest forwarded rate {rate(models.max_forwarded_pps)}",
+                  highlight=False)

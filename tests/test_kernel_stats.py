@@ -29,7 +29,7 @@ def test_packets_per_rx_softirq_is_the_papers_example():
                 {("stat", "idle", 1): 0, ("softirq", "NET_RX", 1): 1140, ("softnet", "processed", 1): 73000}],
                marks={"window_start": 0, "window_end": 1})
     k = ks.trial_kernel_stats(s, [1], forwarded_pkts=73000, frame_bytes=64)
-    assert round(k["per_cpu"][1]["pkts_per_rx_softirq"], 1) == 64.0
+    assert round(k.per_cpu[1].pkts_per_rx_softirq, 1) == 64.0
 
 
 def test_packets_per_rx_softirq_needs_softirqs_that_could_carry_them():
@@ -54,10 +54,10 @@ def test_window_rates_handle_u32_wrap_and_keep_gauges():
 def test_cycles_fall_back_to_cpu_time_and_say_so():
     s = Series.from_json(json.loads((DATA / "kernel_samples_ipv4fwd_300kpps.json").read_text()))
     k = ks.trial_kernel_stats(s, [1], forwarded_pkts=300_000, frame_bytes=64)
-    n = k["normalized"]
-    assert n["cost_basis"] == "cpu_time" and "cycles" in n["cost_basis_why"]
-    assert n["cycles_per_mbps"] == n["cpu_time_per_mbps"]
-    assert n["power_mw_per_mbps"] is None and "power" in k["missing"]
+    n = k.normalized
+    assert n.cost_basis == "cpu_time" and "cycles" in n.cost_basis_why
+    assert n.cycles_per_mbps == n.cpu_time_per_mbps
+    assert n.power_mw_per_mbps is None and "power" in k.missing
 
 
 def test_captured_trial_series_gives_the_kernel_picture_of_forwarding():
@@ -66,12 +66,12 @@ def test_captured_trial_series_gives_the_kernel_picture_of_forwarding():
     raw = json.loads((DATA / "kernel_samples_ipv4fwd_300kpps.json").read_text())
     s = Series.from_json(raw)
     k = ks.trial_kernel_stats(s, [1], forwarded_pkts=round(300_000 * k_window(s)), frame_bytes=64)
-    sut = k["per_cpu"][1]
-    assert sut["net_rx_softirqs_per_s"] > 100
-    assert 250_000 < sut["softnet_processed_per_s"] < 350_000  # every forwarded packet through the stack
-    assert 1 <= sut["pkts_per_rx_softirq"] <= 4 * k["dev_weight"]
-    assert 0 <= sut["utilization_pct"] <= 100 and 0 <= sut["cpu_time_pct"] <= 100
-    assert k["normalized"]["throughput_mbps"] == pytest.approx(300_000 * 64 * 8 / 1e6, rel=0.05)
+    sut = k.per_cpu[1]
+    assert sut.net_rx_softirqs_per_s > 100
+    assert 250_000 < sut.softnet_processed_per_s < 350_000  # every forwarded packet through the stack
+    assert 1 <= sut.pkts_per_rx_softirq <= 4 * k.dev_weight
+    assert 0 <= sut.utilization_pct <= 100 and 0 <= sut.cpu_time_pct <= 100
+    assert k.normalized.throughput_mbps == pytest.approx(300_000 * 64 * 8 / 1e6, rel=0.05)
 
 
 def k_window(s: Series) -> float:
@@ -88,7 +88,7 @@ def test_cycles_and_power_are_used_when_the_host_counts_them():
     b = {("stat", "idle", 0): 50, ("stat", "idle", 1): 50, ("perf", "cycles", 0): 182747814,
          ("perf", "cycles", 1): 926181648, ("power", "intel-rapl:0", -1): 757_000}  # 0.757 J in 1 s
     s = Series(1.0, [0.0, secs], [a, b], marks={"window_start": 0, "window_end": 1})
-    n = ks.trial_kernel_stats(s, [0, 1], forwarded_pkts=round(pkts), frame_bytes=frame, freq_hz=1.5e9)["normalized"]
-    assert n["cost_basis"] == "cycles"
-    assert round(n["cycles_per_mbps"], 4) == 0.1479
-    assert n["power_mw_per_mbps"] == pytest.approx(757 / 500, rel=1e-3)  # Table II's unit: mW per Mbps
+    n = ks.trial_kernel_stats(s, [0, 1], forwarded_pkts=round(pkts), frame_bytes=frame, freq_hz=1.5e9).normalized
+    assert n.cost_basis == "cycles"
+    assert round(n.cycles_per_mbps, 4) == 0.1479
+    assert n.power_mw_per_mbps == pytest.approx(757 / 500, rel=1e-3)  # Table II's unit: mW per Mbps

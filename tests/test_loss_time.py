@@ -15,6 +15,7 @@ import pytest
 
 from softnet.analysis import loss_time
 from softnet.analysis import trial_eval
+from softnet.results.raw import GeneratorReport, SinkTimeline, StallEvent
 from softnet.results.trial import TrialResult
 
 DATA = Path(__file__).parent / "data" / "raw_trials"
@@ -41,15 +42,15 @@ def overload() -> dict:
 
 
 def test_due_times_follow_the_generators_schedule(injected):
-    g = injected["generator"]
+    g = GeneratorReport.model_validate(injected["generator"])
     # the first window packet went out at its due time plus the lag the generator measured
-    lag = g["window_start_ns"] - loss_time.due_ns(g, g["warmup_pkts"])
-    assert 0 <= lag <= g["window_lag_max_ns"]
-    seqs = np.array([0, 1, g["warmup_pkts"], g["sent_pkts"] - 1])
+    lag = g.window_start_ns - loss_time.due_ns(g, g.warmup_pkts)
+    assert 0 <= lag <= g.window_lag_max_ns
+    seqs = np.array([0, 1, g.warmup_pkts, g.sent_pkts - 1])
     assert list(loss_time.due_ns(g, seqs)) == [loss_time.due_ns(g, int(s)) for s in seqs]
     # the schedule spans count / rate
-    span = loss_time.due_ns(g, g["sent_pkts"]) - loss_time.due_ns(g, 0)
-    assert span == pytest.approx(g["sent_pkts"] / g["intended_rate_pps"] * 1e9, abs=1)
+    span = loss_time.due_ns(g, g.sent_pkts) - loss_time.due_ns(g, 0)
+    assert span == pytest.approx(g.sent_pkts / g.intended_rate_pps * 1e9, abs=1)
 
 
 @pytest.mark.parametrize("name", ["ipv4fwd_150kpps_injected", "ipv4fwd_150kpps_quiet", "ipv4fwd_1800kpps_overload"])
@@ -57,7 +58,7 @@ def test_the_timeline_accounts_for_every_lost_packet(name):
     r = raw(name)
     result = evaluate(r)
     t = r["sink_timeline"]
-    bins = loss_time.Bins.of(t, r["generator"])
+    bins = loss_time.Bins.of(SinkTimeline.model_validate(t), GeneratorReport.model_validate(r["generator"]))
     assert bins.lost.sum() == t["lost_pkts"] == result.lost_pkts
     assert bins.pkts.sum() == result.sent_pkts
     assert result.loss_timeline["lost_runs"]["total"] == t["runs_total"]
@@ -111,7 +112,7 @@ def test_a_stall_explains_only_loss_beyond_the_baseline(overload):
     baseline of 0 would make it all host loss; the rule needs loss outside)."""
     r = copy.deepcopy(overload)
     g = r["generator"]
-    mid = loss_time.due_ns(g, (g["warmup_pkts"] + g["sent_pkts"]) // 2)
+    mid = loss_time.due_ns(GeneratorReport.model_validate(g), (g["warmup_pkts"] + g["sent_pkts"]) // 2)
     r["stalls"]["stalls"] = [{"cpu": 1, "kind": "gap", "start_ns": mid, "end_ns": mid + 2_000_000, "pid": 0,
                               "task": "napi/x", "by_pid": 0, "by": "", "by_policy": -1}]
     r["generator"]["late_episodes"] = []
@@ -133,7 +134,7 @@ def test_a_stall_explains_only_loss_beyond_the_baseline(overload):
     ({"kind": "runq", "task": "kworker/1:2", "by": "python", "by_policy": 0, "by_pid": 9}, False),  # fair share
 ])
 def test_which_probe_events_are_host_stalls(event, counts):
-    assert loss_time.is_host_stall(event) is counts
+    assert loss_time.is_host_stall(StallEvent(cpu=1, start_ns=0, end_ns=1, **event)) is counts
 
 
 def test_the_probe_saw_the_injected_stalls_as_the_napi_thread_waiting(injected):
@@ -182,9 +183,9 @@ def test_a_stall_window_lasts_until_its_queue_has_drained(monkeypatch):
 
 def test_follow_drain_grows_a_window_only_while_the_delay_is_high():
     r = raw("ipv4fwd_440kpps_drain")
-    tl, gen = r["sink_timeline"], r["generator"]
+    tl, gen = SinkTimeline.model_validate(r["sink_timeline"]), GeneratorReport.model_validate(r["generator"])
     bins = loss_time.Bins.of(tl, gen)
-    delays = np.asarray(tl["delay_max_ns_per_bin"], dtype=np.int64)
+    delays = np.asarray(tl.delay_max_ns_per_bin, dtype=np.int64)
     t0 = int(bins.due_start[100])
     stall = loss_time.Stall(1, "SUT", "gap", t0, t0 + 500_000, "")
     window = loss_time.influence_windows([stall])

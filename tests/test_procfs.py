@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from softnet.collect import procfs
+from softnet.results.raw import ProcSnapshot
 
 DATA = Path(__file__).parent / "data" / "procfs"
 
@@ -28,11 +29,11 @@ def test_softnet_stat_keys_by_cpu_column():
 
 
 def test_delta_of_live_snapshots_is_non_negative():
-    a = procfs.snapshot()
-    b = procfs.snapshot()
+    a = ProcSnapshot.model_validate(procfs.snapshot())  # as a raw trial keeps it, typed
+    b = ProcSnapshot.model_validate(procfs.snapshot())
     d = procfs.delta(a, b)
-    assert all(v >= 0 for vals in d["softirqs"].values() for v in vals.values())
-    assert all(v >= 0 for c in d["softnet"].values() for v in c.values())
+    assert all(v >= 0 for vals in d.softirqs.values() for v in vals.values())
+    assert all(v >= 0 for c in d.softnet.values() for v in c.values())
 
 
 def test_malformed_softirqs_is_an_error():

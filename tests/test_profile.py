@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.stages import WIFI_STAGES, stage_breakdown, stage_of
+from softnet.analysis.profile_reads import ProfileDelta
 from softnet.collect.profiler import delta, name_drops
 from softnet.report.html import write_report
+from softnet.results.raw import ProfileRead
+from softnet.results.trial import CpuStages
 from softnet.tools import hostcmd
 from tests.conftest import needs_root, softnet_cmd, split_trial
 
@@ -21,27 +25,32 @@ CAPTURED = json.loads((DATA / "profile_reads_ipv4fwd_threaded_20kpps.json").read
 CAPTURED_RPS = json.loads((DATA / "profile_reads_ipv4fwd_rps_100kpps.json").read_text())
 
 
-def captured_stages(cap: dict, cpu: int) -> dict:
-    d = delta(cap["read_window_start"], cap["read_window_end"])
-    named = [[cap["events"][f], cap["events"][t], ns, n] for f, t, ns, n in d["cpus"][cpu]["transitions"]]
-    return stage_breakdown(d["cpus"][cpu], d["sampled_cpus"][cpu], named, d["wall_ns"] / 1e9, d["sampled_ns"] / 1e9,
+def captured_delta(cap: dict) -> ProfileDelta:
+    """The window's delta of two captured reads, typed as a raw trial keeps them."""
+    return delta(ProfileRead.model_validate(cap["read_window_start"]), ProfileRead.model_validate(cap["read_window_end"]))
+
+
+def captured_stages(cap: dict, cpu: int) -> CpuStages:
+    d = captured_delta(cap)
+    named = [[cap["events"][f], cap["events"][t], ns, n] for f, t, ns, n in d.cpus[cpu].transitions]
+    return stage_breakdown(d.cpus[cpu], d.sampled_cpus[cpu], named, d.wall_ns / 1e9, d.sampled_ns / 1e9,
                            cap["received_pkts"])
 
 
 def by_stage(rows: list) -> dict:
-    return {r["stage"]: r for r in rows}
+    return {r.stage: r for r in rows}
 
 
 def test_captured_reads_give_the_sut_cpus_packet_work():
-    d = delta(CAPTURED["read_window_start"], CAPTURED["read_window_end"])
-    assert 1.9e9 < d["wall_ns"] < 2.3e9
+    d = captured_delta(CAPTURED)
+    assert 1.9e9 < d.wall_ns < 2.3e9
     sut, gen = cpu_profile(d, 1), cpu_profile(d, 0)
     # Threaded NAPI: the SUT's receive work runs in the napi kthread, about one packet per poll at 20 kpps.
-    assert sut["net_rx_pct_by_context"]["napi_thread"] > sut["net_rx_pct_by_context"]["idle"]
-    assert 15_000 < sut["napi_polls_per_s"] < 60_000 and 1 <= sut["napi_work_per_poll"] < 2
-    assert gen["busy_pct"] > 90 and sut["busy_pct"] < 50  # the generator spins; the SUT is mostly idle
-    assert sum(sut["napi_work_hist"]) == round(sut["napi_polls_per_s"] * d["wall_ns"] / 1e9)
-    assert all(c["unmatched_exits"] == 0 for c in d["cpus"])
+    assert sut.net_rx_pct_by_context["napi_thread"] > sut.net_rx_pct_by_context["idle"]
+    assert 15_000 < sut.napi_polls_per_s < 60_000 and 1 <= sut.napi_work_per_poll < 2
+    assert gen.busy_pct > 90 and sut.busy_pct < 50  # the generator spins; the SUT is mostly idle
+    assert sum(sut.napi_work_hist) == round(sut.napi_polls_per_s * d.wall_ns / 1e9)
+    assert all(c.unmatched_exits == 0 for c in d.cpus)
 
 
 def test_stage_names_follow_the_data_path():
@@ -61,55 +70,55 @@ def test_stage_names_follow_the_data_path():
 
 def test_captured_threaded_stages_cover_the_napi_threads_time():
     s = captured_stages(CAPTURED, 1)
-    assert 0.95 <= s["coverage"] <= 1.02 and s["unattributed_ns"] < 0.01 * s["packet_time_ns"]
-    w = by_stage(s["wifi_ap"])
+    assert 0.95 <= s.coverage <= 1.02 and s.unattributed_ns < 0.01 * s.packet_time_ns
+    w = by_stage(s.wifi_ap)
     assert list(w) == list(WIFI_STAGES)  # every stage listed, in the data path's order, with its label
-    assert w["Init Xmit"]["exactness"] == "exact" and w["Init TX-IRQ"]["exactness"] == "unavailable"
-    assert w["Init TX-IRQ"]["ns"] == 0 and w["Init RX-IRQ"]["ns"] == 0  # threaded NAPI on veth: no RX IRQ
+    assert w["Init Xmit"].exactness == "exact" and w["Init TX-IRQ"].exactness == "unavailable"
+    assert w["Init TX-IRQ"].ns == 0 and w["Init RX-IRQ"].ns == 0  # threaded NAPI on veth: no RX IRQ
     for stage in ("NAPI thread", "Poll Function", "IP Stack", "Init Xmit", "TX Reclaim"):
-        assert 100 < w[stage]["ns_per_packet"] < 5000, stage
+        assert 100 < w[stage].ns_per_packet < 5000, stage
     # the eBPF-profile view regroups the same time (without the interrupts it has no stage for)
-    e = by_stage(s["ebpf_profile"])
-    assert e["IP processing"]["ns"] == w["IP Stack"]["ns"] and e["IP to transport"]["exactness"] == "unavailable"
-    assert sum(r["ns"] for r in s["ebpf_profile"]) == pytest.approx(
-        sum(r["ns"] for r in s["wifi_ap"]) - w["Nested interrupts"]["ns"] - w["Init RX-IRQ"]["ns"])
-    assert s["packet_time_pct"] < 20  # 20 kpps on one CPU
+    e = by_stage(s.ebpf_profile)
+    assert e["IP processing"].ns == w["IP Stack"].ns and e["IP to transport"].exactness == "unavailable"
+    assert sum(r.ns for r in s.ebpf_profile) == pytest.approx(
+        sum(r.ns for r in s.wifi_ap) - w["Nested interrupts"].ns - w["Init RX-IRQ"].ns)
+    assert s.packet_time_pct < 20  # 20 kpps on one CPU
 
 
 def test_captured_rps_stages_show_the_ipi_path():
     sut, gen = captured_stages(CAPTURED_RPS, 1), captured_stages(CAPTURED_RPS, 0)
-    assert 0.95 <= sut["coverage"] <= 1.02 and 0.95 <= gen["coverage"] <= 1.02
-    w = by_stage(sut["wifi_ap"])
+    assert 0.95 <= sut.coverage <= 1.02 and 0.95 <= gen.coverage <= 1.02
+    w = by_stage(sut.wifi_ap)
     # RPS: the generator CPU's softirq sends an IPI; the SUT CPU's handler raises NET_RX
-    assert w["Init RX-IRQ"]["ns"] > 0 and w["NAPI thread"]["ns"] == 0
-    assert w["IP Stack"]["ns"] > w["RX SoftIRQ"]["ns"]
+    assert w["Init RX-IRQ"].ns > 0 and w["NAPI thread"].ns == 0
+    assert w["IP Stack"].ns > w["RX SoftIRQ"].ns
     # the generator CPU runs the SUT ingress poll up to the RPS handoff: no IP stack there
-    g = by_stage(gen["wifi_ap"])
-    assert g["IP Stack"]["ns"] == 0 and g["RX SoftIRQ"]["ns"] > g["Poll Function"]["ns"] > 0
+    g = by_stage(gen.wifi_ap)
+    assert g["IP Stack"].ns == 0 and g["RX SoftIRQ"].ns > g["Poll Function"].ns > 0
 
 
 def test_drops_are_named_by_reason_and_device():
-    d = delta(CAPTURED["read_window_start"], CAPTURED["read_window_end"])
+    d = captured_delta(CAPTURED)
     reasons = {2: "SKB_DROP_REASON_NOT_SPECIFIED"}
-    rows = name_drops(d["drops"], reasons, {})
-    assert rows and rows[0]["skbs"] >= rows[-1]["skbs"] and rows[0]["reason"] == "SKB_DROP_REASON_NOT_SPECIFIED"
-    assert rows[0]["device"].startswith("ifindex ")  # not a testbed device here: said so, not guessed
+    rows = name_drops(d.drops, reasons, {})
+    assert rows and rows[0].skbs >= rows[-1].skbs and rows[0].reason == "SKB_DROP_REASON_NOT_SPECIFIED"
+    assert rows[0].device.startswith("ifindex ")  # not a testbed device here: said so, not guessed
 
 
 def test_audit_verdicts():
-    measured = {"busy_pct": 13.6, "softirq_pct": 3.2, "softirq_in_idle_pct": 0.1}
+    measured = SimpleNamespace(busy_pct=13.6, softirq_pct=3.2, softirq_in_idle_pct=0.1)
     # 1 busy tick of 165 (1.2%): the threaded-NAPI case measured here.
     a = audit_cpu(measured, {"system": 1, "softirq": 1, "idle": 163})
-    assert a["misaccounted_pct"] == pytest.approx(13.6 - 100 * 2 / 165) and "under-reported" in a["verdict"]
-    assert "idle task" not in a["verdict"]
+    assert a.misaccounted_pct == pytest.approx(13.6 - 100 * 2 / 165) and "under-reported" in a.verdict
+    assert "idle task" not in a.verdict
     # The WiFi-AP paper's cause: softirqs run inside the idle task, charged to idle.
-    a = audit_cpu({"busy_pct": 30.0, "softirq_pct": 25.0, "softirq_in_idle_pct": 20.0}, {"softirq": 5, "idle": 95})
-    assert "inside the idle task" in a["verdict"]
-    a = audit_cpu({"busy_pct": 97.9, "softirq_pct": 0.0, "softirq_in_idle_pct": 0.0}, {"system": 97, "idle": 3})
-    assert a["verdict"].startswith("no misaccounting found")
-    a = audit_cpu({"busy_pct": 46.7, "softirq_pct": 11.7, "softirq_in_idle_pct": 0.0}, {"system": 37, "softirq": 14,
+    a = audit_cpu(SimpleNamespace(busy_pct=30.0, softirq_pct=25.0, softirq_in_idle_pct=20.0), {"softirq": 5, "idle": 95})
+    assert "inside the idle task" in a.verdict
+    a = audit_cpu(SimpleNamespace(busy_pct=97.9, softirq_pct=0.0, softirq_in_idle_pct=0.0), {"system": 97, "idle": 3})
+    assert a.verdict.startswith("no misaccounting found")
+    a = audit_cpu(SimpleNamespace(busy_pct=46.7, softirq_pct=11.7, softirq_in_idle_pct=0.0), {"system": 37, "softirq": 14,
                                                                                           "idle": 49})
-    assert a["verdict"].startswith("over-reported")
+    assert a.verdict.startswith("over-reported")
 
 
 @needs_root

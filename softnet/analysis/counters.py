@@ -3,6 +3,8 @@ differences with wrap-around, tick totals and busy ratios. Pure functions,
 so captured reads can be evaluated anywhere."""
 from __future__ import annotations
 
+from softnet.results.raw import ProcSnapshot
+
 # /proc/stat per-CPU columns, in USER_HZ ticks (man 5 proc).
 STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 # Queue lengths at the instant of reading: levels, not counters (never differenced).
@@ -22,16 +24,16 @@ def softnet_delta(a: dict[int, dict[str, int]], b: dict[int, dict[str, int]]) ->
             for c in b if c in a}
 
 
-def delta(a: dict, b: dict) -> dict:
+def delta(a: ProcSnapshot, b: ProcSnapshot) -> ProcSnapshot:
     """b - a for every counter of two snapshots (per CPU present in both)."""
-    return {
+    return ProcSnapshot(
         # softirq counts are unsigned int per CPU in the kernel: they wrap at 2^32.
-        "softirqs": {k: {c: counter_delta(a["softirqs"].get(k, {}).get(c, 0), v, 32) for c, v in per_cpu.items()}
-                     for k, per_cpu in b["softirqs"].items()},
-        "cpu_ticks": {c: {k: b["cpu_ticks"][c][k] - a["cpu_ticks"][c].get(k, 0) for k in b["cpu_ticks"][c]}
-                      for c in b["cpu_ticks"] if c in a["cpu_ticks"]},
-        "softnet": softnet_delta(a["softnet"], b["softnet"]),
-    }
+        softirqs={k: {c: counter_delta(a.softirqs.get(k, {}).get(c, 0), v, 32) for c, v in per_cpu.items()}
+                  for k, per_cpu in b.softirqs.items()},
+        cpu_ticks={c: {k: v - a.cpu_ticks[c].get(k, 0) for k, v in ticks.items()}
+                   for c, ticks in b.cpu_ticks.items() if c in a.cpu_ticks},
+        softnet=softnet_delta(a.softnet, b.softnet),
+    )
 
 
 IDLE_TICKS = ("idle", "iowait")

@@ -19,65 +19,65 @@ work is mostly missed by the tick; example in docs/measurements.md).
 """
 from __future__ import annotations
 
-from softnet.analysis.kernel_stats import mean_of
 from softnet.analysis.counters import IDLE_TICKS, busy_ratio, tick_total
+from softnet.analysis.kernel_stats import mean_of
+from softnet.analysis.profile_reads import ProfileDelta
+from softnet.results.trial import CpuAudit, CpuProfile
 
 AGREE_PCT = 2.0  # |measured - reported| within this many points of one CPU: no misaccounting found
 
 
-def cpu_profile(d: dict, cpu: int) -> dict:
+def cpu_profile(d: ProfileDelta, cpu: int) -> CpuProfile:
     """One CPU's measured times as % of the window, and its NAPI figures."""
-    c, wall = d["cpus"][cpu], d["wall_ns"]
-    sirq = {vec: {ctx: v[0] for ctx, v in by_ctx.items()} for vec, by_ctx in c["softirq_ns"].items()}
+    c, wall = d.cpus[cpu], d.wall_ns
+    sirq = {vec: {ctx: v[0] for ctx, v in by_ctx.items()} for vec, by_ctx in c.softirq_ns.items()}
     sirq_total = sum(sum(by_ctx.values()) for by_ctx in sirq.values())
-    net = sum(sirq["NET_RX"].values()) + sum(sirq["NET_TX"].values())
-    busy = c["busy_ns"] + c["hardirq_in_idle_ns"] + c["softirq_in_idle_ns"]
-    return {
-        "softirq_pct": 100 * sirq_total / wall,
-        "net_softirq_pct": 100 * net / wall,
-        "hardirq_pct": 100 * c["hardirq_ns"] / wall,
-        "sysvec_pct": 100 * c.get("sysvec_ns", 0) / wall,  # IPIs (RPS hands packets over by IPI), local timer
-        "interrupts_per_s": (c["hardirq_cnt"] + c.get("sysvec_cnt", 0)) / (wall / 1e9),  # device IRQs + system vectors
-        "busy_pct": 100 * busy / wall,
-        "softirq_in_idle_pct": 100 * c["softirq_in_idle_ns"] / wall,
-        "softirq_pct_by_context": {ctx: 100 * sum(sirq[v][ctx] for v in sirq) / wall
-                                   for ctx in next(iter(sirq.values()))},
-        "net_rx_pct_by_context": {ctx: 100 * ns / wall for ctx, ns in sirq["NET_RX"].items()},
-        "napi_polls_per_s": c["napi_polls"] / (wall / 1e9),
-        "napi_work_per_poll": c["napi_work"] / c["napi_polls"] if c["napi_polls"] else None,
-        "napi_budget_exhausted_share": c["napi_budget_exhausted"] / c["napi_polls"] if c["napi_polls"] else None,
-        "napi_work_hist": c["napi_work_hist"],
-        "context_switches_per_s": c["ctx_switches"] / (wall / 1e9),
-        "unmatched_exits": c["unmatched_exits"],
-    }
+    net_rx = sirq["NET_RX"]
+    net = sum(net_rx.values()) + sum(sirq["NET_TX"].values())
+    busy = c.busy_ns + c.hardirq_in_idle_ns + c.softirq_in_idle_ns
+    return CpuProfile(
+        softirq_pct=100 * sirq_total / wall,
+        net_softirq_pct=100 * net / wall,
+        hardirq_pct=100 * c.hardirq_ns / wall,
+        sysvec_pct=100 * c.sysvec_ns / wall,  # IPIs (RPS hands packets over by IPI), local timer
+        interrupts_per_s=(c.hardirq_cnt + c.sysvec_cnt) / (wall / 1e9),  # device IRQs + system vectors
+        busy_pct=100 * busy / wall,
+        softirq_in_idle_pct=100 * c.softirq_in_idle_ns / wall,
+        softirq_pct_by_context={ctx: 100 * sum(sirq[v][ctx] for v in sirq) / wall for ctx in next(iter(sirq.values()))},
+        net_rx_pct_by_context={ctx: 100 * ns / wall for ctx, ns in net_rx.items()},
+        napi_polls_per_s=c.napi_polls / (wall / 1e9),
+        napi_work_per_poll=c.napi_work / c.napi_polls if c.napi_polls else None,
+        napi_budget_exhausted_share=c.napi_budget_exhausted / c.napi_polls if c.napi_polls else None,
+        napi_work_hist=c.napi_work_hist,
+        context_switches_per_s=c.ctx_switches / (wall / 1e9),
+        unmatched_exits=c.unmatched_exits,
+    )
 
 
-def audit_cpu(measured: dict, ticks: dict[str, int]) -> dict:
+def audit_cpu(measured: CpuProfile, ticks: dict[str, int]) -> CpuAudit:
     """Measured (``cpu_profile``) against one CPU's /proc/stat tick deltas."""
     total = tick_total(ticks)
     if total <= 0:
-        return {"verdict": "no ticks in the window"}
+        return CpuAudit(verdict="no ticks in the window")
     reported_busy = 100 * busy_ratio(ticks)
-    reported_sirq = 100 * ticks.get("softirq", 0) / total
-    gap = measured["busy_pct"] - reported_busy
-    out = {"reported_busy_pct": reported_busy, "reported_softirq_pct": reported_sirq,
-           "reported_system_pct": 100 * ticks.get("system", 0) / total,
-           "reported_idle_pct": 100 * sum(ticks.get(k, 0) for k in IDLE_TICKS) / total,
-           # time the hypervisor ran something else on this vCPU: invisible to in-guest tracing
-           "reported_steal_pct": 100 * ticks.get("steal", 0) / total,
-           "measured_busy_pct": measured["busy_pct"], "measured_softirq_pct": measured["softirq_pct"],
-           "misaccounted_pct": gap}
+    gap = measured.busy_pct - reported_busy
     if abs(gap) <= AGREE_PCT:
-        out["verdict"] = f"no misaccounting found (within {AGREE_PCT:g} points of one CPU)"
-    elif gap > 0 and measured["softirq_in_idle_pct"] >= gap / 2:
-        out["verdict"] = (f"under-reported by {gap:.1f} points: {measured['softirq_in_idle_pct']:.1f}% of the CPU "
-                          "went to softirqs run inside the idle task, which the tick charges to idle")
+        verdict = f"no misaccounting found (within {AGREE_PCT:g} points of one CPU)"
+    elif gap > 0 and measured.softirq_in_idle_pct >= gap / 2:
+        verdict = (f"under-reported by {gap:.1f} points: {measured.softirq_in_idle_pct:.1f}% of the CPU "
+                   "went to softirqs run inside the idle task, which the tick charges to idle")
     elif gap > 0:
-        out["verdict"] = (f"under-reported by {gap:.1f} points: the work comes in short bursts between idle "
-                          "periods, and the tick (stopped while idle, nohz) rarely lands in them")
+        verdict = (f"under-reported by {gap:.1f} points: the work comes in short bursts between idle "
+                   "periods, and the tick (stopped while idle, nohz) rarely lands in them")
     else:
-        out["verdict"] = f"over-reported by {-gap:.1f} points (tick sampling charges whole ticks to short bursts)"
-    return out
+        verdict = f"over-reported by {-gap:.1f} points (tick sampling charges whole ticks to short bursts)"
+    return CpuAudit(reported_busy_pct=reported_busy, reported_softirq_pct=100 * ticks.get("softirq", 0) / total,
+                    reported_system_pct=100 * ticks.get("system", 0) / total,
+                    reported_idle_pct=100 * sum(ticks.get(k, 0) for k in IDLE_TICKS) / total,
+                    # time the hypervisor ran something else on this vCPU: invisible to in-guest tracing
+                    reported_steal_pct=100 * ticks.get("steal", 0) / total,
+                    measured_busy_pct=measured.busy_pct, measured_softirq_pct=measured.softirq_pct,
+                    misaccounted_pct=gap, verdict=verdict)
 
 
 def summarize_audit(trials: list[dict]) -> list[dict]:

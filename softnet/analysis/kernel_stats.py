@@ -23,6 +23,7 @@ from pathlib import Path
 
 from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
 from softnet.results.series import Series
+from softnet.results.trial import IrqRate, KernelCpu, KernelStats, NormalizedCost
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel
@@ -113,14 +114,14 @@ def host_sysctls() -> dict:
 
 
 def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int, frame_bytes: int,
-                       freq_hz: float | None = None, sysctls: dict | None = None) -> dict:
+                       freq_hz: float | None = None, sysctls: dict | None = None) -> KernelStats:
     """Per-CPU rates, IRQ sources, packets per RX softirq, and normalized costs
     over the SUT's CPUs for one trial's measurement window."""
     d, secs = window_deltas(series)
     if secs <= 0:
         raise ValueError("kernel samples: the measurement window has no duration")
     cpus = sorted({k[2] for k in d if k[0] == "stat" and k[2] >= 0})
-    sysctls = host_sysctls() if sysctls is None else sysctls  # a raw trial carries its own
+    sysctls = host_sysctls() if sysctls is None else sysctls  # a raw trial carries its own (sysctl name -> value)
     weight, budget = sysctls["dev_weight"], sysctls["netdev_budget"]
     per_cpu = {}
     for c in cpus:
@@ -129,59 +130,60 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
         idle = sum(ticks[k] for k in IDLE_TICKS)
         net_rx = d.get(("softirq", "NET_RX", c), 0)
         processed = d.get(("softnet", "processed", c), 0)
-        row = {
-            "utilization_pct": None if util is None else 100 * util,
-            "cpu_time_pct": max(0.0, 100 * (1 - idle / USER_HZ / secs)),
-            "softirq_tick_pct": 100 * ticks["softirq"] / total if total > 0 else None,
-            "irqs_per_s": sum(v for (s, _, cc), v in d.items() if s == "irq" and cc == c) / secs,
-            "net_rx_softirqs_per_s": net_rx / secs,
-            "net_tx_softirqs_per_s": d.get(("softirq", "NET_TX", c), 0) / secs,
-            "softirqs_per_s": {k[1]: v / secs for k, v in d.items() if k[0] == "softirq" and k[2] == c and v},
-            "softnet_processed_per_s": processed / secs,
-            "pkts_per_rx_softirq": pkts_per_rx_softirq(processed, net_rx, budget),
-            "time_squeeze_per_s": d.get(("softnet", "time_squeeze", c), 0) / secs,
-            "softnet_dropped": d.get(("softnet", "dropped", c), 0),
-            "context_switches_per_s": (d[("perf", "context_switches", c)] / secs
-                                       if ("perf", "context_switches", c) in d else None),
-        }
+        row = KernelCpu(
+            utilization_pct=None if util is None else 100 * util,
+            cpu_time_pct=max(0.0, 100 * (1 - idle / USER_HZ / secs)),
+            softirq_tick_pct=100 * ticks["softirq"] / total if total > 0 else None,
+            irqs_per_s=sum(v for (s, _, cc), v in d.items() if s == "irq" and cc == c) / secs,
+            net_rx_softirqs_per_s=net_rx / secs,
+            net_tx_softirqs_per_s=d.get(("softirq", "NET_TX", c), 0) / secs,
+            softirqs_per_s={k[1]: v / secs for k, v in d.items() if k[0] == "softirq" and k[2] == c and v},
+            softnet_processed_per_s=processed / secs,
+            pkts_per_rx_softirq=pkts_per_rx_softirq(processed, net_rx, budget),
+            time_squeeze_per_s=d.get(("softnet", "time_squeeze", c), 0) / secs,
+            softnet_dropped=d.get(("softnet", "dropped", c), 0),
+            context_switches_per_s=(d[("perf", "context_switches", c)] / secs
+                                    if ("perf", "context_switches", c) in d else None),
+        )
         if ("perf", "cycles", c) in d:
-            row["cycles_per_s"] = d[("perf", "cycles", c)] / secs
+            row.cycles_per_s = d[("perf", "cycles", c)] / secs
         per_cpu[c] = row
-    irqs = {}
+    irqs: dict[str, IrqRate] = {}
     for (src, item, c), v in d.items():
         if src == "irq" and v:
-            rec = irqs.setdefault(item, {"name": series.irq_names.get(item, ""), "per_s": 0.0, "per_cpu_per_s": {}})
-            rec["per_s"] += v / secs
+            rec = irqs.setdefault(item, IrqRate(name=series.irq_names.get(item, ""), per_s=0.0, per_cpu_per_s={}))
+            rec.per_s += v / secs
             if c >= 0:
-                rec["per_cpu_per_s"][c] = v / secs
+                rec.per_cpu_per_s[c] = v / secs
     mbps = frame_mbps(forwarded_pkts, frame_bytes, secs)
     sut = [c for c in sut_cpus if c in per_cpu]
-    norm: dict = {"cpus": sut, "throughput_mbps": mbps}
+    norm = NormalizedCost(cpus=sut, throughput_mbps=mbps)
     if mbps > 0 and sut:
-        norm["utilization_per_mbps"] = normalized_utilization([per_cpu[c]["utilization_pct"] or 0 for c in sut], mbps)
-        norm["cpu_time_per_mbps"] = normalized_cpu_time([per_cpu[c]["cpu_time_pct"] for c in sut], mbps)
-        if all("cycles_per_s" in per_cpu[c] for c in sut) and freq_hz:
-            norm["cycles_per_mbps"] = normalized_cycles([per_cpu[c]["cycles_per_s"] for c in sut], freq_hz, mbps)
-            norm["cost_basis"] = "cycles"
+        norm.utilization_per_mbps = normalized_utilization([per_cpu[c].utilization_pct or 0 for c in sut], mbps)
+        norm.cpu_time_per_mbps = normalized_cpu_time([per_cpu[c].cpu_time_pct for c in sut], mbps)
+        cycles = [per_cpu[c].cycles_per_s for c in sut]
+        if all(v is not None for v in cycles) and freq_hz:
+            norm.cycles_per_mbps = normalized_cycles(cycles, freq_hz, mbps)
+            norm.cost_basis = "cycles"
         else:
-            norm["cycles_per_mbps"] = norm["cpu_time_per_mbps"]
-            norm["cost_basis"] = "cpu_time"
-            norm["cost_basis_why"] = series.missing.get("perf.cycles", "no cycle counter") + \
+            norm.cycles_per_mbps = norm.cpu_time_per_mbps
+            norm.cost_basis = "cpu_time"
+            norm.cost_basis_why = series.missing.get("perf.cycles", "no cycle counter") + \
                 "; cycles per Mbps is CPU time (100 x (1 - idle / wall)) per Mbps"
         energy = [v for (s, _, _), v in d.items() if s == "power"]
-        norm["power_mw_per_mbps"] = normalized_power_mw(sum(energy) / 1e6 / secs, mbps) if energy else None
+        norm.power_mw_per_mbps = normalized_power_mw(sum(energy) / 1e6 / secs, mbps) if energy else None
     ctxt = d.get(("stat", "ctxt", -1))
-    return {
-        "window_s": secs, "interval_s": series.interval_s, "samples": len(series.samples),
-        "per_cpu": per_cpu, "irqs": irqs, "dev_weight": weight, "netdev_budget": budget,
-        "context_switches_per_s": ctxt / secs if ctxt is not None else None,
-        "normalized": norm,
+    return KernelStats(
+        window_s=secs, interval_s=series.interval_s, samples=len(series.samples),
+        per_cpu=per_cpu, irqs=irqs, dev_weight=weight, netdev_budget=budget,
+        context_switches_per_s=ctxt / secs if ctxt is not None else None,
+        normalized=norm,
         # bstats of a qdisc count bypassed packets too: the split needs the
         # qdisc:qdisc_enqueue tracepoint (the eBPF profiler), not counters.
-        "qdisc_enqueued_share": None,
-        "qdisc": {k[1]: v for k, v in d.items() if k[0] == "qdisc"},
-        "missing": dict(series.missing), "sampler": dict(series.sampler),
-    }
+        qdisc_enqueued_share=None,
+        qdisc={k[1]: v for k, v in d.items() if k[0] == "qdisc"},
+        missing=dict(series.missing), sampler=dict(series.sampler),
+    )
 
 
 def summarize_by_load(trials: list[dict]) -> list[dict]:

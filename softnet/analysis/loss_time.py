@@ -29,6 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from softnet.results.raw import GeneratorReport, InjectedReport, RawPlacement, SinkTimeline, StallEvent, StallReport
+from softnet.results.trial import (CpuStalls, HostStalls, InjectedFound, LossAttribution, LossSeries, LossTimeline,
+                                   LostRun, LostRuns, RunsOfCause, StallLoss, StallProbeInfo)
+from softnet.results.trial import Stall as StallRow
+
 GEN_FP_SHIFT = 20  # native/gen/gen.h: the interval in 1/2^20 ns
 VETH_RING_PKTS = 256  # drivers/net/veth.c VETH_RING_SIZE: the queue a stalled CPU leaves undrained
 PRE_NS = 100_000  # stall start known to the probe's sample; send times lag due times by microseconds
@@ -74,12 +79,12 @@ def interval_fp(rate_pps: float) -> int:
     return int(math.floor(1e9 / rate_pps * (1 << GEN_FP_SHIFT) + 0.5))
 
 
-def due_ns(gen: dict, seq):
+def due_ns(gen: GeneratorReport, seq):
     """When sequence number(s) ``seq`` were due on the generator's schedule (exact integer arithmetic)."""
-    step = interval_fp(gen["intended_rate_pps"])
+    step = interval_fp(gen.intended_rate_pps)
     if isinstance(seq, np.ndarray):
-        return gen["schedule_start_ns"] + (seq.astype(object) * step >> GEN_FP_SHIFT).astype(np.int64)
-    return gen["schedule_start_ns"] + ((int(seq) * step) >> GEN_FP_SHIFT)
+        return gen.schedule_start_ns + (seq.astype(object) * step >> GEN_FP_SHIFT).astype(np.int64)
+    return gen.schedule_start_ns + ((int(seq) * step) >> GEN_FP_SHIFT)
 
 
 @dataclass(frozen=True)
@@ -96,48 +101,45 @@ class Stall:
         return self.end_ns - self.start_ns
 
 
-def cpu_roles(placement: dict) -> dict[int, str]:
+def cpu_roles(placement: RawPlacement) -> dict[int, str]:
     """The CPUs the data path needs and what each does there."""
     roles: dict[int, list[str]] = {}
-    for c in dict.fromkeys([placement["gen_cpu"], *(placement.get("gen_cpus") or [])]):  # several generators
+    for c in dict.fromkeys([placement.gen_cpu, *(placement.gen_cpus or [])]):  # several generators
         roles.setdefault(c, []).append("generator")
-    for c in placement["sut_cpus"]:
+    for c in placement.sut_cpus:
         roles.setdefault(c, []).append("SUT")
-    if placement.get("sink_cpu") is not None:
-        roles.setdefault(placement["sink_cpu"], []).append("sink")
+    if placement.sink_cpu is not None:
+        roles.setdefault(placement.sink_cpu, []).append("sink")
     return {c: "/".join(r) for c, r in roles.items()}
 
 
-def is_host_stall(e: dict) -> bool:
+def is_host_stall(e: StallEvent) -> bool:
     """A probe event that kept the data path from a CPU: every clock gap of a
     busy CPU (the vCPU did not run); a data-path task kept waiting by anything
     but the data path itself; any task kept waiting by a realtime task or by
     an idle CPU that woke late (the vCPU was not running). Two other tasks
     sharing a CPU fairly are not a stall of the data path."""
-    if e["kind"] != "runq":
+    if e.kind != "runq":
         return True
-    by_data_path = e.get("by", "").startswith(DATA_PATH_TASKS)
-    if by_data_path:
+    if e.by.startswith(DATA_PATH_TASKS):
         return False
-    return (e.get("task", "").startswith(DATA_PATH_TASKS) or e.get("by_policy") in REALTIME_POLICIES
-            or e.get("by_pid") == 0)
+    return e.task.startswith(DATA_PATH_TASKS) or e.by_policy in REALTIME_POLICIES or e.by_pid == 0
 
 
-def probe_stalls(probe: dict, roles: dict[int, str]) -> list[Stall]:
+def probe_stalls(probe: StallReport, roles: dict[int, str]) -> list[Stall]:
     """The probe's events on the data path's CPUs that are host stalls."""
-    return [Stall(e["cpu"], roles[e["cpu"]], e["kind"], e["start_ns"], e["end_ns"], e.get("by", ""))
-            for e in probe.get("stalls", []) if e["cpu"] in roles and is_host_stall(e)]
+    return [Stall(e.cpu, roles[e.cpu], e.kind, e.start_ns, e.end_ns, e.by)
+            for e in probe.stalls if e.cpu in roles and is_host_stall(e)]
 
 
-def generator_stalls(gen: dict, roles: dict[int, str], threshold_ns: int) -> list[Stall]:
+def generator_stalls(gen: GeneratorReport, roles: dict[int, str], threshold_ns: int) -> list[Stall]:
     """The generator's late episodes that lasted the probe's threshold: its CPU
     did not run it (it then catches up back to back, a burst). From the first
     late packet's due time for as long as the episode's largest lag. Several
     generators (a merged report: its "streams"): each stream's on its own CPU."""
-    streams = gen.get("streams") if isinstance(gen.get("streams"), list) else [gen]
-    return [Stall(s["cpu"], roles.get(s["cpu"], "generator"), "gen_lag", due_ns(gen, first),
-                  due_ns(gen, first) + lag, "")
-            for s in streams for first, _, lag in s.get("late_episodes", []) if lag >= threshold_ns]
+    streams = gen.streams if isinstance(gen.streams, list) else [gen]
+    return [Stall(s.cpu, roles.get(s.cpu, "generator"), "gen_lag", due_ns(gen, first), due_ns(gen, first) + lag, "")
+            for s in streams for first, _, lag in s.late_episodes if lag >= threshold_ns]
 
 
 def merge(stalls: list[Stall]) -> list[Stall]:
@@ -156,18 +158,17 @@ def merge(stalls: list[Stall]) -> list[Stall]:
 
 
 def per_cpu_summary(stalls: list[Stall], roles: dict[int, str], steal_ms: dict[int, float] | None,
-                    probe: dict) -> dict:
+                    probe: StallReport) -> dict[str, CpuStalls]:
     """Per CPU of the data path: count, total and longest stall, and what the
     probe and the kernel's steal clock saw."""
     out = {}
-    samples = probe.get("samples_per_cpu", {})
     for cpu, role in sorted(roles.items()):
         mine = [s for s in stalls if s.cpu == cpu]
         d = [s.duration_ns / 1e6 for s in mine]
-        out[str(cpu)] = {"role": role, "count": len(mine), "total_ms": sum(d), "max_ms": max(d, default=0.0),
-                         "by": sorted({s.by for s in mine if s.by}),
-                         "probe_samples": samples.get(str(cpu)),
-                         "steal_ms": None if steal_ms is None else steal_ms.get(cpu)}
+        out[str(cpu)] = CpuStalls(role=role, count=len(mine), total_ms=sum(d), max_ms=max(d, default=0.0),
+                                  by=sorted({s.by for s in mine if s.by}),
+                                  probe_samples=probe.samples_per_cpu.get(cpu),
+                                  steal_ms=None if steal_ms is None else steal_ms.get(cpu))
     return out
 
 
@@ -182,12 +183,12 @@ class Bins:
     due_end: np.ndarray  # due time of the packet after its last
 
     @classmethod
-    def of(cls, timeline: dict, gen: dict) -> "Bins":
-        b, lo, hi = timeline["bin_pkts"], timeline["first_seq"], timeline["end_seq"]
+    def of(cls, timeline: SinkTimeline, gen: GeneratorReport) -> "Bins":
+        b, lo, hi = timeline.bin_pkts, timeline.first_seq, timeline.end_seq
         b0, b1 = lo // b, (hi - 1) // b
         edges = np.clip(np.arange(b0, b1 + 2, dtype=np.int64) * b, lo, hi)
         lost = np.zeros(b1 - b0 + 1, dtype=np.int64)
-        for k, n in timeline["lost_per_bin"]:
+        for k, n in timeline.lost_per_bin:
             lost[k - b0] += n
         due = due_ns(gen, edges)
         return cls(b0, np.diff(edges), lost, due[:-1], due[1:])
@@ -236,48 +237,47 @@ def _pool(values: np.ndarray, how) -> tuple[int, list]:
     return k, [int(v) for v in how(padded.reshape(-1, k), axis=1)]
 
 
-def loss_series(timeline: dict, bins: Bins, window_due_ns: int) -> dict:
+def loss_series(timeline: SinkTimeline, bins: Bins, window_due_ns: int) -> LossSeries:
     """Lost packets and the highest one-way delay over the window, against
     the schedule, pooled to at most SERIES_POINTS points."""
-    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
+    delays = np.asarray(timeline.delay_max_ns_per_bin, dtype=np.int64)
     k, lost = _pool(bins.lost, np.sum)
     _, delay = _pool(delays, np.max)
     t = (bins.due_start[::k] - window_due_ns) / 1e9
-    return {"t_s": [float(x) for x in t], "step_s": float((bins.due_end[-1] - bins.due_start[0]) / 1e9
-                                                          / max(len(bins.pkts), 1) * k),
-            "lost_pkts": lost, "delay_max_ns": delay}
+    return LossSeries(t_s=[float(x) for x in t],
+                      step_s=float((bins.due_end[-1] - bins.due_start[0]) / 1e9 / max(len(bins.pkts), 1) * k),
+                      lost_pkts=lost, delay_max_ns=delay)
 
 
-def lost_runs(timeline: dict, gen: dict, window_due_ns: int) -> dict:
+def lost_runs(timeline: SinkTimeline, gen: GeneratorReport, window_due_ns: int) -> LostRuns:
     """The lost runs (first seq, length, due time), and their sizes."""
-    runs = timeline["runs"]
-    return {"total": timeline["runs_total"], "truncated": timeline["runs_truncated"],
-            "length_hist_log2": timeline["run_length_hist"],
-            "longest_pkts": max((n for _, n in runs), default=0),
-            "first": [{"first_seq": s, "pkts": n, "due_s": (due_ns(gen, s) - window_due_ns) / 1e9}
-                      for s, n in runs[:KEEP_STALLS]]}
+    runs = timeline.runs
+    return LostRuns(total=timeline.runs_total, truncated=timeline.runs_truncated,
+                    length_hist_log2=timeline.run_length_hist, longest_pkts=max((n for _, n in runs), default=0),
+                    first=[LostRun(first_seq=s, pkts=n, due_s=(due_ns(gen, s) - window_due_ns) / 1e9)
+                           for s, n in runs[:KEEP_STALLS]])
 
 
-def loss_timeline(timeline: dict, gen: dict, bins: Bins | None = None) -> dict:
+def loss_timeline(timeline: SinkTimeline, gen: GeneratorReport, bins: Bins | None = None) -> LossTimeline:
     """The result's loss in time: lost runs and the pooled series, in seconds
     from the window's first due time (``bins``: already cut, or cut here)."""
     bins = bins or Bins.of(timeline, gen)
     window_due = int(bins.due_start[0])
-    return {"bin_pkts": timeline["bin_pkts"], "lost_runs": lost_runs(timeline, gen, window_due),
-            "series": loss_series(timeline, bins, window_due)}
+    return LossTimeline(bin_pkts=timeline.bin_pkts, lost_runs=lost_runs(timeline, gen, window_due),
+                        series=loss_series(timeline, bins, window_due))
 
 
-def injected_found(injected: dict, stalls: list[Stall], gen: dict) -> dict:
+def injected_found(injected: InjectedReport, stalls: list[Stall], gen: GeneratorReport) -> InjectedFound:
     """Each injected stall while the generator was sending (the data path
     needed the CPU then; outside, nothing waits for it to be seen) is found
     when a detected stall of its CPU overlaps it."""
-    cpu = injected["cpu"]
+    cpu = injected.cpu
     mine = [s for s in stalls if s.cpu == cpu]
-    during = [(b, e) for b, e in injected["stalls"] if b < gen["last_send_ns"] and e > gen["first_send_ns"]]
+    during = [(b, e) for b, e in injected.stalls if b < gen.last_send_ns and e > gen.first_send_ns]
     found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in during]
-    return {"cpu": cpu, "busy_ms": injected["busy_ns"] / 1e6, "every_ms": injected["period_ns"] / 1e6,
-            "injected": len(found), "found": sum(found), "outside_traffic": len(injected["stalls"]) - len(during),
-            "missed_at_ns": [b for (b, _), f in zip(during, found) if not f]}
+    return InjectedFound(cpu=cpu, busy_ms=injected.busy_ns / 1e6, every_ms=injected.period_ns / 1e6,
+                         injected=len(found), found=sum(found), outside_traffic=len(injected.stalls) - len(during),
+                         missed_at_ns=[b for (b, _), f in zip(during, found) if not f])
 
 
 def _ms_range(stalls: list[Stall]) -> str:
@@ -304,7 +304,7 @@ def words(lost: int, explained: int, windows: list, cause_rest: str, inline: boo
     return text + f"; the other {rest:,}{' ' if inline else ': '}{cause_rest}"
 
 
-def run_causes(timeline: dict, gen: dict, bins: Bins, delays: np.ndarray, hit: list, rest_cause: str,
+def run_causes(timeline: SinkTimeline, gen: GeneratorReport, bins: Bins, delays: np.ndarray, hit: list, rest_cause: str,
                fill_ns: float, unseen_possible: bool) -> tuple[dict[str, list[int]], list[float]]:
     """Each listed lost run's cause ([runs, packets] per cause): host_stall
     when it falls in a stall window with excess loss, else the trial's
@@ -316,12 +316,12 @@ def run_causes(timeline: dict, gen: dict, bins: Bins, delays: np.ndarray, hit: l
     ends = np.array([hi for _, hi, _ in hit], dtype=np.int64)
     unseen_at = max(UNSEEN_FILL_SHARE * fill_ns, UNSEEN_OVER_MEDIAN * float(np.median(delays)) if len(delays) else 0)
     unseen_ms = []
-    for s, n in timeline["runs"]:
+    for s, n in timeline.runs:
         a, b = due_ns(gen, s), due_ns(gen, s + n - 1)
         j = np.searchsorted(starts, b, "right") - 1
         key = "host_stall" if j >= 0 and ends[j] >= a else rest_cause
         if key == rest_cause and unseen_possible:
-            k = s // timeline["bin_pkts"] - bins.first_bin
+            k = s // timeline.bin_pkts - bins.first_bin
             before = int(delays[max(k - 3, 0):k + 1].max()) if len(delays) else 0
             if before >= unseen_at:
                 key = "unseen_stall"
@@ -332,23 +332,34 @@ def run_causes(timeline: dict, gen: dict, bins: Bins, delays: np.ndarray, hit: l
     return run_cause, unseen_ms
 
 
-def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy: float | None,
-              steal_ms: dict[int, float] | None = None, injected: dict | None = None,
-              generator_lag: bool = True) -> dict:
+@dataclass(frozen=True)
+class Attribution:
+    """The loss in time and the share of it host stalls explain (the result's parts)."""
+
+    host_stalls: HostStalls
+    loss_timeline: LossTimeline
+    loss_attribution: LossAttribution
+    explained: StallLoss
+    host_interference: bool  # the flag: stalls explain at least HOST_INTERFERENCE_SHARE of the loss
+
+
+def attribute(timeline: SinkTimeline, gen: GeneratorReport, probe: StallReport, placement: RawPlacement,
+              sut_busy: float | None, steal_ms: dict[int, float] | None = None,
+              injected: InjectedReport | None = None, generator_lag: bool = True) -> Attribution:
     """Stalls per CPU, loss in time, and how much loss the stalls explain.
     ``generator_lag``: the generator's late episodes count as stalls of its
     CPU (not when it could not offer the load at all: then it is always late)."""
     roles = cpu_roles(placement)
     found = probe_stalls(probe, roles)
     if generator_lag:
-        found += generator_stalls(gen, roles, probe.get("threshold_ns") or 200_000)
+        found += generator_stalls(gen, roles, probe.threshold_ns or 200_000)
     stalls = merge(found)
-    rate = gen["intended_rate_pps"]
+    rate = gen.intended_rate_pps
     fill_ns = VETH_RING_PKTS / rate * 1e9
     qualifying = [s for s in stalls if s.duration_ns >= QUALIFY_FILL_SHARE * fill_ns]
     bins = Bins.of(timeline, gen)
     window_due = int(bins.due_start[0])
-    delays = np.asarray(timeline["delay_max_ns_per_bin"], dtype=np.int64)
+    delays = np.asarray(timeline.delay_max_ns_per_bin, dtype=np.int64)
     windows = influence_windows(qualifying)
     if len(delays) == len(bins.pkts):
         drain_at = max(DRAIN_OVER_MEDIAN * float(np.median(delays)), QUALIFY_FILL_SHARE * fill_ns)
@@ -376,7 +387,7 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
     rest_cause = "overload" if overload else "unexplained"
     rest_words = (f"the data path (overload: loss in {100 * spread:.0f}% of the ms outside stalls, the SUT CPU "
                   f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy})")
-    runs = timeline["runs"]
+    runs = timeline.runs
     # A busy SUT CPU alone does not rule out a short stall: threaded NAPI here reads >= 90% busy at
     # 300 kpps, a third of its capacity. Loss over many of the ms does: an overload episode.
     unseen_possible = spread < (UNSEEN_MAX_SPREAD if overload else OVERLOAD_SPREAD)
@@ -387,32 +398,26 @@ def attribute(timeline: dict, gen: dict, probe: dict, placement: dict, sut_busy:
             f"{min(unseen_ms):.1f}-{max(unseen_ms):.1f}"
         unseen = f"followed the SUT's queue going undrained for {ms} ms (stalls shorter than the probe sees)"
         inline = not run_cause[rest_cause][1]  # all the rest: "the other 86 followed ..."
-        rest_words = unseen if inline else \
-            f"{run_cause['unseen_stall'][1]:,} {unseen}; {run_cause[rest_cause][1]:,} {rest_words}"
+        unseen_pkts = run_cause["unseen_stall"][1]
+        rest_words = unseen if inline else f"{unseen_pkts:,} {unseen}; {run_cause[rest_cause][1]:,} {rest_words}"
     share = explained / lost if lost else 0.0
-    result = {
-        "host_stalls": {
-            "probe": {k: probe.get(k) for k in ("period_ns", "threshold_ns", "lost_events", "events_truncated")},
-            "ring_fill_ms": fill_ns / 1e6, "qualifying_min_ms": QUALIFY_FILL_SHARE * fill_ns / 1e6,
-            "per_cpu": per_cpu_summary(stalls, roles, steal_ms, probe),
-            "stalls": [{"cpu": s.cpu, "role": s.role, "kind": s.kind, "by": s.by,
-                        "start_s": (s.start_ns - window_due) / 1e9, "duration_ms": s.duration_ns / 1e6}
-                       for s in stalls[:KEEP_STALLS]],
-        },
-        "loss_timeline": loss_timeline(timeline, gen, bins),
-        "loss_attribution": {
-            "lost_pkts": lost, "explained_pkts": explained, "explained_share": share,
-            "baseline_loss_ratio": baseline, "stall_windows": len(windows), "stall_windows_with_loss": len(hit),
-            "rest_cause": rest_cause, "sut_busy_ratio": sut_busy, "loss_spread": spread,
-            "runs_by_cause": {k: {"runs": r, "pkts": p} for k, (r, p) in run_cause.items()},
-            "runs_counted": len(runs),
-            # the part of the rest that followed a queue left undrained (not set apart: the probe did not see it)
-            "unseen_stall_pkts": run_cause.get("unseen_stall", [0, 0])[1],
-            "words": words(lost, explained, hit, rest_words, inline),
-        },
-        "loss_explained_by_host_stalls": {"pkts": explained, "share": share},
-        HOST_INTERFERENCE: explained >= 1 and share >= HOST_INTERFERENCE_SHARE,
-    }
+    host_stalls = HostStalls(
+        probe=StallProbeInfo(period_ns=probe.period_ns, threshold_ns=probe.threshold_ns,
+                             lost_events=probe.lost_events, events_truncated=probe.events_truncated),
+        ring_fill_ms=fill_ns / 1e6, qualifying_min_ms=QUALIFY_FILL_SHARE * fill_ns / 1e6,
+        per_cpu=per_cpu_summary(stalls, roles, steal_ms, probe),
+        stalls=[StallRow(cpu=s.cpu, role=s.role, kind=s.kind, by=s.by, start_s=(s.start_ns - window_due) / 1e9,
+                         duration_ms=s.duration_ns / 1e6) for s in stalls[:KEEP_STALLS]])
     if injected is not None:
-        result["host_stalls"]["injected"] = injected_found(injected, stalls, gen)
-    return result
+        host_stalls.injected = injected_found(injected, stalls, gen)
+    attribution = LossAttribution(
+        lost_pkts=lost, explained_pkts=explained, explained_share=share, baseline_loss_ratio=baseline,
+        stall_windows=len(windows), stall_windows_with_loss=len(hit), rest_cause=rest_cause, sut_busy_ratio=sut_busy,
+        loss_spread=spread, runs_by_cause={k: RunsOfCause(runs=r, pkts=p) for k, (r, p) in run_cause.items()},
+        runs_counted=len(runs),
+        # the part of the rest that followed a queue left undrained (not set apart: the probe did not see it)
+        unseen_stall_pkts=run_cause.get("unseen_stall", [0, 0])[1],
+        words=words(lost, explained, hit, rest_words, inline))
+    return Attribution(host_stalls=host_stalls, loss_timeline=loss_timeline(timeline, gen, bins),
+                       loss_attribution=attribution, explained=StallLoss(pkts=explained, share=share),
+                       host_interference=explained >= 1 and share >= HOST_INTERFERENCE_SHARE)

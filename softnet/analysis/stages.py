@@ -11,6 +11,9 @@ independent counters (softirq entry/exit, sched_switch) measured.
 """
 from __future__ import annotations
 
+from softnet.results.raw import ProfileCpu
+from softnet.results.trial import CpuStages, StageRow
+
 HANDOFF = {"gro", "rcv", "list", "netif_rx"}          # the driver hands a packet up
 HANDOFF_EXIT = {"gro_exit", "rcv_exit", "list_exit"}
 RELEASE = {"kfree", "consume"}
@@ -106,17 +109,17 @@ def ebpf_stage_of(frm: str, to: str, stage: str | None) -> str | None:
     return _EBPF_OF.get(stage)
 
 
-def packet_time_ns(cpu: dict) -> float:
+def packet_time_ns(cpu: ProfileCpu) -> float:
     """The CPU's packet-processing time from the profiler's independent
     counters: NET_RX/NET_TX softirqs outside NAPI kthreads, plus the NAPI
     kthreads' run time without the other softirq vectors inside them."""
-    net = sum(ns for vec in ("NET_RX", "NET_TX") for ctx, (ns, _) in cpu["softirq_ns"][vec].items() if ctx != "napi_thread")
-    other_in_thread = sum(v["napi_thread"][0] for vec, v in cpu["softirq_ns"].items() if vec not in ("NET_RX", "NET_TX"))
-    return net + cpu["napi_thread_ns"] - other_in_thread
+    net = sum(ns for vec in ("NET_RX", "NET_TX") for ctx, (ns, _) in cpu.softirq_ns[vec].items() if ctx != "napi_thread")
+    other_in_thread = sum(v["napi_thread"][0] for vec, v in cpu.softirq_ns.items() if vec not in ("NET_RX", "NET_TX"))
+    return net + cpu.napi_thread_ns - other_in_thread
 
 
-def stage_breakdown(cpu: dict, sampled_cpu: dict, transitions: list, window_s: float, sampled_s: float,
-                    packets: int | None = None) -> dict:
+def stage_breakdown(cpu: ProfileCpu, sampled_cpu: ProfileCpu, transitions: list, window_s: float, sampled_s: float,
+                    packets: int | None = None) -> CpuStages:
     """One CPU's stages over a window. `cpu` / `sampled_cpu`: the profiler
     delta's counters for this CPU over the window / over the periods the stage
     events were attached in it (`sampled_s` seconds: all of it at duty 1);
@@ -152,28 +155,28 @@ def stage_breakdown(cpu: dict, sampled_cpu: dict, transitions: list, window_s: f
     scale = measured / measured_sampled if measured_sampled else None
     wall = window_s * 1e9
 
-    def rows(times: dict, catalogue: dict) -> list[dict]:
+    def rows(times: dict, catalogue: dict) -> list[StageRow]:
         out = []
         for s, (ex, why) in catalogue.items():
             ns, n = times.get(s, (0, 0))
             est = ns * scale if scale else 0.0
-            out.append({"stage": s, "exactness": ex, "why": why, "ns": est, "sampled_ns": ns, "sampled_intervals": n,
-                        "pct_of_cpu": 100 * est / wall if wall else None,
-                        "ns_per_packet": est / packets if packets else None})
+            out.append(StageRow(stage=s, exactness=ex, why=why, ns=est, sampled_ns=ns, sampled_intervals=n,
+                                pct_of_cpu=100 * est / wall if wall else None,
+                                ns_per_packet=est / packets if packets else None))
         return out
 
-    return {
-        "wifi_ap": rows(wifi, WIFI_STAGES),
-        "ebpf_profile": rows(ebpf, EBPF_STAGES),
-        "sampled_share": sampled_s / window_s if window_s else None,
-        "scale": scale,
-        "unattributed_ns": sum(unattributed.values()),
-        "unattributed": dict(sorted(unattributed.items(), key=lambda kv: -kv[1])[:10]),
-        "unsampled_ns": unsampled,
-        "transmits_enqueued": enqueued, "transmits_direct": direct,
-        "qdisc_enqueued_share": enqueued / (enqueued + direct) if enqueued + direct else None,
-        "packet_time_ns": measured,
-        "packet_time_pct": 100 * measured / wall if wall else None,
+    return CpuStages(
+        wifi_ap=rows(wifi, WIFI_STAGES),
+        ebpf_profile=rows(ebpf, EBPF_STAGES),
+        sampled_share=sampled_s / window_s if window_s else None,
+        scale=scale,
+        unattributed_ns=sum(unattributed.values()),
+        unattributed=dict(sorted(unattributed.items(), key=lambda kv: -kv[1])[:10]),
+        unsampled_ns=unsampled,
+        transmits_enqueued=enqueued, transmits_direct=direct,
+        qdisc_enqueued_share=enqueued / (enqueued + direct) if enqueued + direct else None,
+        packet_time_ns=measured,
+        packet_time_pct=100 * measured / wall if wall else None,
         # named stage time inside softirqs / NAPI kthreads over the same time measured independently
-        "coverage": inside / measured_sampled if measured_sampled else None,
-    }
+        coverage=inside / measured_sampled if measured_sampled else None,
+    )

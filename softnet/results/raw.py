@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from softnet.results.trial import Exact, InterfaceFacts, Number, Provenance, RemoteHost, TrialPath
+from softnet.results.trial import Exact, InterfaceFacts, KernelSamples, Number, Provenance, RemoteHost, TrialPath
 
 
 class _ToolReport(BaseModel):
@@ -69,13 +69,22 @@ class RawHost(Exact):
     sysctls: dict[str, int | str | None]
 
 
+class ProcSnapshot(Exact):
+    """softnet.collect.procfs.snapshot(): per-CPU tables keyed by the host's
+    CPU numbers (strings in JSON, ints here)."""
+
+    softirqs: dict[str, dict[int, int]]  # vector -> CPU -> count
+    cpu_ticks: dict[int, dict[str, int]]  # CPU -> /proc/stat column -> ticks
+    softnet: dict[int, dict[str, int]]  # CPU -> softnet_stat column -> value
+
+
 class HostReads(Exact):
     """Counters read before and after a trial, from the host that has each."""
 
     links: dict[str, dict[str, int]]  # role -> stats64
     ethtool_gen: dict[str, int]
     qdisc_drops: int
-    procfs: dict[str, Any]  # softnet.collect.procfs.snapshot(): per-CPU tables keyed by the host's CPUs
+    procfs: ProcSnapshot
     path_counters: dict[str, int] | None = None
     sut_thread_runtime_ns: dict[str, int | None] | None = None
     sut_netns_inode: int | None = None  # an inventory's SUT host: how its kernel names the SUT's devices
@@ -85,35 +94,152 @@ class HostReads(Exact):
 class Window(Exact):
     """/proc snapshots at the window's edges (None: not taken)."""
 
-    start: dict[str, Any] | None = None
-    end: dict[str, Any] | None = None
+    start: ProcSnapshot | None = None
+    end: ProcSnapshot | None = None
 
 
 class GeneratorReport(_ToolReport):
+    """softnet-gen's report (or several streams' merged: softnet.traffic.native.merge_reports)."""
+
     sent_pkts: int
-    cpu: int | None = None
+    warmup_pkts: int | None = None
+    intended_rate_pps: Number | None = None
+    schedule_start_ns: int | None = None
+    first_send_ns: int | None = None
+    window_start_ns: int
+    last_send_ns: int
     calls: int
     batch: int
+    window_lag_mean_ns: Number | None = None
+    window_lag_max_ns: Number | None = None
+    window_late_pkts: int | None = None
+    late_episodes: list[list[int]] = []  # [first seq, last seq, largest lag ns]
+    cpu: int | None = None
+    # one generator's: how many streams the schedule has; a merged report's: the streams' own reports
+    streams: int | list[GeneratorReport] | None = None
+    window_due_start_ns: int | None = None  # traffic shapes: the schedule's span over the window
+    last_due_ns: int | None = None
+    interrupted: bool = False
+
+
+class SinkLatencyHist(_ToolReport):
+    sub_bucket_bits: int
+    range_log2_ns: int
+    buckets: list[list[int]]  # [index, count], sparse
 
 
 class SinkReport(_ToolReport):
+    """softnet-sink's report."""
+
+    rx_test_pkts_per_cpu: list[int]
     rx_window_pkts: int
     rx_warmup_pkts: int
     reordered_pkts: int
     duplicate_pkts: int
     out_of_range_pkts: int
+    latency_sum_ns: int
+    latency_min_ns: int
+    latency_max_ns: int
+    latency_pkts: int | None = None  # raw schema 2 on: the log-linear histogram
+    latency_negative_pkts: int | None = None
+    latency_over_range_pkts: int | None = None
+    latency_hist: SinkLatencyHist | None = None
+    latency_log2_hist: list[int] | None = None  # raw schema 1
+    latency_exact_ns: list[int] | None = None  # --exact: the delays one by one
+    latency_exact_seen_pkts: int | None = None
+    flow_pkts: list[int] | None = None  # window packets per flow
+    size_pkts: dict[str, int] | None = None  # frame mix: window packets per frame size
+    window_frame_bytes: int | None = None
 
 
 class SinkTimeline(_ToolReport):
+    """softnet-sink's loss in time: lost seqs per bin of bin_pkts and their runs."""
+
+    first_seq: int
+    end_seq: int
     bin_pkts: int
     runs_total: int
+    runs: list[list[int]]  # [first seq, packets]
     runs_truncated: bool
+    run_length_hist: list[list[int]]
+    lost_per_bin: list[list[int]]  # [bin, lost packets], sparse
+    delay_max_ns_per_bin: list[int]
+
+
+class StallEvent(_ToolReport):
+    """One event of softnet-stalls: a task kept waiting ("runq") or a busy CPU's clock gap ("gap")."""
+
+    cpu: int
+    kind: str
+    start_ns: int
+    end_ns: int
+    task: str = ""
+    by: str = ""  # the task that held the CPU
+    by_pid: int | None = None
+    by_policy: int | None = None
+
+
+class StallReport(_ToolReport):
+    """softnet-stalls' report, or {"missing": why} when there was no probe."""
+
+    missing: str | None = None
+    period_ns: int | None = None
+    threshold_ns: int | None = None
+    samples_per_cpu: dict[int, int] = {}
+    lost_events: int | None = None
+    events_truncated: bool | int | None = None
+    stalls: list[StallEvent] = []
+
+
+class InjectedReport(_ToolReport):
+    """softnet-inject's record: the stalls it made, the truth to check detection by."""
+
+    cpu: int
+    busy_ns: int
+    period_ns: int
+    stalls: list[list[int]]  # [start ns, end ns]
+
+
+class ProfileCpu(_ToolReport):
+    """softnet-profile's counters of one CPU (a read, or the delta of two)."""
+
+    softirq_ns: dict[str, dict[str, list[int]]]  # vector -> context -> [ns, count]
+    hardirq_ns: int
+    hardirq_cnt: int
+    sysvec_ns: int = 0
+    sysvec_cnt: int = 0
+    busy_ns: int
+    idle_ns: int
+    napi_thread_ns: int
+    hardirq_in_idle_ns: int
+    softirq_in_idle_ns: int
+    ctx_switches: int
+    napi_polls: int
+    napi_work: int
+    napi_budget_exhausted: int
+    rx_skbs: int
+    consumed_skbs: int
+    dropped_skbs: int
+    unmatched_exits: int
+    drop_keys_full: int
+    napi_work_hist: list[int]
+    transitions: list[list[int]] | None = None  # [from event, to event, ns, count]; sampled ones have none
+
+
+class ProfileRead(_ToolReport):
+    """One read of softnet-profile's maps."""
+
+    cpus: list[ProfileCpu]
+    sampled_ns: int
+    sampled_cpus: list[ProfileCpu]  # the same counters over the periods the stage events were attached
+    drops: list[list[int]]  # [reason, ifindex, netns inode, count]
+    monotonic_ns: int
 
 
 class ProfileReads(Exact):
-    start: dict[str, Any] | None = None
-    window_start: dict[str, Any] | None = None
-    window_end: dict[str, Any] | None = None
+    start: ProfileRead | None = None
+    window_start: ProfileRead | None = None
+    window_end: ProfileRead | None = None
 
 
 class RawProfile(Exact):
@@ -121,8 +247,8 @@ class RawProfile(Exact):
 
     reads: ProfileReads
     plan: str
-    events: list[Any]
-    drop_reasons: dict[str, Any]
+    events: list[str]  # the stage clock's event names, by number
+    drop_reasons: dict[int, str]  # the kernel's skb drop reason -> its name
     duty: Number
     period_ms: Number
 
@@ -148,13 +274,13 @@ class RawTrial(Exact):
     sink: SinkReport
     drain_s: Number
     sink_timeline: SinkTimeline | None = None
-    stalls: dict[str, Any] | None = None  # the stall probe's report, or {"missing": why}
-    injected_stalls: _ToolReport | None = None
+    stalls: StallReport | None = None
+    injected_stalls: InjectedReport | None = None
     before: HostReads
     after: HostReads
     window: Window
     other_runs: list[str] = []
-    series: dict[str, Any] | None = None  # softnet.results.series.Series.to_json()
+    series: KernelSamples | None = None  # softnet.results.series.Series.to_json()
     profile: RawProfile | None = None
     reverse: ReverseReads | None = None
     window_skew_ms: Number | None = None

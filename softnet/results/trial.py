@@ -474,6 +474,150 @@ class KernelSamples(Exact):
     sampler: dict[str, Number | str | bool | list[int] | None]
 
 
+class KernelCpu(Exact):
+    """One CPU's kernel rates over the window (softnet.analysis.kernel_stats)."""
+
+    utilization_pct: Number | None
+    cpu_time_pct: Number
+    softirq_tick_pct: Number | None
+    irqs_per_s: Number
+    net_rx_softirqs_per_s: Number
+    net_tx_softirqs_per_s: Number
+    softirqs_per_s: dict[str, Number]  # vector -> per s (vectors that ran)
+    softnet_processed_per_s: Number
+    pkts_per_rx_softirq: Number | None
+    time_squeeze_per_s: Number
+    softnet_dropped: int
+    context_switches_per_s: Number | None
+    cycles_per_s: Number | None = None  # with a cycle counter only
+
+
+class IrqRate(Exact):
+    name: str
+    per_s: Number
+    per_cpu_per_s: dict[int, Number]
+
+
+class NormalizedCost(Exact):
+    """The WiFi-AP paper's normalized costs over the SUT's CPUs (none without throughput)."""
+
+    cpus: list[int]
+    throughput_mbps: Number
+    utilization_per_mbps: Number | None = None
+    cpu_time_per_mbps: Number | None = None
+    cycles_per_mbps: Number | None = None
+    cost_basis: str | None = None  # "cycles" | "cpu_time"
+    cost_basis_why: str | None = None
+    power_mw_per_mbps: Number | None = None
+
+
+class KernelStats(Exact):
+    """The kernel sampler's figures over the window; without window marks only
+    why (missing) and how it sampled."""
+
+    window_s: Number | None = None
+    interval_s: Number | None = None
+    samples: int | None = None
+    per_cpu: dict[int, KernelCpu] | None = None
+    irqs: dict[str, IrqRate] | None = None
+    dev_weight: int | None = None
+    netdev_budget: int | None = None
+    context_switches_per_s: Number | None = None
+    normalized: NormalizedCost | None = None
+    qdisc_enqueued_share: Number | None = None
+    qdisc: dict[str, Number] | None = None
+    missing: dict[str, str]
+    sampler: dict[str, Number | str | bool | list[int] | None]
+
+
+class CpuProfile(Exact):
+    """One CPU's eBPF-measured times as % of the window (softnet.analysis.cpu_audit)."""
+
+    softirq_pct: Number
+    net_softirq_pct: Number
+    hardirq_pct: Number
+    sysvec_pct: Number
+    interrupts_per_s: Number
+    busy_pct: Number
+    softirq_in_idle_pct: Number
+    softirq_pct_by_context: dict[str, Number]
+    net_rx_pct_by_context: dict[str, Number]
+    napi_polls_per_s: Number
+    napi_work_per_poll: Number | None
+    napi_budget_exhausted_share: Number | None
+    napi_work_hist: list[int]
+    context_switches_per_s: Number
+    unmatched_exits: int
+
+
+class CpuAudit(Exact):
+    """Measured against /proc/stat's ticks of one CPU; only the verdict when it had no ticks."""
+
+    reported_busy_pct: Number | None = None
+    reported_softirq_pct: Number | None = None
+    reported_system_pct: Number | None = None
+    reported_idle_pct: Number | None = None
+    reported_steal_pct: Number | None = None
+    measured_busy_pct: Number | None = None
+    measured_softirq_pct: Number | None = None
+    misaccounted_pct: Number | None = None
+    verdict: str
+
+
+class DropRow(Exact):
+    reason: str
+    device: str
+    skbs: int
+    estimated_skbs: int
+
+
+class StageRow(Exact):
+    stage: str
+    exactness: str  # exact | approximate | unavailable
+    why: str
+    ns: Number
+    sampled_ns: int
+    sampled_intervals: int
+    pct_of_cpu: Number | None
+    ns_per_packet: Number | None
+
+
+class CpuStages(Exact):
+    """One CPU's packet-path stages over the window (softnet.analysis.stages)."""
+
+    wifi_ap: list[StageRow]
+    ebpf_profile: list[StageRow]
+    sampled_share: Number | None
+    scale: Number | None
+    unattributed_ns: Number
+    unattributed: dict[str, Number]  # "from->to" -> ns, the largest
+    unsampled_ns: Number
+    transmits_enqueued: int
+    transmits_direct: int
+    qdisc_enqueued_share: Number | None
+    packet_time_ns: Number
+    packet_time_pct: Number | None
+    coverage: Number | None
+
+
+class ProfileResult(Exact):
+    """The eBPF profiler's figures over the window, per CPU of the host."""
+
+    plan: str
+    window_s: Number
+    window_monotonic_ns: list[int]
+    per_cpu: dict[int, CpuProfile]
+    drops: list[DropRow]
+    sampled_time_share: Number | None
+    sampled_packet_share: Number | None
+    drop_keys_full: int
+    audit: dict[int, CpuAudit]
+    transitions: dict[int, list[list[str | int]]]  # CPU -> [from event, to event, ns, count]
+    duty: Number
+    stages: dict[int, CpuStages]
+    stages_missing: str | None
+
+
 class Provenance(BaseModel):
     """Where and how a figure was measured. Extra keys allowed: a remote
     trial adds its hosts and testbed, a simulated SUT its model."""
@@ -585,11 +729,9 @@ class TrialResult(BaseModel):
     loss_timeline: LossTimeline | None = None
     host_stalls: HostStalls | None = None
     started_unix_s: Number
-    # the two deepest parts stay JSON, each documented where it is made: per-CPU and per-stage
-    # tables whose keys are the host's (softnet.analysis.kernel_stats, softnet.analysis.profile_reads)
-    kernel: dict[str, Any] | None = None
+    kernel: KernelStats | None = None
     kernel_samples: KernelSamples | None = None
-    profile: dict[str, Any] | None = None
+    profile: ProfileResult | None = None
     provenance: Provenance
     path: TrialPath | None = None
     # traffic shapes (docs/traffic.md); a result without them had one size, constant arrivals

@@ -36,10 +36,12 @@ import copy
 import itertools
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from softnet.errors import InputError
 from softnet.specfile import read_toml, spec_error  # noqa: F401 (spec_error: for the CLI)
@@ -53,6 +55,24 @@ MAX_CELLS = 10_000
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """The validation context of a spec read from a file (load_spec): the
+    relative paths in it (inventory, custom:file=, custom.workdir) are read
+    as the file's neighbours, as a user reads them."""
+
+    folder: Path
+
+
+def spec_folder(info: ValidationInfo) -> Path | None:
+    return info.context.folder if isinstance(info.context, SpecFile) else None
+
+
+def _knob_beside_the_spec(path: str, value: Any, folder: Path) -> Any:
+    """A knob's value as a spec file gives it: a personality's file= relative to the spec."""
+    return _file_param_from(value, folder) if path == "testbed.sut" and isinstance(value, str) else value
 
 
 class SideSpec(Strict):
@@ -130,6 +150,28 @@ class TestbedSpec(Strict):
 
     def ingress_steering(self) -> str:
         return self.side(self.sides()[0]).steering or self.steering
+
+    @field_validator("inventory", mode="before")
+    @classmethod
+    def inventory_beside_the_spec(cls, v, info: ValidationInfo):
+        folder = spec_folder(info)
+        return str((folder / v).resolve()) if folder is not None and isinstance(v, str) else v
+
+    @field_validator("sut", mode="before")
+    @classmethod
+    def sut_file_beside_the_spec(cls, v, info: ValidationInfo):
+        folder = spec_folder(info)
+        return _file_param_from(v, folder) if folder is not None and isinstance(v, str) else v
+
+    @field_validator("custom", mode="before")
+    @classmethod
+    def custom_workdir_beside_the_spec(cls, v, info: ValidationInfo):
+        """The custom SUT's commands run in the spec's folder (workdir: relative to it)."""
+        folder = spec_folder(info)
+        if folder is None or not isinstance(v, dict):
+            return v
+        workdir = v.get("workdir", ".")
+        return {**v, "workdir": str((folder / workdir).resolve())} if isinstance(workdir, str) else v
 
     @field_validator("sut")
     @classmethod
@@ -321,6 +363,15 @@ class CompareSpec(Strict):
     min_rounds: int = Field(4, ge=2, le=10_000)
     max_rounds: int | None = Field(None, ge=2, le=10_000)
 
+    @field_validator("variants", mode="before")
+    @classmethod
+    def variants_beside_the_spec(cls, v, info: ValidationInfo):
+        folder = spec_folder(info)
+        if folder is None or not isinstance(v, list):
+            return v
+        return [{k: _knob_beside_the_spec(k, x, folder) for k, x in var.items()} if isinstance(var, dict) else var
+                for var in v]
+
     @field_validator("variants")
     @classmethod
     def variants_are_knobs(cls, variants):
@@ -495,6 +546,17 @@ class AnalysisSpec(Strict):
     confidence: float = Field(0.95, gt=0, lt=1)
 
 
+class _GivenSpec(BaseModel):
+    """Tables of a spec as given, read before validation (which judges their types)."""
+
+    testbed: Any = None
+    matrix: Any = None
+
+
+class _GivenTestbed(BaseModel):
+    testbeds: Any = None
+
+
 class CampaignSpec(Strict):
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")
     testbed: TestbedSpec = TestbedSpec()
@@ -523,13 +585,27 @@ class CampaignSpec(Strict):
     @classmethod
     def testbeds_knob(cls, data):
         """testbed.testbeds = [a, b] is the matrix knob testbed.name = [a, b]."""
-        tb = data.get("testbed") if isinstance(data, dict) else None
-        if isinstance(tb, dict) and tb.get("testbeds"):
-            if "testbed.name" in (data.get("matrix") or {}):
+        if not isinstance(data, dict):
+            return data
+        given = _GivenSpec.model_validate(data)
+        tb = given.testbed
+        testbeds = _GivenTestbed.model_validate(tb).testbeds if isinstance(tb, dict) else None
+        if testbeds:
+            matrix = given.matrix or {}
+            if "testbed.name" in matrix:
                 raise ValueError("testbed.testbeds and matrix.\"testbed.name\" say the same: give one")
-            data = {**data, "testbed": {**tb, "testbeds": None, "name": tb["testbeds"][0]},
-                    "matrix": {**(data.get("matrix") or {}), "testbed.name": list(tb["testbeds"])}}
+            data = {**data, "testbed": {**tb, "testbeds": None, "name": testbeds[0]},
+                    "matrix": {**matrix, "testbed.name": list(testbeds)}}
         return data
+
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def matrix_beside_the_spec(cls, v, info: ValidationInfo):
+        folder = spec_folder(info)
+        if folder is None or not isinstance(v, dict):
+            return v
+        return {k: [_knob_beside_the_spec(k, x, folder) for x in vals] if isinstance(vals, list) else vals
+                for k, vals in v.items()}
 
     @field_validator("matrix")
     @classmethod
@@ -550,7 +626,7 @@ class CampaignSpec(Strict):
         """A comparison's variants: (name, knobs, the spec with them applied),
         the baseline first; variants that set the same thing are refused."""
         base = self.model_dump()
-        base.update(matrix={}, compare=None, method={**base["method"], "kind": "sweep", "loads": ["1pps"]})
+        base.update(matrix={}, compare=None, method={**self.method.model_dump(), "kind": "sweep", "loads": ["1pps"]})
         out: list[tuple[str, dict[str, Any], CampaignSpec]] = []
         dumps: list[dict] = []
         for i, variant in enumerate(self.compare.variants):
@@ -640,8 +716,7 @@ class Cells(Sequence):
     def __init__(self, spec: CampaignSpec):
         self.spec, self.paths = spec, sorted(spec.matrix)
         self.values = [spec.matrix[p] for p in self.paths]
-        self.base = spec.model_dump()
-        self.base["matrix"] = {}
+        self.base = {**spec.model_dump(), "matrix": {}}
 
     def __len__(self) -> int:
         return math.prod(len(v) for v in self.values)
@@ -687,26 +762,8 @@ def _file_param_from(sut: str, base: Path) -> str:
 def load_spec(path: str | Path) -> CampaignSpec:
     path = Path(path)
     data = read_toml(path, "a campaign spec")
-    inv = (data.get("testbed") or {}).get("inventory") if isinstance(data.get("testbed"), dict) else None
-    if isinstance(inv, str):  # relative to the spec, as a user reads it
-        data["testbed"]["inventory"] = str((path.parent / inv).resolve())
-    tb = data.get("testbed")
-    if isinstance(tb, dict) and isinstance(tb.get("sut"), str):
-        tb["sut"] = _file_param_from(tb["sut"], path.parent)
-    custom = tb.get("custom") if isinstance(tb, dict) else None
-    if isinstance(custom, dict) and isinstance(custom.get("workdir", "."), str):
-        # the custom SUT's commands run in the spec's folder (workdir: relative to it)
-        custom["workdir"] = str((path.parent / custom.get("workdir", ".")).resolve())
-    matrix = data.get("matrix")
-    if isinstance(matrix, dict) and isinstance(matrix.get("testbed.sut"), list):
-        matrix["testbed.sut"] = [_file_param_from(v, path.parent) if isinstance(v, str) else v
-                                 for v in matrix["testbed.sut"]]
-    variants = (data.get("compare") or {}).get("variants") if isinstance(data.get("compare"), dict) else None
-    for v in variants if isinstance(variants, list) else []:
-        if isinstance(v, dict) and isinstance(v.get("testbed.sut"), str):
-            v["testbed.sut"] = _file_param_from(v["testbed.sut"], path.parent)
     try:
-        spec = CampaignSpec.model_validate(data)
+        spec = CampaignSpec.model_validate(data, context=SpecFile(path.parent))
     except ValidationError as exc:
         raise spec_error(exc, prefix=f"{path}: ") from None
     if spec.testbed.inventory:
@@ -751,7 +808,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
             pass  # its loads: checked above
         elif cell.method.kind == "sweep":
             cell.n_loads()
-        else:  # latency: the CPUs must exist here
+        elif not cell.testbed.inventory:  # latency: the CPUs must exist here (an inventory host's agent checks its own)
             from softnet.testbed.latency import LatencyPlacement
 
             LatencyPlacement(dict(cell.latency.app_cpus), dict(cell.latency.napi_cpus)).validate()

@@ -185,7 +185,7 @@ def vxlan_trial(frame_bytes: int):
     with HostChanges() as ch:
         tb = LocalTestbed(ch, "vxlan")
         ep = tb.build()
-        assert ep.dst_ip == OVERLAY["next_hop"]
+        assert ep.dst_ip == OVERLAY.next_hop
         c0 = tb.personality.counters(tb)
         r = run_trial(tb, ep, TrialSpec(rate_pps=100_000, duration_s=0.5, warmup_s=0.1, sample_interval_s=None,
                                         frame_bytes=frame_bytes), ch, keep_raw=True)
@@ -220,7 +220,7 @@ def test_vxlan_carries_full_size_frames(locked_host_unchanged):
 def test_vxlan_frame_on_the_wire(locked_host_unchanged):
     """The encapsulated frame: 50 B of outer Ethernet, IPv4, UDP (to 4789) and
     VXLAN (the VNI) in front of the forwarded inner frame."""
-    frame = make_frame(64, OVERLAY["next_hop"])
+    frame = make_frame(64, OVERLAY.next_hop)
     with HostChanges() as ch:
         tb = LocalTestbed(ch, "vxlan:vni=4242")
         tb.build()
@@ -232,7 +232,7 @@ def test_vxlan_frame_on_the_wire(locked_host_unchanged):
     assert ip_checksum(outer_ip) == 0
     assert struct.unpack("!H", udp[2:4])[0] == VXLAN_PORT and struct.unpack("!H", udp[4:6])[0] == len(got) - 34
     assert vx[0] == 0x08 and int.from_bytes(vx[4:7], "big") == 4242
-    assert inner[:6] == mac(OVERLAY["next_hop_mac"]) and inner[6:12] == mac(OVERLAY["vxlan_mac"])
+    assert inner[:6] == mac(OVERLAY.next_hop_mac) and inner[6:12] == mac(OVERLAY.vxlan_mac)
     assert inner[14 + 8] == 63 and ip_checksum(inner[14:34]) == 0 and inner[34:] == frame[34:]
 
 

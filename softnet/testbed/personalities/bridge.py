@@ -4,13 +4,13 @@ sends that MAC out of sut_out (the sink never transmits, so the bridge could
 not learn where it is, and would flood)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Personality, Requirement
 from softnet.testbed.personalities.nsread import forw_datagrams
+from softnet.testbed.personalities.tool_json import fdb_entries
 from softnet.tools import hostcmd
 
 if TYPE_CHECKING:
@@ -54,10 +54,10 @@ class Bridge(Personality):
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         ns = tb.ns["sut"]
-        fdb = json.loads(hostcmd.in_netns(ns, ["bridge", "-j", "fdb", "show", "br", bridge_name(tb)]) or "[]")
+        fdb = fdb_entries(hostcmd.in_netns(ns, ["bridge", "-j", "fdb", "show", "br", bridge_name(tb)]))
         gen_mac = tb.addr["gen"][2]
-        learned = sum(1 for e in fdb if e.get("mac") == gen_mac and e.get("ifname") == tb.ifs["sut_in"]
-                      and "permanent" not in e.get("state", "") and "static" not in e.get("state", ""))
+        learned = sum(1 for e in fdb if e.mac == gen_mac and e.ifname == tb.ifs["sut_in"]
+                      and "permanent" not in e.state and "static" not in e.state)
         links = tb.link_stats()  # the testbed's open sockets: no helper forked per read
         return {
             "sut_in_rx_packets": links["sut_in"]["rx_packets"],

@@ -2,12 +2,12 @@
 counters share (no personality here: this module registers nothing)."""
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 
 from softnet.errors import TestbedError
+from softnet.testbed.personalities.tool_json import NftListing
 from softnet.tools import hostcmd
 
 
@@ -64,6 +64,6 @@ def nft_counters(ns: str, family: str, table: str) -> dict[str, int]:
     """Packets of every named counter of the table (``counter name X`` in a
     rule counts what that rule matched), keyed by name: one short listing,
     however many rules the table holds."""
-    out = json.loads(hostcmd.in_netns(ns, ["nft", "-j", "list", "counters", "table", family, table]))
-    return {c["counter"]["name"]: int(c["counter"]["packets"])
-            for c in out.get("nftables", []) if isinstance(c, dict) and "counter" in c}
+    out = NftListing.model_validate_json(hostcmd.in_netns(ns, ["nft", "-j", "list", "counters", "table", family,
+                                                               table]))
+    return {c.name: c.packets for c in out.counters()}

@@ -47,14 +47,17 @@ rp_filter drops it; and a receiver in the generator's namespace counts them.
 """
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from softnet.errors import TestbedError
 from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Param, Personality, Requirement
 from softnet.testbed.personalities.nsread import forw_datagrams
+from softnet.testbed.personalities.tool_json import ip_links
 from softnet.tools import hostcmd
 
 if TYPE_CHECKING:
@@ -63,8 +66,31 @@ if TYPE_CHECKING:
 VXLAN_PORT = 4789
 OVERHEAD_BYTES = 14 + 20 + 8 + 8  # outer Ethernet, IPv4, UDP, VXLAN header
 UNDERLAY_MTU = 1600
-OVERLAY = {"net": "198.19.64.0/24", "sut": "198.19.64.2", "next_hop": "198.19.64.1",
-           "next_hop_mac": "02:53:4e:00:00:06", "vxlan_mac": "02:53:4e:00:00:05"}
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """The overlay subnet behind the VXLAN device."""
+
+    net: str
+    sut: str  # the VXLAN device's address
+    next_hop: str  # the test frames' destination
+    next_hop_mac: str  # the inner destination MAC
+    vxlan_mac: str  # the VXLAN device's MAC (the inner source MAC)
+
+
+OVERLAY = Overlay(net="198.19.64.0/24", sut="198.19.64.2", next_hop="198.19.64.1",
+                  next_hop_mac="02:53:4e:00:00:06", vxlan_mac="02:53:4e:00:00:05")
+
+
+class Stats64(BaseModel):
+    """What the counters read of an interface's stats64."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tx_packets: int
+    tx_bytes: int
+    tx_dropped: int
 
 
 @register
@@ -89,7 +115,7 @@ class Vxlan(Personality):
         return f"sn{tb.run_id}v"
 
     def dst_ip(self, tb: "LocalTestbed") -> str:
-        return OVERLAY["next_hop"]
+        return OVERLAY.next_hop
 
     def configure(self, tb: "LocalTestbed") -> None:
         from softnet.testbed.local import DST_RANGE
@@ -111,17 +137,17 @@ class Vxlan(Personality):
 
         tb.changes.record(f"{ns}/{vx}: vxlan vni {self.values['vni']}",
                           lambda: gone() or hostcmd.in_netns(ns, ["ip", "link", "del", "dev", vx], check=False))
-        hostcmd.in_netns(ns, ["ip", "link", "add", vx, "address", OVERLAY["vxlan_mac"], "mtu", "1500",
+        hostcmd.in_netns(ns, ["ip", "link", "add", vx, "address", OVERLAY.vxlan_mac, "mtu", "1500",
                               "type", "vxlan", "id", str(self.values["vni"]), "local", addr["sut_out"][0],
                               "remote", addr["sink"][0], "dstport", str(VXLAN_PORT), "dev", tb.ifs["sut_out"],
                               "nolearning"])
-        tb.changes.record(f"{ns}/{vx}: no IPv6, {OVERLAY['sut']}/24, up", lambda: None)  # dies with the device
+        tb.changes.record(f"{ns}/{vx}: no IPv6, {OVERLAY.sut}/24, up", lambda: None)  # dies with the device
         # no IPv6 on the overlay: its neighbour discovery would add frames to the tunnel's counts
         hostcmd.sysctl_set(ns, f"net.ipv6.conf.{vx}.disable_ipv6", "1")
-        hostcmd.in_netns(ns, ["ip", "addr", "add", f"{OVERLAY['sut']}/24", "dev", vx])
+        hostcmd.in_netns(ns, ["ip", "addr", "add", f"{OVERLAY.sut}/24", "dev", vx])
         hostcmd.in_netns(ns, ["ip", "link", "set", "dev", vx, "up"])
-        tb._neigh("sut", "vxlan", OVERLAY["next_hop"], OVERLAY["next_hop_mac"])
-        tb.add_route("sut", str(DST_RANGE[4]), OVERLAY["next_hop"], "vxlan")
+        tb._neigh("sut", "vxlan", OVERLAY.next_hop, OVERLAY.next_hop_mac)
+        tb.add_route("sut", str(DST_RANGE[4]), OVERLAY.next_hop, "vxlan")
 
     @staticmethod
     def _set_mtu(tb: "LocalTestbed", ns: str, dev: str, mtu: int) -> None:
@@ -135,17 +161,17 @@ class Vxlan(Personality):
         ns = tb.ns["sut"]
         vx = stats64(ns, self.device(tb))
         under = stats64(ns, tb.ifs["sut_out"])
-        return {"vxlan_tx_packets": vx["tx_packets"], "vxlan_tx_bytes": vx["tx_bytes"],
-                "vxlan_tx_dropped": vx["tx_dropped"],
-                "underlay_tx_packets": under["tx_packets"],
+        return {"vxlan_tx_packets": vx.tx_packets, "vxlan_tx_bytes": vx.tx_bytes,
+                "vxlan_tx_dropped": vx.tx_dropped,
+                "underlay_tx_packets": under.tx_packets,
                 "ip_forw_datagrams": forw_datagrams(ns)}
 
 
 def link_mtu(ns: str, dev: str) -> int:
-    return int(json.loads(hostcmd.in_netns(ns, ["ip", "-j", "link", "show", "dev", dev]))[0]["mtu"])
+    return int(ip_links(hostcmd.in_netns(ns, ["ip", "-j", "link", "show", "dev", dev]))[0].mtu)
 
 
-def stats64(ns: str, dev: str) -> dict[str, int]:
+def stats64(ns: str, dev: str) -> Stats64:
     """An interface's stats64, bytes included (link_counters.link_stats keeps packets only)."""
     from pyroute2 import IPRoute  # not at import: the CLI loads every personality when it starts
 
@@ -153,4 +179,5 @@ def stats64(ns: str, dev: str) -> dict[str, int]:
         links = ipr.get_links(ifname=dev)
     if not links:
         raise TestbedError(f"no interface {dev} in {ns}")
-    return {k: int(v) for k, v in (links[0].get("stats64") or {}).items() if isinstance(v, int)}
+    return Stats64.model_validate({k: int(v) for k, v in (links[0].get("stats64") or {}).items()
+                                   if isinstance(v, int)})

@@ -37,6 +37,7 @@ from softnet.testbed.personalities import register
 from softnet.testbed.personalities.base import Param, Requirement
 from softnet.testbed.personalities.kernel_fwd import L3Forwarding
 from softnet.testbed.personalities.nsread import forw_datagrams
+from softnet.testbed.personalities.tool_json import BpfDumpEntry, BpfMap, BpfProg, ip_links, tc_filters
 from softnet.tools import hostcmd
 from softnet.tools.process import bpf_object
 
@@ -64,18 +65,17 @@ def _map_value(v) -> int:
 
 def router_stats(prog_id: int) -> dict[str, int]:
     """The router program's stats map, per-CPU values summed: ``router_<stat>``."""
-    prog = json.loads(hostcmd.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
-    for map_id in prog.get("map_ids", []):
-        info = json.loads(hostcmd.run(["bpftool", "-j", "map", "show", "id", str(map_id)]))
-        if info.get("name") != STATS_MAP:
+    prog = BpfProg.model_validate_json(hostcmd.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)]))
+    for map_id in prog.map_ids:
+        info = BpfMap.model_validate_json(hostcmd.run(["bpftool", "-j", "map", "show", "id", str(map_id)]))
+        if info.name != STATS_MAP:
             continue
         entries = json.loads(hostcmd.run(["bpftool", "-j", "map", "dump", "id", str(map_id)]))
         out = dict.fromkeys(ROUTER_STATS, 0)
-        for e in entries:
-            e = e.get("formatted", e)
-            key = _map_value(e["key"])
+        for e in (BpfDumpEntry.model_validate(x).readable() for x in entries):
+            key = _map_value(e.key)
             if key < len(ROUTER_STATS):
-                out[ROUTER_STATS[key]] = sum(_map_value(c["value"]) for c in e["values"])
+                out[ROUTER_STATS[key]] = sum(_map_value(c.value) for c in e.values)
         return {f"router_{k}": v for k, v in out.items()}
     raise TestbedError(f"eBPF program {prog_id} has no {STATS_MAP} map: not the softnet router?")
 
@@ -124,12 +124,10 @@ class XdpRouter(_EbpfRouter):
 
     def prog_id(self, tb: "LocalTestbed") -> int:
         ns, dev = tb.ns["sut"], tb.ifs["sut_in"]
-        link = json.loads(hostcmd.in_netns(ns, ["ip", "-j", "link", "show", "dev", dev]))[0]
-        xdp = link.get("xdp", {})
-        prog = xdp.get("prog") or next((a["prog"] for a in xdp.get("attached", []) if "prog" in a), None)
-        if not prog:
+        prog = ip_links(hostcmd.in_netns(ns, ["ip", "-j", "link", "show", "dev", dev]))[0].xdp.first_prog()
+        if prog is None or prog.id is None:
             raise TestbedError(f"no XDP program on {ns}/{dev}")
-        return int(prog["id"])
+        return prog.id
 
 
 @register
@@ -156,8 +154,7 @@ class TcRouter(_EbpfRouter):
 
     def prog_id(self, tb: "LocalTestbed") -> int:
         ns, dev = tb.ns["sut"], tb.ifs["sut_in"]
-        for f in json.loads(hostcmd.in_netns(ns, ["tc", "-j", "filter", "show", "dev", dev, "ingress"]) or "[]"):
-            prog = f.get("options", {}).get("prog", {})
-            if "id" in prog:
-                return int(prog["id"])
+        for f in tc_filters(hostcmd.in_netns(ns, ["tc", "-j", "filter", "show", "dev", dev, "ingress"])):
+            if f.options.prog.id is not None:
+                return f.options.prog.id
         raise TestbedError(f"no tc bpf filter on {ns}/{dev} ingress")

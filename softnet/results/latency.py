@@ -290,6 +290,15 @@ class RemoteLab(Exact):
     run_ids: dict[str, str]  # inventory host -> its agent's run id (its namespaces' names)
 
 
+class RemoteLabRef(Exact):
+    """A lab played by an inventory's hosts: which, and each one's testbed run id."""
+
+    inventory: str
+    testbed: str
+    hosts: dict[str, str]  # lab host (a, b, c) -> inventory host
+    run_ids: dict[str, str]  # inventory host -> its testbed's run id
+
+
 class RawLatencyTestbed(Exact):
     """What the testbed says of itself (softnet.testbed.latency.LatencyTestbed.describe)."""
 
@@ -300,6 +309,7 @@ class RawLatencyTestbed(Exact):
     applied: Applied
     placement: LatencyPlacementFacts | None = None
     napi_threads: dict[str, list[int]] = {}  # device -> its NAPI kthreads' pids
+    remote: RemoteLabRef | None = None  # on an inventory's hosts
     remote: RemoteLab | None = None  # None: on this host
 
 

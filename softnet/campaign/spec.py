@@ -386,7 +386,7 @@ class CompareSpec(Strict):
                 if path != "name" and not is_knob(path):
                     raise ValueError(f"variant {i}: unknown knob '{path}': knobs are testbed.*, traffic.* or "
                                      "synthetic.* fields (and name)")
-        names = [str(v["name"]) for v in variants if v.get("name")]  # unnamed twins: refused by variants()
+        names = [n for v in variants if (n := given_name(v))]  # unnamed twins: refused by variants()
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
             raise ValueError(f"two variants are named '{dup}': give each its own name")
@@ -402,10 +402,22 @@ class CompareSpec(Strict):
         return self
 
 
+class _VariantName(BaseModel):
+    """A variant table's name (name = "..."), read apart from its knobs."""
+
+    name: Any = None
+
+
+def given_name(variant: dict) -> str | None:
+    """The name a variant's table gives it (None: none, or empty)."""
+    name = _VariantName.model_validate(variant).name
+    return str(name) if name else None
+
+
 def variant_name(variant: dict, index: int) -> str:
     """A variant's name: its own, else what it sets (sut, placement, ...)."""
-    if variant.get("name"):
-        return str(variant["name"])
+    if name := given_name(variant):
+        return name
     parts = [f"{v}" if k == "testbed.sut" else f"{k.partition('.')[2]}={v}" for k, v in variant.items()]
     return ",".join(parts) or f"variant{index}"
 
@@ -634,7 +646,7 @@ class CampaignSpec(Strict):
             spec = with_knobs(base, knobs, f"compare.variants[{i}]: ")
             dump = spec.model_dump()
             for j, (name, _, _) in enumerate(out):
-                named = variant.get("name") and self.compare.variants[j].get("name")
+                named = given_name(variant) and given_name(self.compare.variants[j])
                 if dumps[j] == dump and not named:
                     raise InputError(f"compare.variants[{i}]", f"differs in nothing from variant {j} ({name}): "
                                      "variants must differ (for an A/A check of the method, name both: "

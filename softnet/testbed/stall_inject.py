@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+from pydantic import BaseModel
+
 from softnet.errors import TestbedError
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
@@ -32,6 +34,20 @@ def _allow(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
     except OSError:
         pass
+
+
+class _Ready(BaseModel):
+    """softnet-inject's first line: ready, or why not (printed as it came)."""
+
+    ready: object = None
+
+
+class _Schedule(BaseModel):
+    """When its stalls fall, from that line."""
+
+    first_ns: int
+    busy_ns: int
+    period_ns: int
 
 
 class StallInjector:
@@ -65,12 +81,13 @@ class StallInjector:
         except BaseException:
             self.close()
             raise
-        if not hello.get("ready"):
+        if not _Ready.model_validate(hello).ready:
             self.close()
             raise TestbedError(f"softnet-inject did not start: {hello}")
-        self.first_ns = hello["first_ns"]
-        self.busy_ns = hello["busy_ns"]
-        self.period_ns = hello["period_ns"]
+        schedule = _Schedule.model_validate(hello)
+        self.first_ns = schedule.first_ns
+        self.busy_ns = schedule.busy_ns
+        self.period_ns = schedule.period_ns
 
     @property
     def pid(self) -> int:

@@ -137,7 +137,25 @@ def _errno_text(e: int) -> str:
     return f"{errno.errorcode.get(e, f'errno {e}')} ({os.strerror(e)})"
 
 
-def kernel_config() -> tuple[dict[str, str] | None, str]:
+@dataclass(frozen=True)
+class KernelConfig:
+    """The running kernel's build config and where it was read from;
+    ``values`` None: none was found (``source`` says where it was looked for)."""
+
+    values: dict[str, str] | None  # CONFIG_... -> y, m or a value; "n" for "# ... is not set"
+    source: str
+
+    def setting(self, key: str) -> str | None:
+        """The option's value ("n" when the config leaves it out); None without a config."""
+        return None if self.values is None else self.values.get(key, "n")
+
+    def shown(self, key: str) -> str:
+        """KEY=value, or KEY=? without a config."""
+        value = self.setting(key)
+        return f"{key}={'?' if value is None else value}"
+
+
+def kernel_config() -> KernelConfig:
     """The running kernel's build config (/proc/config.gz or /boot/config-*) and where it came from."""
     sources = [Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")]
     for path in sources:
@@ -156,15 +174,8 @@ def kernel_config() -> tuple[dict[str, str] | None, str]:
                 config[key] = val
             elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
                 config[line[2:-len(" is not set")]] = "n"
-        return config, str(path)
-    return None, "no kernel config found (/proc/config.gz, /boot/config-<release>)"
-
-
-def _cfg(config: dict[str, str] | None, key: str) -> str:
-    if config is None:
-        return f"{key}=?"
-    return f"{key}={config.get(key, 'n')}"
-
+        return KernelConfig(config, str(path))
+    return KernelConfig(None, "no kernel config found (/proc/config.gz, /boot/config-<release>)")
 
 
 _DENIED = ("EPERM", "EACCES", "Operation not permitted", "Permission denied")

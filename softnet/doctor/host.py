@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import shutil
 import socket
 import struct
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ValidationError
 
-
-from softnet.doctor.checks import Check, TOOLS, _cfg, _check, _cmd, _errno_text
+from softnet.doctor.checks import Check, TOOLS, KernelConfig, _check, _cmd, _errno_text
 from softnet.doctor.bpf import (BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY,
                                 BPF_TRACE_FEXIT, BPF_TRACE_RAW_TP, BTF_KIND_FUNC, BTF_KIND_TYPEDEF, btf_ids)
 from softnet.doctor.bpf import _perf_open, _try_attach
@@ -44,32 +44,52 @@ print(json.dumps({"events": os.path.isdir(root + "/events"),
 """
 
 
-def tracefs_info() -> dict:
+@dataclass(frozen=True)
+class Tracefs:
+    """Where tracefs is, or whether it can be mounted, and what it offers."""
+
+    where: str | None  # its mount point, "mountable (not mounted on the host)", or None (see error)
+    events: bool = False
+    kprobe_events: bool = False
+    tracepoints: dict[str, bool] = field(default_factory=dict)  # _TRACEPOINTS -> present
+    error: str | None = None
+
+
+class _MountAnswer(BaseModel):
+    """What _TRACEFS_SCRIPT prints: an error, or what the mounted tracefs has."""
+
+    error: str | None = None
+    events: bool = False
+    kprobe_events: bool = False
+    tracepoints: dict[str, bool] = {}
+
+
+def tracefs_info() -> Tracefs:
     """Where tracefs is, or whether it can be mounted (tried only in a private mount namespace)."""
     for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         if os.path.isdir(f"{root}/events"):
-            return {"where": root, "events": True, "kprobe_events": os.path.exists(f"{root}/kprobe_events"),
-                    "tracepoints": {n: os.path.isdir(f"{root}/events/{n}") for n in _TRACEPOINTS}}
+            return Tracefs(root, events=True, kprobe_events=os.path.exists(f"{root}/kprobe_events"),
+                           tracepoints={n: os.path.isdir(f"{root}/events/{n}") for n in _TRACEPOINTS})
     r = _cmd(["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-c", _TRACEFS_SCRIPT,
               ",".join(_TRACEPOINTS)])
     if r.rc != 0:
-        return {"where": None, "error": f"unshare --mount: {r.why}"}
+        return Tracefs(None, error=f"unshare --mount: {r.why}")
     try:
-        info = json.loads(r.out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"where": None, "error": f"unexpected answer from the mount probe: {r.out.strip()!r} {r.err.strip()!r}"}
-    if "error" in info:
-        return {"where": None, "error": f"mount -t tracefs in a private mount namespace: {info['error']}"}
-    return {"where": "mountable (not mounted on the host)", **info}
+        info = _MountAnswer.model_validate_json(r.out.strip().splitlines()[-1])
+    except (ValidationError, IndexError):
+        return Tracefs(None, error=f"unexpected answer from the mount probe: {r.out.strip()!r} {r.err.strip()!r}")
+    if info.error is not None:
+        return Tracefs(None, error=f"mount -t tracefs in a private mount namespace: {info.error}")
+    return Tracefs("mountable (not mounted on the host)", info.events, info.kprobe_events, info.tracepoints)
 
 
-def _probe_tracefs(tfs: dict) -> Check:
-    if not tfs.get("events"):
-        return _check("tracefs", False, tfs.get("error", "no tracefs events directory"))
-    tps = tfs["tracepoints"]
+def _probe_tracefs(tfs: Tracefs) -> Check:
+    if not tfs.events:
+        return _check("tracefs", False, "no tracefs events directory" if tfs.error is None else tfs.error)
+    tps = tfs.tracepoints
     have = [n for n, ok in tps.items() if ok]
     missing = [n for n, ok in tps.items() if not ok]
-    where = tfs["where"]
+    where = tfs.where
     if where.startswith("mountable"):
         where = ("not mounted at /sys/kernel/tracing; mounts in a private mount namespace "
                  "(tried with unshare --mount, the host is unchanged)")
@@ -87,26 +107,27 @@ def _probe_bpf_raw_tracepoint() -> Check:
     return _check("bpf_raw_tracepoint", all(ok for ok, _ in results), "; ".join(d for _, d in results))
 
 
-def _probe_kprobes(config: dict | None, config_src: str, tfs: dict) -> Check:
+def _probe_kprobes(config: KernelConfig, tfs: Tracefs) -> Check:
     pmu = os.path.isdir("/sys/bus/event_source/devices/kprobe")
-    built = None if config is None else config.get("CONFIG_KPROBES", "n") == "y"
-    parts = [f"{_cfg(config, 'CONFIG_KPROBES')} (from kernel config {config_src})" if config is not None else config_src,
+    built = None if config.values is None else config.setting("CONFIG_KPROBES") == "y"
+    parts = [f"{config.shown('CONFIG_KPROBES')} (from kernel config {config.source})" if config.values is not None
+             else config.source,
              f"kprobe PMU (/sys/bus/event_source/devices/kprobe): {'present' if pmu else 'absent'}"]
-    if tfs.get("events"):
-        parts.append(f"tracefs kprobe_events: {'present' if tfs.get('kprobe_events') else 'absent'}")
-    evidence = pmu or bool(tfs.get("kprobe_events"))
+    if tfs.events:
+        parts.append(f"tracefs kprobe_events: {'present' if tfs.kprobe_events else 'absent'}")
+    evidence = pmu or tfs.kprobe_events
     if evidence:
         ok = True
-    elif built is False or tfs.get("events"):
+    elif built is False or tfs.events:
         ok = False
     else:
         ok = None
     return _check("kprobes", ok, "; ".join(parts))
 
 
-def _probe_fentry_fexit(config: dict | None, config_src: str) -> Check:
-    cfg = ", ".join(_cfg(config, k) for k in ("CONFIG_FUNCTION_TRACER", "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS"))
-    cfg += f" (kernel config {config_src})" if config is not None else ""
+def _probe_fentry_fexit(config: KernelConfig) -> Check:
+    cfg = ", ".join(config.shown(k) for k in ("CONFIG_FUNCTION_TRACER", "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS"))
+    cfg += f" (kernel config {config.source})" if config.values is not None else ""
     try:
         cfg += f"; kernel.ftrace_enabled={Path('/proc/sys/kernel/ftrace_enabled').read_text().strip()}"
     except OSError:
@@ -174,12 +195,12 @@ def _probe_rapl() -> Check:
     return _check("rapl_power", True, "energy counters: " + ", ".join(readable))
 
 
-def _probe_irq_time(config: dict | None, config_src: str) -> Check:
-    if config is None:
-        return _check("irq_time_accounting", None, config_src)
-    on = config.get("CONFIG_IRQ_TIME_ACCOUNTING", "n") == "y"
+def _probe_irq_time(config: KernelConfig) -> Check:
+    if config.values is None:
+        return _check("irq_time_accounting", None, config.source)
+    on = config.setting("CONFIG_IRQ_TIME_ACCOUNTING") == "y"
     keys = ("CONFIG_IRQ_TIME_ACCOUNTING", "CONFIG_TICK_CPU_ACCOUNTING", "CONFIG_VIRT_CPU_ACCOUNTING_GEN")
-    detail = f"{', '.join(_cfg(config, k) for k in keys)} (from kernel config {config_src})"
+    detail = f"{', '.join(config.shown(k) for k in keys)} (from kernel config {config.source})"
     try:
         cmdline = Path("/proc/cmdline").read_text()
     except OSError:

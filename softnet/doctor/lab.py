@@ -1,7 +1,6 @@
 """Probes inside one temporary namespace (netns, veth, XDP, NAPI, RPS, qdiscs, tc)."""
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -10,7 +9,9 @@ from pathlib import Path
 
 
 from softnet.errors import TestbedError
+from softnet.tools import ip_json
 from softnet.tools.changes import HostChanges
+from softnet.tools.ip_json import XdpState
 from softnet.testbed.netns import napi_thread_pids
 
 from softnet.doctor.checks import ACTIONS, CLASSIFIERS, Check, NS_PREFIX, QDISCS, _Result, _check, _cmd
@@ -83,12 +84,12 @@ def _need_veth(lab: _Lab, name: str) -> Check | None:
 _XDP_MODES = {1: "native (driver)", 2: "generic (skb)", 3: "offloaded", 4: "multi"}
 
 
-def _xdp_state(lab: _Lab, dev: str) -> dict | None:
+def _xdp_state(lab: _Lab, dev: str) -> XdpState | None:
     r = _cmd(["ip", "-n", lab.ns, "-j", "link", "show", "dev", dev])
     if r.rc != 0:
         return None
-    links = json.loads(r.out or "[]")
-    return links[0].get("xdp") if links else None
+    found = ip_json.links(r.out)
+    return found[0].xdp if found else None
 
 
 def _probe_xdp_veth(lab: _Lab) -> Check:
@@ -105,14 +106,14 @@ def _probe_xdp_veth(lab: _Lab) -> Check:
         sink = Sink(lab.changes, lab.ns, dev, count=64, warmup=0)  # recorded: stopped however we leave
     except TestbedError as exc:
         return _check("xdp_veth", False, f"softnet-sink on {dev}: {exc}")
-    xdp = _xdp_state(lab, dev) or {}
-    mode = xdp.get("mode")
+    xdp = _xdp_state(lab, dev)
+    mode = None if xdp is None else xdp.mode
     if mode == 4:  # several programs: the mode of ours
-        mode = next((a.get("mode") for a in xdp.get("attached", [])
-                     if a.get("prog", {}).get("id") == sink.prog_id), mode)
+        mode = next((a.mode for a in xdp.attached if a.prog is not None and a.prog.id == sink.prog_id), mode)
     sink.close()
     after = _xdp_state(lab, dev)
-    detached = "detached on quit" if not after else f"STILL ATTACHED after quit: {after}"
+    detached = "detached on quit" if after is None else \
+        f"STILL ATTACHED after quit: {after.model_dump(exclude_defaults=True)}"
     if mode != 1:
         return _check("xdp_veth", False, f"softnet-sink attached prog {sink.prog_id} to {dev} in mode "
                       f"{_XDP_MODES.get(mode, mode)}, not native; {detached}")

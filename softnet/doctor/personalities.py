@@ -24,10 +24,10 @@ def unmet(req: Requirement) -> str | None:
     if req.what.startswith("tool:"):
         tool = req.what[5:]
         return None if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") else f"{tool} not installed"
-    config, src = kernel_config()
-    if config is not None:
-        val = config.get(req.what, "n")
-        return None if val in ("y", "m") else f"{req.what}={val} in {src}"
+    config = kernel_config()
+    if config.values is not None:
+        val = config.setting(req.what)
+        return None if val in ("y", "m") else f"{req.what}={val} in {config.source}"
     if req.symbol and req.symbol in _kallsyms():
         return None
     return f"{req.what}: no kernel config readable and {req.symbol or 'no symbol'} not in /proc/kallsyms"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from softnet.analysis.counters import IDLE_TICKS, busy_ratio, tick_total
 from softnet.analysis.kernel_stats import mean_of
 from softnet.analysis.profile_reads import ProfileDelta
-from softnet.results.trial import CpuAudit, CpuProfile
+from softnet.results.trial import CpuAudit, CpuProfile, ProfiledTrial, StoredAudit, StoredCpuProfile
 
 AGREE_PCT = 2.0  # |measured - reported| within this many points of one CPU: no misaccounting found
 
@@ -84,26 +84,26 @@ def summarize_audit(trials: list[dict]) -> list[dict]:
     """Per load and CPU over the valid profiled trials of one configuration:
     measured against reported busy and softirq shares (mean, and the gap's
     range over runs: the tick's error is not steady, so its spread matters)."""
-    rows: dict[tuple[float, int], list[tuple[dict, dict]]] = {}
-    for t in trials:
-        p = t.get("profile")
-        if not (t.get("valid") and p):
+    rows: dict[tuple[float, int], list[tuple[StoredCpuProfile, StoredAudit]]] = {}
+    for t in map(ProfiledTrial.model_validate, trials):
+        p = t.profile
+        if not (t.valid and p):
             continue
-        for cpu, m in p["per_cpu"].items():
-            rows.setdefault((t["intended_rate_pps"], int(cpu)), []).append((m, p["audit"][cpu]))
+        for cpu, m in p.per_cpu.items():
+            rows.setdefault((t.intended_rate_pps, cpu), []).append((m, p.audit[cpu]))
     out = []
     for (load, cpu), pairs in sorted(rows.items()):
-        gaps = [a["misaccounted_pct"] for _, a in pairs if "misaccounted_pct" in a]
+        gaps = [a.misaccounted_pct for _, a in pairs if a.misaccounted_pct is not None]
         out.append({"load_pps": load, "cpu": cpu, "runs": len(pairs),
-                    "measured_busy_pct": mean_of([m["busy_pct"] for m, _ in pairs]),
-                    "reported_busy_pct": mean_of([a.get("reported_busy_pct") for _, a in pairs]),
-                    "measured_softirq_pct": mean_of([m["softirq_pct"] for m, _ in pairs]),
-                    "reported_softirq_pct": mean_of([a.get("reported_softirq_pct") for _, a in pairs]),
+                    "measured_busy_pct": mean_of([m.busy_pct for m, _ in pairs]),
+                    "reported_busy_pct": mean_of([a.reported_busy_pct for _, a in pairs]),
+                    "measured_softirq_pct": mean_of([m.softirq_pct for m, _ in pairs]),
+                    "reported_softirq_pct": mean_of([a.reported_softirq_pct for _, a in pairs]),
                     "gap_min": min(gaps, default=None), "gap_max": max(gaps, default=None),
-                    "napi_work_per_poll": mean_of([m["napi_work_per_poll"] for m, _ in pairs]),
+                    "napi_work_per_poll": mean_of([m.napi_work_per_poll for m, _ in pairs]),
                     # where NET_RX ran: the idle task (the WiFi-AP study's misaccounting), ksoftirqd, a NAPI kthread
-                    "net_rx_pct_by_context": {ctx: mean_of([m["net_rx_pct_by_context"][ctx] for m, _ in pairs])
-                                              for ctx in pairs[0][0]["net_rx_pct_by_context"]}})
+                    "net_rx_pct_by_context": {ctx: mean_of([m.net_rx_pct_by_context[ctx] for m, _ in pairs])
+                                              for ctx in pairs[0][0].net_rx_pct_by_context}})
     return out
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
 from softnet.results.series import Series
-from softnet.results.trial import IrqRate, KernelCpu, KernelStats, NormalizedCost
+from softnet.results.trial import (IrqRate, KernelCpu, KernelStats, NormalizedCost, ProfiledTrial, StoredKernel,
+                                   StoredNormalized)
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel
@@ -191,31 +192,33 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
     (result dicts with "kernel"): per-CPU rates and the normalized costs.
     One dict per load, ascending: {load_pps, runs, throughput_mbps, per_cpu
     {cpu: {metric: mean}}, normalized {metric: mean}, cost_basis, power}."""
-    by_load: dict[float, list[dict]] = {}
-    for t in trials:
-        if t.get("valid") and (t.get("kernel") or {}).get("per_cpu"):
-            by_load.setdefault(t["intended_rate_pps"], []).append(t["kernel"])
+    by_load: dict[float, list[StoredKernel]] = {}
+    for t in map(ProfiledTrial.model_validate, trials):
+        if t.valid and t.kernel and t.kernel.per_cpu:
+            by_load.setdefault(t.intended_rate_pps, []).append(t.kernel)
     out = []
     for load, ks in sorted(by_load.items()):
-        cpus = sorted({int(c) for k in ks for c in k["per_cpu"]})
+        cpus = sorted({c for k in ks for c in k.per_cpu})
         per_cpu = {}
         for c in cpus:
-            rows = [k["per_cpu"].get(c, k["per_cpu"].get(str(c))) for k in ks]
+            # every numeric per-CPU rate a result has, averaged by its name
+            rows = [k.per_cpu[c].model_dump(exclude_unset=True) for k in ks if c in k.per_cpu]
             rows = [r for r in rows if r]
             metrics = {m for r in rows for m, v in r.items() if isinstance(v, (int, float))}
             per_cpu[c] = {m: mean_of([r.get(m) for r in rows]) for m in sorted(metrics)}
-        norms = [k["normalized"] for k in ks]
+        norms = [k.normalized or StoredNormalized() for k in ks]
         out.append({
             "load_pps": load, "runs": len(ks),
-            "throughput_mbps": mean_of([n.get("throughput_mbps") for n in norms]),
-            "sut_cpus": norms[0].get("cpus", []),
+            "throughput_mbps": mean_of([n.throughput_mbps for n in norms]),
+            "sut_cpus": norms[0].cpus,
             "per_cpu": per_cpu,
-            "normalized": {m: mean_of([n.get(m) for n in norms])
-                           for m in ("utilization_per_mbps", "cycles_per_mbps", "cpu_time_per_mbps",
-                                     "power_mw_per_mbps")},
-            "cost_basis": norms[0].get("cost_basis"), "cost_basis_why": norms[0].get("cost_basis_why"),
-            "dev_weight": ks[0].get("dev_weight"),
-            "missing": ks[0].get("missing", {}),
+            "normalized": {"utilization_per_mbps": mean_of([n.utilization_per_mbps for n in norms]),
+                           "cycles_per_mbps": mean_of([n.cycles_per_mbps for n in norms]),
+                           "cpu_time_per_mbps": mean_of([n.cpu_time_per_mbps for n in norms]),
+                           "power_mw_per_mbps": mean_of([n.power_mw_per_mbps for n in norms])},
+            "cost_basis": norms[0].cost_basis, "cost_basis_why": norms[0].cost_basis_why,
+            "dev_weight": ks[0].dev_weight,
+            "missing": ks[0].missing,
         })
     return out
 

@@ -10,78 +10,78 @@ CPUs' only.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
 
 from softnet.analysis.kernel_stats import mean_of
 from softnet.analysis.stages import WIFI_STAGES
+from softnet.results.trial import ProfiledTrial
 
 BUSY_LINEAR_MAX_PCT = 90.0  # per SUT CPU: above, queues and batching bend the cost curve
 
 
-def _cpu_key(d: dict, cpu: int):
-    return d.get(cpu, d.get(str(cpu)))
+def _profiled(trials: list[ProfiledTrial]) -> list[ProfiledTrial]:
+    return [t for t in trials if t.valid and t.profile and t.profile.stages]
 
 
-def _profiled(trials: list[dict]) -> list[dict]:
-    return [t for t in trials if t.get("valid") and (t.get("profile") or {}).get("stages")]
+def sut_cpus(trial: ProfiledTrial) -> list[int]:
+    return list(trial.placement.requested.sut_cpus)
 
 
-def sut_cpus(trial: dict) -> list[int]:
-    return list(trial["placement"]["requested"]["sut_cpus"])
-
-
-def _stage_sums(trial: dict, key: str) -> dict[str, float]:
-    """stage -> `key` ("pct_of_cpu" or "ns_per_packet") summed over the CPUs."""
+def _stage_sums(trial: ProfiledTrial, pct: bool) -> dict[str, float]:
+    """stage -> % of one CPU (``pct``) or ns per packet, summed over the CPUs."""
     out: dict[str, float] = {}
-    for s in trial["profile"]["stages"].values():
-        for row in s["wifi_ap"]:
-            if row[key] is not None:
-                out[row["stage"]] = out.get(row["stage"], 0.0) + row[key]
+    for s in trial.profile.stages.values():
+        for row in s.wifi_ap:
+            v = row.pct_of_cpu if pct else row.ns_per_packet
+            if v is not None:
+                out[row.stage] = out.get(row.stage, 0.0) + v
     return out
 
 
-def sut_busy_pct(trial: dict) -> float:
+def sut_busy_pct(trial: ProfiledTrial) -> float:
     """eBPF-measured busy time of the SUT's CPUs, summed (100 = one CPU)."""
-    return sum(_cpu_key(trial["profile"]["per_cpu"], c)["busy_pct"] for c in sut_cpus(trial))
+    return sum(trial.profile.per_cpu[c].busy_pct for c in sut_cpus(trial))
 
 
-def sut_nohz_cpu_time_pct(trial: dict) -> float | None:
+def sut_nohz_cpu_time_pct(trial: ProfiledTrial) -> float | None:
     """The same busy time by another mechanism: the SUT CPUs' wall minus nohz
     idle time from /proc/stat (the kernel sampler), summed; None unsampled."""
-    per_cpu = (trial.get("kernel") or {}).get("per_cpu") or {}
-    vals = [(_cpu_key(per_cpu, c) or {}).get("cpu_time_pct") for c in sut_cpus(trial)]
+    per_cpu = trial.kernel.per_cpu if trial.kernel else {}
+    vals = [per_cpu[c].cpu_time_pct if c in per_cpu else None for c in sut_cpus(trial)]
     return None if not vals or any(v is None for v in vals) else sum(vals)
 
 
-def forwarded_pps(trial: dict) -> float:
-    return trial["received_pkts"] / trial["duration_s"]
+def forwarded_pps(trial: ProfiledTrial) -> float:
+    return trial.received_pkts / trial.duration_s
 
 
 def stage_levels(trials: list[dict]) -> list[dict]:
     """Per load (ascending), the mean over the valid profiled runs: stage ns
     per forwarded packet and % of one CPU (summed over CPUs), coverage (the
     lowest over runs and CPUs doing packet work), and the SUT CPUs' busy %."""
-    by_load: dict[float, list[dict]] = {}
-    for t in _profiled(trials):
-        by_load.setdefault(t["intended_rate_pps"], []).append(t)
+    by_load: dict[float, list[ProfiledTrial]] = {}
+    for t in _profiled([ProfiledTrial.model_validate(t) for t in trials]):
+        by_load.setdefault(t.intended_rate_pps, []).append(t)
     out = []
     for load, ts in sorted(by_load.items()):
-        per_pkt = [_stage_sums(t, "ns_per_packet") for t in ts]
-        pct = [_stage_sums(t, "pct_of_cpu") for t in ts]
-        coverages = [s["coverage"] for t in ts for s in t["profile"]["stages"].values()
-                     if s["coverage"] is not None and (s["packet_time_pct"] or 0) >= 1.0]
+        per_pkt = [_stage_sums(t, pct=False) for t in ts]
+        pct = [_stage_sums(t, pct=True) for t in ts]
+        coverages = [s.coverage for t in ts for s in t.profile.stages.values()
+                     if s.coverage is not None and (s.packet_time_pct or 0) >= 1.0]
         out.append({
             "load_pps": load, "runs": len(ts),
             "forwarded_pps": mean_of([forwarded_pps(t) for t in ts]),
-            "loss_ratio": mean_of([t["loss_ratio"] for t in ts]),
+            "loss_ratio": mean_of([t.loss_ratio for t in ts]),
             "stages_ns_per_packet": {s: mean_of([p.get(s) for p in per_pkt]) or 0.0 for s in WIFI_STAGES},
             "stages_pct_of_cpu": {s: mean_of([p.get(s) for p in pct]) or 0.0 for s in WIFI_STAGES},
             "coverage_min": min(coverages, default=None),
             "sut_busy_pct": mean_of([sut_busy_pct(t) for t in ts]),
             # cross-check: eBPF busy (sched_switch + irq/softirq in idle) against nohz CPU time (/proc/stat)
             "sut_nohz_cpu_time_pct": mean_of([sut_nohz_cpu_time_pct(t) for t in ts]),
-            "duty": ts[0]["profile"].get("duty"),
+            "duty": ts[0].profile.duty,
         })
     return out
 
@@ -89,12 +89,20 @@ def stage_levels(trials: list[dict]) -> list[dict]:
 MIN_LOADS = 3  # distinct loads a fit needs
 
 
-def _fit(x: np.ndarray, y: np.ndarray, loads: int) -> dict | None:
+@dataclass(frozen=True)
+class Fit:
+    slope: float
+    intercept: float
+    r2: float
+    slope_stderr: float
+    points: int
+
+
+def _fit(x: np.ndarray, y: np.ndarray, loads: int) -> Fit | None:
     if loads < MIN_LOADS:
         return None
     f = stats.linregress(x, y)
-    return {"slope": float(f.slope), "intercept": float(f.intercept), "r2": float(f.rvalue ** 2),
-            "slope_stderr": float(f.stderr), "points": int(len(x))}
+    return Fit(float(f.slope), float(f.intercept), float(f.rvalue ** 2), float(f.stderr), int(len(x)))
 
 
 def measured_pdr(trials: list[dict], loss_ratio: float) -> dict:
@@ -103,8 +111,9 @@ def measured_pdr(trials: list[dict], loss_ratio: float) -> dict:
     (the PDR lies between them: the grid's resolution)."""
     by_load: dict[float, list[float]] = {}
     for t in trials:
-        if t.get("valid"):
-            by_load.setdefault(t["intended_rate_pps"], []).append(t["loss_ratio"])
+        t = t if isinstance(t, ProfiledTrial) else ProfiledTrial.model_validate(t)
+        if t.valid:
+            by_load.setdefault(t.intended_rate_pps, []).append(t.loss_ratio)
     lower = upper = None
     for load, losses in sorted(by_load.items()):
         if np.mean(losses) > loss_ratio:
@@ -123,31 +132,31 @@ def cost_models(trials: list[dict], pdr_loss_ratio: float = 0.005) -> dict:
 
     Slopes are ns of CPU per forwarded packet; intercepts % of one CPU at no
     load; R² says how linear the stage is over the loads."""
-    ts = _profiled(trials)
+    parsed = [ProfiledTrial.model_validate(t) for t in trials]
+    ts = _profiled(parsed)
     if not ts:
         return {}
     n_sut = len(sut_cpus(ts[0]))
     linear = [t for t in ts if sut_busy_pct(t) < BUSY_LINEAR_MAX_PCT * n_sut]
     x = np.array([forwarded_pps(t) for t in linear])
-    loads = len({t["intended_rate_pps"] for t in linear})
+    loads = len({t.intended_rate_pps for t in linear})
     stages = {}
     for s in WIFI_STAGES:
-        fit = _fit(x, np.array([_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear]), loads)
-        if fit and any(_stage_sums(t, "pct_of_cpu").get(s, 0.0) for t in linear):
-            stages[s] = {"ns_per_packet": fit["slope"] * 1e7, "intercept_pct": fit["intercept"], "r2": fit["r2"],
-                         "points": fit["points"]}
+        fit = _fit(x, np.array([_stage_sums(t, pct=True).get(s, 0.0) for t in linear]), loads)
+        if fit and any(_stage_sums(t, pct=True).get(s, 0.0) for t in linear):
+            stages[s] = {"ns_per_packet": fit.slope * 1e7, "intercept_pct": fit.intercept, "r2": fit.r2,
+                         "points": fit.points}
     busy = _fit(x, np.array([sut_busy_pct(t) for t in linear]), loads)
     predicted = None
-    if busy and busy["slope"] > 0:
-        predicted = (100.0 * n_sut - busy["intercept"]) / busy["slope"]
-    pdr = measured_pdr(trials, pdr_loss_ratio)
+    if busy and busy.slope > 0:
+        predicted = (100.0 * n_sut - busy.intercept) / busy.slope
+    pdr = measured_pdr(parsed, pdr_loss_ratio)
     return {
-        "loads_used_pps": sorted({t["intended_rate_pps"] for t in linear}),
+        "loads_used_pps": sorted({t.intended_rate_pps for t in linear}),
         "stages": stages,
         "sut_cpus": sut_cpus(ts[0]),
-        "sut_busy": None if busy is None else {"ns_per_packet": busy["slope"] * 1e7,
-                                               "intercept_pct": busy["intercept"], "r2": busy["r2"],
-                                               "points": busy["points"]},
+        "sut_busy": None if busy is None else {"ns_per_packet": busy.slope * 1e7, "intercept_pct": busy.intercept,
+                                               "r2": busy.r2, "points": busy.points},
         "predicted_capacity_pps": predicted,
         "measured_pdr": pdr,
         "max_forwarded_pps": max(forwarded_pps(t) for t in ts),

@@ -618,6 +618,90 @@ class ProfileResult(Exact):
     stages_missing: str | None
 
 
+class _StoredView(BaseModel):
+    """A stored result's part as the summaries over many trials read it: the
+    fields they need, whatever else a result (or a test's) carries."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class StoredKernelCpu(_StoredView):
+    model_config = ConfigDict(extra="allow")  # every per-CPU rate is averaged, by name
+
+    cpu_time_pct: Number | None = None
+
+
+class StoredNormalized(_StoredView):
+    cpus: list[int] = []
+    throughput_mbps: Number | None = None
+    utilization_per_mbps: Number | None = None
+    cycles_per_mbps: Number | None = None
+    cpu_time_per_mbps: Number | None = None
+    power_mw_per_mbps: Number | None = None
+    cost_basis: str | None = None
+    cost_basis_why: str | None = None
+
+
+class StoredKernel(_StoredView):
+    per_cpu: dict[int, StoredKernelCpu] = {}
+    normalized: StoredNormalized | None = None
+    dev_weight: int | None = None
+    missing: dict[str, str] = {}
+
+
+class StoredCpuProfile(_StoredView):
+    busy_pct: Number | None = None
+    softirq_pct: Number | None = None
+    napi_work_per_poll: Number | None = None
+    net_rx_pct_by_context: dict[str, Number | None] = {}
+
+
+class StoredAudit(_StoredView):
+    reported_busy_pct: Number | None = None
+    reported_softirq_pct: Number | None = None
+    misaccounted_pct: Number | None = None
+
+
+class StoredStageRow(_StoredView):
+    stage: str
+    pct_of_cpu: Number | None = None
+    ns_per_packet: Number | None = None
+
+
+class StoredStages(_StoredView):
+    wifi_ap: list[StoredStageRow] = []
+    coverage: Number | None = None
+    packet_time_pct: Number | None = None
+
+
+class StoredProfile(_StoredView):
+    per_cpu: dict[int, StoredCpuProfile] = {}
+    audit: dict[int, StoredAudit] = {}
+    stages: dict[int, StoredStages] = {}
+    duty: Number | None = None
+
+
+class StoredRequested(_StoredView):
+    sut_cpus: list[int] = []
+
+
+class StoredPlacement(_StoredView):
+    requested: StoredRequested = StoredRequested()
+
+
+class ProfiledTrial(_StoredView):
+    """A stored trial as the kernel, audit and stage summaries read it."""
+
+    valid: bool | None = None
+    intended_rate_pps: Number
+    duration_s: Number | None = None
+    received_pkts: int | None = None
+    loss_ratio: Number | None = None
+    placement: StoredPlacement = StoredPlacement()
+    kernel: StoredKernel | None = None
+    profile: StoredProfile | None = None
+
+
 class Provenance(BaseModel):
     """Where and how a figure was measured. Extra keys allowed: a remote
     trial adds its hosts and testbed, a simulated SUT its model."""

@@ -43,19 +43,19 @@ def test_malformed_softirqs_is_an_error():
 
 def test_interrupts_per_irq_per_cpu_from_the_header():
     irqs = procfs.parse_interrupts((DATA / "interrupts").read_text())
-    assert irqs["26"] == {"cpus": {0: 0, 1: 12}, "name": "IO-APIC 4-edge ttyS0"}
-    assert irqs["LOC"]["cpus"][1] > 0 and irqs["LOC"]["name"] == "Local timer interrupts"
-    assert irqs["ERR"] == {"total": 0, "name": ""}
+    assert irqs["26"] == procfs.IrqCounts("IO-APIC 4-edge ttyS0", cpus={0: 0, 1: 12})
+    assert irqs["LOC"].cpus[1] > 0 and irqs["LOC"].name == "Local timer interrupts"
+    assert irqs["ERR"] == procfs.IrqCounts("", total=0)
 
 
 def test_offline_cpu_columns_are_keyed_by_cpu_id_not_position():
     # CPU1 offline: /proc/interrupts and /proc/softirqs print CPU0 CPU2 columns.
     irqs = procfs.parse_interrupts("           CPU0       CPU2\n 36:   5   7   PCI-MSI  virtio1-req.0\nERR:  3\n")
-    assert irqs["36"]["cpus"] == {0: 5, 2: 7} and irqs["ERR"]["total"] == 3
+    assert irqs["36"].cpus == {0: 5, 2: 7} and irqs["ERR"].total == 3
     sirq = procfs.parse_softirqs("      CPU0   CPU2\n NET_RX:  10  20\n")
     assert sirq["NET_RX"] == {0: 10, 2: 20}
     stat = procfs.parse_stat("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 0 1 9 0 0 1 0 0 0\ncpu2 2 0 2 8 0 0 3 0 0 0\nctxt 77\n")
-    assert sorted(stat["cpus"]) == [0, 2] and stat["ctxt"] == 77 and stat["cpus"][2]["softirq"] == 3
+    assert sorted(stat.cpus) == [0, 2] and stat.ctxt == 77 and stat.cpus[2]["softirq"] == 3
     # softnet_stat has no row for an offline CPU: the index column says which CPU a row is.
     row = "{:08x} " * 15
     text = row.format(5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) + "\n" + \

@@ -6,6 +6,7 @@ subtracts two snapshots. All of these are host-wide (not per-namespace).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 # The arithmetic on these counters is pure and lives in analysis/counters.py.
@@ -43,9 +44,29 @@ def parse_softirqs(text: str) -> dict[str, dict[int, int]]:
     return out
 
 
-def parse_interrupts(text: str) -> dict[str, dict]:
-    """/proc/interrupts: {irq: {'cpus': {cpu: count}, 'name': description}}.
-    Rows with one bare value (ERR, MIS) are host totals: {'total': n}."""
+@dataclass(frozen=True)
+class IrqCounts:
+    """One /proc/interrupts row: per-CPU counts, or one host total (ERR, MIS)."""
+
+    name: str  # the description ("IO-APIC 4-edge ttyS0"), "" for a total
+    cpus: dict[int, int] | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """/proc/stat: per-CPU ticks (offline CPUs have no line) and the host's totals."""
+
+    cpus: dict[int, dict[str, int]]  # CPU -> column (STAT_FIELDS) -> ticks
+    ctxt: int | None = None
+    intr: int | None = None
+    softirq: int | None = None
+    processes: int | None = None
+
+
+def parse_interrupts(text: str) -> dict[str, IrqCounts]:
+    """/proc/interrupts: {irq: IrqCounts(description, {cpu: count})}.
+    Rows with one bare value (ERR, MIS) are host totals."""
     lines = text.strip("\n").splitlines()
     cpus = _cpu_header(lines[0], "interrupts")
     out = {}
@@ -61,18 +82,18 @@ def parse_interrupts(text: str) -> dict[str, dict]:
             counts.append(int(f))
         desc = " ".join(fields[len(counts):])
         if len(counts) == len(cpus):
-            out[irq.strip()] = {"cpus": dict(zip(cpus, counts)), "name": desc}
+            out[irq.strip()] = IrqCounts(desc, cpus=dict(zip(cpus, counts)))
         elif len(counts) == 1 and not desc:
-            out[irq.strip()] = {"total": counts[0], "name": ""}
+            out[irq.strip()] = IrqCounts("", total=counts[0])
         else:
             raise ValueError(f"interrupts: line {no} '{irq.strip()}' has {len(counts)} counts, "
                              f"expected {len(cpus)} (one per CPU column) or 1")
     return out
 
 
-def parse_stat(text: str) -> dict:
-    """/proc/stat: {'cpus': {cpu: {field: ticks}}, 'ctxt': n, 'intr': n, 'softirq': n}.
-    Offline CPUs have no line; the aggregate 'cpu' line is skipped."""
+def parse_stat(text: str) -> ProcStat:
+    """/proc/stat: per-CPU ticks and the ctxt, intr, softirq and processes
+    totals. Offline CPUs have no line; the aggregate 'cpu' line is skipped."""
     cpus, totals = {}, {}
     for line in text.splitlines():
         if line.startswith("cpu") and line[3:4].isdigit():
@@ -81,12 +102,12 @@ def parse_stat(text: str) -> dict:
         elif line.startswith(("ctxt ", "intr ", "softirq ", "processes ")):
             key, first = line.split()[:2]
             totals[key] = int(first)
-    return {"cpus": cpus, **totals}
+    return ProcStat(cpus, **totals)
 
 
 def parse_stat_cpus(text: str) -> dict[int, dict[str, int]]:
     """Per-CPU tick counters from /proc/stat."""
-    return parse_stat(text)["cpus"]
+    return parse_stat(text).cpus
 
 
 def parse_softnet_stat(text: str) -> dict[int, dict[str, int]]:

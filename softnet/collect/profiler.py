@@ -17,11 +17,25 @@ import os
 import subprocess
 import threading
 
+from pydantic import BaseModel, ConfigDict
+
 from softnet.analysis.profile_reads import delta, name_drops  # noqa: F401 (the arithmetic on reads)
+from softnet.results.raw import ProfileRead
+from softnet.results.trial import Number
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
 
-SERIES_COUNTERS = ("busy_ns", "idle_ns", "napi_thread_ns", "hardirq_ns", "sysvec_ns", "napi_polls", "napi_work")
+
+class ProfileHello(BaseModel):
+    """softnet-profile's first line: what it attached, and how to name what it counts."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    plan: str
+    duty: Number
+    period_ms: Number
+    drop_reasons: dict[int, str]  # the kernel's skb drop reason -> its name
+    events: list[str]  # the stage clock's event names, by number
 
 
 class Profiler:
@@ -43,12 +57,9 @@ class Profiler:
             argv += ["--cpu", str(allowed[0])]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        hello = read_json_line(self.proc, "softnet-profile did not start", 15)
-        self.plan = hello["plan"]
-        self.duty = hello["duty"]
-        self.period_ms = hello["period_ms"]
-        self.drop_reasons = {int(k): v for k, v in hello["drop_reasons"].items()}
-        self.events = hello["events"]  # the stage clock's event names, by number
+        hello = ProfileHello.model_validate(read_json_line(self.proc, "softnet-profile did not start", 15))
+        self.plan, self.duty, self.period_ms = hello.plan, hello.duty, hello.period_ms
+        self.drop_reasons, self.events = hello.drop_reasons, hello.events
 
     def read(self) -> dict:
         with self._lock:  # the trial and the kernel sampler's thread both read
@@ -58,11 +69,13 @@ class Profiler:
         """One read as kernel-sampler values: per CPU, the cumulative times
         (ns) and NAPI counts, source "ebpf" (a time series at every sample)."""
         out = {}
-        for cpu, c in enumerate(self.read()["cpus"]):
-            for k in SERIES_COUNTERS:
-                out[("ebpf", k, cpu)] = c[k]
+        for cpu, c in enumerate(ProfileRead.model_validate(self.read()).cpus):
+            out.update({("ebpf", "busy_ns", cpu): c.busy_ns, ("ebpf", "idle_ns", cpu): c.idle_ns,
+                        ("ebpf", "napi_thread_ns", cpu): c.napi_thread_ns, ("ebpf", "hardirq_ns", cpu): c.hardirq_ns,
+                        ("ebpf", "sysvec_ns", cpu): c.sysvec_ns, ("ebpf", "napi_polls", cpu): c.napi_polls,
+                        ("ebpf", "napi_work", cpu): c.napi_work})
             for vec in ("NET_RX", "NET_TX"):
-                out[("ebpf", f"softirq_{vec}_ns", cpu)] = sum(ns for ns, _ in c["softirq_ns"][vec].values())
+                out[("ebpf", f"softirq_{vec}_ns", cpu)] = sum(ns for ns, _ in c.softirq_ns[vec].values())
         return out
 
     def close(self) -> None:

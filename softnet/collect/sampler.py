@@ -136,17 +136,17 @@ class KernelSampler:
     def _read(self) -> dict[Key, float]:
         out: dict[Key, float] = {}
         stat = procfs.parse_stat(Path("/proc/stat").read_text())
-        for cpu, ticks in stat["cpus"].items():
+        for cpu, ticks in stat.cpus.items():
             for k, v in ticks.items():
                 out[("stat", k, cpu)] = v
-        out[("stat", "ctxt", -1)] = stat.get("ctxt", 0)
+        out[("stat", "ctxt", -1)] = stat.ctxt if stat.ctxt is not None else 0
         for irq, rec in procfs.parse_interrupts(Path("/proc/interrupts").read_text()).items():
             if irq not in self.series.irq_names:
-                self.series.irq_names[irq] = rec["name"]
-            for cpu, v in rec.get("cpus", {}).items():
+                self.series.irq_names[irq] = rec.name
+            for cpu, v in (rec.cpus or {}).items():
                 out[("irq", irq, cpu)] = v
-            if "total" in rec:
-                out[("irq", irq, -1)] = rec["total"]
+            if rec.total is not None:
+                out[("irq", irq, -1)] = rec.total
         for vec, per_cpu in procfs.parse_softirqs(Path("/proc/softirqs").read_text()).items():
             for cpu, v in per_cpu.items():
                 out[("softirq", vec, cpu)] = v

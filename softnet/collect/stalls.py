@@ -30,8 +30,22 @@ import os
 import subprocess
 import threading
 
+from pydantic import BaseModel, ConfigDict
+
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
+
+
+class StallsHello(BaseModel):
+    """softnet-stalls' first line: what it watches, and how."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cpus: list[int]
+    period_ns: int
+    threshold_ns: int
+    started_ns: int
+    steal_clock: bool  # stolen_ns is measured (paravirt steal time)
 
 
 class StallProbe:
@@ -61,15 +75,12 @@ class StallProbe:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         try:
-            hello = read_json_line(self.proc, "softnet-stalls did not start", 15)
+            hello = StallsHello.model_validate(read_json_line(self.proc, "softnet-stalls did not start", 15))
         except BaseException:
             self.close()
             raise
-        self.cpus = hello["cpus"]
-        self.period_ns = hello["period_ns"]
-        self.threshold_ns = hello["threshold_ns"]
-        self.started_ns = hello["started_ns"]
-        self.steal_clock = hello["steal_clock"]  # stolen_ns is measured (paravirt steal time)
+        self.cpus, self.period_ns, self.threshold_ns = hello.cpus, hello.period_ns, hello.threshold_ns
+        self.started_ns, self.steal_clock = hello.started_ns, hello.steal_clock
 
     @property
     def pid(self) -> int:

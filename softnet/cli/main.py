@@ -282,9 +282,10 @@ def search(
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
     where = {"sut": sut}
     if inventory is not None:  # a testbed of an inventory, or several (the campaign's testbeds knob)
-        where |= {"inventory": str(inventory.resolve()), "testbeds": [t.strip() for t in testbed.split(",")]}
+        testbeds = [t.strip() for t in testbed.split(",")]
+        where |= {"inventory": str(inventory.resolve()), "testbeds": testbeds}
         inv = load_inventory(inventory)
-        for t in where["testbeds"]:
+        for t in testbeds:
             inv.ports(t)  # names a testbed the inventory does not have (as --testbed)
     spec = spec_from_options({"name": name, "testbed": where,
                               "traffic": {"frame_bytes": size, "flows": flows}, "method": method}, SEARCH_OPTIONS)

@@ -13,10 +13,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from softnet.analysis.cpu_audit import by_context
 from softnet.analysis.trial_eval import evaluate
 from softnet.cli.output import Col, console, count, eng, err_console, kv_table, pct, print_json, sci, table
-from softnet.cli.trial_parts import KernelView, ProfileView
 from softnet.errors import HostNotRestored, InputError
 from softnet.hosts.this_host import ThisHost
-from softnet.results.trial import Direction, TrialResult
+from softnet.results.trial import Direction, KernelStats, ProfileResult, TrialResult
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
 from softnet.campaign.trial import TrialSpec, measure
@@ -393,17 +392,6 @@ def evaluate_file(path: Path, as_json: bool, wide: bool = False) -> TrialResult:
     return result
 
 
-# TrialResult.kernel and .profile may hold JSON: read here, the one place that knows
-def kernel_of(r: TrialResult) -> KernelView | None:
-    k = r.kernel
-    return None if not k else KernelView.model_validate(k) if isinstance(k, dict) else k
-
-
-def profile_of(r: TrialResult) -> ProfileView | None:
-    p = r.profile
-    return None if not p else ProfileView.model_validate(p) if isinstance(p, dict) else p
-
-
 def latency_row(r: TrialResult, us) -> tuple[str, str, str]:
     """p50 / p90 / p99 / p99.9 (schema 3), or a schema 2 result's log2 bound."""
     if r.latency_log2_hist is not None:  # a schema 2 result: its percentiles are log2 bucket edges
@@ -495,12 +483,10 @@ def show(r: TrialResult, wide: bool = False) -> None:
     if r.path_counters:  # the personality's own counters: proof the packets took its path
         console.print(f"path ({r.sut}): " + ", ".join(f"{k} {count(v)}" for k, v in r.path_counters.items()),
                       highlight=False)
-    kernel = kernel_of(r)
-    if kernel is not None and kernel.per_cpu:
-        show_kernel(kernel, wide)
-    profile = profile_of(r)
-    if profile is not None:
-        show_profile(profile, wide)
+    if r.kernel is not None and r.kernel.per_cpu:
+        show_kernel(r.kernel, wide)
+    if r.profile is not None:
+        show_profile(r.profile, wide)
     if r.host_stalls is not None:
         show_stalls(r)
     if r.valid:
@@ -541,7 +527,7 @@ KERNEL_COLS = [Col("CPU"), Col("util %"), Col("CPU time %", wide=True), Col("sof
                Col("ctx sw/s", wide=True)]
 
 
-def show_kernel(k: KernelView, wide: bool = False) -> None:
+def show_kernel(k: KernelStats, wide: bool = False) -> None:
     """Per-CPU kernel statistics of the measurement window and the normalized cost."""
     rows = [[str(cpu), pct(c.utilization_pct), pct(c.cpu_time_pct), pct(c.softirq_tick_pct),
              eng(c.irqs_per_s), eng(c.net_rx_softirqs_per_s), eng(c.net_tx_softirqs_per_s),
@@ -564,7 +550,7 @@ PROFILE_COLS = [Col("CPU"), Col("busy % eBPF"), Col("busy % /proc"), Col("softir
                 Col("pkts per poll")]
 
 
-def show_profile(p: ProfileView, wide: bool = False) -> None:
+def show_profile(p: ProfileResult, wide: bool = False) -> None:
     """eBPF-measured packet-path time per CPU against /proc/stat, and drops."""
     rows = []
     for cpu, m in sorted(p.per_cpu.items()):
@@ -584,11 +570,11 @@ def show_profile(p: ProfileView, wide: bool = False) -> None:
     show_stages(p, wide)
 
 
-def show_stages(p: ProfileView, wide: bool = False) -> None:
+def show_stages(p: ProfileResult, wide: bool = False) -> None:
     """The stage clock's breakdown on the CPUs that did packet work."""
     if p.stages_missing:
         console.print(f"[dim]stages: {p.stages_missing}[/]")
-    cpus = sorted(c for c, s in (p.stages or {}).items() if (s.packet_time_pct or 0) >= 1.0)
+    cpus = sorted(c for c, s in p.stages.items() if (s.packet_time_pct or 0) >= 1.0)
     if not cpus:
         return
     st = p.stages

@@ -55,7 +55,7 @@ def test_second_run_waits_for_the_holder_then_runs(tmp_path):
     with hold_testbed("/mine", wait_s=20, lock_dir=tmp_path, on_wait=told.append) as me:
         waited = time.monotonic() - started
         assert json.loads((tmp_path / LOCK_NAME).read_text())["results_dir"] == "/mine"
-    assert 0.5 < waited < 10 and told and told[0]["pid"] == p.pid and me["results_dir"] == "/mine"
+    assert 0.5 < waited < 10 and told and told[0].pid == p.pid and me.results_dir == "/mine"
     assert p.wait() == 0
 
 
@@ -76,7 +76,7 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path):
     p.wait()
     assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == p.pid  # its note stays...
     with hold_testbed(lock_dir=tmp_path) as me:  # ...but the kernel dropped its flock
-        assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == me["pid"]
+        assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == me.pid
 
 
 def test_lock_is_released_on_error(tmp_path):
@@ -100,7 +100,7 @@ def trials_0_3_s_apart(second_wait: str) -> tuple[subprocess.Popen, subprocess.C
     first.output = (out, err)
     time.sleep(0.3)
     deadline = time.monotonic() + 600
-    while read_holder(LOCK_DIR / LOCK_NAME).get("pid") != first.pid and time.monotonic() < deadline:
+    while read_holder(LOCK_DIR / LOCK_NAME).pid != first.pid and time.monotonic() < deadline:
         time.sleep(0.1)  # another suite's run holds the testbed: the first queues behind it
     second = subprocess.run(softnet_cmd(*TRIAL, "--wait", second_wait), capture_output=True, text=True,
                             timeout=180)

@@ -138,9 +138,9 @@ def test_protocol_hello_check_and_errors(inprocess_agent):
     host, _ = inprocess_agent
     s = AgentSession("local", host).open()
     try:
-        assert s.hello["version"] == PROTOCOL_VERSION and "journal" in s.hello["capabilities"]
-        assert s.hello["host"]["kernel"] == os.uname().release
-        assert abs(s.clock["offset_s"]) < 0.05 and s.clock["uncertainty_s"] < 0.05  # one clock here
+        assert s.hello.version == PROTOCOL_VERSION and "journal" in s.hello.capabilities
+        assert s.hello.host.kernel == os.uname().release
+        assert abs(s.clock.offset_s) < 0.05 and s.clock.uncertainty_s < 0.05  # one clock here
         with pytest.raises(TestbedError, match="unknown op 'fly'.*accepted: apply"):
             s.call("fly")
         with pytest.raises(TestbedError, match="protocol version 99"):

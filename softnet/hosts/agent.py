@@ -44,13 +44,13 @@ from softnet.hosts.safety import PortSpec
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
 from softnet.hosts.trial_hosts import EdgeSchedule
-from softnet.hosts.agent_xsk import XskLabOps
+from softnet.hosts.agent_xsk import XSK_OPS, XskLabOps
 from softnet.testbed.local import Endpoints
 from softnet.testbed.personalities import parse_sut
 from softnet.testbed.sut_lab import SutLab, SutPlacement
 from softnet.testbed.stall_inject import StallInjector
 from softnet.testbed.netns import napi_thread_pids
-from softnet.testbed.lock import TestbedBusy, describe, testbed_lock
+from softnet.testbed.lock import Holder, TestbedBusy, describe, testbed_lock
 from softnet.tools.changes import HostChanges, Terminated
 from softnet.tools import hostcmd, link_counters, nic
 from softnet.tools.journal import (Header, Journal, default_state_dir, netns_cookie, netns_ino, read_journal, replay,
@@ -88,7 +88,7 @@ class Agent(XskLabOps):
     lab: SutLab | None = None  # the SUT's namespace (the SUT host's agent)
     lab_changes: HostChanges = field(default_factory=HostChanges)  # the personality's own undo steps
     lock: Any = None
-    holder: dict = field(default_factory=dict)
+    holder: Holder | None = None  # the testbed lock's, once reserved
     controller: str = ""  # who drives this agent (hello), named in its journal
     deadline: float = 0.0
     next_handle: int = 0
@@ -226,7 +226,7 @@ class Agent(XskLabOps):
             except TestbedBusy as exc:
                 raise AgentError(f"reserved by {describe(exc.holder)}; one run per testbed at a time") from None
             self.lock = lock
-        return {"holder": self.holder}
+        return {"holder": self.holder.line()}
 
     # ---- apply --------------------------------------------------------------
     def _changes(self) -> HostOps:
@@ -579,6 +579,7 @@ OPS: dict[str, Handler] = {
     "read": op(Agent.op_read), "stop": op(Agent.op_stop), "reads": op(Agent.op_reads),
     "window": op(Agent.op_window), "collect": op(Agent.op_collect), "clean": op(Agent.op_clean),
     "undo": op(Agent.op_undo), "bye": op(Agent.op_bye),
+    **{name: op(fn) for name, fn in XSK_OPS.items()},  # the AF_XDP latency lab's
 }
 
 # `start`'s tools: name -> (its arguments' model, starter(agent, args))

@@ -229,8 +229,15 @@ class Reads(Reply):
     napi_runtime_ns: dict[str, Any] | None = None
 
 
+class DoctorCheck(Reply):
+    """One `softnet doctor` probe's finding as the agent sends it (Check.to_dict)."""
+    name: str
+    ok: bool | None = None
+    detail: str = ""
+
+
 class CheckReply(Reply):
     facts: dict[str, Any] = Field(default_factory=dict)
     refusals: list[dict[str, str]] = Field(default_factory=list)
     management: dict[str, str] = Field(default_factory=dict)
-    doctor: list[dict[str, Any]] | None = None
+    doctor: list[DoctorCheck] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from softnet import __version__
 from softnet.errors import InputError, SoftnetError
+from softnet.hosts.agent_protocol import CheckReply
 from softnet.hosts.inventory import Inventory
 from softnet.hosts.session import open_sessions
 
@@ -39,29 +40,28 @@ def check_inventory(inv: Inventory, doctor: bool = True) -> dict:
         try:
             ports = {f"{i}": {"field": f"hosts.{name}.interfaces.{i}", **f.model_dump()}
                      for i, f in enumerate(host.interfaces)}
-            found = session.call("check", ports=ports, doctor=doctor, timeout=120)
+            found = session.ask(CheckReply, "check", ports=ports, doctor=doctor, timeout=120)
         finally:
             session.close(undo=False)
-        hello = session.hello
-        problems += found["refusals"]
-        findings = {"reachable": True, "host": hello["host"], "softnet_version": hello["softnet_version"],
-                    "clock_offset_ms": session.clock["offset_s"] * 1e3,
-                    "clock_uncertainty_ms": session.clock["uncertainty_s"] * 1e3,
-                    "interfaces": found["facts"], "management": found["management"]}
-        if hello["softnet_version"] != __version__:
-            problems.append({"field": f"hosts.{name}.softnet", "error": f"softnet {hello['softnet_version']} "
+        hello, clock = session.hello, session.clock
+        problems += found.refusals
+        findings = {"reachable": True, "host": hello.host.model_dump(), "softnet_version": hello.softnet_version,
+                    "clock_offset_ms": clock.offset_s * 1e3, "clock_uncertainty_ms": clock.uncertainty_s * 1e3,
+                    "interfaces": found.facts, "management": found.management}
+        if hello.softnet_version != __version__:
+            problems.append({"field": f"hosts.{name}.softnet", "error": f"softnet {hello.softnet_version} "
                              f"on the host, {__version__} here: prepare the host (softnet host prepare)"})
-        if abs(session.clock["offset_s"]) > CLOCK_SKEW_MAX_S:
-            problems.append({"field": f"hosts.{name}.address", "error": f"clock {session.clock['offset_s']:+.3f} s "
+        if abs(clock.offset_s) > CLOCK_SKEW_MAX_S:
+            problems.append({"field": f"hosts.{name}.address", "error": f"clock {clock.offset_s:+.3f} s "
                              f"from the controller's (> {CLOCK_SKEW_MAX_S:g} s): run NTP/chrony on both"})
         if doctor:
-            checks = {c["name"]: c for c in found["doctor"]}
-            findings["doctor"] = found["doctor"]
+            checks = {c.name: c for c in found.doctor or []}
+            findings |= {"doctor": [c.model_dump() for c in found.doctor or []]}
             for role in sorted(roles_of(inv, name)):
                 for need in ROLE_NEEDS[role]:
                     c = checks.get(need)
-                    if c is not None and c["ok"] is False:
+                    if c is not None and c.ok is False:
                         problems.append({"field": f"hosts.{name}", "error": f"as the {role} host it needs "
-                                         f"{need}: {c['detail']}"})
+                                         f"{need}: {c.detail}"})
         hosts[name] = findings
     return {"hosts": hosts, "problems": problems}

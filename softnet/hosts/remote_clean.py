@@ -18,8 +18,7 @@ def clean_hosts(inv: Inventory, check: bool) -> dict:
             out[name] = {"journals": [], "errors": [str(exc)]}
             continue
         try:
-            out[name] = session.call("clean", check=check, timeout=300)
-            out[name].pop("id", None), out[name].pop("ok", None)
+            out[name] = session.call("clean", check=check, timeout=300)  # the reply, without its envelope
         finally:
             session.close(undo=False)
     return out

@@ -17,6 +17,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError, TestbedError
+from softnet.hosts.agent_protocol import (Applied, CleanReply, DrainReply, GenStarted, ProfilerStarted, ReadReply,
+                                          Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
+                                          WindowReply)
 from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, controller_id, open_sessions
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
@@ -45,48 +48,48 @@ class _Tool:
         self.session, self.handle, self.stopped = session, handle, False
         changes.record(f"{what} on {session.name}", self.stop)
 
-    def stop(self) -> dict:
+    def stop(self) -> StopReply:
         if self.stopped:
-            return {}
+            return StopReply()
         self.stopped = True
-        return self.session.call("stop", handle=self.handle)
+        return self.session.ask(StopReply, "stop", handle=self.handle)
 
     def read(self) -> dict:
-        return self.session.call("read", handle=self.handle)["read"]
+        return self.session.ask(ReadReply, "read", handle=self.handle).read
 
 
 class _Sink(_Tool):
     def drain(self) -> tuple[dict, float]:
-        d = self.session.call("drain", handle=self.handle)
-        return d["counts"], d["drain_s"]
+        d = self.session.ask(DrainReply, "drain", handle=self.handle)
+        return d.counts, d.drain_s
 
     def timeline(self, sent: int) -> dict:
-        return self.session.call("timeline", handle=self.handle, sent=sent, timeout=60)["timeline"]
+        return self.session.ask(TimelineReply, "timeline", handle=self.handle, sent=sent, timeout=60).timeline
 
 
 class _Generators(_Tool):
     started_unix_s = 0.0
 
     def running(self) -> bool:
-        return self.session.call("poll", handle=self.handle)["running"]
+        return self.session.ask(Running, "poll", handle=self.handle).running
 
     def interrupt(self) -> None:
         self.session.call("interrupt", handle=self.handle)
 
     def wait(self, timeout: float) -> dict:
-        return self.session.call("wait", handle=self.handle, wait_s=timeout)["report"]
+        return self.session.ask(WaitReply, "wait", handle=self.handle, wait_s=timeout).report
 
 
 class _Profiler(_Tool):
-    def __init__(self, session, started: dict, changes):
-        super().__init__(session, started["handle"], changes, "profiler")
-        for k in ("plan", "events", "drop_reasons", "duty", "period_ms"):
-            setattr(self, k, started[k])
+    def __init__(self, session, started: ProfilerStarted, changes):
+        super().__init__(session, started.handle, changes, "profiler")
+        self.plan, self.events, self.drop_reasons = started.plan, started.events, started.drop_reasons
+        self.duty, self.period_ms = started.duty, started.period_ms
 
 
 class _Sampler(_Tool):
     def finish(self) -> dict:
-        return self.stop().get("series")
+        return self.stop().series
 
 
 class RemoteTestbed:
@@ -115,14 +118,26 @@ class RemoteTestbed:
             self.custom = {**table.model_dump(exclude_none=True), "workdir": str(self.personality.workdir)}
         self.ports: dict[str, Port] = inv.ports(testbed)
         tb = inv.testbeds[testbed]
+        if tb.sink not in (None, tb.traffic):
+            raise InputError(f"testbeds.{testbed}.sink", f"the sink on host '{tb.sink}', the generators on "
+                             f"'{tb.traffic}': a trial's one-way delays need one clock for both (a testbed "
+                             "with a sink host of its own runs the AF_XDP latency lab)")
         self.host_of = {"traffic": tb.traffic, "sut": tb.sut}
         self.placement = placement or RemotePlacement()
         self.ip_version = self.personality.ip_version
         self.wait_s, self.bidirectional = wait_s, bidirectional
         self.nic = {k: v for k, v in (nic or {}).items() if v is not None}
         self.sessions: dict[str, AgentSession] = {}
-        self.applied: dict[str, dict] = {}
-        self.undone: dict[str, dict] = {}
+        self.applied: dict[str, Applied] = {}
+        self.undone: dict[str, Undone] = {}
+
+    @property
+    def traffic_agent(self) -> AgentSession:
+        return self.sessions["traffic"]
+
+    @property
+    def sut_agent(self) -> AgentSession:
+        return self.sessions["sut"]
 
     # ---- setup and teardown --------------------------------------------------
     def _port(self, role: str) -> dict:
@@ -140,16 +155,16 @@ class RemoteTestbed:
             holder = {"who": controller_id(), "command": f"softnet testbed {self.name}"}
             for s in self.sessions.values():
                 s.call("reserve", holder=holder, wait_s=self.wait_s, timeout=self.wait_s + 30)
-                left = s.call("clean", check=True)["journals"]  # `softnet clean --check` on each host first
+                left = s.ask(CleanReply, "clean", check=True).journals  # `softnet clean --check` on each host first
                 if left:
                     raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
-                                       f"({'; '.join(left[0]['pending'][:3])}): run `softnet clean` there")
-            t, u = self.sessions["traffic"], self.sessions["sut"]
-            self.applied["traffic"] = t.call("apply", role="traffic",
+                                       f"({'; '.join(left[0].pending[:3])}): run `softnet clean` there")
+            t, u = self.traffic_agent, self.sut_agent
+            self.applied["traffic"] = t.ask(Applied, "apply", role="traffic",
                                              ports={r: self._port(r) for r in ("gen_out", "sink_in")},
                                              sink_mtu=self.personality.sink_mtu)
-            self.applied["sut"] = u.call(
-                "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
+            self.applied["sut"] = u.ask(
+                Applied, "apply", role="sut", ports={r: self._port(r) for r in ("sut_in", "sut_out")}, sut=self.sut,
                 gen_mac=self.ports["gen_out"].iface.mac, sink_mac=self.ports["sink_in"].iface.mac,
                 sut_cpus=self.placement.sut_cpus, steering=self.placement.steering,
                 bidirectional=self.bidirectional, nic=self.nic, custom=self.custom)
@@ -162,7 +177,7 @@ class RemoteTestbed:
         for role, s in self.sessions.items():
             self.undone[role] = s.close()
         self.sessions = {}
-        errors = [f"host {self.host_of[role]}: {e}" for role, u in self.undone.items() for e in u.get("errors", [])]
+        errors = [f"host {self.host_of[role]}: {e}" for role, u in self.undone.items() for e in u.errors]
         if errors and exc_type is None:  # an agent could not undo a change: never silent
             raise HostNotRestored(errors)
 
@@ -197,17 +212,17 @@ class RemoteTestbed:
         # its lease after the window. Should the generator run late, tick
         # renews it once the window is over. The traffic host is polled all
         # along and needs no extension.
-        self.sessions["sut"].call("lease", seconds=expected_s + LEASE_MARGIN_S)
+        self.sut_agent.call("lease", seconds=expected_s + LEASE_MARGIN_S)
         self.renewed = time.time()
 
     def sink(self, changes, reverse, count, warmup, exact, bin_pkts, streams, shape: SinkShape) -> _Sink:
-        t, name = self.sessions["traffic"], self.sink_ifname(reverse)
-        handle = t.call("start", tool="sink", ifname=name, count=count, warmup=warmup, exact=exact,
-                        bin_pkts=bin_pkts, streams=streams, **asdict(shape))["handle"]
+        t, name = self.traffic_agent, self.sink_ifname(reverse)
+        handle = t.ask(Started, "start", tool="sink", ifname=name, count=count, warmup=warmup, exact=exact,
+                       bin_pkts=bin_pkts, streams=streams, **asdict(shape)).handle
         return _Sink(t, handle, changes, f"sink on {name}")
 
     def generators(self, changes, reverse, plan: GenPlan) -> _Generators:
-        t = self.sessions["traffic"]
+        t = self.traffic_agent
         # the next hop: the SUT's port (an L3 hop), or the far end's (a bridge switches to it)
         l2 = self.personality.next_hop_role == "sink"
         if reverse:
@@ -215,101 +230,100 @@ class RemoteTestbed:
         else:
             out, nxt = "gen_out", "sink_in" if l2 else "sut_in"
         src, dst = self.endpoints(reverse)
-        started = t.call("start", tool="gen", ifname=self.ports[out].iface.name, src_mac=self.ports[out].iface.mac,
+        started = t.ask(GenStarted, "start", tool="gen", ifname=self.ports[out].iface.name, src_mac=self.ports[out].iface.mac,
                          dst_mac=self.ports[nxt].iface.mac, src_ip=src, dst_ip=dst, rate_pps=plan.rate_pps,
                          count=plan.count, warmup=plan.warmup, frame_bytes=plan.frame_bytes, flows=plan.flows,
                          cpus=plan.cpus, src_ips=plan.src_ips, src_ip_first=plan.src_ip, shape=asdict(plan.shape))
-        gens = _Generators(t, started["handle"], changes, f"generators on {self.ports[out].iface.name}")
-        gens.started_unix_s = started["started_unix_s"] - t.clock["offset_s"]  # on the controller's clock
+        gens = _Generators(t, started.handle, changes, f"generators on {self.ports[out].iface.name}")
+        gens.started_unix_s = started.started_unix_s - t.clock.offset_s  # on the controller's clock
         return gens
 
     def sampler(self, changes, interval_s, profiler) -> _Sampler:
-        u, names = self.sessions["sut"], [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
-        handle = u.call("start", tool="sampler", interval_s=interval_s, avoid_cpus=self.placement.sut_cpus,
-                        links=[["sut_in", names[0]], ["sut_out", names[1]]],
-                        profiler=profiler.handle if profiler else None)["handle"]
+        u, names = self.sut_agent, [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
+        handle = u.ask(Started, "start", tool="sampler", interval_s=interval_s, avoid_cpus=self.placement.sut_cpus,
+                       links=[["sut_in", names[0]], ["sut_out", names[1]]],
+                       profiler=profiler.handle if profiler else None).handle
         return _Sampler(u, handle, changes, "kernel sampler")
 
     def stall_probe(self, changes, cpus, period_us) -> _Tool:
-        u = self.sessions["sut"]
-        handle = u.call("start", tool="stalls", cpus=cpus, period_us=period_us,
-                        avoid_cpus=self.placement.sut_cpus)["handle"]
+        u = self.sut_agent
+        handle = u.ask(Started, "start", tool="stalls", cpus=cpus, period_us=period_us,
+                       avoid_cpus=self.placement.sut_cpus).handle
         return _Tool(u, handle, changes, "stall probe")
 
     def injector(self, changes, cpu, busy_ms, every_ms) -> _Tool:
-        u = self.sessions["sut"]
+        u = self.sut_agent
         cpu = cpu if cpu is not None else self.placement.sut_cpus[0]
-        handle = u.call("start", tool="injector", cpu=cpu, busy_ms=busy_ms, every_ms=every_ms)["handle"]
+        handle = u.ask(Started, "start", tool="injector", cpu=cpu, busy_ms=busy_ms, every_ms=every_ms).handle
         return _Tool(u, handle, changes, f"stall injector on CPU {cpu}")
 
     def profiler(self, changes, per_packet, duty) -> _Profiler:
-        u = self.sessions["sut"]
-        return _Profiler(u, u.call("start", tool="profiler", per_packet=per_packet, duty=duty,
-                                   avoid_cpus=self.placement.sut_cpus, timeout=120), changes)
+        u = self.sut_agent
+        return _Profiler(u, u.ask(ProfilerStarted, "start", tool="profiler", per_packet=per_packet, duty=duty,
+                                  avoid_cpus=self.placement.sut_cpus, timeout=120), changes)
 
     # ---- reads -------------------------------------------------------------------
-    def _reads(self, role: str, procfs_snapshot: bool = False) -> dict:
+    def _reads(self, role: str, procfs_snapshot: bool = False) -> Reads:
         if role == "traffic":
             names = [self.ports["gen_out"].iface.name, self.ports["sink_in"].iface.name]
-            return self.sessions[role].call("reads", ifnames=names, ethtool=names[:1])
+            return self.sessions[role].ask(Reads, "reads", ifnames=names, ethtool=names[:1])
         names = [self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name]
-        return self.sessions[role].call("reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
-                                        napi=names, counters=True)
+        return self.sessions[role].ask(Reads, "reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
+                                       napi=names, counters=True)
 
     def host_reads(self) -> dict:
         """This host's trial reads, from the host that has each."""
         t, u = self._reads("traffic"), self._reads("sut", procfs_snapshot=True)
-        names = {r: self.ports[r].iface.name for r in ("gen_out", "sink_in", "sut_in", "sut_out")}
-        links = {"gen": t["links"][names["gen_out"]], "sut_in": u["links"][names["sut_in"]],
-                 "sut_out": u["links"][names["sut_out"]], "sink": t["links"][names["sink_in"]]}
-        return {"links": links, "ethtool_gen": t["ethtool"][names["gen_out"]], "qdisc_drops": u["qdisc_drops"],
-                "procfs": u["procfs"], "path_counters": u["path_counters"], "sut_netns_inode": u["netns_inode"],
-                "sut_ifindex": u["ifindex"], "sut_thread_runtime_ns": u.get("napi_runtime_ns") or {}}
+        gen, sink, sut_in, sut_out = (self.ports[r].iface.name for r in ("gen_out", "sink_in", "sut_in", "sut_out"))
+        links = {"gen": t.links[gen], "sut_in": u.links[sut_in], "sut_out": u.links[sut_out], "sink": t.links[sink]}
+        return {"links": links, "ethtool_gen": t.ethtool[gen], "qdisc_drops": u.qdisc_drops,
+                "procfs": u.procfs, "path_counters": u.path_counters, "sut_netns_inode": u.netns_inode,
+                "sut_ifindex": u.ifindex, "sut_thread_runtime_ns": u.napi_runtime_ns or {}}
 
     def window(self, at_unix_s, sampler, profiler) -> None:
         """The SUT's window edges on its own clock, sent during the warm-up:
         the agent takes them there and keeps them until `collect`."""
-        u = self.sessions["sut"]
-        u.call("window", at_unix_s=[at + u.clock["offset_s"] for at in at_unix_s],
+        u = self.sut_agent
+        u.call("window", at_unix_s=[at + u.clock.offset_s for at in at_unix_s],
                sampler=sampler.handle if sampler else None, profiler=profiler.handle if profiler else None)
 
     def tick(self, past_window: bool) -> None:
         if past_window and time.time() - self.renewed > RENEW_S:
-            self.sessions["sut"].call("lease", seconds=0)
+            self.sut_agent.call("lease", seconds=0)
             self.renewed = time.time()
 
     def window_reads(self) -> dict:
-        return self.sessions["sut"].call("collect")["window"]
+        return self.sut_agent.ask(WindowReply, "collect").window
 
     # ---- what the raw trial records ----------------------------------------------
     def _hosts(self) -> dict:
-        return {role: {"name": self.host_of[role], "address": self.inv.hosts[self.host_of[role]].address,
-                       **{k: v for k, v in self.sessions[role].hello["host"].items() if k != "sysctls"},
-                       "clock_offset_s": self.sessions[role].clock["offset_s"],
-                       "clock_uncertainty_s": self.sessions[role].clock["uncertainty_s"],
-                       "interfaces": self.applied[role]["facts"],
-                       "host_changes_applied": self.applied[role]["applied"]}
-                for role in ("traffic", "sut")}
+        return {role: self._host(role) for role in ("traffic", "sut")}
+
+    def _host(self, role: str) -> dict:
+        s, applied, name = self.sessions[role], self.applied[role], self.host_of[role]
+        return {"name": name, "address": self.inv.hosts[name].address, **s.hello.host.provenance(),
+                "clock_offset_s": s.clock.offset_s, "clock_uncertainty_s": s.clock.uncertainty_s,
+                "interfaces": applied.facts, "host_changes_applied": applied.applied}
 
     def describe(self, spec, gen_cpus, src_ip, dst_ip, profiled, edges) -> dict:
-        p, t, u = self.placement, self.sessions["traffic"], self.sessions["sut"]
+        p, t, u = self.placement, self.traffic_agent, self.sut_agent
         ids = []
         if profiled:  # how the profiler's kernel records name the SUT's interfaces
             r = self._reads("sut")
-            ids = [[r["netns_inode"], r["ifindex"][self.ports[role].iface.name],
+            ids = [[r.netns_inode, r.ifindex[self.ports[role].iface.name],
                     f"{role} ({self.host_of['sut']}/{self.ports[role].iface.name})"] for role in ("sut_in", "sut_out")]
         late = edges.get("late_ms", {})
-        skew_ms = (t.clock["uncertainty_s"] + u.clock["uncertainty_s"]) * 1e3 + max(late.values(), default=0.0)
+        skew_ms = (t.clock.uncertainty_s + u.clock.uncertainty_s) * 1e3 + max(late.values(), default=0.0)
         testbed = {"sut": self.sut, "ip_version": self.ip_version, "run_id": self.name,
                    "placement": {"gen_cpu": gen_cpus[0], "sut_cpus": p.sut_cpus, "sink_cpu": None,
                                  "steering": p.steering, **({"gen_cpus": gen_cpus} if len(gen_cpus) > 1 else {})},
                    "src_ip_first": src_ip, **({"dst_ip_first": dst_ip} if dst_ip else {}),
                    "sink_ifname": self.sink_ifname(False), "napi_thread_cpus": {}, "interface_ids": ids,
-                   **({"nic": self.applied["sut"]["nic"]} if self.applied["sut"].get("nic") else {}),
+                   **({"nic": self.applied["sut"].nic} if self.applied["sut"].nic else {}),
                    "remote": {"testbed": self.name, "inventory": self.inv.source,
                               "hosts": {r: self.host_of[r] for r in ("traffic", "sut")}}}
-        sut_host = u.hello["host"]
-        return {"testbed": testbed, "host": {"cpu_freq_hz": sut_host["cpu_freq_hz"], "sysctls": sut_host["sysctls"]},
+        sut_host = u.hello.host
+        return {"testbed": testbed, "host": {"cpu_freq_hz": sut_host.cpu_freq_hz, "sysctls": sut_host.sysctls},
                 "other_runs": [], "window_skew_ms": skew_ms, "hosts": self._hosts()}
 
     def provenance(self, spec, trial_changes: HostChanges) -> dict:

@@ -21,8 +21,9 @@ SOFTNET_IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")  # what softnet itself c
 
 class PortSpec(BaseModel):
     """An inventory interface as the controller sends it (its Interface and
-    the field path naming it), for the agent to check and use."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    the field path naming it), for the agent to check and use; an inventory
+    field the agent does not use is ignored."""
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     field: str
     name: str

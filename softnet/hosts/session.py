@@ -20,16 +20,20 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TypeVar
 
 import asyncssh
+from pydantic import BaseModel, ValidationError
 
 from softnet.errors import InputError, TestbedError
 from softnet.hosts.agent import PROTOCOL_VERSION
+from softnet.hosts.agent_protocol import Answer, Clock, Hello, TimeReply, Undone
 from softnet.hosts.inventory import Host
 
 KEEPALIVE_S, KEEPALIVE_MAX = 2.0, 3
 CONNECT_TIMEOUT_S = 15.0
 CLOCK_ROUNDS = 5
+R = TypeVar("R", bound=BaseModel)
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -78,16 +82,17 @@ async def connect(h: Host) -> asyncssh.SSHClientConnection:
 
 
 class AgentSession:
-    """``call(op, **args)`` -> the agent's answer (a dict); a refusal raises
-    InputError naming the inventory field, any other failure TestbedError."""
+    """``call(op, **args)`` -> the agent's reply (a dict; ``ask`` parses it
+    into a reply model); a refusal raises InputError naming the inventory
+    field, any other failure TestbedError."""
 
     def __init__(self, name: str, host: Host):
         self.name, self.host = name, host
         self.conn = self.proc = None
         self.stderr: deque[str] = deque(maxlen=50)
         self.next_id = 0
-        self.hello: dict = {}
-        self.clock: dict = {}
+        self.hello = Hello()
+        self.clock = Clock()
 
     # ---- connection -----------------------------------------------------
     def open(self) -> "AgentSession":
@@ -98,26 +103,26 @@ class AgentSession:
             raise TestbedError(f"host {self.name} ({self.target()}): cannot start the agent over SSH: "
                                f"{type(exc).__name__}: {exc}") from None
         try:
-            self.hello = self.call("hello", version=PROTOCOL_VERSION, controller=controller_id(),
-                                   housekeeping_cpus=self.host.housekeeping_cpus)
+            self.hello = self.ask(Hello, "hello", version=PROTOCOL_VERSION, controller=controller_id(),
+                                  housekeeping_cpus=self.host.housekeeping_cpus)
         except InputError as exc:  # the inventory's field, with the host it belongs to
             self.close(undo=False)
             raise InputError(f"hosts.{self.name}.{exc.field}", exc.message) from None
         self.clock = self.measure_clock()
         return self
 
-    def measure_clock(self, rounds: int = CLOCK_ROUNDS) -> dict:
+    def measure_clock(self, rounds: int = CLOCK_ROUNDS) -> Clock:
         """Its clock against ours, NTP-style: each answer was stamped within
         the round trip [t0, t1]; the shortest round trip bounds it best."""
         best = None
         for _ in range(rounds):
             t0 = time.time()
-            there = self.call("time")["time_unix_s"]
+            there = self.ask(TimeReply, "time").time_unix_s
             t1 = time.time()
             if best is None or t1 - t0 < best[1] - best[0]:
                 best = (t0, t1, there)
         t0, t1, there = best
-        return {"offset_s": there - (t0 + t1) / 2, "uncertainty_s": (t1 - t0) / 2}
+        return Clock(offset_s=there - (t0 + t1) / 2, uncertainty_s=(t1 - t0) / 2)
 
     def target(self) -> str:
         return f"{self.host.user}@{self.host.address}:{self.host.port}"
@@ -137,20 +142,29 @@ class AgentSession:
             pass
 
     # ---- requests -------------------------------------------------------------
-    async def _call(self, req: dict) -> dict:
+    async def _call(self, req: dict) -> str:
         self.proc.stdin.write(json.dumps(req) + "\n")
         line = await self.proc.stdout.readline()
         if not line:
             raise TestbedError(f"host {self.name}: the agent ended ({self._why()})")
-        return json.loads(line)
+        return line
+
+    def ask(self, reply: type[R], op: str, timeout: float = 60.0, **args) -> R:
+        """call(), its reply parsed into ``reply``."""
+        body = self.call(op, timeout, **args)
+        try:
+            return reply.model_validate(body)
+        except ValidationError as exc:
+            raise TestbedError(f"host {self.name}: {op}: unexpected reply: {' '.join(str(exc).split())}") from None
 
     def call(self, op: str, timeout: float = 60.0, **args) -> dict:
+        """The agent's reply to ``op``, without its envelope (id, ok)."""
         if self.proc is None:
             raise TestbedError(f"host {self.name}: not connected")
         self.next_id += 1
         req = {"id": self.next_id, "op": op, **args}
         try:
-            reply = run(self._call(req), timeout)
+            line = run(self._call(req), timeout)
         except FutureTimeout:
             raise TestbedError(f"host {self.name}: no answer to {op} within {timeout:g} s "
                                f"(management link down?)") from None
@@ -158,26 +172,30 @@ class AgentSession:
             if self.proc.exit_status is not None or self.stderr:
                 raise TestbedError(f"host {self.name}: {op}: the agent ended ({self._why()})") from None
             raise TestbedError(f"host {self.name}: {op}: the SSH connection failed: {exc}") from None
-        if reply.get("id") != req["id"]:
-            raise TestbedError(f"host {self.name}: answer {reply.get('id')} to request {req['id']} ({op})")
-        if not reply.get("ok"):
-            if reply.get("field"):
-                raise InputError(reply["field"], f"host {self.name}: {reply['error']}")
-            raise TestbedError(f"host {self.name}: {op}: {reply.get('error')}")
-        return reply
+        try:
+            answer = Answer.model_validate_json(line)
+        except ValidationError:
+            raise TestbedError(f"host {self.name}: {op}: not an answer: {line.strip()[:200]}") from None
+        if answer.id != self.next_id:
+            raise TestbedError(f"host {self.name}: answer {answer.id} to request {self.next_id} ({op})")
+        if not answer.ok:
+            if answer.field:
+                raise InputError(answer.field, f"host {self.name}: {answer.error}")
+            raise TestbedError(f"host {self.name}: {op}: {answer.error}")
+        return answer.body()
 
     def _why(self) -> str:
         tail = " | ".join(list(self.stderr)[-3:])
         return tail or "no message"
 
-    def close(self, undo: bool = True) -> dict:
+    def close(self, undo: bool = True) -> Undone:
         """Undo everything on the host (bye), then close; returns what was undone."""
-        out: dict = {}
+        out = Undone()
         if self.proc is not None and undo:
             try:
-                out = self.call("bye", timeout=60)
+                out = self.ask(Undone, "bye", timeout=60)
             except TestbedError as exc:  # the agent undoes by itself on EOF or lease
-                out = {"lost": str(exc)}
+                out = Undone(lost=str(exc))
         if self.conn is not None:
             try:
                 run(self._close(), 10)
@@ -225,5 +243,5 @@ if __name__ == "__main__":  # pragma: no cover - a manual probe: python -m softn
 
     inv = load(sys.argv[1])
     s = AgentSession(sys.argv[2], inv.hosts[sys.argv[2]]).open()
-    print(json.dumps(s.hello, indent=1))
+    print(json.dumps(s.hello.model_dump(), indent=1))
     s.close()

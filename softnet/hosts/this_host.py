@@ -17,6 +17,7 @@ from softnet.collect.stalls import StallProbe
 from softnet.errors import InputError
 from softnet.hosts.trial_hosts import EdgeSchedule, GenPlan, SinkShape
 from softnet.provenance import provenance
+from softnet.results.raw import RawPlacement
 from softnet.testbed.local import Endpoints, LocalTestbed
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
@@ -131,7 +132,9 @@ class ThisHost:
         return s
 
     def data_path_cpus(self, gen_cpus: list[int]) -> list[int]:
-        return sorted(cpu_roles({**asdict(self.tb.placement), "gen_cpus": gen_cpus}))
+        pl = self.tb.placement
+        return sorted(cpu_roles(RawPlacement(gen_cpu=pl.gen_cpu, sut_cpus=pl.sut_cpus, sink_cpu=pl.sink_cpu,
+                                             steering=pl.steering, gen_cpus=gen_cpus)))
 
     def stall_probe(self, changes, cpus, period_us) -> StallProbe:
         return StallProbe(changes, cpus, period_us=period_us, avoid_cpus=self.tb.placement.sut_cpus)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -58,7 +59,26 @@ def leftover_links() -> list[str]:
                       and live_owner(f"{NAME_PREFIX}{name[2:8]}-x") is None)
 
 
-def stale_journals() -> list[dict]:
+@dataclass(frozen=True)
+class StaleJournal:
+    path: Path
+    pending: list[str]  # what each pending entry changed
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    namespaces: list[str]
+    processes: dict[int, str]  # pid -> its namespace
+    root_links: list[str]
+    journals: list[StaleJournal]
+
+    def to_json(self) -> dict:
+        return {"namespaces": self.namespaces, "processes": {str(pid): ns for pid, ns in self.processes.items()},
+                "root_links": self.root_links,
+                "journals": [{"path": str(j.path), "pending": j.pending} for j in self.journals]}
+
+
+def stale_journals() -> list[StaleJournal]:
     """Journals of dead agents: path and what each pending entry changed."""
     found = []
     for path in journal.stale_journals():
@@ -66,33 +86,35 @@ def stale_journals() -> list[dict]:
             pending = journal.read_journal(path)[1]
         except (OSError, SoftnetError):
             continue  # finished meanwhile
-        found.append({"path": str(path), "pending": [e.what or e.op for e in pending]})
+        found.append(StaleJournal(path, [e.what or e.op for e in pending]))
     return found
 
 
-def find_leftovers() -> dict:
+def _leftovers() -> Leftovers:
     namespaces = leftover_namespaces()
-    return {"namespaces": namespaces,
-            "processes": {str(pid): ns for pid, ns in processes_in(namespaces).items()},
-            "root_links": leftover_links(),
-            "journals": stale_journals()}
+    return Leftovers(namespaces, processes_in(namespaces), leftover_links(), stale_journals())
+
+
+def find_leftovers() -> dict:
+    """{"namespaces", "processes" (pid -> namespace), "root_links", "journals"}."""
+    return _leftovers().to_json()
 
 
 def clean() -> dict:
     """Remove all leftovers; returns what was removed, and in "journal_errors"
     the undo steps of journals that failed (those stay pending)."""
-    found = find_leftovers()
-    found["journal_errors"] = [err for j in found["journals"] for err in journal.replay(Path(j["path"]))]
+    found = _leftovers()
+    errors = [err for j in found.journals for err in journal.replay(j.path)]
     for d in journal.finished_local_dirs():  # a killed process's own journal, replayed: its folder goes
         shutil.rmtree(d, ignore_errors=True)
-    stop_pids([int(p) for p in found["processes"]])
-    for name in found["namespaces"]:
+    stop_pids(list(found.processes))
+    for name in found.namespaces:
         remove_netns(name)
     for owner in stale_owner_files():
         owner.unlink(missing_ok=True)
-    if found["root_links"]:
+    if found.root_links:
         with IPRoute() as ipr:
-            for name in found["root_links"]:
+            for name in found.root_links:
                 for idx in ipr.link_lookup(ifname=name):
                     ipr.link("del", index=idx)
-    return found
+    return {**found.to_json(), "journal_errors": errors}

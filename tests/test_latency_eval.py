@@ -15,6 +15,7 @@ from softnet.results.latency import (LatencyConfigKnobs, LatencyRunResult, RawLa
 
 RUNS = Path(__file__).parent / "data" / "latency" / "runs"
 STORED = sorted(RUNS.glob("*.json"))
+PLAIN = RUNS / "poll_wakeup_run0.json"  # a valid run: no flag
 
 
 def stored(path: Path) -> tuple[dict, dict]:
@@ -70,3 +71,20 @@ def test_a_raw_run_with_an_unknown_part_is_refused():
         RawLatencyRun.model_validate(raw | {"surprise": 1})
     with pytest.raises(ValueError, match="unknown_knob"):
         RawLatencyRun.model_validate(raw | {"knobs": {"unknown_knob": True}})
+
+
+def test_the_tool_s_own_count_of_packets_sent_is_checked_against_the_records():
+    raw, result = stored(PLAIN)
+    records = read_records(PLAIN.with_suffix(".bin"))
+    assert result["flags"] == [] and raw["ping"]["sent_pkts"] == len(records)
+    short = raw | {"ping": raw["ping"] | {"sent_pkts": len(records) + 1}}
+    assert evaluate_run(short, records).flags == ["counters_inconsistent"]
+
+
+def test_what_the_raw_run_says_of_the_run_becomes_flags():
+    raw, _ = stored(PLAIN)
+    records = read_records(PLAIN.with_suffix(".bin"))
+    elsewhere = raw["requested_cpus"]["b"] + 1
+    odd = raw | {"ping": raw["ping"] | {"interrupted": True}, "other_runs": ["sn-0000aa"],
+                 "observed": raw["observed"] | {"forward_cpu": elsewhere}}
+    assert evaluate_run(odd, records).flags == ["overlapped_other_run", "interrupted", "placement_not_as_requested"]

@@ -12,6 +12,7 @@ from softnet.analysis.campaigns import analyze_path, analyze_pastrami
 from softnet.analysis.data_paths import compare, cost_fit, cpu_ns_per_packet, short_label
 from softnet.analysis.trial_eval import evaluate
 from softnet.cli.campaign_cmd import data_path_rows
+from softnet.results.readers import StoredResult
 from tests.conftest import softnet_cmd
 
 DATA = Path(__file__).parent / "data"
@@ -32,6 +33,7 @@ def test_cpu_per_packet_of_a_sampled_trial():
     busy = sum(k["per_cpu"][c]["cpu_time_pct"] for c in cpus) / 100 * k["window_s"]
     ns = cpu_ns_per_packet(r)
     assert ns == pytest.approx(busy * 1e9 / r["received_pkts"])
+    assert cpu_ns_per_packet(StoredResult.model_validate(r)) == ns  # the typed result reads the same
     # kernel IPv4 forwarding on a VM vCPU: hundreds of ns to tens of us per packet
     assert 100 < ns < 50_000
     assert cpu_ns_per_packet({**r, "kernel": None}) is None
@@ -113,13 +115,13 @@ def test_cost_fit_is_the_slope_of_busy_cpu_against_rate():
     """Trials whose busy share is exactly 2% + 500 ns x rate give back 500 ns
     and 2%; loads above the PDR (saturated) are left out; one load is no fit."""
     def trial(load, busy, valid=True):
-        return {"valid": valid, "intended_rate_pps": load, "received_pkts": int(load), "duration_s": 1.0,
-                "kernel": {"normalized": {"cpus": [1]}, "per_cpu": {"1": {"cpu_time_pct": 100 * busy}}}}
+        return StoredResult(valid=valid, intended_rate_pps=load, received_pkts=int(load), duration_s=1.0,
+                            kernel={"normalized": {"cpus": [1]}, "per_cpu": {"1": {"cpu_time_pct": 100 * busy}}})
     ts = [trial(x, 0.02 + 500e-9 * x) for x in (1e5, 2e5, 4e5) for _ in range(2)]
     ts += [trial(8e5, 1.0), trial(3e5, 0.9, valid=False)]
     f = cost_fit(ts, 4e5)
-    assert f["ns"] == pytest.approx(500) and f["fixed_pct"] == pytest.approx(2)
-    assert f["n"] == 6 and f["ci"][0] <= 500 <= f["ci"][1]
+    assert f.ns == pytest.approx(500) and f.fixed_pct == pytest.approx(2)
+    assert f.n == 6 and f.ci[0] <= 500 <= f.ci[1]
     assert cost_fit(ts, 1e5) is None and cost_fit(ts, None) is None
 
 

@@ -58,13 +58,13 @@ def test_a_sweep_sets_host_stall_loss_apart_and_keeps_the_other_verdict(tmp_path
         [apart] = analyze_campaign(store, cid)
         [counted] = analyze_campaign(store, cid, host_stall_loss="count")
         trials = store.trials(cid)
-    h = apart.meta["host_stalls"]
-    assert h["trials_probed"] == 4 and h["lost_pkts"] > 0 and h["explained_pkts"] > 0
-    assert h["lost_pkts"] == sum(t["lost_pkts"] for t in trials)
-    assert h["explained_pkts"] == sum(t["host_stall_lost_pkts"] for t in trials)
+    h = apart.meta.host_stalls
+    assert h.trials_probed == 4 and h.lost_pkts > 0 and h.explained_pkts > 0
+    assert h.lost_pkts == sum(t["lost_pkts"] for t in trials)
+    assert h.explained_pkts == sum(t["host_stall_lost_pkts"] for t in trials)
     # the SUT's loss is what the verdict counts; counting all loss gives more
     sut = {ls.load_pps: ls.plr_ratio.mean for ls in apart.analysis.stats.loads}
     everything = {ls.load_pps: ls.plr_ratio.mean for ls in counted.analysis.stats.loads}
     assert all(sut[k] <= everything[k] for k in sut) and any(sut[k] < everything[k] for k in sut)
-    assert apart.meta["counting_all_loss"]["verdict"] == counted.analysis.report.verdict.value
-    assert "counting_all_loss" not in counted.meta
+    assert apart.meta.counting_all_loss.verdict == counted.analysis.report.verdict.value
+    assert counted.meta.counting_all_loss is None and "counting_all_loss" not in counted.to_dict()["meta"]

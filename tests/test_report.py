@@ -20,6 +20,7 @@ from softnet.provenance import spec_hash
 from softnet.report import kernel_plots, plots
 from softnet.report.html import render_report, write_report
 from softnet.results import readers
+from softnet.results.readers import StoredResult
 from softnet.results.store import DB_NAME, Store
 
 CLAB = pastrami_data_dir() / "bare-metal" / "confronto_clab"
@@ -185,7 +186,7 @@ def test_report_lists_each_configuration(clab_report, clab_configs):
         assert esc(r.reason) in text  # the reason is shown, escaped ('>=' -> '&gt;=')
         assert re.search(rf'<section class="config" id="cfg-\d+"><h3><span class="badge v-{r.verdict.value}">'
                          rf"{r.verdict.value}</span> {re.escape(esc(c.label))}</h3>", text)
-        assert esc(c.meta["path"]) in text  # provenance: the data file
+        assert esc(c.meta.path) in text  # provenance: the data file
     assert "Summary" in text and "5</b>configurations" in text
     assert "low_load_loss" in text and "warm-up or setup artefact" in text
     assert "loss_inversion" in text and "significantly less" in text
@@ -461,8 +462,8 @@ def test_pastrami_figures_ticks_do_not_overlap(clab_configs):
 def test_search_trace_ticks_do_not_overlap():
     rng = np.random.default_rng(4)
     loads = np.clip(np.cumsum(rng.normal(0, 3e4, 60)) + 4e5, 5e4, 9e5)
-    trials = [{"intended_rate_pps": float(x), "loss_ratio": float(x > 4.5e5) * 0.01, "valid": i != 7}
-              for i, x in enumerate(loads)]
+    trials = [StoredResult(intended_rate_pps=float(x), duration_s=1.0, loss_ratio=float(x > 4.5e5) * 0.01,
+                           valid=i != 7) for i, x in enumerate(loads)]
     fig = plots.search_figure(trials, [("ndr", 0.0, 4.4e5, 4.6e5), ("pdr0.5", 0.005, 4.5e5, None)],
                               f"search: {LONG_LABEL}, cell 3, run 0")
     assert_no_tick_overlap(fig)
@@ -511,9 +512,10 @@ def test_readers_give_provenance_cells_and_checked_results(kernel_dir):
         cells = readers.sweep_cells(store, ["k1"])
     assert [c.campaign_id for c in prov.campaigns] == ["k1"] and prov.campaigns[0].spec["name"] == "profiled-demo"
     assert len(prov.trial_provenance[("k1", 0)]) == 24
-    assert prov.trial_provenance[("k1", 0)][0]["hostname"] == "lab1"
+    assert prov.trial_provenance[("k1", 0)][0].hostname == "lab1"
     assert [(c.name, c.cell_id, c.knobs) for c in cells] == [("profiled-demo", 0, {"testbed.irq": "rps"})]
-    assert [t["intended_rate_pps"] for t in cells[0].trials][:3] == [50_000.0, 50_000.0, 100_000.0]
+    assert [t.result.intended_rate_pps for t in cells[0].trials][:3] == [50_000.0, 50_000.0, 100_000.0]
+    assert [(t.load_index, t.run_index) for t in cells[0].trials][:3] == [(0, 0), (0, 1), (1, 0)]
 
 
 def test_readers_skip_searches_in_sweep_cells(tmp_path):
@@ -540,6 +542,10 @@ def _store_with_version(root: Path, version) -> Path:
 def test_known_schema_versions_are_read(tmp_path, version):
     with readers.open_results(_store_with_version(tmp_path, version)) as store:
         assert readers.trial_results(store, "v", 0)[0]["received_pkts"] == 100_000
+        (t,) = readers.stored_trials(store, "v")
+    assert (t.campaign_id, t.cell_id, t.load_index, t.run_index) == ("v", 0, 0, 0)
+    assert t.result.received_pkts == 100_000 and t.result.schema_version == (version or 1)
+    assert t.result.provenance.hostname == "h" and t.result.latency_at is None
 
 
 def test_unknown_schema_version_is_an_error_naming_it(tmp_path):
@@ -596,7 +602,7 @@ def test_search_store_report(tmp_path):
     assert text.count("data:image/png;base64,") == 2  # one trace per search; a search has no load-loss curve
     with readers.open_results(root) as store:
         trials = readers.search_trials(store, "s1")
-    assert list(trials) == [(0, 0), (0, 1)] and [t["intended_rate_pps"] for t in trials[(0, 1)]][:2] == [1e5, 8e5]
+    assert list(trials) == [(0, 0), (0, 1)] and [t.result.intended_rate_pps for t in trials[(0, 1)]][:2] == [1e5, 8e5]
 
 
 def test_load_table_shows_latency_percentiles_and_old_results_their_bound(tmp_path):

@@ -17,7 +17,7 @@ from softnet.campaign.runner import campaign_id, run_campaign
 from softnet.campaign.search_runner import latency_plan
 from softnet.campaign.spec import CampaignSpec, spec_error
 from softnet.results.readers import search_trials
-from softnet.results.search import is_latency_trial
+from softnet.results.search import SearchGoalRow
 from softnet.results.store import Store
 from tests.conftest import needs_root, run_until_interrupted, softnet_cmd
 
@@ -59,7 +59,10 @@ def test_fractions_only_for_a_search_and_duration_checked():
 
 def test_plan_takes_the_pdr_goals_or_else_the_ndr():
     def row(goal, ratio, lower, status="found"):
-        return {"goal": goal, "loss_ratio": ratio, "lower_bound_pps": lower, "status": status, "trial_count": 17}
+        return SearchGoalRow(campaign_id="c", cell_id=0, run_index=0, goal=goal, loss_ratio=ratio, status=status,
+                             value_pps=None, lower_bound_pps=lower, upper_bound_pps=None, lower_confidence=None,
+                             upper_confidence=None, lower_loss_ratio=None, lower_loss_ci95_low=None,
+                             lower_loss_ci95_high=None, diagnosis="", trial_count=17, trial_seconds=17.0)
 
     plan = latency_plan([row("NDR", 0.0, 90e3), row("PDR0.5%", 0.005, 100e3), row("PDR1%", 0.01, None)], [0.1, 0.9])
     assert [(t.goal, t.fraction, t.load_index) for t in plan] == [("PDR0.5%", 0.1, 17), ("PDR0.5%", 0.9, 18)]
@@ -103,18 +106,18 @@ def test_latency_trials_follow_each_search_at_the_right_loads(tmp_path):
     assert sum("latency at 50% of PDR0.5%" in e.message for e in events if e.kind == "trial") == 2
     with Store(tmp_path, read_only=True) as store:
         # the search's trajectory and evidence leave the latency trials out
-        assert all(not is_latency_trial(t) for ts in search_trials(store, cid).values() for t in ts)
+        assert all(not t.is_latency_trial for ts in search_trials(store, cid).values() for t in ts)
         lat = search_latency(store, cid)
         sums = {s.goal: s for s in summarize_searches(store, cid, with_trials=True)}
     assert [x.fraction for x in lat] == FRACTIONS and {x.goal for x in lat} == {"PDR0.5%"}
     assert sums["NDR"].latency == [] and [x.fraction for x in sums["PDR0.5%"].latency] == FRACTIONS
-    assert all(not is_latency_trial(t) for ts in sums["PDR0.5%"].trials for t in ts)
+    assert all(t.result.latency_at is None for ts in sums["PDR0.5%"].trials for t in ts)
     for x in lat:
         # the synthetic SUT has no latency: none is reported, and it says why
         assert x.repeats == x.valid == 2 and x.measured == 0
         assert all(v is None for v in x.latency.values()) and "synthetic" in x.note
         assert x.loss_ratio_median is not None
-        assert [r["run_index"] for r in x.runs] == [0, 1]
+        assert [r.run_index for r in x.runs] == [0, 1]
 
 
 def test_interrupted_campaign_resumes_without_repeating_latency_trials(tmp_path, monkeypatch):

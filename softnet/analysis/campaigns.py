@@ -6,8 +6,9 @@ verdict and flags) from softnet.analysis.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from softnet.analysis.loss_stats import RunPolicy
 from softnet.analysis.loss_time import counted_received
@@ -15,6 +16,8 @@ from softnet.analysis.pastrami_files import list_pastrami_files, parse_filename,
 from softnet.analysis.saturation import Analysis, analyze_rows
 from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS
 from softnet.errors import InputError
+from softnet.results import readers
+from softnet.results.readers import StoredResult, StoredTrial
 from softnet.results.store import DB_NAME, Store
 
 
@@ -40,76 +43,159 @@ class FlagPolicy(RunPolicy):
         return flags[0] if flags else super().exclusion_reason(run)
 
 
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """A stored cell spec's analysis section (softnet.campaign.spec.AnalysisSpec, dumped)."""
+
+    pdr_loss_ratio: float
+    eta: float
+    confidence: float
+
+
+LOW_LOSS_RATIO = 0.01  # trials losing less than this are below overload: where host stalls matter
+
+
+@dataclass(frozen=True)
+class StallTotals:
+    """Trials' loss and the part host stalls explain."""
+
+    trials: int
+    lost_pkts: int
+    explained_pkts: int
+    explained_share: float | None
+    trials_with_host_interference: int
+
+
+@dataclass(frozen=True)
+class BelowOverload(StallTotals):
+    loss_ratio_under: float
+
+
+@dataclass(frozen=True)
+class HostStallSummary(StallTotals):
+    """Over a configuration's trials probed for stalls (``trials``: all of
+    them), and over those below overload."""
+
+    trials_probed: int
+    below_overload: BelowOverload
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OtherVerdict:
+    """The verdict of the same trials counting all loss (host stalls' too)."""
+
+    verdict: str
+    reason: str
+    ndr_load_pps: float | None
+    pdr_load_pps: float | None
+
+
+@dataclass(frozen=True)
+class SoftnetMeta:
+    """Where a softnet configuration comes from, and what host stalls did to it."""
+
+    campaign_id: str
+    cell_id: int
+    probe_max_rate_pps: float | None
+    spec: dict  # the cell's campaign spec as stored
+    host_stall_loss: str  # "set_apart" or "count"
+    host_stalls: HostStallSummary
+    counting_all_loss: OtherVerdict | None = None  # with host-stall loss set apart and some explained
+
+    def to_dict(self) -> dict:
+        d = {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "probe_max_rate_pps": self.probe_max_rate_pps,
+             "spec": self.spec, "host_stall_loss": self.host_stall_loss, "host_stalls": self.host_stalls.to_dict()}
+        if self.counting_all_loss is not None:
+            d["counting_all_loss"] = asdict(self.counting_all_loss)
+        return d
+
+
+@dataclass(frozen=True)
+class PastramiMeta:
+    path: str  # the PASTRAMI file
+
+    def to_dict(self) -> dict:
+        return {"path": self.path}
+
+
 @dataclass
 class Configuration:
     label: str
     knobs: dict
     analysis: Analysis
     source: str  # "softnet" or "pastrami"
-    trials: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    trials: list[StoredTrial] = field(default_factory=list)
+    meta: SoftnetMeta | PastramiMeta | None = None
+
+    @property
+    def campaign_id(self) -> str | None:
+        return self.meta.campaign_id if isinstance(self.meta, SoftnetMeta) else None
+
+    @property
+    def cell_id(self) -> int | None:
+        return self.meta.cell_id if isinstance(self.meta, SoftnetMeta) else None
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "knobs": self.knobs, "source": self.source, "meta": self.meta,
-                **self.analysis.to_dict()}
+        return {"label": self.label, "knobs": self.knobs, "source": self.source,
+                "meta": self.meta.to_dict() if self.meta is not None else {}, **self.analysis.to_dict()}
 
 
 def cell_label(knobs: dict, spec: dict) -> str:
     if knobs:
         return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in knobs.items())
-    return spec.get("testbed", {}).get("sut", "cell")
+    return (spec.get("testbed") or {}).get("sut", "cell")
 
 
-LOW_LOSS_RATIO = 0.01  # trials losing less than this are below overload: where host stalls matter
-
-
-def host_stall_summary(trials: list[dict]) -> dict:
+def host_stall_summary(trials: Sequence[StoredResult]) -> HostStallSummary:
     """A configuration's loss and the part host stalls explain, over its
-    trials (store rows or trial results; trials without a stall probe are
-    counted apart), and
+    trials (trials without a stall probe are counted apart), and
     over its trials below overload (loss under LOW_LOSS_RATIO), where the
     NDR and the PDR are decided and overload's loss does not drown them."""
-    probed = [t for t in trials if t.get("sut_lost_pkts") is not None and t.get("lost_pkts") is not None]
+    probed = [t for t in trials if t.sut_lost_pkts is not None and t.lost_pkts is not None]
 
-    def totals(sel: list[dict]) -> dict:
-        lost = sum(t["lost_pkts"] for t in sel)
-        explained = sum(t["lost_pkts"] - t["sut_lost_pkts"] for t in sel)
-        return {"trials": len(sel), "lost_pkts": lost, "explained_pkts": explained,
-                "explained_share": explained / lost if lost else None,
-                "trials_with_host_interference": sum("host_interference" in (t["flags"] or ()) for t in sel)}
+    def totals(sel: list[StoredResult]) -> dict:
+        lost = sum(t.lost_pkts for t in sel)
+        explained = sum(t.lost_pkts - t.sut_lost_pkts for t in sel)
+        return dict(trials=len(sel), lost_pkts=lost, explained_pkts=explained,
+                    explained_share=explained / lost if lost else None,
+                    trials_with_host_interference=sum("host_interference" in t.flags for t in sel))
 
-    low = [t for t in probed if (t.get("loss_ratio") or 0) < LOW_LOSS_RATIO]
-    return {**totals(probed), "trials": len(trials), "trials_probed": len(probed),
-            "below_overload": {**totals(low), "loss_ratio_under": LOW_LOSS_RATIO}}
+    low = [t for t in probed if (t.loss_ratio or 0) < LOW_LOSS_RATIO]
+    return HostStallSummary(**{**totals(probed), "trials": len(trials)}, trials_probed=len(probed),
+                            below_overload=BelowOverload(**totals(low), loss_ratio_under=LOW_LOSS_RATIO))
 
 
-def host_stall_sentence(meta: dict, rate=lambda v: f"{v:,.0f} pps") -> str | None:
+def host_stall_sentence(meta: SoftnetMeta | PastramiMeta | None, rate=lambda v: f"{v:,.0f} pps") -> str | None:
     """What host stalls did to a configuration's loss, and the verdict counting all loss, in words."""
-    h = meta.get("host_stalls")
-    if not h or not h["trials_probed"]:
+    if not isinstance(meta, SoftnetMeta) or not meta.host_stalls.trials_probed:
         return None
-    if not h["lost_pkts"]:
-        return f"no loss in {h['trials_probed']} trials watched for host stalls"
-    low = h["below_overload"]
-    if low["trials"] < h["trials_probed"] and low["lost_pkts"]:  # overload's loss would drown the share
-        text = (f"below overload (trials losing < {100 * low['loss_ratio_under']:g}%: {low['trials']} of "
-                f"{h['trials_probed']}) host stalls explain {low['explained_pkts']:,} of {low['lost_pkts']:,} "
-                f"lost packets ({100 * low['explained_share']:.0f}%); over all trials "
-                f"{100 * h['explained_share']:.1f}%")
+    h = meta.host_stalls
+    if not h.lost_pkts:
+        return f"no loss in {h.trials_probed} trials watched for host stalls"
+    low = h.below_overload
+    if low.trials < h.trials_probed and low.lost_pkts:  # overload's loss would drown the share
+        text = (f"below overload (trials losing < {100 * low.loss_ratio_under:g}%: {low.trials} of "
+                f"{h.trials_probed}) host stalls explain {low.explained_pkts:,} of {low.lost_pkts:,} "
+                f"lost packets ({100 * low.explained_share:.0f}%); over all trials "
+                f"{100 * h.explained_share:.1f}%")
     else:
-        text = (f"host stalls explain {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
-                f"({100 * h['explained_share']:.1f}%)")
-    text += f"; {h['trials_with_host_interference']} of {h['trials_probed']} trials flagged host_interference"
-    if meta.get("host_stall_loss") == "set_apart" and h["explained_pkts"]:
-        o = meta["counting_all_loss"]
-        ndr = "none" if o["ndr_load_pps"] is None else rate(o["ndr_load_pps"])
-        text += f"; the verdict sets them apart (counting all loss: {o['verdict']}, NDR {ndr})"
+        text = (f"host stalls explain {h.explained_pkts:,} of {h.lost_pkts:,} lost packets "
+                f"({100 * h.explained_share:.1f}%)")
+    text += f"; {h.trials_with_host_interference} of {h.trials_probed} trials flagged host_interference"
+    if meta.host_stall_loss == "set_apart" and h.explained_pkts:
+        o = meta.counting_all_loss
+        ndr = "none" if o.ndr_load_pps is None else rate(o.ndr_load_pps)
+        text += f"; the verdict sets them apart (counting all loss: {o.verdict}, NDR {ndr})"
     return text
 
 
-def _runs(trials: list[dict], mode: str) -> list[SoftnetRun]:
-    return [SoftnetRun(t["intended_rate_pps"], t["run_index"], t["sent_pkts"], counted_received(t, mode),
-                       t["duration_s"], tuple(f for f in t["flags"] or () if f not in INFORMATIONAL_FLAGS))
+def _runs(trials: list[StoredTrial], mode: str) -> list[SoftnetRun]:
+    # counted_received reads the result document (softnet.analysis.loss_time)
+    return [SoftnetRun(t.result.intended_rate_pps, t.run_index, t.result.sent_pkts, counted_received(t.document, mode),
+                       t.result.duration_s, tuple(f for f in t.result.flags if f not in INFORMATIONAL_FLAGS))
             for t in trials]
 
 
@@ -119,28 +205,26 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
     With loss set apart that host stalls explain, the analysis counting all
     loss is kept beside it (meta["counting_all_loss"])."""
     out = []
-    for cell in store.cells(campaign_id):
-        if cell["spec"].get("method", {}).get("kind") in ("search", "compare"):
+    for cell in readers.cells(store, campaign_id):
+        if cell.method_kind in ("search", "compare"):
             continue  # searches are summarized by search_analysis, comparisons by analysis.comparisons
-        trials = store.trials(campaign_id, cell["cell_id"])
+        trials = readers.stored_trials(store, campaign_id, cell.cell_id)
         if not trials:
             continue
-        a = cell["spec"]["analysis"]
-        mode = host_stall_loss or cell["spec"].get("method", {}).get("host_stall_loss", "set_apart")
+        a = AnalysisSettings(**cell.spec["analysis"])
+        mode = host_stall_loss or (cell.spec.get("method") or {}).get("host_stall_loss", "set_apart")
 
         def analyze(m: str) -> Analysis:
-            return analyze_rows(_runs(trials, m), confidence=a["confidence"], policy=FlagPolicy(),
-                                pdr_loss_ratio=a["pdr_loss_ratio"], eta=a["eta"])
+            return analyze_rows(_runs(trials, m), confidence=a.confidence, policy=FlagPolicy(),
+                                pdr_loss_ratio=a.pdr_loss_ratio, eta=a.eta)
 
-        stalls = host_stall_summary(trials)
-        meta = {"campaign_id": campaign_id, "cell_id": cell["cell_id"],
-                "probe_max_rate_pps": cell["probe_max_rate_pps"], "spec": cell["spec"],
-                "host_stall_loss": mode, "host_stalls": stalls}
-        if mode == "set_apart" and stalls["explained_pkts"]:
-            other = analyze("count").report
-            meta["counting_all_loss"] = {"verdict": other.verdict.value, "reason": other.reason,
-                                         "ndr_load_pps": other.ndr_load_pps, "pdr_load_pps": other.pdr_load_pps}
-        out.append(Configuration(cell_label(cell["knobs"], cell["spec"]), cell["knobs"], analyze(mode), "softnet",
+        stalls = host_stall_summary([t.result for t in trials])
+        other = None
+        if mode == "set_apart" and stalls.explained_pkts:
+            o = analyze("count").report
+            other = OtherVerdict(o.verdict.value, o.reason, o.ndr_load_pps, o.pdr_load_pps)
+        meta = SoftnetMeta(campaign_id, cell.cell_id, cell.probe_max_rate_pps, cell.spec, mode, stalls, other)
+        out.append(Configuration(cell_label(cell.knobs, cell.spec), cell.knobs, analyze(mode), "softnet",
                                  trials, meta))
     return out
 
@@ -152,7 +236,7 @@ def analyze_pastrami(paths: list[Path], pdr_loss_ratio: float, eta: float, confi
         analysis = analyze_rows(read_pastrami_file(path), confidence=confidence, meta=meta,
                                 pdr_loss_ratio=pdr_loss_ratio, eta=eta)
         out.append(Configuration(path.stem, {k: meta[k] for k in meta if k not in ("path", "file")}, analysis,
-                                 "pastrami", meta={"path": str(path)}))
+                                 "pastrami", meta=PastramiMeta(str(path))))
     return out
 
 
@@ -162,7 +246,7 @@ def analyze_path(path: str | Path, campaign_id: str | None = None, pdr_loss_rati
     path = Path(path)
     if (path / DB_NAME).exists():
         with Store(path, read_only=True) as store:
-            ids = [c["campaign_id"] for c in store.campaigns()]
+            ids = [c.campaign_id for c in readers.campaigns(store)]
             if campaign_id:
                 if campaign_id not in ids:
                     raise InputError("--campaign", f"'{campaign_id}' not in {path}; there: {', '.join(ids)}")

@@ -27,6 +27,7 @@ from typing import Sequence
 from scipy import stats
 
 from softnet.analysis.loss_stats import t_critical
+from softnet.results.readers import StoredResult, StoredTrial
 
 CPU_KEY = "cpu_time_pct"
 MIN_FIT_LOADS = 2
@@ -55,9 +56,9 @@ class DataPathRow:
         return asdict(self)
 
 
-def busy_share(trial: dict) -> float | None:
+def busy_share(trial: StoredResult) -> float | None:
     """The SUT CPUs' busy share over a trial's window (1.0: one CPU busy)."""
-    k = trial.get("kernel") or {}
+    k = trial.kernel or {}  # kernel statistics (softnet.analysis.kernel_stats): keyed by the host's CPUs
     cpus = (k.get("normalized") or {}).get("cpus")
     per_cpu = k.get("per_cpu") or {}
     if not cpus:
@@ -68,35 +69,45 @@ def busy_share(trial: dict) -> float | None:
     return sum(r[CPU_KEY] for r in rows) / 100
 
 
-def forwarded_pps(trial: dict) -> float | None:
-    rx, dur = trial.get("received_pkts"), trial.get("duration_s")
+def forwarded_pps(trial: StoredResult) -> float | None:
+    rx, dur = trial.received_pkts, trial.duration_s
     return rx / dur if rx and dur else None
 
 
-def cpu_ns_per_packet(trial: dict) -> float | None:
+def cpu_ns_per_packet(trial: StoredResult | dict) -> float | None:
     """SUT CPU ns per packet received in the window of one trial result
-    (None without kernel statistics or with nothing forwarded)."""
-    share, rx = busy_share(trial), trial.get("received_pkts")
+    (None without kernel statistics or with nothing forwarded). A result
+    document (dict) is read as a StoredResult."""
+    if not isinstance(trial, StoredResult):
+        trial = StoredResult.parse(trial, "trial result")
+    share, rx = busy_share(trial), trial.received_pkts
     if share is None or not rx:
         return None
     # busy time over the sampler's window (its edges are the trial window's, to a sample)
-    return share * (trial["kernel"].get("window_s") or trial["duration_s"]) * 1e9 / rx
+    return share * (trial.kernel.get("window_s") or trial.duration_s) * 1e9 / rx
 
 
-def cost_fit(trials: list[dict], max_load_pps: float | None, confidence: float = 0.95) -> dict | None:
+@dataclass(frozen=True)
+class CostFit:
+    ns: float  # the slope: SUT CPU ns per forwarded packet
+    ci: tuple[float, float]  # its t-interval
+    fixed_pct: float  # the intercept: busy % of the SUT CPUs at no traffic
+    n: int  # trials fitted
+
+
+def cost_fit(trials: list[StoredResult], max_load_pps: float | None, confidence: float = 0.95) -> CostFit | None:
     """Busy share = fixed + slope x forwarded pps over the valid trials at
     loads up to ``max_load_pps``: slope in ns per packet with its t-interval,
     fixed in % of a CPU. None with fewer than MIN_FIT_LOADS loads."""
     if max_load_pps is None:
         return None
-    pts = [(x, y) for t in trials if t.get("valid") and t.get("intended_rate_pps", math.inf) <= max_load_pps
+    pts = [(x, y) for t in trials if t.valid and t.intended_rate_pps <= max_load_pps
            and (x := forwarded_pps(t)) is not None and (y := busy_share(t)) is not None]
     if len({round(x, -3) for x, _ in pts}) < MIN_FIT_LOADS or len(pts) < 3:
         return None
     f = stats.linregress([x for x, _ in pts], [y for _, y in pts])
     half = t_critical(confidence, len(pts) - 2) * f.stderr
-    return {"ns": f.slope * 1e9, "ci": ((f.slope - half) * 1e9, (f.slope + half) * 1e9),
-            "fixed_pct": f.intercept * 100, "n": len(pts)}
+    return CostFit(f.slope * 1e9, ((f.slope - half) * 1e9, (f.slope + half) * 1e9), f.intercept * 100, len(pts))
 
 
 def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
@@ -112,9 +123,9 @@ def _brackets_overlap(a: "DataPathRow", b: "DataPathRow") -> bool:
     return a.pdr_pps < b_top and b.pdr_pps < a_top
 
 
-def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRow]:
+def compare(configs: Sequence, trials: dict[str, list[StoredTrial]]) -> list[DataPathRow]:
     """One row per configuration (analysis.campaigns.Configuration), ranked.
-    ``trials``: label -> the configuration's full trial results (with their
+    ``trials``: label -> the configuration's stored trials (with their
     kernel statistics)."""
     rows = []
     for c in configs:
@@ -125,19 +136,19 @@ def compare(configs: Sequence, trials: dict[str, list[dict]]) -> list[DataPathRo
         cap_ci = None
         if best is not None and best.throughput_pps.n > 1:
             cap_ci = (best.throughput_pps.ci_lower, best.throughput_pps.ci_upper)
-        ts = trials.get(c.label, [])
+        ts = [t.result for t in trials.get(c.label, [])]
         # below the PDR; with no saturation in the sweep every load is below it
         top = r.pdr_load_pps if r.pdr_load_pps is not None else (
             loads[-1].load_pps if loads and r.verdict.value == "NO-SATURATION" else None)
         fit = cost_fit(ts, top)
         ref = loads[0].load_pps if loads else None
-        at_ref = [x for t in ts if t.get("valid") and t.get("intended_rate_pps") == ref
+        at_ref = [x for t in ts if t.valid and t.intended_rate_pps == ref
                   and (x := cpu_ns_per_packet(t)) is not None]
         rows.append(DataPathRow(
             c.label, r.verdict.value, r.ndr_load_pps, r.pdr_load_pps, min(above, default=None),
             best.throughput_pps.mean if best else None, cap_ci,
-            fit["ns"] if fit else None, fit["ci"] if fit else None, fit["fixed_pct"] if fit else None,
-            fit["n"] if fit else 0, top if fit else None,
+            fit.ns if fit else None, fit.ci if fit else None, fit.fixed_pct if fit else None,
+            fit.n if fit else 0, top if fit else None,
             ref, sum(at_ref) / len(at_ref) if at_ref else None))
     return rank(rows)
 

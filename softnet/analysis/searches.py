@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import json
-
 import numpy as np
 
 from softnet.analysis.campaigns import cell_label
-from softnet.results.search import LATENCY_AT, is_latency_trial
+from softnet.results import readers
+from softnet.results.readers import StoredResult, StoredTrial
+from softnet.results.search import SearchGoalRow
 from softnet.results.store import Store
-from softnet.results.trial import check_schema
 
 UNSTABLE_CV = 0.05
 
@@ -39,44 +38,73 @@ class SearchSummary:
     verdict: str
     value_pps: float | None  # mean of the repeats' values when the verdict is "found"
     cv: float | None  # of the repeats' lower bounds
-    repeats: list[dict] = field(default_factory=list)
-    trials: list[list[dict]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
+    repeats: list[SearchGoalRow] = field(default_factory=list)
+    trials: list[list[StoredTrial]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
     latency: list["LatencyAtFraction"] = field(default_factory=list)  # at fractions of this goal's lower bound
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("trials")
-        return d
+        return {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "label": self.label, "goal": self.goal,
+                "loss_ratio": self.loss_ratio, "verdict": self.verdict, "value_pps": self.value_pps, "cv": self.cv,
+                "repeats": [r.model_dump() for r in self.repeats], "latency": [x.to_dict() for x in self.latency]}
 
 
 def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False) -> list[SearchSummary]:
     """``with_trials``: also load every repeat's trial results (the report's plots)."""
-    rows = store.searches(campaign_id)
-    cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
+    rows = readers.search_goals(store, campaign_id)
+    cells = {c.cell_id: c for c in readers.cells(store, campaign_id)}
     latency = search_latency(store, campaign_id)
     out = []
-    for key in dict.fromkeys((r["cell_id"], r["goal"]) for r in rows):
-        sel = [r for r in rows if (r["cell_id"], r["goal"]) == key]
+    for key in dict.fromkeys((r.cell_id, r.goal) for r in rows):
+        sel = [r for r in rows if (r.cell_id, r.goal) == key]
         cell = cells[key[0]]
-        lowers = [r["lower_bound_pps"] for r in sel if r["lower_bound_pps"] is not None]
-        values = [r["value_pps"] for r in sel if r["value_pps"] is not None]
+        lowers = [r.lower_bound_pps for r in sel if r.lower_bound_pps is not None]
+        values = [r.value_pps for r in sel if r.value_pps is not None]
         cv = float(np.std(lowers, ddof=1) / np.mean(lowers)) if len(lowers) >= 2 else None
-        statuses = {r["status"] for r in sel}
+        statuses = {r.status for r in sel}
         if "unstable" in statuses or (len(sel) >= 3 and cv is not None and cv > UNSTABLE_CV):
             verdict = "unstable"
         else:
             verdict = statuses.pop() if len(statuses) == 1 else "mixed"
-        trials = [[t for t in store.trial_results(campaign_id, key[0], r["run_index"]) if not is_latency_trial(t)]
+        trials = [[t for t in readers.stored_trials(store, campaign_id, key[0], r.run_index) if not t.is_latency_trial]
                   for r in sel] if with_trials else []
-        out.append(SearchSummary(campaign_id, key[0], cell_label(cell["knobs"], cell["spec"]), key[1],
-                                 sel[0]["loss_ratio"], verdict,
+        out.append(SearchSummary(campaign_id, key[0], cell_label(cell.knobs, cell.spec), key[1],
+                                 sel[0].loss_ratio, verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,
-                                 cv, [dict(r) for r in sel], trials,
+                                 cv, list(sel), trials,
                                  [x for x in latency if (x.cell_id, x.goal) == key]))
     return out
 
 
 LATENCY_PERCENTILES = ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns")
+
+
+def percentiles(r: StoredResult) -> dict[str, float | None]:
+    """A trial's latency percentiles by the names LATENCY_PERCENTILES gives them."""
+    return dict(zip(LATENCY_PERCENTILES, (r.latency_p50_ns, r.latency_p90_ns, r.latency_p99_ns, r.latency_p99_9_ns)))
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    """One repeat's latency trial at a fraction of the goal's lower bound."""
+
+    run_index: int
+    load_pps: float
+    of_pps: float
+    goal_status: str | None
+    loss_ratio: float | None
+    valid: bool
+    flags: list[str]
+    latency_p50_ns: float | None
+    latency_p90_ns: float | None
+    latency_p99_ns: float | None
+    latency_p99_9_ns: float | None
 
 
 @dataclass
@@ -93,22 +121,22 @@ class LatencyAtFraction:
     repeats: int
     valid: int  # trials not flagged (only these count below)
     measured: int  # valid trials that carry latency percentiles
-    # per percentile key: {"median", "min", "max"} over the valid trials that have it (None: no such trial)
-    latency: dict[str, dict | None]
+    # per percentile name (LATENCY_PERCENTILES): the spread over the valid trials that have it (None: no such trial)
+    latency: dict[str, Spread | None]
     loss_ratio_median: float | None
     loss_ratio_max: float | None
     flags: dict[str, int]  # flag -> trials (the invalid ones say why they do not count)
     note: str
-    runs: list[dict] = field(default_factory=list)  # per repeat: run_index, load, loss, valid, flags, percentiles
+    runs: list[LatencyRun] = field(default_factory=list)  # per repeat: load, loss, valid, flags, percentiles
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _spread(values: list[float]) -> dict | None:
+def _spread(values: list[float]) -> Spread | None:
     if not values:
         return None
-    return {"median": float(np.median(values)), "min": float(min(values)), "max": float(max(values))}
+    return Spread(float(np.median(values)), float(min(values)), float(max(values)))
 
 
 def _finite(v) -> bool:
@@ -117,43 +145,37 @@ def _finite(v) -> bool:
 
 def search_latency(store: Store, campaign_id: str) -> list[LatencyAtFraction]:
     """Per cell, goal and fraction: the latency trials measured after the searches."""
-    cells = {c["cell_id"]: c for c in store.cells(campaign_id)}
-    rows = store.query("SELECT cell_id, load_index, run_index, result_json FROM trials WHERE campaign_id = ? "
-                       "ORDER BY cell_id, run_index, load_index", [campaign_id])
-    groups: dict[tuple, list[tuple[int, dict]]] = {}
-    for row in rows:
-        r = json.loads(row["result_json"])
-        if not is_latency_trial(r):
+    cells = {c.cell_id: c for c in readers.cells(store, campaign_id)}
+    groups: dict[tuple, list[tuple[int, StoredResult]]] = {}
+    for t in sorted(readers.stored_trials(store, campaign_id), key=lambda t: (t.cell_id, t.run_index, t.load_index)):
+        at = t.result.latency_at
+        if at is None:
             continue
-        check_schema(r, f"{store.dir}: campaign {campaign_id} cell {row['cell_id']} trial {row['load_index']}")
-        at = r[LATENCY_AT]
-        groups.setdefault((row["cell_id"], at["loss_ratio"], at["goal"], at["fraction"]), []).append(
-            (row["run_index"], r))
+        groups.setdefault((t.cell_id, at.loss_ratio, at.goal, at.fraction), []).append((t.run_index, t.result))
     out = []
     for (cell_id, loss_ratio, goal, fraction), trials in sorted(groups.items()):
-        valid = [r for _, r in trials if r.get("valid")]
-        measured = [r for r in valid if _finite(r.get("latency_p50_ns"))]
+        valid = [r for _, r in trials if r.valid]
+        measured = [r for r in valid if _finite(r.latency_p50_ns)]
         flags: dict[str, int] = {}
         for _, r in trials:
-            for f in r.get("flags") or ():
+            for f in r.flags:
                 flags[f] = flags.get(f, 0) + 1
-        losses = [r["loss_ratio"] for r in valid if _finite(r.get("loss_ratio"))]
+        losses = [r.loss_ratio for r in valid if _finite(r.loss_ratio)]
         if not valid:
             note = "no valid trial: see the flags"
         elif not measured:
             note = ("no latency (the synthetic SUT models packet counts only)"
-                    if all(r.get("sut") == "synthetic" for r in valid) else "no valid trial carried a delay")
+                    if all(r.sut == "synthetic" for r in valid) else "no valid trial carried a delay")
         else:
             note = ""
         cell = cells[cell_id]
+        per_trial = [percentiles(r) for r in valid]
         out.append(LatencyAtFraction(
-            campaign_id, cell_id, cell_label(cell["knobs"], cell["spec"]), goal, loss_ratio, fraction,
-            float(np.median([r["intended_rate_pps"] for _, r in trials])),
-            float(np.median([r[LATENCY_AT]["of_pps"] for _, r in trials])), len(trials), len(valid), len(measured),
-            {k: _spread([r[k] for r in valid if _finite(r.get(k))]) for k in LATENCY_PERCENTILES},
+            campaign_id, cell_id, cell_label(cell.knobs, cell.spec), goal, loss_ratio, fraction,
+            float(np.median([r.intended_rate_pps for _, r in trials])),
+            float(np.median([r.latency_at.of_pps for _, r in trials])), len(trials), len(valid), len(measured),
+            {k: _spread([p[k] for p in per_trial if _finite(p[k])]) for k in LATENCY_PERCENTILES},
             float(np.median(losses)) if losses else None, float(max(losses)) if losses else None, flags, note,
-            [{"run_index": run, "load_pps": r["intended_rate_pps"], "of_pps": r[LATENCY_AT]["of_pps"],
-              "goal_status": r[LATENCY_AT].get("goal_status"), "loss_ratio": r.get("loss_ratio"),
-              "valid": bool(r.get("valid")), "flags": list(r.get("flags") or ()),
-              **{k: r.get(k) for k in LATENCY_PERCENTILES}} for run, r in trials]))
+            [LatencyRun(run, r.intended_rate_pps, r.latency_at.of_pps, r.latency_at.goal_status, r.loss_ratio,
+                        bool(r.valid), list(r.flags), *percentiles(r).values()) for run, r in trials]))
     return out

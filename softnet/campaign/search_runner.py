@@ -27,7 +27,9 @@ from softnet.analysis.campaigns import host_stall_summary
 from softnet.analysis.loss_time import OVERLOAD_SPREAD, counted_received
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
-from softnet.results.search import LATENCY_AT, is_latency_trial
+from softnet.results import readers
+from softnet.results.readers import StoredResult
+from softnet.results.search import LATENCY_AT, SearchGoalRow
 from softnet.results.store import Store
 
 
@@ -39,14 +41,15 @@ def goals_of(spec: CampaignSpec) -> list[Goal]:
 
 
 def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurement:
-    sent, a = int(result["sent_pkts"] or 0), result.get("loss_attribution") or {}
-    host = int(a.get("explained_pkts") or 0) + int(a.get("unseen_stall_pkts") or 0)
-    return Measurement(result["intended_rate_pps"], result["duration_s"], sent,
-                       counted_received(result, host_stall_loss), tuple(result.get("flags") or ()), result,
-                       lost_pkts_all=max(0, sent - int(result["received_pkts"] or 0)) if a else None,
-                       host_lost_pkts=host,
-                       sut_overloaded=a.get("rest_cause") == "overload"
-                       and (a.get("loss_spread") or 0.0) >= OVERLOAD_SPREAD)
+    """A trial result (a measurer's, or stored) as the search sees it; it stays the measurement's detail."""
+    r = StoredResult.parse(result, "trial result")
+    sent, a = int(r.sent_pkts or 0), r.loss_attribution
+    return Measurement(r.intended_rate_pps, r.duration_s, sent,
+                       counted_received(result, host_stall_loss), tuple(r.flags), result,
+                       lost_pkts_all=max(0, sent - int(r.received_pkts or 0)) if a else None,
+                       host_lost_pkts=a.explained_pkts + a.unseen_stall_pkts if a else 0,
+                       sut_overloaded=a is not None and a.rest_cause == "overload"
+                       and (a.loss_spread or 0.0) >= OVERLOAD_SPREAD)
 
 
 class ReplayThenMeasure:
@@ -59,8 +62,8 @@ class ReplayThenMeasure:
         self.measurer, self.on_trial = measurer, on_trial
         # the search's own trials, in order: latency trials come after a complete
         # search, never among its evidence (any here are of an unfinished one: stale)
-        stored = store.trial_results(campaign_id, cell_id, run_index)
-        self.stored = [r for r in stored if not is_latency_trial(r)]
+        stored = readers.stored_trials(store, campaign_id, cell_id, run_index)
+        self.stored = [t for t in stored if not t.is_latency_trial]
         if len(self.stored) < len(stored):
             store.delete_trials_from(campaign_id, cell_id, run_index, len(self.stored))
         self.seq = 0
@@ -70,10 +73,10 @@ class ReplayThenMeasure:
         seq = self.seq
         self.seq += 1
         if seq < len(self.stored):
-            r = self.stored[seq]
-            if abs(r["intended_rate_pps"] - load_pps) < 0.5 and abs(r["duration_s"] - duration_s) < 1e-9:
+            t = self.stored[seq]
+            if abs(t.result.intended_rate_pps - load_pps) < 0.5 and abs(t.result.duration_s - duration_s) < 1e-9:
                 self.replayed += 1
-                return as_measurement(r, self.host_stall_loss)
+                return as_measurement(t.document, self.host_stall_loss)
             self.store.delete_trials_from(self.cid, self.cell_id, self.run_index, seq)
             self.stored = self.stored[:seq]
         result = self.measurer.measure(load_pps, seq, self.run_index, duration_s)
@@ -82,15 +85,15 @@ class ReplayThenMeasure:
         return as_measurement(result, self.host_stall_loss)
 
 
-def host_stall_note(trials: list[dict], host_stall_loss: str) -> str | None:
+def host_stall_note(trials: list[StoredResult], host_stall_loss: str) -> str | None:
     """What host stalls did in a search's trials, for its diagnosis."""
     h = host_stall_summary(trials)
-    if not h["explained_pkts"]:
+    if not h.explained_pkts:
         return None
     how = "set apart" if host_stall_loss == "set_apart" else "counted as the SUT's (host_stall_loss = count)"
-    unseen = sum((t.get("loss_attribution") or {}).get("unseen_stall_pkts") or 0 for t in trials)
-    note = (f"host stalls explained {h['explained_pkts']:,} of {h['lost_pkts']:,} lost packets "
-            f"({100 * h['explained_share']:.0f}%; {h['trials_with_host_interference']} of {len(trials)} trials "
+    unseen = sum(t.loss_attribution.unseen_stall_pkts for t in trials if t.loss_attribution)
+    note = (f"host stalls explained {h.explained_pkts:,} of {h.lost_pkts:,} lost packets "
+            f"({100 * h.explained_share:.0f}%; {h.trials_with_host_interference} of {len(trials)} trials "
             f"flagged host_interference), {how}")
     if unseen:
         note += (f"; {unseen:,} more followed a queue left undrained by stalls shorter than the probe sees "
@@ -108,12 +111,11 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
     config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
                           max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
     found = search(replay, config)
-    result = found.to_dict()
-    result["replayed_trials"] = replay.replayed
-    stalls = host_stall_note([t.detail or {} for t in found.trials], m.host_stall_loss)
+    stalls = host_stall_note([StoredResult.parse(t.detail, "trial result") for t in found.trials], m.host_stall_loss)
     if stalls:
-        for g in result["goals"]:
-            g["diagnosis"] += f"; {stalls}"
+        for g in found.goals:
+            g.diagnosis += f"; {stalls}"
+    result = {**found.to_dict(), "replayed_trials": replay.replayed}
     store.add_search(campaign_id, cell_id, run_index, result)
     return result
 
@@ -137,22 +139,21 @@ class LatencyTrial:
                 "fraction": self.fraction, "of_pps": self.of_pps}
 
 
-def latency_plan(goal_rows: list[dict], fractions: list[float]) -> list[LatencyTrial]:
+def latency_plan(goal_rows: list[SearchGoalRow], fractions: list[float]) -> list[LatencyTrial]:
     """The latency trials after one search, from its stored goal rows
-    (store.searches): the PDR goals, or the NDR when no goal is a PDR, that
-    have a lower bound; goals by loss ratio, then fractions ascending."""
+    (readers.search_goals): the PDR goals, or the NDR when no goal is a PDR,
+    that have a lower bound; goals by loss ratio, then fractions ascending."""
     if not fractions or not goal_rows:
         return []
-    rows = sorted(goal_rows, key=lambda r: (r["loss_ratio"], r["goal"]))
-    pdrs = [r for r in rows if r["loss_ratio"] > 0] or rows
-    first = rows[0]["trial_count"]
+    rows = sorted(goal_rows, key=lambda r: (r.loss_ratio, r.goal))
+    pdrs = [r for r in rows if r.loss_ratio > 0] or rows
+    first = rows[0].trial_count
     plan = []
     for r in pdrs:
-        if r["lower_bound_pps"] is None:
+        if r.lower_bound_pps is None:
             continue
         for f in fractions:
-            plan.append(LatencyTrial(first + len(plan), r["goal"], r["loss_ratio"], r["status"], f,
-                                     r["lower_bound_pps"]))
+            plan.append(LatencyTrial(first + len(plan), r.goal, r.loss_ratio, r.status, f, r.lower_bound_pps))
     return plan
 
 
@@ -161,7 +162,7 @@ def pending_latency(store: Store, campaign_id: str, cell_id: int, run_index: int
     """The planned latency trials of a complete search that are not stored yet."""
     if not fractions:
         return []
-    rows = [r for r in store.searches(campaign_id) if (r["cell_id"], r["run_index"]) == (cell_id, run_index)]
+    rows = [r for r in readers.search_goals(store, campaign_id) if (r.cell_id, r.run_index) == (cell_id, run_index)]
     done = store.done_keys(campaign_id)
     return [t for t in latency_plan(rows, fractions) if (cell_id, t.load_index, run_index) not in done]
 

@@ -5,11 +5,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from softnet.analysis.campaigns import Configuration, analyze_path
+from softnet.analysis.campaigns import Configuration, PastramiMeta, SoftnetMeta, analyze_path, host_stall_sentence
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import compare_cmd, latency_cmd
-from softnet.analysis.campaigns import host_stall_sentence
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
 
@@ -66,7 +65,7 @@ def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool 
             console.print(f"{c.label}: {line}", highlight=False)
 
 
-def host_stall_line(meta: dict) -> str | None:
+def host_stall_line(meta: SoftnetMeta | PastramiMeta | None) -> str | None:
     """What host stalls did to a configuration's loss (analysis.campaigns.host_stall_sentence)."""
     return host_stall_sentence(meta, lambda v: eng(v, "pps"))
 
@@ -109,12 +108,11 @@ def compares_data_paths(configs: list[Configuration]) -> bool:
 
 def data_path_rows(results_dir: Path, configs: list[Configuration]) -> list:
     from softnet.analysis.data_paths import compare
-    from softnet.results.readers import trial_results
+    from softnet.results.readers import stored_trials
     from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
-        full = {c.label: trial_results(store, c.meta["campaign_id"], c.meta["cell_id"]) for c in configs
-                if c.source == "softnet"}
+        full = {c.label: stored_trials(store, c.campaign_id, c.cell_id) for c in configs if c.source == "softnet"}
     return compare(configs, full)
 
 
@@ -163,29 +161,32 @@ def show_data_paths(rows: list, wide: bool = False) -> None:
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:
     """Ids of the campaigns that hold AF_XDP latency runs."""
+    from softnet.results.readers import campaigns
     from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
-        ids = [c["campaign_id"] for c in store.campaigns()]
+        ids = [c.campaign_id for c in campaigns(store)]
         return [cid for cid in ids if (campaign is None or cid == campaign) and store.latency_runs(cid)]
 
 
 def comparisons(results_dir: Path, campaign: str | None = None) -> list:
     """(campaign id, ComparisonSummary) of the paired comparisons stored there."""
+    from softnet.results.readers import campaigns
     from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
-        ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()]
+        ids = [campaign] if campaign else [c.campaign_id for c in campaigns(store)]
         return [(cid, s) for cid in ids if (s := store.comparison(cid, finished_only=False)) is not None]
 
 
 def search_summaries(results_dir: Path, campaign: str | None = None) -> list:
     from softnet.analysis.searches import summarize_searches
+    from softnet.results.readers import campaigns
     from softnet.results.store import Store
 
     with Store(results_dir, read_only=True) as store:
-        ids = [campaign] if campaign else [c["campaign_id"] for c in store.campaigns()
-                                           if '"kind": "compare"' not in (c.get("spec_json") or "")]
+        ids = [campaign] if campaign else [c.campaign_id for c in campaigns(store)
+                                           if '"kind": "compare"' not in c.spec_text]
         return [s for cid in ids for s in summarize_searches(store, cid)]
 
 
@@ -199,16 +200,16 @@ def show_searches(summaries: list, wide: bool = False) -> None:
     rows, notes = [], []
     for s in summaries:
         for r in s.repeats:
-            width = (r["upper_bound_pps"] - r["lower_bound_pps"]) / r["upper_bound_pps"] \
-                if r["lower_bound_pps"] and r["upper_bound_pps"] else None
-            ci = "-" if r["lower_loss_ratio"] is None else \
-                f"{sci(r['lower_loss_ratio'])} [{sci(r['lower_loss_ci95_low'])}, {sci(r['lower_loss_ci95_high'])}]"
-            rows.append([s.label, s.goal, str(r["run_index"]), f"[{verdict_style(r['status'])}]{r['status']}[/]",
-                         eng(r["lower_bound_pps"], "pps", 4), eng(r["upper_bound_pps"], "pps", 4),
+            width = (r.upper_bound_pps - r.lower_bound_pps) / r.upper_bound_pps \
+                if r.lower_bound_pps and r.upper_bound_pps else None
+            ci = "-" if r.lower_loss_ratio is None else \
+                f"{sci(r.lower_loss_ratio)} [{sci(r.lower_loss_ci95_low)}, {sci(r.lower_loss_ci95_high)}]"
+            rows.append([s.label, s.goal, str(r.run_index), f"[{verdict_style(r.status)}]{r.status}[/]",
+                         eng(r.lower_bound_pps, "pps", 4), eng(r.upper_bound_pps, "pps", 4),
                          "-" if width is None else f"{width:.2%}",
-                         f"{eng(r['lower_confidence'])}/{eng(r['upper_confidence'])}", ci,
-                         f"{r['trial_count']} ({eng(r['trial_seconds'], 's')})"])
-            notes.append(f"{s.label} {s.goal} run {r['run_index']}: {r['diagnosis']}")
+                         f"{eng(r.lower_confidence)}/{eng(r.upper_confidence)}", ci,
+                         f"{r.trial_count} ({eng(r.trial_seconds, 's')})"])
+            notes.append(f"{s.label} {s.goal} run {r.run_index}: {r.diagnosis}")
     # One table per configuration, named in its title: a configuration column
     # would leave the numbers no room in 80 columns.
     for label in dict.fromkeys(r[0] for r in rows):
@@ -247,8 +248,8 @@ def show_search_latency(summaries: list, wide: bool = False) -> None:
         return
     rows = []
     for x in found:
-        med = [latency_us((x.latency[k] or {}).get("median")) for k in LATENCY_KEYS]
-        spread = ["-" if (st := x.latency[k]) is None else f"{latency_us(st['min'])}-{latency_us(st['max'])}"
+        med = [latency_us(None if x.latency[k] is None else x.latency[k].median) for k in LATENCY_KEYS]
+        spread = ["-" if (st := x.latency[k]) is None else f"{latency_us(st.min)}-{latency_us(st.max)}"
                   for k in LATENCY_KEYS[2:]]
         rows.append([x.label, x.goal, f"{x.fraction:.0%}", eng(x.load_pps, "pps"), *med, *spread,
                      sci(x.loss_ratio_median), sci(x.loss_ratio_max),

@@ -30,7 +30,7 @@ from softnet.analysis.latency_campaigns import stability as latency_stability
 from softnet.analysis.searches import summarize_searches
 from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
-from softnet.results.readers import ResultsProvenance
+from softnet.results.readers import ResultsProvenance, StoredTrial
 
 from . import compare_plots, kernel_plots, latency_plots, plots, view
 
@@ -40,18 +40,24 @@ ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
                   finalize=lambda v: "" if v is None else v)  # an absent value shows as nothing, not "None"
 
 
+@dataclass(frozen=True)
+class StageData:
+    levels: list[dict]  # analysis.stage_models.stage_levels
+    models: dict  # analysis.stage_models.cost_models
+
+
 @dataclass
 class SoftnetData:
     """What a results directory holds beyond the load-loss analyses."""
 
     provenance: ResultsProvenance | None = None
     searches: list = field(default_factory=list)  # analysis.searches.SearchSummary
-    search_trials: dict[tuple[str, int, int], list[dict]] = field(default_factory=dict)  # (campaign, cell, run)
+    search_trials: dict[tuple[str, int, int], list[StoredTrial]] = field(default_factory=dict)  # (campaign, cell, run)
     kernel: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, kernel_stats.summarize_by_load)
     audits: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, cpu_audit.summarize_audit)
-    stages: list[tuple[str, dict]] = field(default_factory=list)  # (label, {"levels": ..., "models": ...})
+    stages: list[tuple[str, StageData]] = field(default_factory=list)  # (label, its stages)
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
-    cell_trials: dict[tuple[str, int], list[dict]] = field(default_factory=dict)  # sweep (campaign, cell) -> results
+    cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
     comparisons: list[tuple[str, object]] = field(default_factory=list)  # (campaign, comparison.ComparisonSummary)
 
 
@@ -71,15 +77,16 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
     for cell in readers.sweep_cells(store, list(campaign_ids)):
         label = view.sweep_label(cell.name, cell.cell_id, cell.knobs)
         data.cell_trials[(cell.campaign_id, cell.cell_id)] = cell.trials
-        levels = kernel_stats.summarize_by_load(cell.trials)
+        docs = [t.document for t in cell.trials]  # these analyses read the result documents
+        levels = kernel_stats.summarize_by_load(docs)
         if levels:
             data.kernel.append((label, levels))
-        audit = summarize_audit(cell.trials)
+        audit = summarize_audit(docs)
         if audit:
             data.audits.append((label, audit))
-        stage_lv = stage_levels(cell.trials)
+        stage_lv = stage_levels(docs)
         if stage_lv:
-            data.stages.append((label, {"levels": stage_lv, "models": cost_models(cell.trials, pdr_loss_ratio)}))
+            data.stages.append((label, StageData(stage_lv, cost_models(docs, pdr_loss_ratio))))
     return data
 
 
@@ -112,7 +119,7 @@ class _Figures:
         out = []
         for i, ((cid, cell, run), (label, bounds)) in enumerate(view.search_plots(summaries).items()):
             title = f"search: {label}, cell {cell}, run {run}"
-            files = plots.plot_search(trials.get((cid, cell, run), []), bounds, title,
+            files = plots.plot_search([t.result for t in trials.get((cid, cell, run), [])], bounds, title,
                                       self.folder / f"search{i + 1:02d}", formats=self.formats)
             out.append({**self.embed(files, title), "campaign_id": cid})
         return out
@@ -139,14 +146,14 @@ class _Figures:
             out.append({**view.comparison(name, summary), "fig": self.embed(files, f"paired comparison {name}")})
         return out
 
-    def stages(self, stages: Sequence[tuple[str, dict]]) -> list[dict]:
+    def stages(self, stages: Sequence[tuple[str, StageData]]) -> list[dict]:
         out = []
         for i, (label, st) in enumerate(stages):
             title = f"stages: {label}"
-            files = kernel_plots.plot_stages(st["levels"], title, self.folder / f"stages{i + 1:02d}",
+            files = kernel_plots.plot_stages(st.levels, title, self.folder / f"stages{i + 1:02d}",
                                              formats=self.formats)
             out.append({"label": label, "fig": self.embed(files, title),
-                        **view.stages(label, st["levels"], st["models"])})
+                        **view.stages(label, st.levels, st.models)})
         return out
 
 
@@ -191,11 +198,12 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
 
 
 def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
-                 plots_dir: Path | None = None, **analysis_kw) -> Path:
+                 plots_dir: Path | None = None, campaign_id: str | None = None, pdr_loss_ratio: float = 0.005,
+                 eta: float = 0.1, confidence: float = 0.95) -> Path:
     """Analyse ``path_or_results_dir`` and write one self-contained HTML file.
 
-    ``analysis_kw`` go to ``analyze_path`` (campaign_id, pdr_loss_ratio, eta,
-    confidence). Default ``out_file``: ``<results_dir>/report.html`` for a
+    ``campaign_id``, ``pdr_loss_ratio``, ``eta``, ``confidence`` go to
+    ``analyze_path``. Default ``out_file``: ``<results_dir>/report.html`` for a
     softnet results directory, ``./softnet-report.html`` otherwise.
     """
     src = Path(path_or_results_dir)
@@ -203,12 +211,11 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     data = None
     if is_results:  # read (and check) the store first: a corrupt one is an error naming the file
         with readers.open_results(src) as store:
-            ids = [analysis_kw["campaign_id"]] if analysis_kw.get("campaign_id") else \
-                [c.campaign_id for c in readers.campaigns(store)]
-            data = read_softnet(store, ids, analysis_kw.get("pdr_loss_ratio", 0.005))
-    configs = analyze_path(src, **analysis_kw)
+            ids = [campaign_id] if campaign_id else [c.campaign_id for c in readers.campaigns(store)]
+            data = read_softnet(store, ids, pdr_loss_ratio)
+    configs = analyze_path(src, campaign_id, pdr_loss_ratio=pdr_loss_ratio, eta=eta, confidence=confidence)
     if data is not None:  # only the campaigns reported on
-        shown = ({cfg.meta.get("campaign_id") for cfg in configs} | {s.campaign_id for s in data.searches}
+        shown = ({cfg.campaign_id for cfg in configs} | {s.campaign_id for s in data.searches}
                  | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:

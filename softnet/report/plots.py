@@ -38,6 +38,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from softnet.analysis.data_paths import short_label
+from softnet.results.readers import StoredResult
 
 FLOOR_PLR = 1e-6  # paper sec. IV-B: bottom of the log scale
 MAX_PER_FIGURE = 10  # tab10: one distinct colour each (a sweep over every SUT personality fits)
@@ -111,7 +112,7 @@ def config_tokens(config) -> list[str]:
         return [str(t) for t in toks if t]
     if config.source == "softnet":
         toks = []
-        cid = (config.meta or {}).get("campaign_id")
+        cid = config.campaign_id
         if cid is not None:
             toks.append(f"campaign {cid}")
         # a personality by its spec string alone, a file param by its name (analysis.data_paths.short_label)
@@ -176,7 +177,7 @@ def group_configurations(configs: Sequence, max_per_figure: int = MAX_PER_FIGURE
             key = ("pastrami", k.get("folder"), k.get("site"), k.get("testbed"), k.get("ebpf_router"),
                    k.get("env"), k.get("duration_s"))
         else:
-            key = (c.source, (c.meta or {}).get("campaign_id"))
+            key = (c.source, c.campaign_id)
         groups.setdefault(key, []).append(c)
     out = []
     for members in groups.values():
@@ -409,7 +410,7 @@ def plot_all(configs: Iterable, out_dir: Path, pdr_loss_ratio: float | None = No
     }
 
 
-def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, float | None, float | None]],
+def search_figure(trials: Sequence[StoredResult], bounds: Sequence[tuple[str, float, float | None, float | None]],
                   title: str) -> Figure:
     """One search: the load of each trial in order (log scale), coloured by the
     worst goal it failed, and each goal's final lower/upper bounds as lines.
@@ -419,12 +420,12 @@ def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, flo
         goals = sorted(bounds, key=lambda b: b[1])
         colors = ["#2a9d4b", "#f08c00", "#d62828", "#7b2cbf", "#1d4ed8", "#6b7280"]
         x = np.arange(1, len(trials) + 1)
-        loads = np.array([t["intended_rate_pps"] for t in trials], dtype=float)
+        loads = np.array([t.intended_rate_pps for t in trials], dtype=float)
         worst = []
         for t in trials:
-            loss = t.get("loss_ratio") or 0.0
+            loss = t.loss_ratio or 0.0
             failed = [i for i, g in enumerate(goals) if loss > g[1]]
-            worst.append(len(goals) if not t.get("valid", True) else (max(failed) + 1 if failed else 0))
+            worst.append(len(goals) if t.valid is False else (max(failed) + 1 if failed else 0))
         handles = []
         names = ["meets every goal"] + [f"fails {g[0]}" for g in goals]
         for k, name in enumerate(names):
@@ -432,7 +433,7 @@ def search_figure(trials: Sequence[dict], bounds: Sequence[tuple[str, float, flo
             if sel.any():
                 handles.append(ax.scatter(x[sel], loads[sel], s=22, color=colors[k % len(colors)],
                                           marker=MARKERS[k % len(MARKERS)], label=name, zorder=3))
-        invalid = np.array([not t.get("valid", True) for t in trials])
+        invalid = np.array([t.valid is False for t in trials])
         if invalid.any():
             handles.append(ax.scatter(x[invalid], loads[invalid], s=40, facecolors="none", edgecolors="black",
                                       label="invalid trial (not evidence)", zorder=4))

@@ -8,16 +8,16 @@ import datetime as _dt
 import json
 import math
 import statistics
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import Sequence
 
-from softnet.analysis.campaigns import Configuration, host_stall_sentence
+from softnet.analysis.campaigns import Configuration, PastramiMeta, SoftnetMeta, host_stall_sentence
 from softnet.analysis.cpu_audit import by_context
 from softnet.analysis.data_paths import capacity_disagrees, compare, short_label
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
 from softnet.analysis.stages import WIFI_STAGES
-from softnet.results.readers import ResultsProvenance
+from softnet.results.readers import ResultsProvenance, StoredProvenance, StoredResult
 from softnet.units import format_duration_ns
 
 from .plots import format_rate, load_unit
@@ -148,7 +148,7 @@ def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | No
     sweeps = [c for c in configs if c.source == "softnet" and "testbed.sut" in c.knobs]
     if len(sweeps) < 2:
         return None
-    full = {c.label: cell_trials.get((c.meta.get("campaign_id"), c.meta.get("cell_id")), []) for c in sweeps}
+    full = {c.label: cell_trials.get((c.campaign_id, c.cell_id), []) for c in sweeps}
     rows = compare(sweeps, full)
 
     def ns(v):
@@ -199,15 +199,16 @@ def us(ns) -> str:
     return DASH if not _finite(ns) else f"{ns / 1e3:.3g}"
 
 
-def latency_cell(trials: Sequence[dict]) -> str:
+def latency_cell(trials: Sequence[StoredResult]) -> str:
     """Median over a load's valid runs of their one-way latency p50 / p99 (\u00b5s):
     schema 3 trials (HDR histogram, within 0.4%); older ones only had the log2
     upper bound of the p99, shown as such."""
-    runs = [t for t in trials if t.get("valid")]
-    new = [t for t in runs if _finite(t.get("latency_p99_ns"))]
+    runs = [t for t in trials if t.valid]
+    new = [t for t in runs if _finite(t.latency_p99_ns)]
     if new:
-        return " / ".join(us(statistics.median(t[k] for t in new)) for k in ("latency_p50_ns", "latency_p99_ns"))
-    old = [t["latency_p99_upper_ns"] for t in runs if _finite(t.get("latency_p99_upper_ns"))]
+        return (us(statistics.median(t.latency_p50_ns for t in new)) + " / "
+                + us(statistics.median(t.latency_p99_ns for t in new)))
+    old = [t.latency_p99_upper_ns for t in runs if _finite(t.latency_p99_upper_ns)]
     return f"p99 \u2264 {us(statistics.median(old))}" if old else DASH
 
 
@@ -235,7 +236,7 @@ def load_table(config: Configuration) -> dict:
             continue
         plr_half, dr_half, t_half = _ci_half(s.plr_ratio), _ci_half(s.dr_ratio), _ci_half(s.throughput_pps)
         rows.append({**row, "empty": False, "runs": s.n_runs,
-                     "latency": latency_cell([t for t in config.trials if t.get("intended_rate_pps") == load]),
+                     "latency": latency_cell([t.result for t in config.trials if t.result.intended_rate_pps == load]),
                      "plr": plus_minus(pct(s.plr_ratio.mean), pct(plr_half) if plr_half is not None else None),
                      "delta_ucl": pct(s.plr_delta_ucl) + ("%" if _finite(s.plr_delta_ucl) else ""),
                      "dr": plus_minus(pct(s.dr_ratio.mean, 6), pct(dr_half) if dr_half is not None else None),
@@ -262,28 +263,34 @@ def _counted(c: Counter) -> str:
     return "; ".join(f"{v} ({n} trials)" if len(c) > 1 else str(v) for v, n in c.most_common())
 
 
+def _present(values) -> Counter:
+    return Counter(v for v in values if v is not None)
+
+
 def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> dict:
     if config.source == "pastrami":
-        items = [("file", config.meta.get("path", config.label))]
+        items = [("file", config.meta.path if isinstance(config.meta, PastramiMeta) else config.label)]
         items += [(k, fmt_knob(v)) for k, v in config.knobs.items()]
         return {"kind": "pastrami", "fields": items, "site": SITES.get(config.knobs.get("site"))}
-    m = config.meta or {}
-    items = [("campaign", m.get("campaign_id")), ("cell", m.get("cell_id")),
-             ("probed max. generator rate", rate_pair(m.get("probe_max_rate_pps")))]
+    m = config.meta if isinstance(config.meta, SoftnetMeta) else None
+    items = [("campaign", config.campaign_id), ("cell", config.cell_id),
+             ("probed max. generator rate", rate_pair(m.probe_max_rate_pps if m else None))]
     items += [(f"knob {k}", fmt_knob(v)) for k, v in config.knobs.items()]
-    trials = config.trials or []
-    cols = OrderedDict((k, Counter(t.get(k) for t in trials if t.get(k) is not None))
-                       for k in ("kernel", "cpu_model", "softnet_version", "spec_hash", "sut"))
-    p_list = prov.trial_provenance.get((m.get("campaign_id"), m.get("cell_id")), []) if prov else []
-    cols["hostname"] = Counter(p.get("hostname") for p in p_list if p.get("hostname"))
-    rows = [(k, _counted(c)) for k, c in cols.items() if c]
-    trial_flags = Counter(f for t in trials for f in (t.get("flags") or []))
-    n_invalid = sum(1 for t in trials if t.get("valid") is False)
-    rows.append(("trials", f"{len(trials)} ({n_invalid} flagged invalid)"))
+    results = [t.result for t in config.trials]
+    provs = [r.provenance or StoredProvenance() for r in results]
+    p_list = prov.trial_provenance.get((config.campaign_id, config.cell_id), []) if prov else []
+    cols = [("kernel", _present(p.kernel for p in provs)), ("cpu_model", _present(p.cpu_model for p in provs)),
+            ("softnet_version", _present(p.softnet_version for p in provs)),
+            ("spec_hash", _present(p.spec_hash for p in provs)), ("sut", _present(r.sut for r in results)),
+            ("hostname", Counter(p.hostname for p in p_list if p.hostname))]
+    rows = [(k, _counted(c)) for k, c in cols if c]
+    trial_flags = Counter(f for r in results for f in r.flags)
+    n_invalid = sum(1 for r in results if not r.valid)
+    rows.append(("trials", f"{len(results)} ({n_invalid} flagged invalid)"))
     if trial_flags:
         rows.append(("trial flags", ", ".join(f"{k} \u00d7{n}" for k, n in trial_flags.most_common())))
-    changes = Counter(ch for p in p_list for ch in dict.fromkeys(p.get("host_changes_applied") or []))
-    spec = m.get("spec")
+    changes = Counter(ch for p in p_list for ch in dict.fromkeys(p.host_changes_applied))
+    spec = m.spec if m else None
     return {"kind": "softnet", "fields": items, "rows": rows, "changes": list(changes.items()),
             "n_results": len(p_list),
             "spec": json.dumps(spec, indent=2, sort_keys=True, default=str) if spec else None}
@@ -298,7 +305,7 @@ def configuration(i: int, config: Configuration, prov: ResultsProvenance | None)
            ("parameters", f"X = {x}, \u03b7 = {r.eta:g}, confidence = {config.analysis.stats.confidence:g}")]
     stalls = host_stall_sentence(config.meta, format_rate)
     if stalls:
-        key.append(("host stalls (" + config.meta["host_stall_loss"].replace("_", " ") + ")", stalls))
+        key.append(("host stalls (" + config.meta.host_stall_loss.replace("_", " ") + ")", stalls))
     return {"anchor": f"cfg-{i}", "label": config.label, "verdict": r.verdict.value, "reason": r.reason,
             "meaning": VERDICT_MEANING.get(r.verdict.value, ""), "key": key, "table": load_table(config),
             "flags": flags(config), "provenance": config_provenance(config, prov)}
@@ -331,13 +338,13 @@ def searches(summaries: Sequence) -> dict:
     runs = []
     for s in summaries:
         for r in s.repeats:
-            ci = "-" if r["lower_loss_ratio"] is None else (
-                f"{r['lower_loss_ratio']:.2e} [{r['lower_loss_ci95_low']:.1e}, {r['lower_loss_ci95_high']:.1e}]")
-            conf = [("" if c is None else f" ({c:.3f})") for c in (r["lower_confidence"], r["upper_confidence"])]
-            runs.append({"label": s.label, "goal": s.goal, "run": r["run_index"], "status": r["status"],
-                         "lower": rate_pair(r["lower_bound_pps"]) + conf[0],
-                         "upper": rate_pair(r["upper_bound_pps"]) + conf[1], "loss": ci,
-                         "trials": f"{r['trial_count']} ({r['trial_seconds']:.1f} s)", "diagnosis": r["diagnosis"]})
+            ci = "-" if r.lower_loss_ratio is None else (
+                f"{r.lower_loss_ratio:.2e} [{r.lower_loss_ci95_low:.1e}, {r.lower_loss_ci95_high:.1e}]")
+            conf = [("" if c is None else f" ({c:.3f})") for c in (r.lower_confidence, r.upper_confidence)]
+            runs.append({"label": s.label, "goal": s.goal, "run": r.run_index, "status": r.status,
+                         "lower": rate_pair(r.lower_bound_pps) + conf[0],
+                         "upper": rate_pair(r.upper_bound_pps) + conf[1], "loss": ci,
+                         "trials": f"{r.trial_count} ({r.trial_seconds:.1f} s)", "diagnosis": r.diagnosis})
     return {"verdicts": verdicts, "runs": runs, "latency": search_latency(summaries)}
 
 
@@ -349,8 +356,8 @@ def search_latency(summaries: Sequence) -> list[dict]:
         cells = []
         for k in ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns"):
             st = x.latency[k]
-            spread = "" if st is None or st["min"] == st["max"] else f" ({us(st['min'])}\u2013{us(st['max'])})"
-            cells.append(DASH if st is None else us(st["median"]) + spread)
+            spread = "" if st is None or st.min == st.max else f" ({us(st.min)}\u2013{us(st.max)})"
+            cells.append(DASH if st is None else us(st.median) + spread)
         loss = DASH if x.loss_ratio_median is None else f"{x.loss_ratio_median:.2e} (max {x.loss_ratio_max:.2e})"
         flags = ", ".join(f"{f} \u00d7{n}" for f, n in x.flags.items())
         rows.append({"label": x.label, "goal": x.goal, "fraction": f"{x.fraction:.0%}",
@@ -364,8 +371,8 @@ def search_plots(summaries: Sequence) -> dict[tuple, tuple[str, list]]:
     out: dict = {}
     for s in summaries:
         for r in s.repeats:
-            out.setdefault((s.campaign_id, s.cell_id, r["run_index"]), (s.label, []))[1].append(
-                (s.goal, s.loss_ratio, r["lower_bound_pps"], r["upper_bound_pps"]))
+            out.setdefault((s.campaign_id, s.cell_id, r.run_index), (s.label, []))[1].append(
+                (s.goal, s.loss_ratio, r.lower_bound_pps, r.upper_bound_pps))
     return out
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
-from softnet.results.search import is_latency_trial
+from softnet.results.search import SearchGoalRow
 from softnet.results.store import DB_NAME, Store
-from softnet.results.trial import check_schema
+from softnet.results.trial import LossAttribution, Number, check_schema
 
 # Tables and columns the readers rely on; a DuckDB file without them was not
 # written by softnet's store (or by one too old to read).
@@ -27,6 +28,115 @@ REQUIRED_COLUMNS = {
     "trials": {"campaign_id", "cell_id", "load_index", "run_index", "result_json"},
     "searches": {"campaign_id", "cell_id", "run_index", "goal"},
 }
+
+
+class LatencyAt(BaseModel):
+    """What a latency-under-load trial after a search was measured at
+    (softnet.results.search.LATENCY_AT): a fraction of a goal's lower bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str
+    loss_ratio: Number
+    goal_status: str | None = None
+    fraction: Number
+    of_pps: Number
+
+
+class StoredProvenance(BaseModel):
+    """The provenance fields the report shows; the rest of a stored
+    provenance (a remote trial's hosts, a synthetic SUT's model) is not read here."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    hostname: str | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    softnet_version: str | None = None
+    spec_hash: str | None = None
+    host_changes_applied: list[str] = []
+
+
+class StoredResult(BaseModel):
+    """A stored trial result as the methods and the report read it, whatever
+    wrote it: a real trial (softnet.results.trial.TrialResult, any known schema
+    version), the synthetic SUT's counts-only result, or a test's. The figures
+    every such result has are required; what only some carry is None when absent.
+    The rest of a result (placement, diagnosis, ...) is not read through this
+    view: ``StoredTrial.document`` has it as stored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = 1
+    sut: str | None = None
+    intended_rate_pps: Number
+    duration_s: Number
+    achieved_rate_pps: Number | None = None
+    sent_pkts: int | None = None
+    received_pkts: int | None = None
+    lost_pkts: int | None = None
+    loss_ratio: Number | None = None
+    sut_lost_pkts: int | None = None  # schema 4: the loss less what host stalls explain
+    flags: list[str] = []
+    valid: bool | None = None
+    latency_p50_ns: Number | None = None
+    latency_p90_ns: Number | None = None
+    latency_p99_ns: Number | None = None
+    latency_p99_9_ns: Number | None = None
+    latency_p99_upper_ns: Number | None = None  # schema 2: the log2 bucket's upper edge
+    loss_attribution: LossAttribution | None = None
+    kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
+    profile: dict | None = None
+    provenance: StoredProvenance | None = None
+    latency_at: LatencyAt | None = None  # a latency trial after a search (not one of its own)
+
+    @field_validator("flags", mode="before")
+    @classmethod
+    def _no_flags(cls, v):
+        return [] if v is None else v
+
+    @classmethod
+    def parse(cls, document: dict, where: str) -> "StoredResult":
+        """A result document (stored, or a measurer's), or an InputError naming the field."""
+        try:
+            return cls.model_validate(document)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise InputError(where, f"stored trial result: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """One stored trial: its row's key and its result. ``document`` is the
+    result JSON as stored, for the analyses that read more of it (kernel
+    statistics, the CPU audit, stages)."""
+
+    campaign_id: str
+    cell_id: int
+    load_index: int
+    run_index: int
+    result: StoredResult
+    document: dict = field(repr=False, compare=False)
+
+    @property
+    def is_latency_trial(self) -> bool:
+        """A latency-under-load trial taken after a search, not one of its own."""
+        return self.result.latency_at is not None
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """One cell of a campaign as stored: its knob values and its spec (JSON)."""
+
+    campaign_id: str
+    cell_id: int
+    knobs: dict  # knob name -> value, as the matrix gave them
+    spec: dict  # the cell's campaign spec (softnet.campaign.spec), as stored
+    probe_max_rate_pps: float | None
+
+    @property
+    def method_kind(self) -> str:
+        return (self.spec.get("method") or {}).get("kind", "sweep")
 
 
 @dataclass(frozen=True)
@@ -42,10 +152,10 @@ class CampaignRecord:
 @dataclass
 class ResultsProvenance:
     """The campaigns of a results directory and, per (campaign, cell), the
-    provenance dict of each trial result (kernel, host, host changes...)."""
+    provenance of each trial result (kernel, host, host changes...)."""
 
     campaigns: list[CampaignRecord]
-    trial_provenance: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
+    trial_provenance: dict[tuple[str, int], list[StoredProvenance]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,7 +166,7 @@ class SweepCell:
     cell_id: int
     name: str  # the cell spec's name (the campaign id when it has none)
     knobs: dict
-    trials: list[dict]
+    trials: list[StoredTrial]
 
 
 def is_results_dir(path: str | Path) -> bool:
@@ -86,10 +196,9 @@ def _first_line(exc: Exception) -> str:
 
 
 def _check_tables(store: Store, db: Path) -> None:
-    rows = store.query("SELECT table_name, column_name FROM information_schema.columns")
     have: dict[str, set] = {}
-    for r in rows:
-        have.setdefault(r["table_name"], set()).add(r["column_name"])
+    for table, column in store.db.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall():
+        have.setdefault(table, set()).add(column)
     missing = [f"{t}.{c}" for t, cols in REQUIRED_COLUMNS.items() for c in sorted(cols - have.get(t, set()))]
     if missing:
         raise InputError(str(db), "not a softnet results database: it lacks " + ", ".join(missing[:6])
@@ -101,11 +210,11 @@ def _where(store: Store, campaign_id, cell_id, load_index, run_index) -> str:
             f"run {run_index})")
 
 
-def _result(store: Store, row: dict) -> dict:
+def _document(store: Store, key: tuple[str, int, int, int], text) -> dict:
     """The stored result JSON of a trial row, parsed and schema-checked."""
-    where = _where(store, row["campaign_id"], row["cell_id"], row["load_index"], row["run_index"])
+    where = _where(store, *key)
     try:
-        result = json.loads(row["result_json"])
+        result = json.loads(text)
     except (TypeError, ValueError):
         raise InputError(where, "the stored trial result is not a JSON document") from None
     if not isinstance(result, dict):
@@ -114,32 +223,62 @@ def _result(store: Store, row: dict) -> dict:
     return result
 
 
-def _trial_rows(store: Store, where: str, args: list) -> list[dict]:
-    return store.query("SELECT campaign_id, cell_id, load_index, run_index, result_json FROM trials "
-                       f"WHERE {where} ORDER BY campaign_id, cell_id, load_index, run_index", args)
+def _stored(store: Store, where: str, args: list) -> list[StoredTrial]:
+    rows = store.db.execute("SELECT campaign_id, cell_id, load_index, run_index, result_json FROM trials "
+                            f"WHERE {where} ORDER BY campaign_id, cell_id, load_index, run_index", args).fetchall()
+    out = []
+    for cid, cell, load, run, text in rows:
+        doc = _document(store, (cid, cell, load, run), text)
+        out.append(StoredTrial(cid, cell, load, run, StoredResult.parse(doc, _where(store, cid, cell, load, run)),
+                               doc))
+    return out
 
 
 def campaigns(store: Store) -> list[CampaignRecord]:
     """Every campaign, oldest first."""
     out = []
-    for c in store.query("SELECT * FROM campaigns ORDER BY created_unix_s"):
-        text = c.get("spec_json") or ""
+    rows = store.db.execute("SELECT campaign_id, name, spec_hash, spec_json, created_unix_s FROM campaigns "
+                            "ORDER BY created_unix_s").fetchall()
+    for campaign_id, name, spec_hash, text, created in rows:
+        text = text or ""
         try:
             spec = json.loads(text or "null")
         except ValueError:
             spec = None
-        out.append(CampaignRecord(c["campaign_id"], c.get("name"), c.get("spec_hash"), spec, text,
-                                  c.get("created_unix_s")))
+        out.append(CampaignRecord(campaign_id, name, spec_hash, spec, text, created))
     return out
+
+
+def cells(store: Store, campaign_id: str) -> list[CellRecord]:
+    """A campaign's cells in cell order."""
+    rows = store.db.execute("SELECT cell_id, knobs_json, spec_json, probe_max_rate_pps FROM cells "
+                            "WHERE campaign_id = ? ORDER BY cell_id", [campaign_id]).fetchall()
+    return [CellRecord(campaign_id, cell_id, json.loads(knobs), json.loads(spec), probe)
+            for cell_id, knobs, spec, probe in rows]
+
+
+def stored_trials(store: Store, campaign_id: str, cell_id: int | None = None,
+                  run_index: int | None = None) -> list[StoredTrial]:
+    """A campaign's trials (of one cell, of one run of it), by cell, then
+    load index, then run; each result parsed and schema-checked."""
+    where, args = "campaign_id = ?", [campaign_id]
+    if cell_id is not None:
+        where, args = where + " AND cell_id = ?", args + [cell_id]
+    if run_index is not None:
+        where, args = where + " AND run_index = ?", args + [run_index]
+    return _stored(store, where, args)
 
 
 def trial_results(store: Store, campaign_id: str, cell_id: int, run_index: int | None = None) -> list[dict]:
     """Result dicts of a cell's trials (of one run when ``run_index`` is given),
-    in load order."""
-    where, args = "campaign_id = ? AND cell_id = ?", [campaign_id, cell_id]
-    if run_index is not None:
-        where, args = where + " AND run_index = ?", args + [run_index]
-    return [_result(store, r) for r in _trial_rows(store, where, args)]
+    in load order: the stored JSON, for callers that read it by key
+    (``stored_trials`` gives them typed)."""
+    return [t.document for t in stored_trials(store, campaign_id, cell_id, run_index)]
+
+
+def search_goals(store: Store, campaign_id: str) -> list[SearchGoalRow]:
+    """Stored goals, validated, of every search of a campaign (by cell, loss ratio, run)."""
+    return store.search_goals(campaign_id)
 
 
 def provenance(store: Store, campaign_ids: list[str] | None = None) -> ResultsProvenance:
@@ -147,33 +286,30 @@ def provenance(store: Store, campaign_ids: list[str] | None = None) -> ResultsPr
     records = [c for c in campaigns(store) if campaign_ids is None or c.campaign_id in campaign_ids]
     out = ResultsProvenance(records)
     for cid in (c.campaign_id for c in records):
-        for r in _trial_rows(store, "campaign_id = ?", [cid]):
-            prov = _result(store, r).get("provenance") or {}
-            out.trial_provenance.setdefault((r["campaign_id"], r["cell_id"]), []).append(prov)
+        for t in stored_trials(store, cid):
+            out.trial_provenance.setdefault((t.campaign_id, t.cell_id), []).append(
+                t.result.provenance or StoredProvenance())
     return out
 
 
 def sweep_cells(store: Store, campaign_ids: list[str]) -> list[SweepCell]:
     """Every cell of a load sweep (not a search: its trials sit at loads of its
-    own choosing) with its trial results."""
+    own choosing) with its trials."""
     out = []
     for cid in campaign_ids:
-        for cell in store.cells(cid):
-            spec = cell["spec"]
-            if spec.get("method", {}).get("kind", "sweep") != "sweep":
+        for cell in cells(store, cid):
+            if cell.method_kind != "sweep":
                 continue
-            out.append(SweepCell(cid, cell["cell_id"], str(spec.get("name", cid)), cell["knobs"],
-                                 trial_results(store, cid, cell["cell_id"])))
+            out.append(SweepCell(cid, cell.cell_id, str(cell.spec.get("name", cid)), cell.knobs,
+                                 stored_trials(store, cid, cell.cell_id)))
     return out
 
 
-def search_trials(store: Store, campaign_id: str) -> dict[tuple[int, int], list[dict]]:
-    """(cell, run) -> the trial results of that search, in search order (not
-    the latency trials measured after it: analysis.searches.search_latency)."""
-    out: dict[tuple[int, int], list[dict]] = {}
-    rows = store.query("SELECT DISTINCT cell_id, run_index FROM searches WHERE campaign_id = ? "
-                       "ORDER BY cell_id, run_index", [campaign_id])
-    for r in rows:
-        trials = trial_results(store, campaign_id, r["cell_id"], r["run_index"])
-        out[(r["cell_id"], r["run_index"])] = [t for t in trials if not is_latency_trial(t)]
+def search_trials(store: Store, campaign_id: str) -> dict[tuple[int, int], list[StoredTrial]]:
+    """(cell, run) -> the trials of that search, in search order (not the
+    latency trials measured after it: analysis.searches.search_latency)."""
+    out: dict[tuple[int, int], list[StoredTrial]] = {}
+    for cell_id, run_index in sorted(store.done_searches(campaign_id)):
+        trials = stored_trials(store, campaign_id, cell_id, run_index)
+        out[(cell_id, run_index)] = [t for t in trials if not t.is_latency_trial]
     return out

@@ -57,10 +57,6 @@ def check_search_schema(goal_json: dict, where: str) -> int:
 # one trial per (PDR goal, fraction) at fraction x the goal's lower bound. It is
 # stored as a trial of that search (load_index after the search's own trials)
 # and marked by this key in its result: {"goal", "loss_ratio", "goal_status",
-# "fraction", "of_pps"}. A search's replay and its trajectory leave it out.
+# "fraction", "of_pps"} (softnet.results.readers.LatencyAt reads it). A
+# search's replay and its trajectory leave it out.
 LATENCY_AT = "latency_at"
-
-
-def is_latency_trial(result: dict) -> bool:
-    """A latency-under-load trial taken after a search, not one of its own."""
-    return LATENCY_AT in result

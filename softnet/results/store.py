@@ -297,13 +297,21 @@ class Store:
                                [campaign_id]).fetchall()
         return {tuple(r) for r in rows}
 
+    def search_goals(self, campaign_id: str) -> list[SearchGoalRow]:
+        """Stored goals, validated, of every search of a campaign (by cell, loss ratio, run)."""
+        cur = self.db.execute("SELECT * FROM searches WHERE campaign_id = ? ORDER BY cell_id, loss_ratio, run_index",
+                              [campaign_id])
+        names = [d[0] for d in cur.description]
+        out = []
+        for row in cur.fetchall():
+            columns = dict(zip(names, row))
+            check_search_schema(json.loads(columns.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
+            out.append(SearchGoalRow.model_validate(columns))
+        return out
+
     def searches(self, campaign_id: str) -> list[dict]:
-        """Stored goals, validated (SearchGoalRow), of every search of a campaign."""
-        rows = self.query("SELECT * FROM searches WHERE campaign_id = ? ORDER BY cell_id, loss_ratio, run_index",
-                          [campaign_id])
-        for r in rows:
-            check_search_schema(json.loads(r.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
-        return [SearchGoalRow.model_validate(r).model_dump() for r in rows]
+        """``search_goals`` as dicts, for callers that read them by key."""
+        return [r.model_dump() for r in self.search_goals(campaign_id)]
 
     # ---- comparisons (method kind "compare") -------------------------------
     def set_comparison(self, campaign_id: str, summary: ComparisonSummary, finished: bool, now: float) -> None:

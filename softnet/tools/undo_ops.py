@@ -11,9 +11,9 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from softnet.tools import ip_json
 
@@ -132,7 +132,7 @@ class UndoEntry(BaseModel):
     """One journal line of undo data: {"i": n, "op": ..., "what": ..., **args}.
     Fields a newer writer adds are kept (extra="allow"), so that a line read
     back and written again is the same."""
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", coerce_numbers_to_str=True)  # an old value as read
 
     i: int
     op: str
@@ -158,7 +158,6 @@ class _NetnsEntry(UndoEntry):
 
 
 class Sysctl(UndoEntry):
-    op: Literal["sysctl"]
     key: str
     old: str
 
@@ -170,7 +169,6 @@ class Sysctl(UndoEntry):
 
 
 class File(UndoEntry):
-    op: Literal["file"]
     path: str
     old: str
 
@@ -182,7 +180,6 @@ class File(UndoEntry):
 
 
 class Affinity(UndoEntry):
-    op: Literal["affinity"]
     pid: int
     pid_start: int | None = None
     old: list[int]
@@ -196,7 +193,6 @@ class Affinity(UndoEntry):
 
 
 class Kill(UndoEntry):
-    op: Literal["kill"]
     pid: int
     pid_start: int | None = None
 
@@ -205,7 +201,6 @@ class Kill(UndoEntry):
 
 
 class LinkDel(_NetnsEntry):
-    op: Literal["link_del"]
     ifname: str
 
     def undo(self) -> None:
@@ -213,7 +208,6 @@ class LinkDel(_NetnsEntry):
 
 
 class LinkState(_NetnsEntry):
-    op: Literal["link_state"]
     ifname: str
     up: bool
     qdisc: str | None = None
@@ -230,7 +224,6 @@ class LinkState(_NetnsEntry):
 
 
 class AddrDel(_NetnsEntry):
-    op: Literal["addr_del"]
     ifname: str
     address: str
     prefixlen: int
@@ -241,7 +234,6 @@ class AddrDel(_NetnsEntry):
 
 
 class NeighDel(_NetnsEntry):
-    op: Literal["neigh_del"]
     ifname: str
     dst: str
 
@@ -250,7 +242,6 @@ class NeighDel(_NetnsEntry):
 
 
 class EthtoolFeatures(_NetnsEntry):
-    op: Literal["ethtool_features"]
     ifname: str
     features: dict[str, str | bool]  # short name -> "on"/"off" (or a bool)
 
@@ -263,7 +254,6 @@ class EthtoolFeatures(_NetnsEntry):
 
 class EthtoolSet(_NetnsEntry):
     """Rings (-G), channels (-L) or coalescing (-C) back to their old values."""
-    op: Literal["ethtool_set"]
     ifname: str
     flag: str
     old: dict[str, str | int]
@@ -276,7 +266,6 @@ class EthtoolSet(_NetnsEntry):
 class XdpOff(_NetnsEntry):
     """Detach only the program we attached (prog_id; None: whatever is there,
     for an interface that had none), in the mode it is attached in."""
-    op: Literal["xdp_off"]
     ifname: str
     prog_id: int | None = None
 
@@ -304,7 +293,6 @@ class DeviceState(BaseModel):
 
 
 class DeviceStateEntry(_NetnsEntry):
-    op: Literal["device_state"]
     ifname: str
     state: DeviceState
 
@@ -340,7 +328,6 @@ class LabNetns(_NetnsEntry):
     """A SUT namespace on this host (softnet.testbed.sut_lab): every process
     in it stopped, the NICs moved back here (the namespace this undo runs
     in), then the namespace removed with everything a personality left in it."""
-    op: Literal["lab_netns"]
     ns: str
     ifnames: list[str]
 
@@ -367,11 +354,7 @@ class Unreadable(UndoEntry):
         raise ValueError(self.error)
 
 
-ENTRY_TYPES = (Sysctl, File, Affinity, Kill, LinkDel, LinkState, AddrDel, NeighDel, EthtoolFeatures,
-               EthtoolSet, XdpOff, DeviceStateEntry, LabNetns)
-Entry = Annotated[Union[ENTRY_TYPES], Field(discriminator="op")]  # type: ignore[valid-type]
-_ENTRY = TypeAdapter(Entry)
-OPS: dict[str, type[UndoEntry]] = {  # op name -> its model
+OPS: dict[str, type[UndoEntry]] = {  # op name -> its model (the entry's "op" picks it)
     "sysctl": Sysctl, "file": File, "affinity": Affinity, "kill": Kill, "link_del": LinkDel,
     "link_state": LinkState, "addr_del": AddrDel, "neigh_del": NeighDel, "ethtool_features": EthtoolFeatures,
     "ethtool_set": EthtoolSet, "xdp_off": XdpOff, "device_state": DeviceStateEntry, "lab_netns": LabNetns,
@@ -386,17 +369,17 @@ class _Numbered(BaseModel):
 
 def parse_entry(obj: Any) -> UndoEntry:
     """A journal line of undo data as its op's model; one that no model reads
-    is Unreadable (ValueError if it has no entry number at all)."""
+    is Unreadable (ValidationError if it has no entry number at all)."""
+    n = _Numbered.model_validate(obj)
+    model = OPS.get(n.op) if isinstance(n.op, str) else None
+    if model is None:
+        return Unreadable(i=n.i, op=n.op, what=n.what, error=f"unknown op {n.op!r}")
     try:
-        return _ENTRY.validate_python(obj)
+        return model.model_validate(obj)
     except ValidationError as exc:
-        n = _Numbered.model_validate(obj)
-        if n.op not in OPS:
-            why = f"unknown op {n.op!r}"
-        elif missing := _missing(OPS[n.op], obj):
-            why = f"journal op {n.op} needs {', '.join(missing)}"
-        else:
-            why = f"journal op {n.op}: {' '.join(str(exc).split())}"
+        missing = _missing(model, obj)
+        why = (f"journal op {n.op} needs {', '.join(missing)}" if missing
+               else f"journal op {n.op}: {' '.join(str(exc).split())}")
         return Unreadable(i=n.i, op=n.op, what=n.what, error=why)
 
 

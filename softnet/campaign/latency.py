@@ -20,14 +20,13 @@ from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_eval import evaluate_run
 from softnet.analysis.latency_stats import knob_key
 from softnet.campaign.spec import CampaignSpec
-from softnet.collect import procfs
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
 from softnet.results.store import Store
-from softnet.testbed.latency import LatencyKnobs, LatencyPlacement, LatencyTestbed
+from softnet.hosts.xsk_lab import XskLab, XskLabHere
+from softnet.testbed.latency import LatencyKnobs, LatencyPlacement
 from softnet.tools.changes import HostChanges
-from softnet.traffic.ping import kernel_ping
-from softnet.traffic.xsk import Forward, Ping, Reflect, XskKnobs
+from softnet.traffic.xsk import XskKnobs
 from softnet.units import format_duration_ns
 
 BIND_RETRIES = 3
@@ -41,9 +40,11 @@ def host_knobs(cell: CampaignSpec) -> LatencyKnobs:
                         busy_poll_us=lat.busy_poll_us if lat.busy_poll else None)
 
 
-def socket_options(cell: CampaignSpec, role: str, cpu: int) -> XskKnobs:
+def socket_options(cell: CampaignSpec, role: str, cpu: int, lab: XskLab | None = None) -> XskKnobs:
     """The AF_XDP tool's knobs for one role (ping | forward | reflect): without
-    poll() an application busy-spins on its rings, as in the study."""
+    poll() an application busy-spins on its rings, as in the study. Hop
+    stamps only where one clock takes them all (a lab on one host): across
+    hosts a hop's delay would mix two clocks."""
     lat = cell.latency
     poll = {"ping": lat.poll_sender, "forward": lat.poll_forwarder, "reflect": lat.poll_receiver}[role]
     mode = {"ping": lat.rx_mode_sender, "forward": lat.rx_mode_forwarder, "reflect": lat.rx_mode_receiver}[role]
@@ -51,7 +52,8 @@ def socket_options(cell: CampaignSpec, role: str, cpu: int) -> XskKnobs:
                     rx_mode=mode or ("poll" if poll else "busy"),
                     busy_poll_us=lat.busy_poll_us if lat.busy_poll else None, prefer_busy_poll=lat.busy_poll,
                     busy_poll_budget=lat.busy_poll_budget if lat.busy_poll else None,
-                    batch=lat.batch, ring_size=lat.ring_size, xdp_mode=lat.xdp_mode, cpu=cpu)
+                    batch=lat.batch, ring_size=lat.ring_size, xdp_mode=lat.xdp_mode, cpu=cpu,
+                    stamp=lab is None or lab.one_clock)
 
 
 def cell_knobs(cell: CampaignSpec) -> dict:
@@ -75,68 +77,74 @@ PHASE_INDEX = {"fast": 10_000, "flood": 20_000}  # run indexes of the re-runs: a
 FLOOD_INTERVAL_S = 1e-6  # the tool's shortest gap
 
 
+def open_lab(cell: CampaignSpec, changes: HostChanges) -> XskLab:
+    """The lab of a configuration, built: on this host's namespaces, or on
+    the inventory's hosts (testbed.inventory) through their agents."""
+    knobs = host_knobs(cell)
+    placement = LatencyPlacement(dict(cell.latency.app_cpus), dict(cell.latency.napi_cpus))
+    t = cell.testbed
+    if t.inventory:
+        from softnet.hosts.inventory import load
+        from softnet.hosts.xsk_remote import XskLabRemote
+
+        lab = XskLabRemote(load(t.inventory), t.name, knobs, placement)
+        changes.record(f"AF_XDP lab on testbed {t.name}", lab.close)
+    else:
+        lab = XskLabHere(changes, knobs, placement)
+    lab.build()
+    return lab
+
+
 def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[Run],
              on_run: Callable[[int, dict], None]) -> None:
     with HostChanges() as changes:
-        tb = LatencyTestbed(changes, host_knobs(cell), LatencyPlacement(dict(cell.latency.app_cpus),
-                                                                        dict(cell.latency.napi_cpus)))
-        hosts = tb.build()
-        c, b = hosts["c"], hosts["b"]
-        reflect = Reflect(changes, c.ns, c.ifname, socket_options(cell, "reflect", c.cpu))
-        forward = Forward(changes, b.ns, b.ifname, b.ifname2, a_mac=b.peer_mac, c_mac=b.peer_mac2,
-                          knobs=socket_options(cell, "forward", b.cpu))
+        lab = open_lab(cell, changes)
+        c, b = lab.hosts["c"], lab.hosts["b"]
+        lab.start(socket_options(cell, "reflect", c.cpu, lab), socket_options(cell, "forward", b.cpu, lab))
         for run in todo:
-            raw, records = measure_run(changes, tb, hosts, cell, reflect, forward,
-                                       store.records_path(cid, cell_id, run.index), run)
+            raw, records = measure_run(lab, cell, store.records_path(cid, cell_id, run.index), run)
             raw["run"] = f"cell {cell_id} run {run.index}"
             result = evaluate_run(raw, records).to_dict()
             store.add_latency_run(cid, cell_id, run.index, result, raw)
             on_run(run.index, result)
 
 
-def measure_run(changes: HostChanges, tb: LatencyTestbed, hosts: dict, cell: CampaignSpec, reflect, forward,
-                records_path, run: Run = Run(0)) -> tuple[dict, object]:
+def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)) -> tuple[dict, object]:
     lat, m = cell.latency, cell.method
     interval_s = run.interval_s or lat.interval_s
     count = run.count or max(1, round(m.duration_s / interval_s))
     records_path.parent.mkdir(parents=True, exist_ok=True)
-    before = {h: tb.netstat(h) for h in ("b", "c")}
+    before = {h: lab.netstat(h) for h in ("b", "c")}
     started = time.time()
-    a = hosts["a"]
-    ping = Ping(changes, a.ns, a.ifname, a.mac, a.peer_mac, a.ip, a.peer_ip, cell.traffic.frame_bytes,
-                socket_options(cell, "ping", a.cpu))
+    knobs = socket_options(cell, "ping", lab.hosts["a"].cpu, lab)
     for attempt in range(BIND_RETRIES):
         try:
-            summary, records = ping.run(count, records_path, interval_ns=max(1000, round(interval_s * 1e9)),
-                                        arrivals=lat.arrivals)
+            summary, hello, records = lab.ping(knobs, count, max(1000, round(interval_s * 1e9)), lat.arrivals,
+                                               cell.traffic.frame_bytes, records_path)
             break
         except TestbedError as exc:
             # The previous run's socket can still hold the queue for a moment: EBUSY on bind.
             if "busy" not in str(exc).lower() or attempt == BIND_RETRIES - 1:
                 raise
             time.sleep(0.5)
-    after = {h: tb.netstat(h) for h in ("b", "c")}
-    # where things ran, as the kernel last saw them: evidence over configuration
-    observed = {"forward_cpu": procfs.thread_cpu(forward.proc.pid), "reflect_cpu": procfs.thread_cpu(reflect.proc.pid),
-                "napi_thread_cpus": {dev: {str(p): procfs.thread_cpu(p) for p in pids}
-                                     for dev, pids in tb.napi_threads.items()},
-                "napi_b": tb.napi_view("b")}  # B's NAPIs as the kernel has them (ids, irq-suspend-timeout, links)
+    after = {h: lab.netstat(h) for h in ("b", "c")}
+    observed = lab.observe()
     baseline = None
     # The kernel baseline once per configuration, after its last run, at its interval:
     # per run it would double a campaign at the study's 1 s interval.
     if lat.baseline_count and run.phase == "base" and run.index == m.runs - 1:
-        b = kernel_ping(hosts["a"].ns, hosts["c"].ip, lat.baseline_count, max(lat.interval_s, 0.01),
-                        cell.traffic.frame_bytes)
-        baseline = {"sent": b["sent"], "received": b["received"], "rtt_ns": b["rtt_ns"].tolist()}
-    testbed = tb.describe()
+        baseline = lab.kernel_ping(lat.baseline_count, lat.interval_s, cell.traffic.frame_bytes)
+    testbed = lab.describe()
+    servers = lab.hellos
     raw = {"knobs": cell_knobs(cell), "interval_s": interval_s, "phase": run.phase, "count": count, "ping": summary,
-           "hello": {"ping": ping.hello, "forward": forward.hello, "reflect": reflect.hello},
-           "forward_counters": forward.read(), "reflect_counters": reflect.read(),
+           "hello": {"ping": hello, "forward": servers["forward"], "reflect": servers["reflect"]},
+           "forward_counters": lab.read("forward"), "reflect_counters": lab.read("reflect"),
            "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline, "observed": observed,
-           "requested_cpus": {h: hosts[h].cpu for h in ("a", "b", "c")},
+           "requested_cpus": {h: lab.hosts[h].cpu for h in ("a", "b", "c")},
            "applied": testbed["applied"], "testbed": testbed, "started_unix_s": started,
            "records_path": str(records_path),
-           "provenance": provenance(changes, latency=cell_knobs(cell), method=m.model_dump())}
+           "provenance": provenance(None, latency=cell_knobs(cell), method=m.model_dump())}
+    raw["provenance"]["host_changes_applied"] = lab.changes_applied()
     return raw, records
 
 

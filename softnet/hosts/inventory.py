@@ -15,6 +15,7 @@ made of them, in CSIT's node / interface / link model (one TOML file).
     [testbeds.tb1]
     traffic = "tg"                    # the host with gen_out and sink_in
     sut = "dut"                       # the host with sut_in and sut_out
+    # sink = "rx"                     # sink_in on a host of its own (the AF_XDP lab's C)
 
 Every error names its field path (hosts.dut.interfaces.0.mac). The agent on
 each host checks the same facts again before it touches anything.
@@ -95,6 +96,16 @@ class Host(Strict):
 class Testbed(Strict):
     traffic: str
     sut: str
+    # The host with sink_in when it is not the traffic host: the AF_XDP lab's
+    # reflector (C) on a third host. Trials refuse it (one-way delays need the
+    # generator's and the sink's clock to be one).
+    sink: str | None = None
+
+    def host_of(self, role: str) -> str:
+        """The inventory host that has an interface of this role."""
+        if role == "sink_in" and self.sink is not None:
+            return self.sink
+        return self.traffic if role in TRAFFIC_ROLES else self.sut
 
 
 class Port(BaseModel):
@@ -118,17 +129,18 @@ class Inventory(Strict):
                              f"accepted: {', '.join(self.testbeds) or 'none (no [testbeds.NAME])'}")
         tb, where = self.testbeds[testbed], f"testbeds.{testbed}"
         ports: dict[str, Port] = {}
-        for key, roles in (("traffic", TRAFFIC_ROLES), ("sut", SUT_ROLES)):
-            name = getattr(tb, key)
+        for role in (*TRAFFIC_ROLES, *SUT_ROLES):
+            name = tb.host_of(role)
+            key = "sink" if role == "sink_in" and tb.sink is not None else \
+                ("traffic" if role in TRAFFIC_ROLES else "sut")
             if name not in self.hosts:
                 raise InputError(f"{where}.{key}", f"host '{name}' is not in [hosts]; accepted: "
                                  f"{', '.join(self.hosts)}")
-            for role in roles:
-                found = self.hosts[name].interface(role)
-                if not found:
-                    raise InputError(f"hosts.{name}.interfaces", f"no interface with role = \"{role}\" "
-                                     f"(testbed {testbed} needs it on its {key} host)")
-                ports[role] = [Port(host=name, field=f"hosts.{name}.interfaces.{i}", iface=f) for i, f in found]
+            found = self.hosts[name].interface(role)
+            if not found:
+                raise InputError(f"hosts.{name}.interfaces", f"no interface with role = \"{role}\" "
+                                 f"(testbed {testbed} needs it on its {key} host)")
+            ports[role] = [Port(host=name, field=f"hosts.{name}.interfaces.{i}", iface=f) for i, f in found]
         chosen = {}
         for a, b in LINK_PAIRS:  # the pair of interfaces that share a link
             pairs = [(pa, pb) for pa in ports[a] for pb in ports[b] if pa.iface.link == pb.iface.link]

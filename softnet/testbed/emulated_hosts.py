@@ -68,10 +68,14 @@ class EmulatedHosts(NetnsLab):
     (None: a temporary directory removed on teardown). ``lease_s`` is every
     host's agent lease in the inventory (short ones make crash tests quick)."""
 
-    def __init__(self, changes: HostChanges, hosts: tuple[str, str] = ("tg", "dut"),
+    def __init__(self, changes: HostChanges, hosts: tuple[str, ...] = ("tg", "dut"),
                  workdir: Path | None = None, testbeds: int = 1, lease_s: float = 10.0):
-        if len(hosts) != 2 or hosts[0] == hosts[1] or not all(HOST_NAME_RE.match(h) for h in hosts):
-            raise InputError("hosts", f"two distinct names matching {HOST_NAME_RE.pattern} are needed, got {hosts}")
+        """A third name in ``hosts`` is a sink host of its own (the testbed's
+        `sink`): the traffic host keeps gen_out, the third has sink_in."""
+        if len(hosts) not in (2, 3) or len(set(hosts)) != len(hosts) or \
+                not all(HOST_NAME_RE.match(h) for h in hosts):
+            raise InputError("hosts", f"two or three distinct names matching {HOST_NAME_RE.pattern} are "
+                             f"needed, got {hosts}")
         if not 1 <= testbeds <= len(MGMT_LETTERS) // 2:
             raise InputError("testbeds", f"{testbeds} out of range; accepted: 1..{len(MGMT_LETTERS) // 2}")
         if not 1.0 <= lease_s <= 300.0:  # the inventory's bounds
@@ -80,15 +84,18 @@ class EmulatedHosts(NetnsLab):
         self.lease_s = float(lease_s)
         self.workdir = None if workdir is None else Path(workdir).resolve()
         self.hosts: dict[str, Host] = {}
-        self.testbeds: dict[str, tuple[str, str]] = {}  # name -> (traffic host, SUT host)
+        self.testbeds: dict[str, tuple[str, ...]] = {}  # name -> (traffic host, SUT host[, sink host])
         for t in range(1, testbeds + 1):
             suffix = "" if t == 1 else str(t)
-            tg, dut = (self._plan_host(h + suffix) for h in hosts)
-            for host, nics in ((tg, TRAFFIC_NICS), (dut, SUT_NICS)):
+            tg, dut, *sink = (self._plan_host(h + suffix) for h in hosts)
+            # a sink host of its own takes the traffic host's sink_in NIC
+            plan = [(tg, TRAFFIC_NICS[:1]), (dut, SUT_NICS), (sink[0], TRAFFIC_NICS[1:])] if sink else \
+                [(tg, TRAFFIC_NICS), (dut, SUT_NICS)]
+            for host, nics in plan:
                 for i, (name, role, link) in enumerate(nics, start=1):
                     mac = f"02:00:00:{host.index:02x}:00:{i:02x}"
                     host.nics.append(Nic(name, mac, role, f"l{2 * (t - 1) + link}"))
-            self.testbeds[f"tb{t}"] = (tg.name, dut.name)
+            self.testbeds[f"tb{t}"] = (tg.name, dut.name, *(h.name for h in sink))
 
     def _plan_host(self, name: str) -> Host:
         if name in self.hosts:
@@ -127,9 +134,9 @@ class EmulatedHosts(NetnsLab):
         for host in self.hosts.values():
             self._add_netns(host.ns)
             self._add_mgmt(host)
-        for tg, dut in self.testbeds.values():
+        for tg, dut, *sink in self.testbeds.values():
             self._add_data_link(tg, "eth1", dut, "eth1")
-            self._add_data_link(dut, "eth2", tg, "eth2")
+            self._add_data_link(dut, "eth2", sink[0] if sink else tg, "eth2")
         self._start_sshds()
         self._write_inventory()
         self._settle()
@@ -163,7 +170,7 @@ class EmulatedHosts(NetnsLab):
     def _add_data_link(self, a: str, a_if: str, b: str, b_if: str) -> None:
         # the SUT's ports have two receive queues, as a multi-queue NIC's
         # (its rx_channels knob has something to change); the traffic host's one
-        suts = {dut for _, dut in self.testbeds.values()}
+        suts = {tb[1] for tb in self.testbeds.values()}
         rx = tuple(SUT_RX_QUEUES if h in suts else 1 for h in (a, b))
         self._add_veth(a, f"{a}/{a_if}", b, f"{b}/{b_if}", up=False, rx_queues=rx)
         for host, name in ((a, a_if), (b, b_if)):
@@ -205,8 +212,9 @@ class EmulatedHosts(NetnsLab):
                         'pci = ""  # veth has no PCI address', 'driver = "veth"', f"role = {_s(nic.role)}",
                         f"link = {_s(nic.link)}",
                         "allow_physical = true  # the agent did not create it: to it, a physical NIC", ""]
-        for name, (tg, dut) in self.testbeds.items():
-            out += [f"[testbeds.{name}]", f"traffic = {_s(tg)}", f"sut = {_s(dut)}", ""]
+        for name, (tg, dut, *sink) in self.testbeds.items():
+            out += [f"[testbeds.{name}]", f"traffic = {_s(tg)}", f"sut = {_s(dut)}",
+                    *(f"sink = {_s(h)}" for h in sink), ""]
         self.inventory.write_text("\n".join(out))
 
     # ---- helpers for tests ----------------------------------------------

@@ -18,6 +18,7 @@ import os
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 
 from softnet.errors import InputError, TestbedError
@@ -66,8 +67,9 @@ class LatencyPlacement:
     app_cpus: dict[str, int] = field(default_factory=dict)
     napi_cpus: dict[str, int] = field(default_factory=dict)
 
-    def validate(self) -> None:
-        online = sorted(os.sched_getaffinity(0))
+    def validate(self, cpus: list[int] | None = None) -> None:
+        """``cpus``: the host's usable CPUs (None: this process's)."""
+        online = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         for what, cpus in (("app_cpus", self.app_cpus), ("napi_cpus", self.napi_cpus)):
             for host, cpu in cpus.items():
                 if host not in HOSTS:
@@ -76,9 +78,9 @@ class LatencyPlacement:
                     raise InputError(f"latency.{what}.{host}", f"CPU {cpu} is not usable; accepted: {online}")
 
     @classmethod
-    def default(cls) -> "LatencyPlacement":
+    def default(cls, cpus: list[int] | None = None) -> "LatencyPlacement":
         """B (the system under study) alone on the last CPU; A and C share the first."""
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         return cls(app_cpus={"a": cpus[0], "b": cpus[-1], "c": cpus[0]})
 
     def napi_cpu(self, host: str) -> int:
@@ -100,47 +102,79 @@ class Host:
 
 
 class LatencyTestbed(NetnsLab):
-    addr = ADDR
+    """The whole lab on this host (veth pairs between three namespaces), or,
+    with ``nics``, the hosts of it that an inventory host plays: its NICs,
+    moved by the agent into namespaces named as these, configured by the
+    same code (addresses, neighbours, routes, knobs)."""
 
     def __init__(self, changes: HostChanges, knobs: LatencyKnobs | None = None,
-                 placement: LatencyPlacement | None = None):
+                 placement: LatencyPlacement | None = None, nics: dict[str, tuple[str | None, str]] | None = None,
+                 host_write: Callable[[str, str], None] | None = None, cpus: list[int] | None = None):
+        """``nics``: interface role (a, b_a, b_c, c) -> (name, MAC) of the
+        inventory's NICs, name None for a NIC of another host (its MAC is
+        the next hop's); the hosts here are those whose NICs are named.
+        None: all three here, on veth pairs of our own. ``host_write(path,
+        value)``: how a host-wide file is changed (an agent's journal);
+        None: this process's journal. ``cpus``: the host's usable CPUs
+        (None: this process's; an agent keeps itself off the data path's)."""
         super().__init__(changes)
         self.knobs = knobs or LatencyKnobs()
         self.knobs.validate()
-        self.placement = placement or LatencyPlacement.default()
+        self.placement = placement or LatencyPlacement.default(cpus)
         for host in HOSTS:
-            self.placement.app_cpus.setdefault(host, LatencyPlacement.default().app_cpus[host])
-        self.placement.validate()
+            self.placement.app_cpus.setdefault(host, LatencyPlacement.default(cpus).app_cpus[host])
+        self.placement.validate(cpus)
         p, i = f"{NAME_PREFIX}{self.run_id}", f"sn{self.run_id}"
-        self.ns = {h: f"{p}-{h}" for h in HOSTS}
-        self.ifs = {"a": f"{i}a", "b_a": f"{i}b", "b_c": f"{i}c", "c": f"{i}d"}
+        self.nics = nics
+        self.here = HOSTS if nics is None else tuple(h for h in HOSTS if all(nics[r][0] for r in RX_DEVS[h]))
+        self.ns = {h: f"{p}-{h}" for h in self.here}
+        self.ifs = {"a": f"{i}a", "b_a": f"{i}b", "b_c": f"{i}c", "c": f"{i}d"} if nics is None else \
+            {role: name for role, (name, _mac) in nics.items() if name}
+        # the inventory's NICs keep their own MACs (set to what they are)
+        self.addr = dict(ADDR) if nics is None else \
+            {role: (v4, v6, nics[role][1]) for role, (v4, v6, _mac) in ADDR.items()}
         self.applied: dict[str, object] = {}  # knob -> value applied, or {"unsupported": why}
         self._dma_fd: int | None = None
+        self._host_write = host_write
 
     def build(self) -> dict[str, Host]:
-        self._lock()
+        """The hosts here, configured; an inventory's NICs must already be in
+        their namespaces (the agent journals and moves them)."""
+        if self.nics is None:
+            self._lock()
         self._claim()
-        for h in HOSTS:
-            self._add_netns(self.ns[h])
-        self._add_veth("a", "a", "b", "b_a", role="a", peer_role="b_a")
-        self._add_veth("b", "b_c", "c", "c", role="b_c", peer_role="c")
-        self.set_sysctl(self.ns["b"], "net.ipv4.ip_forward", "1")  # the kernel baseline's path
-        self._neigh("a", "a", ADDR["b_a"][0], ADDR["b_a"][2])
-        self._neigh("b", "b_a", ADDR["a"][0], ADDR["a"][2])
-        self._neigh("b", "b_c", ADDR["c"][0], ADDR["c"][2])
-        self._neigh("c", "c", ADDR["b_c"][0], ADDR["b_c"][2])
-        self._route("a", "198.19.0.0/24", ADDR["b_a"][0])
-        self._route("c", "198.18.0.0/24", ADDR["b_c"][0])
+        if self.nics is None:
+            for h in HOSTS:
+                self._add_netns(self.ns[h])
+            self._add_veth("a", "a", "b", "b_a", role="a", peer_role="b_a")
+            self._add_veth("b", "b_c", "c", "c", role="b_c", peer_role="c")
+        else:
+            for h in self.here:
+                for role in RX_DEVS[h]:
+                    self._configure_if(self.ns[h], self.ifs[role], role, up=True)
+        mac = {role: m for role, (_v4, _v6, m) in self.addr.items()}
+        if "b" in self.here:
+            self.set_sysctl(self.ns["b"], "net.ipv4.ip_forward", "1")  # the kernel baseline's path
+            self._neigh("b", "b_a", ADDR["a"][0], mac["a"])
+            self._neigh("b", "b_c", ADDR["c"][0], mac["c"])
+        if "a" in self.here:
+            self._neigh("a", "a", ADDR["b_a"][0], mac["b_a"])
+            self._route("a", "198.19.0.0/24", ADDR["b_a"][0])
+        if "c" in self.here:
+            self._neigh("c", "c", ADDR["b_c"][0], mac["b_c"])
+            self._route("c", "198.18.0.0/24", ADDR["b_c"][0])
         self._apply_knobs()
         pl = self.placement
-        return {
-            "a": Host(self.ns["a"], self.ifs["a"], ADDR["a"][2], ADDR["a"][0], ADDR["b_a"][2], ADDR["c"][0],
+        hosts = {
+            "a": Host(self.ns.get("a", ""), self.ifs.get("a", ""), mac["a"], ADDR["a"][0], mac["b_a"], ADDR["c"][0],
                       cpu=pl.app_cpus["a"]),
-            "b": Host(self.ns["b"], self.ifs["b_a"], ADDR["b_a"][2], ADDR["b_a"][0], ADDR["a"][2], ADDR["a"][0],
-                      ifname2=self.ifs["b_c"], mac2=ADDR["b_c"][2], peer_mac2=ADDR["c"][2], cpu=pl.app_cpus["b"]),
-            "c": Host(self.ns["c"], self.ifs["c"], ADDR["c"][2], ADDR["c"][0], ADDR["b_c"][2], ADDR["a"][0],
+            "b": Host(self.ns.get("b", ""), self.ifs.get("b_a", ""), mac["b_a"], ADDR["b_a"][0], mac["a"],
+                      ADDR["a"][0], ifname2=self.ifs.get("b_c"), mac2=mac["b_c"], peer_mac2=mac["c"],
+                      cpu=pl.app_cpus["b"]),
+            "c": Host(self.ns.get("c", ""), self.ifs.get("c", ""), mac["c"], ADDR["c"][0], mac["b_c"], ADDR["a"][0],
                       cpu=pl.app_cpus["c"]),
         }
+        return {h: hosts[h] for h in self.here}
 
     def _route(self, host: str, dst: str, gateway: str) -> None:
         with self._ipr(self.ns[host]) as ipr:
@@ -150,8 +184,8 @@ class LatencyTestbed(NetnsLab):
     # ---- knobs ----------------------------------------------------------
     def _apply_knobs(self) -> None:
         k = self.knobs
-        for host, devs in RX_DEVS.items():
-            for role in devs:
+        for host in self.here:
+            for role in RX_DEVS[host]:
                 ns, dev = self.ns[host], self.ifs[role]
                 # veth runs NAPI (what XDP and busy polling need) with GRO on
                 hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", "on"])
@@ -202,6 +236,9 @@ class LatencyTestbed(NetnsLab):
     def _host_sysctl(self, key: str, value: str) -> None:
         """A host-wide sysctl (these are not per network namespace)."""
         path = Path("/proc/sys") / key.replace(".", "/")
+        if self._host_write is not None:
+            self._host_write(str(path), value)
+            return
         old = path.read_text().strip()
         self.changes.journalled(f"sysctl {key}={value} (was {old}, host-wide)", "sysctl",
                                 lambda: path.write_text(old), key=key, old=old)
@@ -222,8 +259,9 @@ class LatencyTestbed(NetnsLab):
     def describe(self) -> dict:
         return {"run_id": self.run_id, "namespaces": dict(self.ns), "interfaces": dict(self.ifs),
                 "knobs": asdict(self.knobs), "applied": dict(self.applied),
-                "placement": {"app_cpus": dict(self.placement.app_cpus),
-                              "napi_cpus": {h: self.placement.napi_cpu(h) for h in HOSTS}},
+                "placement": {"app_cpus": dict(self.placement.app_cpus) if self.nics is None else
+                              {h: self.placement.app_cpus[h] for h in self.here},
+                              "napi_cpus": {h: self.placement.napi_cpu(h) for h in self.here}},
                 "napi_threads": {dev: list(p) for dev, p in self.napi_threads.items()}}
 
 

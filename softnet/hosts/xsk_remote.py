@@ -1,0 +1,150 @@
+"""The AF_XDP latency lab on an inventory's hosts: A on the testbed's traffic
+host (its gen_out NIC), B on the SUT host (sut_in towards A, sut_out towards
+C), C on the sink host (sink_in: the traffic host unless the testbed names a
+`sink` host). One, two or three hosts: each agent plays the lab hosts whose
+NICs it has (softnet.hosts.agent_xsk), with the local lab's code.
+
+Round trips are taken on A alone, so they need no synchronised clocks. Hop
+stamps are taken only when one host plays all three (one clock): across
+hosts a hop's delay would subtract two hosts' clocks.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from softnet.errors import HostNotRestored, TestbedError
+from softnet.hosts.inventory import Inventory
+from softnet.hosts.session import AgentSession, controller_id, open_sessions
+from softnet.results.latency import read_records
+from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement
+from softnet.traffic.xsk import XskKnobs
+
+# lab interface role -> the inventory role of the NIC that plays it
+LAB_ROLES = {"a": "gen_out", "b_a": "sut_in", "b_c": "sut_out", "c": "sink_in"}
+LAB_HOST_OF = {"a": "a", "b_a": "b", "b_c": "b", "c": "c"}
+PING_MARGIN_S = 60.0
+
+
+def reserve(sessions: dict[str, AgentSession], command: str, wait_s: float) -> None:
+    """Each host's testbed lock, then `softnet clean --check` there: a killed
+    run's leftovers its reaper did not undo stop us before we change anything."""
+    holder = {"who": controller_id(), "command": command}
+    for s in sessions.values():
+        s.call("reserve", holder=holder, wait_s=wait_s, timeout=wait_s + 30)
+        left = s.call("clean", check=True)["journals"]
+        if left:
+            raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
+                               f"({'; '.join(left[0]['pending'][:3])}): run `softnet clean` there")
+
+
+class XskLabRemote:
+    """``build()`` configures the hosts; ``close()`` restores them (and their
+    agents do alone if this process dies)."""
+
+    def __init__(self, inv: Inventory, testbed: str, knobs: LatencyKnobs, placement: LatencyPlacement,
+                 wait_s: float = 0.0):
+        knobs.validate()
+        self.inv, self.name, self.knobs, self.placement, self.wait_s = inv, testbed, knobs, placement, wait_s
+        self.ports = inv.ports(testbed)
+        tb = inv.testbeds[testbed]
+        # lab host -> inventory host
+        self.host_of = {"a": tb.traffic, "b": tb.sut, "c": tb.host_of("sink_in")}
+        self.one_clock = len(set(self.host_of.values())) == 1
+        self.sessions: dict[str, AgentSession] = {}  # inventory host -> its agent
+        self.hosts: dict[str, Host] = {}
+        self.hellos: dict[str, dict] = {}
+        self.applied: list[str] = []
+
+    def _of(self, lab_host: str) -> AgentSession:
+        return self.sessions[self.host_of[lab_host]]
+
+    def build(self) -> dict[str, Host]:
+        self.sessions = open_sessions({n: self.inv.hosts[n] for n in dict.fromkeys(self.host_of.values())})
+        try:
+            reserve(self.sessions, f"softnet latency lab {self.name}", self.wait_s)
+            macs = {r: self.ports[inv_role].iface.mac for r, inv_role in LAB_ROLES.items()}
+            for name, s in self.sessions.items():
+                mine = [h for h, n in self.host_of.items() if n == name]
+                ports = {r: {"field": self.ports[inv_role].field, **self.ports[inv_role].iface.model_dump()}
+                         for r, inv_role in LAB_ROLES.items() if LAB_HOST_OF[r] in mine}
+                built = s.call("xsk_build", ports=ports, macs=macs, knobs=asdict(self.knobs),
+                               app_cpus={h: c for h, c in self.placement.app_cpus.items() if h in mine},
+                               napi_cpus={h: c for h, c in self.placement.napi_cpus.items() if h in mine},
+                               timeout=120)
+                self.hosts.update({h: Host(**v) for h, v in built["hosts"].items()})
+                self.applied += [f"host {name}: {what}" for what in built["applied"]]
+        except BaseException:
+            self.close()
+            raise
+        return self.hosts
+
+    def close(self) -> None:
+        errors = []
+        for name, s in self.sessions.items():
+            errors += [f"host {name}: {e}" for e in s.close().errors]
+        self.sessions = {}
+        if errors:  # an agent could not undo a change: never silent
+            raise HostNotRestored(errors)
+
+    # ---- a run's pieces (softnet.hosts.xsk_lab.XskLab) ------------------------------
+    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, dict]:
+        for lab_host in dict.fromkeys(("c", "b")):
+            s = self._of(lab_host)
+            if not ({"c": "reflect", "b": "forward"}[lab_host] in self.hellos):
+                self.hellos.update(s.call("xsk_start", reflect=asdict(reflect), forward=asdict(forward),
+                                          timeout=60)["hellos"])
+        return dict(self.hellos)
+
+    def ping(self, knobs: XskKnobs, count: int, interval_ns: int, arrivals: str, frame_bytes: int,
+             records_path: Path) -> tuple[dict, dict, np.ndarray]:
+        import base64
+
+        timeout = PING_MARGIN_S + count * interval_ns / 1e9 * (2 if arrivals == "poisson" else 1.2)
+        out = self._of("a").call("xsk_ping", knobs=asdict(knobs), count=count, interval_ns=interval_ns,
+                                 arrivals=arrivals, frame_bytes=frame_bytes, timeout=timeout)
+        Path(records_path).write_bytes(base64.b64decode(out["records_b64"]))
+        summary = {**out["summary"], "records": str(records_path)}  # where they are kept, not where they were written
+        return summary, out["hello"], read_records(records_path)
+
+    def read(self, role: str) -> dict:
+        return self._of({"forward": "b", "reflect": "c"}[role]).call("xsk_read", role=role)["read"]
+
+    def netstat(self, host: str) -> dict[str, int]:
+        return self._of(host).call("xsk_netstat", host=host)["netstat"]
+
+    def observe(self) -> dict:
+        out: dict = {"napi_thread_cpus": {}}
+        for s in self.sessions.values():
+            seen = s.call("xsk_observe")["observed"]
+            out["napi_thread_cpus"].update(seen.pop("napi_thread_cpus"))
+            out.update(seen)
+        return out
+
+    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> dict:
+        return self._of("a").call("xsk_kernel_ping", count=count, interval_s=interval_s, frame_bytes=frame_bytes,
+                                  timeout=PING_MARGIN_S + 2 * count * interval_s)["baseline"]
+
+    def describe(self) -> dict:
+        """The hosts' testbeds as one: each namespace, interface, knob applied
+        and placement with the lab host it belongs to, and which inventory
+        host played it."""
+        run_ids: dict[str, str] = {}
+        out: dict = {"run_id": "", "namespaces": {}, "interfaces": {}, "knobs": asdict(self.knobs), "applied": {},
+                     "placement": {"app_cpus": {}, "napi_cpus": {}}, "napi_threads": {},
+                     "remote": {"inventory": self.inv.source, "testbed": self.name, "hosts": dict(self.host_of),
+                                "run_ids": run_ids}}
+        for name, s in self.sessions.items():
+            d = s.call("xsk_describe")["testbed"]
+            run_ids[name] = d["run_id"]
+            for key in ("namespaces", "interfaces", "applied", "napi_threads"):
+                out[key].update(d[key])
+            for key in ("app_cpus", "napi_cpus"):
+                out["placement"][key].update(d["placement"][key])
+        out["run_id"] = run_ids[self.host_of["b"]]  # the forwarder's: the system under study
+        return out
+
+    def changes_applied(self) -> list[str]:
+        return list(self.applied)

@@ -211,7 +211,7 @@ def kill_agent(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.netns
-def test_undo_all_restores_the_namespace(host_unchanged, ns, base, other):
+def test_undo_all_restores_the_namespace(locked_host_unchanged, ns, base, other):
     before = ns_state(ns, other)
     proc, info = start_agent(ns, "undo", base / "a", other)
     assert_changed(before, ns_state(ns, other))
@@ -230,7 +230,7 @@ def test_undo_all_restores_the_namespace(host_unchanged, ns, base, other):
 
 
 @pytest.mark.netns
-def test_reaper_restores_after_sigkill(host_unchanged, ns, base, other):
+def test_reaper_restores_after_sigkill(locked_host_unchanged, ns, base, other):
     before = ns_state(ns, other)
     proc, info = start_agent(ns, "crash", base / "a", other)
     assert_changed(before, ns_state(ns, other))
@@ -245,7 +245,7 @@ def test_reaper_restores_after_sigkill(host_unchanged, ns, base, other):
 
 
 @pytest.mark.netns
-def test_reaper_of_an_agent_that_undid_everything_just_exits(host_unchanged, ns, base, other):
+def test_reaper_of_an_agent_that_undid_everything_just_exits(locked_host_unchanged, ns, base, other):
     proc, info = start_agent(ns, "undo", base / "a", other)
     # not "crash" mode: spawn the reaper for it from here, as the agent would
     reaper = subprocess.Popen([sys.executable, "-m", "softnet.tools.reaper", "--pid", str(info["pid"]),
@@ -257,7 +257,7 @@ def test_reaper_of_an_agent_that_undid_everything_just_exits(host_unchanged, ns,
 
 
 @pytest.mark.netns
-def test_clean_replays_a_stale_journal(host_unchanged, ns, base, other):
+def test_clean_replays_a_stale_journal(locked_host_unchanged, ns, base, other):
     before = ns_state(ns, other)
     proc, info = start_agent(ns, "stale", base / "a", other)
     kill_agent(proc)
@@ -281,7 +281,7 @@ def test_clean_replays_a_stale_journal(host_unchanged, ns, base, other):
 
 
 @pytest.mark.netns
-def test_replaying_twice_is_harmless(host_unchanged, ns, base, other):
+def test_replaying_twice_is_harmless(locked_host_unchanged, ns, base, other):
     before = ns_state(ns, other)
     proc, info = start_agent(ns, "stale", base / "a", other)
     kill_agent(proc)
@@ -301,7 +301,7 @@ def test_replaying_twice_is_harmless(host_unchanged, ns, base, other):
 
 
 @pytest.mark.netns
-def test_journal_of_a_removed_namespace(host_unchanged, base, tmp_path):
+def test_journal_of_a_removed_namespace(locked_host_unchanged, base, tmp_path):
     """Its links and net sysctls went with the namespace; the rest is undone."""
     name = f"sn-jtest{secrets.token_hex(3)}"
     outside = tmp_path / "setting"
@@ -328,7 +328,7 @@ def test_journal_of_a_removed_namespace(host_unchanged, base, tmp_path):
 
 @pytest.mark.netns
 @pytest.mark.skipif(not XDP_OBJ.exists(), reason="native/build/xdp_pass.bpf.o not built")
-def test_xdp_off_detaches_only_the_recorded_program(host_unchanged, ns, base):
+def test_xdp_off_detaches_only_the_recorded_program(locked_host_unchanged, ns, base):
     in_ns(ns, "ip", "link", "set", "dev", DEV, "xdpdrv", "obj", str(XDP_OBJ), "sec", "xdp")
     prog = json.loads(in_ns(ns, "ip", "-j", "link", "show", "dev", DEV))[0]["xdp"]["prog"]["id"]
     code = ("import sys; from pathlib import Path; from softnet.tools.journal import Journal\n"
@@ -427,7 +427,7 @@ def test_record_checks_its_entries_and_keeps_five_done_files(base, tmp_path):
 
 
 @pytest.mark.netns
-def test_clean_spares_the_root_links_of_a_live_run(host_unchanged):
+def test_clean_spares_the_root_links_of_a_live_run(locked_host_unchanged):
     """Emulated hosts put management veths in the root namespace: a concurrent
     `softnet clean` (this suite's, for one) must not cut a live run off."""
     from softnet.testbed.cleanup import leftover_links

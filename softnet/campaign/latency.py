@@ -16,12 +16,13 @@ from typing import Callable
 
 import numpy as np
 
-from softnet.analysis.latency_campaigns import analyze_latency
+from softnet.analysis.latency_campaigns import analyze_latency, typed_runs
 from softnet.analysis.latency_eval import evaluate_run
 from softnet.analysis.latency_stats import knob_key
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
+from softnet.results.latency import LatencyRunResult, RawLatencyRun, RawLatencyTestbed
 from softnet.results.store import Store
 from softnet.hosts.xsk_lab import XskLab, XskLabHere
 from softnet.testbed.latency import LatencyKnobs, LatencyPlacement
@@ -96,20 +97,21 @@ def open_lab(cell: CampaignSpec, changes: HostChanges) -> XskLab:
 
 
 def run_cell(store: Store, cid: str, cell_id: int, cell: CampaignSpec, todo: list[Run],
-             on_run: Callable[[int, dict], None]) -> None:
+             on_run: Callable[[int, LatencyRunResult], None]) -> None:
     with HostChanges() as changes:
         lab = open_lab(cell, changes)
         c, b = lab.hosts["c"], lab.hosts["b"]
         lab.start(socket_options(cell, "reflect", c.cpu, lab), socket_options(cell, "forward", b.cpu, lab))
         for run in todo:
-            raw, records = measure_run(lab, cell, store.records_path(cid, cell_id, run.index), run)
-            raw["run"] = f"cell {cell_id} run {run.index}"
-            result = evaluate_run(raw, records).to_dict()
-            store.add_latency_run(cid, cell_id, run.index, result, raw)
+            raw, records = measure_run(lab, cell, store.records_path(cid, cell_id, run.index), run,
+                                       name=f"cell {cell_id} run {run.index}")
+            result = evaluate_run(raw, records)
+            store.add_latency_run(cid, cell_id, run.index, result.to_dict(), raw.model_dump(exclude_unset=True))
             on_run(run.index, result)
 
 
-def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)) -> tuple[dict, object]:
+def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0),
+                name: str = "run") -> tuple[RawLatencyRun, object]:
     lat, m = cell.latency, cell.method
     interval_s = run.interval_s or lat.interval_s
     count = run.count or max(1, round(m.duration_s / interval_s))
@@ -134,17 +136,16 @@ def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)
     # per run it would double a campaign at the study's 1 s interval.
     if lat.baseline_count and run.phase == "base" and run.index == m.runs - 1:
         baseline = lab.kernel_ping(lat.baseline_count, lat.interval_s, cell.traffic.frame_bytes)
-    testbed = lab.describe()
-    servers = lab.hellos
-    raw = {"knobs": cell_knobs(cell), "interval_s": interval_s, "phase": run.phase, "count": count, "ping": summary,
-           "hello": {"ping": hello, "forward": servers["forward"], "reflect": servers["reflect"]},
-           "forward_counters": lab.read("forward"), "reflect_counters": lab.read("reflect"),
-           "netstat_before": before, "netstat_after": after, "kernel_baseline": baseline, "observed": observed,
-           "requested_cpus": {h: lab.hosts[h].cpu for h in ("a", "b", "c")},
-           "applied": testbed["applied"], "testbed": testbed, "started_unix_s": started,
-           "records_path": str(records_path),
-           "provenance": provenance(None, latency=cell_knobs(cell), method=m.model_dump())}
-    raw["provenance"]["host_changes_applied"] = lab.changes_applied()
+    testbed = RawLatencyTestbed.model_validate(lab.describe())
+    prov = provenance(None, latency=cell_knobs(cell), method=m.model_dump())
+    prov["host_changes_applied"] = lab.changes_applied()
+    raw = RawLatencyRun(
+        knobs=cell_knobs(cell), interval_s=interval_s, phase=run.phase, count=count, ping=summary,
+        hello={"ping": hello, **lab.hellos}, forward_counters=lab.read("forward"),
+        reflect_counters=lab.read("reflect"), netstat_before=before, netstat_after=after,
+        kernel_baseline=baseline, observed=observed, requested_cpus={h: lab.hosts[h].cpu for h in ("a", "b", "c")},
+        applied=testbed.applied, testbed=testbed, started_unix_s=started, records_path=str(records_path),
+        provenance=prov, run=name)
     return raw, records
 
 
@@ -161,17 +162,20 @@ def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_e
         if not todo:
             continue
 
-        def on_run(run_index: int, result: dict, cell_id=cell_id) -> None:
+        def on_run(run_index: int, result: LatencyRunResult, cell_id=cell_id) -> None:
             nonlocal count
             count += 1
-            rtt = result["rtt"]
-            med = "-" if rtt.get("median_ns") is None else format_duration_ns(rtt["median_ns"])
-            on_event("trial", count, total, f"configuration {cell_id} run {run_index}: median RTT {med}, "
-                     f"{result['received']}/{result['sent']} back" + (f" [{', '.join(result['flags'])}]"
-                                                                      if result["flags"] else ""))
+            on_event("trial", count, total, f"configuration {cell_id} run {run_index}: median RTT "
+                     f"{_median(result)}, {result.received}/{result.sent} back"
+                     + (f" [{', '.join(result.flags)}]" if result.flags else ""))
         run_cell(store, cid, cell_id, cell, todo, on_run)
     if spec.latency.rerun_per_cluster:
         rerun_phase(spec, store, cid, cells, on_event)
+
+
+def _median(result: LatencyRunResult) -> str:
+    med = result.rtt_stats.median_ns
+    return "-" if med is None else format_duration_ns(med)
 
 
 def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> None:
@@ -183,7 +187,7 @@ def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> 
     if analysis.clustering is None:
         on_event("plan", 0, 0, f"{cid}: no re-runs at higher rates ({analysis.why_not_clustered})")
         return
-    cell_of = {knob_key(r["knobs"]): r["cell_id"] for r in runs}
+    cell_of = {knob_key(r.result.knobs): r.cell_id for r in typed_runs(runs)}
     done = store.done_latency_runs(cid)
     todo = []
     for cl in analysis.clustering.clusters:
@@ -200,11 +204,10 @@ def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> 
     count = 0
     for cell_id, runs in todo:
         if runs:
-            def on_run(run_index: int, result: dict, cell_id=cell_id) -> None:
+            def on_run(run_index: int, result: LatencyRunResult, cell_id=cell_id) -> None:
                 nonlocal count
                 count += 1
-                med = format_duration_ns(result["rtt"]["median_ns"]) if result["rtt"].get("median_ns") else "-"
-                on_event("trial", count, total, f"configuration {cell_id} {result['phase']} "
-                         f"(every {format_duration_ns(result['interval_s'] * 1e9)}): median RTT {med}, "
-                         f"{result['received']}/{result['sent']} back")
+                on_event("trial", count, total, f"configuration {cell_id} {result.phase} "
+                         f"(every {format_duration_ns(result.interval_s * 1e9)}): median RTT {_median(result)}, "
+                         f"{result.received}/{result.sent} back")
             run_cell(store, cid, cell_id, cells[cell_id][1], runs, on_run)

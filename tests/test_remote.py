@@ -64,6 +64,8 @@ def test_example_inventory_makes_its_testbed():
      "role = \"sut_in\""),
     (lambda d: d["hosts"]["dut"].update(port=70000), "hosts.dut.port", "less than or equal"),
     (lambda d: d["hosts"]["dut"].update(colour="red"), "hosts.dut.colour", "Extra inputs"),
+    (lambda d: d["testbeds"]["tb1"].update(sink="rx"), "testbeds.tb1.sink", "not in [hosts]"),
+    (lambda d: d["testbeds"]["tb1"].update(sink="dut"), "hosts.dut.interfaces", "on its sink host"),
 ])
 def test_inventory_errors_name_the_field(mutate, field, words):
     data = example()
@@ -72,6 +74,24 @@ def test_inventory_errors_name_the_field(mutate, field, words):
         inv_mod.parse(data, "inv.toml")
     assert err.value.field == f"inv.toml: {field}", err.value
     assert words in err.value.message
+
+
+def test_a_sink_host_of_its_own_is_the_latency_labs_and_refused_by_trials():
+    """sink_in moved to a third host: the testbed is made of three hosts, and a
+    trial (one-way delays on two clocks) refuses it by its field."""
+    from softnet.hosts.remote_trial import RemoteTestbed
+
+    data = example()
+    rx_if = data["hosts"]["tg"]["interfaces"].pop(1)
+    data["hosts"]["rx"] = {**{k: v for k, v in data["hosts"]["tg"].items() if k != "interfaces"},
+                           "interfaces": [rx_if]}
+    data["testbeds"]["tb1"]["sink"] = "rx"
+    inv = inv_mod.parse(data, "inv.toml")
+    assert {r: p.host for r, p in inv.ports("tb1").items()} == {
+        "gen_out": "tg", "sut_in": "dut", "sut_out": "dut", "sink_in": "rx"}
+    with pytest.raises(InputError) as err:
+        RemoteTestbed(inv, "tb1")
+    assert err.value.field == "testbeds.tb1.sink" and "one clock" in err.value.message
 
 
 def test_inventory_cli_errors_name_file_and_field(tmp_path):
@@ -202,15 +222,20 @@ def hosts():
     """Two emulated testbeds (tg, dut and tg2, dut2); the host is as it was after."""
     from softnet.testbed.emulated_hosts import EmulatedHosts
 
+    from softnet.testbed import lock
+
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    before = host_state()
-    with HostChanges() as changes:
-        eh = EmulatedHosts(changes, testbeds=2)
-        path = eh.build()
-        yield eh, path
-    assert not changes.undo_errors
-    assert wait_host_state(before) == before
+    # held around both looks at the host, so that another suite's testbed is
+    # not half-seen (this module's own local testbed takes it again for free)
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+        with HostChanges() as changes:
+            eh = EmulatedHosts(changes, testbeds=2)
+            path = eh.build()
+            yield eh, path
+        assert not changes.undo_errors
+        assert wait_host_state(before) == before
 
 
 @pytest.fixture(autouse=True)

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
 from softnet.results.search import SearchGoalRow
 from softnet.results.store import DB_NAME, Store
-from softnet.results.trial import LossAttribution, Number, check_schema
+from softnet.results.stored import LatencyAt, StoredProvenance, StoredResult, StoredTrial
+from softnet.results.trial import check_schema
+
+__all__ = ["CampaignRecord", "CellRecord", "LatencyAt", "ResultsProvenance", "StoredProvenance", "StoredResult",
+           "StoredTrial", "SweepCell"]
 
 # Tables and columns the readers rely on; a DuckDB file without them was not
 # written by softnet's store (or by one too old to read).
@@ -28,100 +31,6 @@ REQUIRED_COLUMNS = {
     "trials": {"campaign_id", "cell_id", "load_index", "run_index", "result_json"},
     "searches": {"campaign_id", "cell_id", "run_index", "goal"},
 }
-
-
-class LatencyAt(BaseModel):
-    """What a latency-under-load trial after a search was measured at
-    (softnet.results.search.LATENCY_AT): a fraction of a goal's lower bound."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    goal: str
-    loss_ratio: Number
-    goal_status: str | None = None
-    fraction: Number
-    of_pps: Number
-
-
-class StoredProvenance(BaseModel):
-    """The provenance fields the report shows; the rest of a stored
-    provenance (a remote trial's hosts, a synthetic SUT's model) is not read here."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    hostname: str | None = None
-    kernel: str | None = None
-    cpu_model: str | None = None
-    softnet_version: str | None = None
-    spec_hash: str | None = None
-    host_changes_applied: list[str] = []
-
-
-class StoredResult(BaseModel):
-    """A stored trial result as the methods and the report read it, whatever
-    wrote it: a real trial (softnet.results.trial.TrialResult, any known schema
-    version), the synthetic SUT's counts-only result, or a test's. The figures
-    every such result has are required; what only some carry is None when absent.
-    The rest of a result (placement, diagnosis, ...) is not read through this
-    view: ``StoredTrial.document`` has it as stored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    schema_version: int = 1
-    sut: str | None = None
-    intended_rate_pps: Number
-    duration_s: Number
-    achieved_rate_pps: Number | None = None
-    sent_pkts: int | None = None
-    received_pkts: int | None = None
-    lost_pkts: int | None = None
-    loss_ratio: Number | None = None
-    sut_lost_pkts: int | None = None  # schema 4: the loss less what host stalls explain
-    flags: list[str] = []
-    valid: bool | None = None
-    latency_p50_ns: Number | None = None
-    latency_p90_ns: Number | None = None
-    latency_p99_ns: Number | None = None
-    latency_p99_9_ns: Number | None = None
-    latency_p99_upper_ns: Number | None = None  # schema 2: the log2 bucket's upper edge
-    loss_attribution: LossAttribution | None = None
-    kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
-    profile: dict | None = None
-    provenance: StoredProvenance | None = None
-    latency_at: LatencyAt | None = None  # a latency trial after a search (not one of its own)
-
-    @field_validator("flags", mode="before")
-    @classmethod
-    def _no_flags(cls, v):
-        return [] if v is None else v
-
-    @classmethod
-    def parse(cls, document: dict, where: str) -> "StoredResult":
-        """A result document (stored, or a measurer's), or an InputError naming the field."""
-        try:
-            return cls.model_validate(document)
-        except ValidationError as exc:
-            e = exc.errors()[0]
-            raise InputError(where, f"stored trial result: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
-
-
-@dataclass(frozen=True)
-class StoredTrial:
-    """One stored trial: its row's key and its result. ``document`` is the
-    result JSON as stored, for the analyses that read more of it (kernel
-    statistics, the CPU audit, stages)."""
-
-    campaign_id: str
-    cell_id: int
-    load_index: int
-    run_index: int
-    result: StoredResult
-    document: dict = field(repr=False, compare=False)
-
-    @property
-    def is_latency_trial(self) -> bool:
-        """A latency-under-load trial taken after a search, not one of its own."""
-        return self.result.latency_at is not None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,49 @@ SEARCH_SCHEMA_VERSION = 1
 Number = int | float
 
 
+class GoalName(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    loss_ratio: Number
+
+
+class BoundSummary(BaseModel):
+    """Of a bound's evidence (softnet.search.BoundEvidence), what a goal row keeps."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    confidence: Number | None = None
+    loss_ratio: Number | None = None
+    loss_ratio_ci95: tuple[Number | None, Number | None] | None = None
+
+
+class GoalDocument(BaseModel):
+    """One goal of softnet.search's SearchResult.to_dict(), as a goal row reads it
+    (the row's result_json keeps the whole goal)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    goal: GoalName
+    status: str
+    value_pps: Number | None
+    lower_bound_pps: Number | None
+    upper_bound_pps: Number | None
+    lower: BoundSummary | None = None
+    upper: BoundSummary | None = None
+    diagnosis: str
+
+
+class StoredSearch(BaseModel):
+    """What the store reads of a search's result (SearchResult.to_dict())."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    trial_count: int
+    trial_seconds: Number
+    goals: list[dict]  # each stored whole in its goal's row
+
+
 class SearchGoalRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -33,16 +76,18 @@ class SearchGoalRow(BaseModel):
     trial_seconds: Number
 
     @classmethod
-    def from_goal(cls, campaign_id: str, cell_id: int, run_index: int, search: dict, g: dict) -> "SearchGoalRow":
-        """One goal of softnet.search's SearchResult.to_dict()."""
-        lo, b = g.get("lower") or {}, g["goal"]
-        ci = lo.get("loss_ratio_ci95") or (None, None)
-        return cls(campaign_id=campaign_id, cell_id=cell_id, run_index=run_index, goal=b["name"],
-                   loss_ratio=b["loss_ratio"], status=g["status"], value_pps=g["value_pps"],
-                   lower_bound_pps=g["lower_bound_pps"], upper_bound_pps=g["upper_bound_pps"],
-                   lower_confidence=lo.get("confidence"), upper_confidence=(g.get("upper") or {}).get("confidence"),
-                   lower_loss_ratio=lo.get("loss_ratio"), lower_loss_ci95_low=ci[0], lower_loss_ci95_high=ci[1],
-                   diagnosis=g["diagnosis"], trial_count=search["trial_count"], trial_seconds=search["trial_seconds"])
+    def from_goal(cls, campaign_id: str, cell_id: int, run_index: int, search: StoredSearch,
+                  goal: dict) -> "SearchGoalRow":
+        """One goal of a search's result."""
+        g = GoalDocument.model_validate(goal)
+        lo, up = g.lower or BoundSummary(), g.upper or BoundSummary()
+        ci = lo.loss_ratio_ci95 or (None, None)
+        return cls(campaign_id=campaign_id, cell_id=cell_id, run_index=run_index, goal=g.goal.name,
+                   loss_ratio=g.goal.loss_ratio, status=g.status, value_pps=g.value_pps,
+                   lower_bound_pps=g.lower_bound_pps, upper_bound_pps=g.upper_bound_pps,
+                   lower_confidence=lo.confidence, upper_confidence=up.confidence,
+                   lower_loss_ratio=lo.loss_ratio, lower_loss_ci95_low=ci[0], lower_loss_ci95_high=ci[1],
+                   diagnosis=g.diagnosis, trial_count=search.trial_count, trial_seconds=search.trial_seconds)
 
 
 def check_search_schema(goal_json: dict, where: str) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -29,8 +30,9 @@ import pyarrow as pa
 from softnet.errors import InputError
 from softnet.results.comparison import ComparisonSummary
 from softnet.results.latency import LATENCY_SCHEMA_VERSION, LatencyRunResult
-from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, check_search_schema
-from softnet.results.trial import check_schema
+from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, StoredSearch, check_search_schema
+from softnet.results.stored import StoredProvenance, StoredResult
+from softnet.results.trial import KernelSamples, check_schema
 
 DB_NAME = "softnet.duckdb"
 
@@ -87,15 +89,37 @@ CREATE TABLE IF NOT EXISTS latency_runs (
 LATENCY_STATS = ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns", "p90_ns", "p99_ns",
                  "p999_ns")
 
-TRIAL_COLUMNS = ("sut", "ip_version", "frame_bytes", "flows", "intended_rate_pps", "achieved_rate_pps",
-                 "duration_s", "warmup_s", "sent_pkts", "received_pkts", "lost_pkts", "loss_ratio",
-                 "reordered_pkts", "duplicate_pkts", "latency_mean_ns", "latency_p99_upper_ns")
 # the trials table's columns in the order _insert gives them (named: a store
 # migrated by ALTER TABLE has its newer columns last, whatever SCHEMA says)
-INSERT_COLUMNS = ("campaign_id", "cell_id", "load_index", "run_index", "knobs_json", *TRIAL_COLUMNS,
+INSERT_COLUMNS = ("campaign_id", "cell_id", "load_index", "run_index", "knobs_json", "sut", "ip_version",
+                  "frame_bytes", "flows", "intended_rate_pps", "achieved_rate_pps", "duration_s", "warmup_s",
+                  "sent_pkts", "received_pkts", "lost_pkts", "loss_ratio", "reordered_pkts", "duplicate_pkts",
+                  "latency_mean_ns", "latency_p99_upper_ns",
                   "ingress_ring_full_pkts", "flags", "valid", "kernel", "cpu_model", "softnet_version", "spec_hash",
                   "started_unix_s", "raw_path", "result_json", "latency_p50_ns", "latency_p99_ns",
                   "sut_lost_pkts", "host_stall_lost_pkts", "frame_mix", "arrivals")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A trial's raw file: its key, knobs, result (what the row is made of)
+    and the raw trial it was evaluated from."""
+
+    campaign_id: str
+    cell_id: int
+    load_index: int
+    run_index: int
+    knobs: dict
+    result: dict
+    raw_trial: dict | None
+
+    def to_json(self) -> dict:
+        return {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "load_index": self.load_index,
+                "run_index": self.run_index, "knobs": self.knobs, "result": self.result, "raw_trial": self.raw_trial}
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.cell_id, self.load_index, self.run_index)
 
 
 class Store:
@@ -139,11 +163,12 @@ class Store:
         return self.query("SELECT * FROM campaigns ORDER BY created_unix_s")
 
     def cells(self, campaign_id: str) -> list[dict]:
-        rows = self.query("SELECT * FROM cells WHERE campaign_id = ? ORDER BY cell_id", [campaign_id])
-        for r in rows:
-            r["knobs"] = json.loads(r.pop("knobs_json"))
-            r["spec"] = json.loads(r.pop("spec_json"))
-        return rows
+        """A campaign's cells as dicts (softnet.results.readers.cells: typed)."""
+        rows = self.db.execute("SELECT campaign_id, cell_id, probe_max_rate_pps, probe_json, knobs_json, spec_json "
+                               "FROM cells WHERE campaign_id = ? ORDER BY cell_id", [campaign_id]).fetchall()
+        return [{"campaign_id": cid, "cell_id": cell, "probe_max_rate_pps": probe, "probe_json": probe_json,
+                 "knobs": json.loads(knobs), "spec": json.loads(spec)}
+                for cid, cell, probe, probe_json, knobs, spec in rows]
 
     # ---- trials -----------------------------------------------------------
     def raw_path(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> Path:
@@ -155,54 +180,55 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         # The raw trial (what was read; evaluate(raw) gives the result again)
         # goes to the raw file only: taken off the caller's result here.
-        raw = result.pop("raw_trial", None)
-        record = {"campaign_id": campaign_id, "cell_id": cell_id, "load_index": load_index,
-                  "run_index": run_index, "knobs": knobs, "result": result, "raw_trial": raw}
+        record = TrialRecord(campaign_id, cell_id, load_index, run_index, knobs, result,
+                             result.pop("raw_trial", None))
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, default=str))
+        tmp.write_text(json.dumps(record.to_json(), default=str))
         os.replace(tmp, path)
         self._insert(record, path)
 
-    def _insert(self, record: dict, path: Path) -> None:
-        r = record["result"]
-        prov = r.get("provenance", {})
-        values = [record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"],
-                  json.dumps(record["knobs"]), *(r.get(c) for c in TRIAL_COLUMNS),
-                  r.get("diagnosis", {}).get("ingress_ring_full_pkts"), list(r.get("flags", [])), bool(r.get("valid")),
-                  prov.get("kernel"), prov.get("cpu_model"), prov.get("softnet_version"), prov.get("spec_hash"),
-                  r.get("started_unix_s"), str(path),
-                  json.dumps({k: v for k, v in r.items() if k != "kernel_samples"}, default=str),
-                  r.get("latency_p50_ns"), r.get("latency_p99_ns"), r.get("sut_lost_pkts"),
-                  (r.get("loss_explained_by_host_stalls") or {}).get("pkts"), r.get("frame_mix"), r.get("arrivals")]
+    def _insert(self, record: TrialRecord, path: Path) -> None:
+        r = StoredResult.parse(record.result, str(path))
+        prov = r.provenance or StoredProvenance()
+        stall_loss = r.loss_explained_by_host_stalls
+        values = [record.campaign_id, record.cell_id, record.load_index, record.run_index, json.dumps(record.knobs),
+                  r.sut, r.ip_version, r.frame_bytes, r.flows, r.intended_rate_pps, r.achieved_rate_pps, r.duration_s,
+                  r.warmup_s, r.sent_pkts, r.received_pkts, r.lost_pkts, r.loss_ratio, r.reordered_pkts,
+                  r.duplicate_pkts, r.latency_mean_ns, r.latency_p99_upper_ns,
+                  r.diagnosis.ingress_ring_full_pkts if r.diagnosis else None, list(r.flags), bool(r.valid),
+                  prov.kernel, prov.cpu_model, prov.softnet_version, prov.spec_hash, r.started_unix_s, str(path),
+                  json.dumps({k: v for k, v in record.result.items() if k != "kernel_samples"}, default=str),
+                  r.latency_p50_ns, r.latency_p99_ns, r.sut_lost_pkts, stall_loss.pkts if stall_loss else None,
+                  r.frame_mix, r.arrivals]
         marks = ", ".join("?" * len(values))
         self.db.execute("BEGIN TRANSACTION")
         try:
             inserted = self.db.execute(f"INSERT INTO trials ({', '.join(INSERT_COLUMNS)}) VALUES ({marks}) "
                                        "ON CONFLICT DO NOTHING RETURNING 1",
                                        values).fetchall()
-            if inserted and r.get("kernel_samples"):
-                key = (record["campaign_id"], record["cell_id"], record["load_index"], record["run_index"])
-                self._insert_samples(key, r["kernel_samples"])
+            if inserted and r.kernel_samples is not None:
+                key = (record.campaign_id, record.cell_id, record.load_index, record.run_index)
+                self._insert_samples(key, r.kernel_samples)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
 
-    def _insert_samples(self, key: tuple, series: dict) -> None:
-        t = series["t_s"]
-        cols: dict[str, list] = {n: [] for n in ("t_s", "source", "item", "cpu", "value")}
-        for (source, item, cpu), values in zip(series["keys"], series["values"]):
-            for ts, v in zip(t, values):
+    def _insert_samples(self, key: tuple, series: KernelSamples) -> None:
+        t_s, sources, items, cpus, values = [], [], [], [], []
+        for (source, item, cpu), column in zip(series.keys, series.values):
+            for ts, v in zip(series.t_s, column):
                 if v is not None:
-                    cols["t_s"].append(ts)
-                    cols["source"].append(source)
-                    cols["item"].append(item)
-                    cols["cpu"].append(cpu)
-                    cols["value"].append(float(v))
-        n = len(cols["t_s"])
+                    t_s.append(ts)
+                    sources.append(source)
+                    items.append(item)
+                    cpus.append(cpu)
+                    values.append(float(v))
+        n = len(t_s)
         table = pa.table({"campaign_id": [key[0]] * n, "cell_id": pa.array([key[1]] * n, pa.int32()),
                           "load_index": pa.array([key[2]] * n, pa.int32()),
-                          "run_index": pa.array([key[3]] * n, pa.int32()), **cols})
+                          "run_index": pa.array([key[3]] * n, pa.int32()),
+                          "t_s": t_s, "source": sources, "item": items, "cpu": cpus, "value": values})
         self.db.register("_samples", table)
         self.db.execute("INSERT INTO kernel_samples SELECT * FROM _samples")
         self.db.unregister("_samples")
@@ -215,9 +241,8 @@ class Store:
         done = self.done_keys(campaign_id)
         n = 0
         for path in sorted(folder.glob("cell*-load*-run*.json")):  # trials (not latency runs)
-            record = json.loads(path.read_text())
-            key = (record["cell_id"], record["load_index"], record["run_index"])
-            if key not in done:
+            record = TrialRecord(**json.loads(path.read_text()))
+            if record.key not in done:
                 self._insert(record, path)
                 n += 1
         return n
@@ -279,11 +304,11 @@ class Store:
 
     def add_search(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
         """All goals of a search or none (a search with some goal rows is complete)."""
-        rows = [SearchGoalRow.from_goal(campaign_id, cell_id, run_index, result, g).model_dump()
-                for g in result["goals"]]
+        search = StoredSearch.model_validate(result)
+        rows = [SearchGoalRow.from_goal(campaign_id, cell_id, run_index, search, g).model_dump() for g in search.goals]
         self.db.execute("BEGIN TRANSACTION")
         try:
-            for row, g in zip(rows, result["goals"]):
+            for row, g in zip(rows, search.goals):
                 values = [*row.values(), json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)]
                 self.db.execute(f"INSERT INTO searches VALUES ({', '.join('?' * len(values))}) "
                                 "ON CONFLICT DO NOTHING", values)

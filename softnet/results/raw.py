@@ -266,7 +266,9 @@ class ReverseReads(Exact):
 
 class RawTrial(Exact):
     raw_schema_version: int
-    spec: dict[str, Any]  # the TrialSpec as it was (an older one has fewer fields: TrialSpec.from_dict reads it)
+    # JSON on purpose: the TrialSpec as it was, of whatever softnet version wrote it (older ones have fewer
+    # fields, and which it had decides how evaluate reads the trial); TrialSpec.from_dict types it
+    spec: dict[str, Any]
     testbed: RawTestbed
     host: RawHost
     started_unix_s: Number

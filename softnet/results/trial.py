@@ -714,7 +714,9 @@ class Provenance(BaseModel):
     cpu_model: str | None = None
     cpus_online: int | None = None
     recorded_unix_s: Number
-    spec: dict[str, Any]  # what was asked: the trial spec and its SUT, as given
+    # JSON on purpose: what was asked (the trial spec and its SUT, or a campaign cell's), as given, so
+    # that its hash (spec_hash) stays the one it was recorded with
+    spec: dict[str, Any]
     spec_hash: str
     host_changes_applied: list[str]
 

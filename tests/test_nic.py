@@ -118,3 +118,32 @@ def test_veth_takes_what_softnet_says_it_takes(host_unchanged):
         caps = nic.capabilities("a", lambda argv: hostcmd.in_netns(ns, argv), "veth")
         assert caps.takes() == list(VETH_NIC_KNOBS), caps
         assert caps.maximum["-L"] == {"rx": 1, "tx": 1}
+
+
+def ixgbe_caps() -> nic.NicCaps:
+    """An 82599 (ixgbe) whose table spreads over 16 of its 63 rings (its RSS
+    limit), as ethtool -x printed it; its other outputs are the VM's."""
+    def run(argv):
+        return (DATA / ("ixgbe_82599.x.txt" if argv[1] == "-x" else f"virtio_net.{argv[1][1]}.txt")).read_text()
+    return nic.capabilities("eno5", run, "ixgbe")
+
+
+def test_the_rss_table_read_as_weights_and_narrowed_to_n_queues():
+    caps = ixgbe_caps()
+    assert caps.current["-X"] == {"weight": " ".join(["1"] * 16 + ["0"] * 47)} and caps.maximum["-X"] == {"weight": 63}
+    assert "rss_queues" in caps.takes()
+    p = nic.plan({"rss_queues": 2}, caps, "sut_in", [1], "testbed.nic")
+    assert nic.changed(p, caps) == {"-X": {"weight": caps.current["-X"]["weight"]}}  # the undo's weights
+    argv = nic.ethtool_argv("eno5", "-X", p.ethtool["-X"])
+    assert argv[:5] == ["ethtool", "-X", "eno5", "weight", "1"] and argv[5:] == ["1"] + ["0"] * 61
+    assert "rss_queues" not in virtio_caps().takes()  # this VM's virtio_net has no table
+
+
+@pytest.mark.parametrize("knobs, words", [
+    ({"rss_queues": 64}, "the driver takes 1..63"),
+    ({"rss_queues": 2, "channels": 4}, "give rss_queues or channels, not both"),
+])
+def test_an_rss_spread_the_nic_cannot_take_is_refused(knobs, words):
+    with pytest.raises(InputError) as err:
+        nic.plan(knobs, ixgbe_caps(), "sut_in", [1], "testbed.nic")
+    assert err.value.field == "testbed.nic.rss_queues" and words in err.value.message, err.value

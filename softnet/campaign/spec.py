@@ -90,9 +90,9 @@ class SideSpec(Strict):
 class NicSpec(Strict):
     """NIC knobs of the SUT's interfaces (softnet.tools.nic), each None when
     left as the driver has it: rings (ethtool -G), channels (-L),
-    interrupt coalescing (-C) and IRQ affinity (PASTRAMI's unpinned,
+    interrupt coalescing (-C), IRQ affinity (PASTRAMI's unpinned,
     pin-1cpu: both directions' interrupts on the first SUT CPU, pin-2cpu:
-    receive on the first, transmit on the second)."""
+    receive on the first, transmit on the second) and RSS (-X)."""
 
     rx_ring: int | None = Field(None, ge=1, le=65536)
     tx_ring: int | None = Field(None, ge=1, le=65536)
@@ -106,6 +106,8 @@ class NicSpec(Strict):
     adaptive_rx: bool | None = None
     adaptive_tx: bool | None = None
     irq_affinity: Literal["unpinned", "pin-1cpu", "pin-2cpu"] | None = None
+    # RSS: the receive queues the flows are spread over (the first N, in equal shares)
+    rss_queues: int | None = Field(None, ge=1, le=1024)
 
     def knobs(self) -> dict:
         """The knobs set (knob -> value)."""

@@ -1,6 +1,7 @@
 """NIC knobs the studies vary: ring sizes (ethtool -G), channels (-L),
-interrupt coalescing (-C) and the interface's IRQ affinity (PASTRAMI's
-unpinned / pin-1cpu / pin-2cpu). What an interface takes is read from the
+interrupt coalescing (-C), the interface's IRQ affinity (PASTRAMI's
+unpinned / pin-1cpu / pin-2cpu) and RSS: the receive queues the flows are
+spread over (-X: the indirection table, as per-queue weights). What an interface takes is read from the
 driver itself (ethtool -g/-l/-c and the device's MSI IRQs), so a knob it
 refuses is refused before anything changes, naming the knob, the interface
 and its driver. Applying is left to the caller's registry (a local testbed's
@@ -8,6 +9,7 @@ HostChanges, a remote agent's journal): this module reads and plans.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +24,12 @@ ETHTOOL_KNOBS = {
     "rx_usecs": ("-C", "rx-usecs"), "tx_usecs": ("-C", "tx-usecs"),
     "rx_frames": ("-C", "rx-frames"), "tx_frames": ("-C", "tx-frames"),
     "adaptive_rx": ("-C", "adaptive-rx"), "adaptive_tx": ("-C", "adaptive-tx"),
+    "rss_queues": ("-X", "weight"),
 }
 IRQ_MODES = ("unpinned", "pin-1cpu", "pin-2cpu")
+CHANNEL_KNOBS = ("channels", "rx_channels", "tx_channels")
 KNOBS = (*ETHTOOL_KNOBS, "irq_affinity")
-READ_FLAG = {"-G": "-g", "-L": "-l", "-C": "-c"}
+READ_FLAG = {"-G": "-g", "-L": "-l", "-C": "-c", "-X": "-x"}
 _NAMES = {"-g": {"RX": "rx", "TX": "tx"}, "-l": {"RX": "rx", "TX": "tx", "Combined": "combined"}}
 
 
@@ -48,10 +52,12 @@ class NicCaps:
 
 
 def parse_ethtool(flag: str, text: str) -> tuple[dict[str, str], dict[str, int]]:
-    """ethtool -g/-l/-c output -> (current settings, pre-set maximums);
+    """ethtool -g/-l/-c/-x output -> (current settings, pre-set maximums);
     parameters the driver does not have ("n/a") are left out."""
     current: dict[str, str] = {}
     maximum: dict[str, int] = {}
+    if flag == "-x":
+        return parse_rss(text)
     if flag == "-c":
         for line in text.splitlines():
             m = re.match(r"\s*Adaptive RX:\s*(\S+)\s+TX:\s*(\S+)", line)
@@ -81,6 +87,23 @@ def parse_ethtool(flag: str, text: str) -> tuple[dict[str, str], dict[str, int]]
         else:
             current[name] = val.strip()
     return current, maximum
+
+
+def parse_rss(text: str) -> tuple[dict[str, str], dict[str, int]]:
+    """ethtool -x: the indirection table as {"weight": each ring's share,
+    lowest terms, ring 0 first} and the rings it may use {"weight": rings};
+    nothing where the driver has no table ("Operation not supported")."""
+    rings, table = 0, []
+    for line in text.splitlines():
+        if m := re.match(r"RX flow hash indirection table for \S+ with (\d+) RX ring", line):
+            rings = int(m.group(1))
+        elif m := re.match(r"\s*\d+:((?:\s+\d+)+)\s*$", line):
+            table += [int(v) for v in m.group(1).split()]
+    if not rings or not table or max(table) >= rings:
+        return {}, {}
+    counts = [table.count(r) for r in range(rings)]
+    g = math.gcd(*counts)
+    return {"weight": " ".join(str(c // g) for c in counts)}, {"weight": rings}
 
 
 def device_irqs(ifname: str, sysfs: Path = Path("/sys/class/net")) -> list[int]:
@@ -118,9 +141,11 @@ class NicPlan:
     irq_cpus: list[int] | None = None
 
 
-def _value(knob: str, value) -> str:
+def _value(knob: str, value, top: int | None) -> str:
     if knob.startswith("adaptive_"):
         return "on" if value else "off"
+    if knob == "rss_queues":  # equal shares on the first N receive queues, none on the rest
+        return " ".join("1" if r < int(value) else "0" for r in range(top or 0))
     return str(int(value))
 
 
@@ -131,6 +156,11 @@ def plan(knobs: dict, caps: NicCaps, role: str, sut_cpus: list[int], field_prefi
     and driver."""
     out = NicPlan(caps.ifname)
     takes = set(caps.takes())
+    if knobs.get("rss_queues") is not None and any(knobs.get(k) is not None for k in CHANNEL_KNOBS):
+        # a channel count change resets the table to all the new queues, and
+        # the table's undo needs the channel count it was read with
+        raise InputError(f"{field_prefix}.rss_queues", "give rss_queues or channels, not both: new channels "
+                         "spread the flows over all of them; rss_queues narrows the spread to the first N")
     for knob, value in knobs.items():
         if value is None or (knob == "irq_affinity" and value == "unpinned"):
             continue
@@ -151,7 +181,7 @@ def plan(knobs: dict, caps: NicCaps, role: str, sut_cpus: list[int], field_prefi
         top = caps.maximum.get(flag, {}).get(param)
         if top is not None and not 1 <= int(value) <= top:
             raise InputError(where, f"{value} on {caps.ifname} ({caps.driver}): the driver takes 1..{top}")
-        out.ethtool.setdefault(flag, {})[param] = _value(knob, value)
+        out.ethtool.setdefault(flag, {})[param] = _value(knob, value, top)
     return out
 
 
@@ -162,7 +192,8 @@ def changed(plan_: NicPlan, caps: NicCaps) -> dict[str, dict[str, str]]:
 
 
 def ethtool_argv(ifname: str, flag: str, params: dict[str, str]) -> list[str]:
-    return ["ethtool", flag, ifname, *[x for p, v in sorted(params.items()) for x in (p, v)]]
+    """A value of several words (-X's weights) is several arguments."""
+    return ["ethtool", flag, ifname, *[x for p, v in sorted(params.items()) for x in (p, *str(v).split())]]
 
 
 def readback(caps_after: NicCaps, plan_: NicPlan) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from softnet.tools import ip_json
+from softnet.tools import ip_json, nic
 
 NETNS_GONE = "network namespace gone"
 NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/sys/devices/virtual/net/")
@@ -253,14 +253,15 @@ class EthtoolFeatures(_NetnsEntry):
 
 
 class EthtoolSet(_NetnsEntry):
-    """Rings (-G), channels (-L) or coalescing (-C) back to their old values."""
+    """Rings (-G), channels (-L), coalescing (-C) or the RSS table's weights
+    (-X) back to their old values."""
     ifname: str
     flag: str
     old: dict[str, str | int]
 
     def undo(self) -> None:
         if _link_exists(self.ifname) and self.old:
-            _run(["ethtool", self.flag, self.ifname, *[x for p, v in sorted(self.old.items()) for x in (p, str(v))]])
+            _run(nic.ethtool_argv(self.ifname, self.flag, {p: str(v) for p, v in self.old.items()}))
 
 
 class XdpOff(_NetnsEntry):

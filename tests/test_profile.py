@@ -27,7 +27,8 @@ CAPTURED_RPS = json.loads((DATA / "profile_reads_ipv4fwd_rps_100kpps.json").read
 
 def captured_delta(cap: dict) -> ProfileDelta:
     """The window's delta of two captured reads, typed as a raw trial keeps them."""
-    return delta(ProfileRead.model_validate(cap["read_window_start"]), ProfileRead.model_validate(cap["read_window_end"]))
+    start, end = (ProfileRead.model_validate(cap[k]) for k in ("read_window_start", "read_window_end"))
+    return delta(start, end)
 
 
 def captured_stages(cap: dict, cpu: int) -> CpuStages:
@@ -105,19 +106,23 @@ def test_drops_are_named_by_reason_and_device():
     assert rows[0].device.startswith("ifindex ")  # not a testbed device here: said so, not guessed
 
 
+def measured_pcts(busy: float, softirq: float, softirq_in_idle: float) -> SimpleNamespace:
+    """The three shares of a CPU's measured profile that the audit reads."""
+    return SimpleNamespace(busy_pct=busy, softirq_pct=softirq, softirq_in_idle_pct=softirq_in_idle)
+
+
 def test_audit_verdicts():
-    measured = SimpleNamespace(busy_pct=13.6, softirq_pct=3.2, softirq_in_idle_pct=0.1)
+    measured = measured_pcts(13.6, 3.2, 0.1)
     # 1 busy tick of 165 (1.2%): the threaded-NAPI case measured here.
     a = audit_cpu(measured, {"system": 1, "softirq": 1, "idle": 163})
     assert a.misaccounted_pct == pytest.approx(13.6 - 100 * 2 / 165) and "under-reported" in a.verdict
     assert "idle task" not in a.verdict
     # The WiFi-AP paper's cause: softirqs run inside the idle task, charged to idle.
-    a = audit_cpu(SimpleNamespace(busy_pct=30.0, softirq_pct=25.0, softirq_in_idle_pct=20.0), {"softirq": 5, "idle": 95})
+    a = audit_cpu(measured_pcts(30.0, 25.0, 20.0), {"softirq": 5, "idle": 95})
     assert "inside the idle task" in a.verdict
-    a = audit_cpu(SimpleNamespace(busy_pct=97.9, softirq_pct=0.0, softirq_in_idle_pct=0.0), {"system": 97, "idle": 3})
+    a = audit_cpu(measured_pcts(97.9, 0.0, 0.0), {"system": 97, "idle": 3})
     assert a.verdict.startswith("no misaccounting found")
-    a = audit_cpu(SimpleNamespace(busy_pct=46.7, softirq_pct=11.7, softirq_in_idle_pct=0.0), {"system": 37, "softirq": 14,
-                                                                                          "idle": 49})
+    a = audit_cpu(measured_pcts(46.7, 11.7, 0.0), {"system": 37, "softirq": 14, "idle": 49})
     assert a.verdict.startswith("over-reported")
 
 

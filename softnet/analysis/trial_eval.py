@@ -14,10 +14,9 @@ from softnet.analysis.profile_reads import delta as profiler_delta
 from softnet.analysis.profile_reads import name_drops
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
-from softnet.results.series import Series
-from softnet.results.raw import check_raw
 from softnet.results.raw import (GeneratorReport, ProcSnapshot, RawProfile, RawTestbed, RawTrial, SinkReport,
-                                 StallReport)
+                                 StallReport, check_raw)
+from softnet.results.series import Series
 from softnet.results.trial import (KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, Diagnosis, Direction, FlowCounts,
                                    GeneratorSummary, HostStalls, KernelStats, LatencyExact, LatencyHistogram,
                                    PlacementObserved, PlacementRequested, ProfileResult, SizeLoss, ThreadCpu,

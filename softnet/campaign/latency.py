@@ -22,7 +22,7 @@ from softnet.analysis.latency_stats import knob_key
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
-from softnet.results.latency import LatencyRunResult, RawLatencyRun, RawLatencyTestbed
+from softnet.results.latency import LatencyRunResult, RawLatencyRun, XskHellos
 from softnet.results.store import Store
 from softnet.hosts.xsk_lab import XskLab, XskLabHere
 from softnet.testbed.latency import LatencyKnobs, LatencyPlacement
@@ -136,12 +136,13 @@ def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)
     # per run it would double a campaign at the study's 1 s interval.
     if lat.baseline_count and run.phase == "base" and run.index == m.runs - 1:
         baseline = lab.kernel_ping(lat.baseline_count, lat.interval_s, cell.traffic.frame_bytes)
-    testbed = RawLatencyTestbed.model_validate(lab.describe())
+    testbed = lab.describe()
     prov = provenance(None, latency=cell_knobs(cell), method=m.model_dump())
     prov["host_changes_applied"] = lab.changes_applied()
     raw = RawLatencyRun(
         knobs=cell_knobs(cell), interval_s=interval_s, phase=run.phase, count=count, ping=summary,
-        hello={"ping": hello, **lab.hellos}, forward_counters=lab.read("forward"),
+        hello=XskHellos(ping=hello, forward=lab.hellos["forward"], reflect=lab.hellos["reflect"]),
+        forward_counters=lab.read("forward"),
         reflect_counters=lab.read("reflect"), netstat_before=before, netstat_after=after,
         kernel_baseline=baseline, observed=observed, requested_cpus={h: lab.hosts[h].cpu for h in ("a", "b", "c")},
         applied=testbed.applied, testbed=testbed, started_unix_s=started, records_path=str(records_path),

@@ -93,7 +93,7 @@ class XskLabOps:
         for role, tool in (("reflect", lab.reflect), ("forward", lab.forward)):
             if tool is not None and role in hellos:
                 self.ops.started(tool.proc, f"softnet-xsk --role {role}")
-        return {"hellos": hellos}
+        return {"hellos": {role: h.model_dump() for role, h in hellos.items()}}
 
     def op_xsk_ping(self, knobs: dict, count: int, interval_ns: int, arrivals: str, frame_bytes: int) -> dict:
         """One run from A; its records travel back with the summary."""
@@ -104,22 +104,22 @@ class XskLabOps:
             data = base64.b64encode(records.read_bytes()).decode()
         finally:
             records.unlink(missing_ok=True)
-        return {"summary": summary, "hello": hello, "records_b64": data}
+        return {"summary": summary.model_dump(), "hello": hello.model_dump(), "records_b64": data}
 
     def op_xsk_read(self, role: str) -> dict:
-        return {"read": self._lab().read(role)}
+        return {"read": self._lab().read(role).model_dump()}
 
     def op_xsk_netstat(self, host: str) -> dict:
         return {"netstat": self._lab().netstat(host)}
 
     def op_xsk_observe(self) -> dict:
-        return {"observed": self._lab().observe()}
+        return {"observed": self._lab().observe().model_dump()}
 
     def op_xsk_kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> dict:
-        return {"baseline": self._lab().kernel_ping(count, interval_s, frame_bytes)}
+        return {"baseline": self._lab().kernel_ping(count, interval_s, frame_bytes).model_dump()}
 
     def op_xsk_describe(self) -> dict:
-        return {"testbed": self._lab().describe()}
+        return {"testbed": self._lab().describe().model_dump()}
 
 
 def online_cpus(path: Path = Path("/sys/devices/system/cpu/online")) -> list[int]:

@@ -17,6 +17,8 @@ import numpy as np
 
 from softnet.collect import procfs
 from softnet.errors import TestbedError
+from softnet.results.latency import (Observed, PingSummary, RawKernelBaseline, RawLatencyTestbed, XskCounters,
+                                     XskHello)
 from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement, LatencyTestbed
 from softnet.tools.changes import HostChanges
 from softnet.traffic.ping import kernel_ping
@@ -29,23 +31,23 @@ class XskLab(Protocol):
     """What one run reads and starts, by lab host (a, b, c)."""
 
     hosts: dict[str, Host]  # every host of the lab: what its tools need to know of the others
-    hellos: dict[str, dict]  # forward, reflect -> the tool's hello, once started
+    hellos: dict[str, XskHello]  # forward, reflect -> the tool's hello, once started
     one_clock: bool  # every host of the lab on one machine (one CLOCK_MONOTONIC for hop stamps)
 
-    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, dict]: ...  # role -> the tool's hello
+    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, XskHello]: ...
 
     def ping(self, knobs: XskKnobs, count: int, interval_ns: int, arrivals: str, frame_bytes: int,
-             records_path: Path) -> tuple[dict, dict, np.ndarray]: ...  # summary, hello, records
+             records_path: Path) -> tuple[PingSummary, XskHello, np.ndarray]: ...  # summary, hello, records
 
-    def read(self, role: str) -> dict: ...  # forward | reflect: the tool's counters
+    def read(self, role: str) -> XskCounters: ...  # forward | reflect
 
-    def netstat(self, host: str) -> dict[str, int]: ...
+    def netstat(self, host: str) -> dict[str, int]: ...  # /proc/net/netstat of a host's namespace
 
-    def observe(self) -> dict: ...
+    def observe(self) -> Observed: ...
 
-    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> dict: ...
+    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> RawKernelBaseline: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> RawLatencyTestbed: ...
 
     def changes_applied(self) -> list[str]: ...
 
@@ -61,65 +63,60 @@ class XskLabHere:
         self.hosts: dict[str, Host] = {}
         self.reflect: Reflect | None = None
         self.forward: Forward | None = None
-        self.hellos: dict[str, dict] = {}
+        self.hellos: dict[str, XskHello] = {}
         self.one_clock = True
 
     def build(self) -> dict[str, Host]:
         self.hosts = self.tb.build()
         return self.hosts
 
-    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, dict]:
+    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, XskHello]:
         out = {}
-        if "c" in self.hosts:
-            c = self.hosts["c"]
+        if c := self.hosts.get("c"):
             self.reflect = Reflect(self.changes, c.ns, c.ifname, reflect)
-            out["reflect"] = self.reflect.hello
-        if "b" in self.hosts:
-            b = self.hosts["b"]
+            out["reflect"] = XskHello.model_validate(self.reflect.hello)
+        if b := self.hosts.get("b"):
             self.forward = Forward(self.changes, b.ns, b.ifname, b.ifname2, a_mac=b.peer_mac, c_mac=b.peer_mac2,
                                    knobs=forward)
-            out["forward"] = self.forward.hello
+            out["forward"] = XskHello.model_validate(self.forward.hello)
         self.hellos.update(out)
         return out
 
-    def read(self, role: str) -> dict:
-        tool = {"forward": self.forward, "reflect": self.reflect}.get(role)
+    def read(self, role: str) -> XskCounters:
+        tool = self.forward if role == "forward" else self.reflect if role == "reflect" else None
         if tool is None:
             raise TestbedError(f"no {role} tool runs on this machine")
-        return tool.read()
+        return XskCounters.model_validate(tool.read())
 
     def ping(self, knobs: XskKnobs, count: int, interval_ns: int, arrivals: str, frame_bytes: int,
-             records_path: Path) -> tuple[dict, dict, np.ndarray]:
+             records_path: Path) -> tuple[PingSummary, XskHello, np.ndarray]:
         a = self._host("a")
         ping = Ping(self.changes, a.ns, a.ifname, a.mac, a.peer_mac, a.ip, a.peer_ip, frame_bytes, knobs)
         summary, records = ping.run(count, records_path, interval_ns=interval_ns, arrivals=arrivals)
-        return summary, ping.hello, records
+        return PingSummary.model_validate(summary), XskHello.model_validate(ping.hello), records
 
     def netstat(self, host: str) -> dict[str, int]:
         self._host(host)
         return self.tb.netstat(host)
 
-    def observe(self) -> dict:
-        """Where things ran, as the kernel last saw them: evidence over configuration."""
-        out: dict = {}
-        if self.forward is not None:
-            out["forward_cpu"] = procfs.thread_cpu(self.forward.proc.pid)
-        if self.reflect is not None:
-            out["reflect_cpu"] = procfs.thread_cpu(self.reflect.proc.pid)
-        out["napi_thread_cpus"] = {dev: {str(p): procfs.thread_cpu(p) for p in pids}
-                                   for dev, pids in self.tb.napi_threads.items()}
-        if "b" in self.hosts:  # B's NAPIs as the kernel has them (ids, irq-suspend-timeout, links)
-            out["napi_b"] = self.tb.napi_view("b")
-        return out
+    def observe(self) -> Observed:
+        """Where things ran, as the kernel last saw them: evidence over configuration;
+        B's NAPIs as the kernel has them (ids, irq-suspend-timeout, links)."""
+        return Observed(
+            forward_cpu=None if self.forward is None else procfs.thread_cpu(self.forward.proc.pid),
+            reflect_cpu=None if self.reflect is None else procfs.thread_cpu(self.reflect.proc.pid),
+            napi_thread_cpus={dev: {str(p): procfs.thread_cpu(p) for p in pids}
+                              for dev, pids in self.tb.napi_threads.items()},
+            napi_b=self.tb.napi_view("b") if "b" in self.hosts else {})
 
-    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> dict:
+    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> RawKernelBaseline:
         """``ping`` from A to C over the same path: the kernel's baseline."""
         a = self._host("a")
         b = kernel_ping(a.ns, a.peer_ip, count, max(interval_s, BASELINE_MIN_INTERVAL_S), frame_bytes)
-        return {"sent": b["sent"], "received": b["received"], "rtt_ns": b["rtt_ns"].tolist()}
+        return RawKernelBaseline(sent=b["sent"], received=b["received"], rtt_ns=b["rtt_ns"].tolist())
 
-    def describe(self) -> dict:
-        return self.tb.describe()
+    def describe(self) -> RawLatencyTestbed:
+        return RawLatencyTestbed.model_validate(self.tb.describe())
 
     def changes_applied(self) -> list[str]:
         return list(self.changes.applied)

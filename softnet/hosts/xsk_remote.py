@@ -10,6 +10,7 @@ hosts a hop's delay would subtract two hosts' clocks.
 """
 from __future__ import annotations
 
+import base64
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import numpy as np
 from softnet.errors import HostNotRestored, TestbedError
 from softnet.hosts.inventory import Inventory
 from softnet.hosts.session import AgentSession, controller_id, open_sessions
-from softnet.results.latency import read_records
+from softnet.results.latency import (LatencyPlacementFacts, Observed, PingSummary, RawKernelBaseline,
+                                     RawLatencyTestbed, RemoteLab, XskCounters, XskHello, read_records)
 from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement
 from softnet.traffic.xsk import XskKnobs
 
@@ -90,61 +92,62 @@ class XskLabRemote:
             raise HostNotRestored(errors)
 
     # ---- a run's pieces (softnet.hosts.xsk_lab.XskLab) ------------------------------
-    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, dict]:
-        for lab_host in dict.fromkeys(("c", "b")):
-            s = self._of(lab_host)
-            if not ({"c": "reflect", "b": "forward"}[lab_host] in self.hellos):
-                self.hellos.update(s.call("xsk_start", reflect=asdict(reflect), forward=asdict(forward),
-                                          timeout=60)["hellos"])
+    def start(self, reflect: XskKnobs, forward: XskKnobs) -> dict[str, XskHello]:
+        for lab_host, role in (("c", "reflect"), ("b", "forward")):
+            if role not in self.hellos:  # B and C on one host: one call starts both
+                hellos = self._of(lab_host).call("xsk_start", reflect=asdict(reflect), forward=asdict(forward),
+                                                 timeout=60)["hellos"]
+                self.hellos.update({r: XskHello.model_validate(h) for r, h in hellos.items()})
         return dict(self.hellos)
 
     def ping(self, knobs: XskKnobs, count: int, interval_ns: int, arrivals: str, frame_bytes: int,
-             records_path: Path) -> tuple[dict, dict, np.ndarray]:
-        import base64
-
+             records_path: Path) -> tuple[PingSummary, XskHello, np.ndarray]:
         timeout = PING_MARGIN_S + count * interval_ns / 1e9 * (2 if arrivals == "poisson" else 1.2)
         out = self._of("a").call("xsk_ping", knobs=asdict(knobs), count=count, interval_ns=interval_ns,
                                  arrivals=arrivals, frame_bytes=frame_bytes, timeout=timeout)
         Path(records_path).write_bytes(base64.b64decode(out["records_b64"]))
-        summary = {**out["summary"], "records": str(records_path)}  # where they are kept, not where they were written
-        return summary, out["hello"], read_records(records_path)
+        summary = PingSummary.model_validate(out["summary"])
+        summary.records = str(records_path)  # where they are kept, not where the agent wrote them
+        return summary, XskHello.model_validate(out["hello"]), read_records(records_path)
 
-    def read(self, role: str) -> dict:
-        return self._of({"forward": "b", "reflect": "c"}[role]).call("xsk_read", role=role)["read"]
+    def read(self, role: str) -> XskCounters:
+        host = "b" if role == "forward" else "c"
+        return XskCounters.model_validate(self._of(host).call("xsk_read", role=role)["read"])
 
     def netstat(self, host: str) -> dict[str, int]:
         return self._of(host).call("xsk_netstat", host=host)["netstat"]
 
-    def observe(self) -> dict:
-        out: dict = {"napi_thread_cpus": {}}
-        for s in self.sessions.values():
-            seen = s.call("xsk_observe")["observed"]
-            out["napi_thread_cpus"].update(seen.pop("napi_thread_cpus"))
-            out.update(seen)
-        return out
+    def observe(self) -> Observed:
+        """Each host's part: B's forwarder and NAPIs, C's reflector, every host's NAPI threads."""
+        parts = [Observed.model_validate(s.call("xsk_observe")["observed"]) for s in self.sessions.values()]
+        return Observed(forward_cpu=next((p.forward_cpu for p in parts if p.forward_cpu is not None), None),
+                        reflect_cpu=next((p.reflect_cpu for p in parts if p.reflect_cpu is not None), None),
+                        napi_thread_cpus={d: c for p in parts for d, c in p.napi_thread_cpus.items()},
+                        napi_b={r: v for p in parts for r, v in p.napi_b.items()})
 
-    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> dict:
-        return self._of("a").call("xsk_kernel_ping", count=count, interval_s=interval_s, frame_bytes=frame_bytes,
-                                  timeout=PING_MARGIN_S + 2 * count * interval_s)["baseline"]
+    def kernel_ping(self, count: int, interval_s: float, frame_bytes: int) -> RawKernelBaseline:
+        out = self._of("a").call("xsk_kernel_ping", count=count, interval_s=interval_s, frame_bytes=frame_bytes,
+                                 timeout=PING_MARGIN_S + 2 * count * interval_s)
+        return RawKernelBaseline.model_validate(out["baseline"])
 
-    def describe(self) -> dict:
+    def describe(self) -> RawLatencyTestbed:
         """The hosts' testbeds as one: each namespace, interface, knob applied
         and placement with the lab host it belongs to, and which inventory
-        host played it."""
-        run_ids: dict[str, str] = {}
-        out: dict = {"run_id": "", "namespaces": {}, "interfaces": {}, "knobs": asdict(self.knobs), "applied": {},
-                     "placement": {"app_cpus": {}, "napi_cpus": {}}, "napi_threads": {},
-                     "remote": {"inventory": self.inv.source, "testbed": self.name, "hosts": dict(self.host_of),
-                                "run_ids": run_ids}}
-        for name, s in self.sessions.items():
-            d = s.call("xsk_describe")["testbed"]
-            run_ids[name] = d["run_id"]
-            for key in ("namespaces", "interfaces", "applied", "napi_threads"):
-                out[key].update(d[key])
-            for key in ("app_cpus", "napi_cpus"):
-                out["placement"][key].update(d["placement"][key])
-        out["run_id"] = run_ids[self.host_of["b"]]  # the forwarder's: the system under study
-        return out
+        host played each lab host."""
+        parts = {name: RawLatencyTestbed.model_validate(s.call("xsk_describe")["testbed"])
+                 for name, s in self.sessions.items()}
+        merged = list(parts.values())
+        return RawLatencyTestbed(
+            run_id=parts[self.host_of["b"]].run_id,  # the forwarder's: the system under study
+            namespaces={h: ns for p in merged for h, ns in p.namespaces.items()},
+            interfaces={r: i for p in merged for r, i in p.interfaces.items()},
+            knobs=merged[0].knobs, applied={k: v for p in merged for k, v in p.applied.items()},
+            placement=LatencyPlacementFacts(
+                app_cpus={h: c for p in merged if p.placement for h, c in p.placement.app_cpus.items()},
+                napi_cpus={h: c for p in merged if p.placement for h, c in p.placement.napi_cpus.items()}),
+            napi_threads={d: t for p in merged for d, t in p.napi_threads.items()},
+            remote=RemoteLab(inventory=self.inv.source, testbed=self.name, hosts=dict(self.host_of),
+                             run_ids={name: p.run_id for name, p in parts.items()}))
 
     def changes_applied(self) -> list[str]:
         return list(self.applied)

@@ -113,7 +113,7 @@ def test_host_stall_flags_do_not_stop_the_knee_and_its_verdict_says_what_they_ex
     stalled = search(flagged(SimulatedSut("gradual", 1e6, 5)), config(GOALS[:1]))
     assert [m.intended_load_pps for m in stalled.trials] == [m.intended_load_pps for m in plain.trials]
     g, p = stalled.goals[0], plain.goals[0]
-    assert g.knee["host_stalls"]["flagged_trials"] == g.knee["trials"] > 0
+    assert g.knee.host_stalls.flagged_trials == g.knee.trials > 0
     assert (g.status, g.lower_bound_pps, g.diagnosis) == (p.status, p.lower_bound_pps, p.diagnosis)
 
 
@@ -138,13 +138,13 @@ def test_the_knees_stall_verdict_counts_bad_trials_not_packets():
         return measure
 
     r = search(attributed(SimulatedSut("gradual", 1e6, 5)), config(GOALS[:1]))
-    st = r.goals[0].knee["host_stalls"]
-    assert st["bad_trials"] >= 8, st
-    assert st["host_share"] < 0.5 <= st["host_trial_share"] < 1, st  # some unseen bursts are near it
+    st = r.goals[0].knee.host_stalls
+    assert st.bad_trials >= 8, st
+    assert st.host_share < 0.5 <= st.host_trial_share < 1, st  # some unseen bursts are near it
     assert host_confirmed(st)
-    assert stall_words(st).endswith(f"in {st['host_bad_trials']} of its {st['bad_trials']} bad trials "
-                                    f"({st['host_trial_share']:.0%}) the attribution ties most of the loss to "
-                                    f"host stalls ({st['host_lost_pkts']:,} of {st['lost_pkts']:,} packets): "
+    assert stall_words(st).endswith(f"in {st.host_bad_trials} of its {st.bad_trials} bad trials "
+                                    f"({st.host_trial_share:.0%}) the attribution ties most of the loss to "
+                                    f"host stalls ({st.host_lost_pkts:,} of {st.lost_pkts:,} packets): "
                                     "the spread is the host's")
 
 
@@ -162,10 +162,10 @@ def test_a_knee_whose_bad_trials_were_overloaded_says_its_capacity_varied():
         return measure
 
     r = search(overloaded(SimulatedSut("gradual", 1e6, 5)), config(GOALS[1:]))
-    st = r.goals[0].knee["host_stalls"]
-    assert st["bad_trials"] >= 8 and st["overloaded_bad_trials"] == st["bad_trials"], st
+    st = r.goals[0].knee.host_stalls
+    assert st.bad_trials >= 8 and st.overloaded_bad_trials == st.bad_trials, st
     assert not host_confirmed(st)
-    assert stall_words(st).endswith(f"in {st['bad_trials']} of them the SUT was overloaded over most of the "
+    assert stall_words(st).endswith(f"in {st.bad_trials} of them the SUT was overloaded over most of the "
                                     "trial: its capacity varied from trial to trial")
 
 
@@ -188,10 +188,10 @@ def test_a_goals_knee_budget_counts_the_trials_it_asked_for():
         goals=[Goal(loss_ratio=x, relative_width=0.02) for x in (0.0, 0.005)], min_load_pps=1e4,
         max_load_pps=2e6, relative_width=0.02, knee_trials=20))
     pdr = r.goals[1].knee
-    assert 0 < pdr["asked"] <= 20 < pdr["trials"]  # others' trials near it came free
-    near = [m for m in r.trials if pdr["interval80_pps"][0] * 0.95 <= m.intended_load_pps
-            <= pdr["interval80_pps"][1] * 1.05]
-    assert len(near) >= pdr["asked"] // 2, (pdr, len(near))
+    assert 0 < pdr.asked <= 20 < pdr.trials  # others' trials near it came free
+    near = [m for m in r.trials if pdr.interval80_pps[0] * 0.95 <= m.intended_load_pps
+            <= pdr.interval80_pps[1] * 1.05]
+    assert len(near) >= pdr.asked // 2, (pdr, len(near))
 
 
 HOST_SWEEP = Path(__file__).parent / "data" / "search" / "host_sweep_ipv4fwd.json"
@@ -239,9 +239,9 @@ def test_search_on_this_hosts_replay_reads_near_its_truth_and_says_why():
             errors[i].append(abs(g.lower_bound_pps / truths[i] - 1))
             assert g.status in ("found", "unstable"), g.diagnosis
             if g.status == "unstable":
-                st = g.knee["host_stalls"]
-                assert f"in {st['host_bad_trials']} of its {st['bad_trials']} bad trials" in g.diagnosis
-                assert ("the spread is the host's" in g.diagnosis) == (st["host_trial_share"] >= 0.5)
+                st = g.knee.host_stalls
+                assert f"in {st.host_bad_trials} of its {st.bad_trials} bad trials" in g.diagnosis
+                assert ("the spread is the host's" in g.diagnosis) == (st.host_trial_share >= 0.5)
     assert np.mean(errors[0]) < 0.06 and np.mean(errors[1]) < 0.06, errors
 
 
@@ -271,12 +271,12 @@ def test_gradual_knee_is_modelled_and_its_interval_covers_the_truth():
         g = search(sut, config(GOALS[:1])).goals[0]
         truth = sut.truth(0.0, 0.5, 1.0, 1e4, 1e7)["conservative"]
         assert g.knee is not None and "knee model" in g.diagnosis, g.diagnosis
-        lo, hi = g.knee["interval80_pps"]
+        lo, hi = g.knee.interval80_pps
         # Unstable exactly when the crossing is not pinned within 5%: bounds, but no value.
         assert g.status == ("unstable" if hi / lo - 1 > 0.05 else "found"), g.diagnosis
         assert (g.value_pps is None) == (g.status == "unstable")
         covered += lo <= truth <= hi
-        assert lo <= g.knee["crossing_pps"] <= hi and g.knee["asked"] <= 4 * 11  # the knee budget
+        assert lo <= g.knee.crossing_pps <= hi and g.knee.asked <= 4 * 11  # the knee budget
         assert g.lower_bound_pps < g.upper_bound_pps and g.lower.confidence >= 0.5
         errors.append(abs(g.lower_bound_pps / truth - 1))
     assert covered >= 6 and np.mean(errors) < 0.025
@@ -289,8 +289,8 @@ def test_sharp_knee_resolves_where_a_load_sits_on_the_capacity():
     g = search(sut, config(GOALS[:1])).goals[0]
     truth = sut.truth(0.0, 0.5, 1.0, 1e4, 1e7)["conservative"]
     assert g.knee is not None and g.status == "found"
-    lo, hi = g.knee["interval80_pps"]
-    assert hi / lo - 1 <= 0.005 and g.knee["asked"] < 30
+    lo, hi = g.knee.interval80_pps
+    assert hi / lo - 1 <= 0.005 and g.knee.asked < 30
     assert g.lower_bound_pps <= truth * 1.001 and g.upper_bound_pps >= truth * 0.999
     assert (g.upper_bound_pps - g.lower_bound_pps) / g.upper_bound_pps <= 0.005 + 1e-9
 

@@ -17,7 +17,9 @@ from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import pending_latency, run_latency_trial, run_search
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
+from softnet.results.search import GoalDocument, StoredSearch
 from softnet.results.store import Store
+from softnet.results.stored import StoredResult
 from softnet.units import format_rate
 
 
@@ -75,13 +77,14 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
                     result = m.measure(loads[li], li, ri)
                     store.add_trial(cid, cell_id, li, ri, knobs, result)
                     count += 1
-                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: {trial_text(result)}"))
+                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
+                                   f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
     return cid
 
 
-def trial_text(result: dict) -> str:
-    loss = result.get("loss_ratio")
-    return f"load {format_rate(result['intended_rate_pps'])}: loss {'-' if loss is None else '0' if loss == 0 else f'{loss:.1e}'}"
+def trial_text(result: StoredResult) -> str:
+    loss = result.loss_ratio
+    return f"load {format_rate(result.intended_rate_pps)}: loss {'-' if loss is None else '0' if loss == 0 else f'{loss:.1e}'}"
 
 
 def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
@@ -140,7 +143,7 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
             if not todo and not latency_left:
                 continue
 
-            def on_trial(result: dict, _replayed: bool, cell_id=cell_id) -> None:
+            def on_trial(result: StoredResult, _replayed: bool, cell_id=cell_id) -> None:
                 on_event(Event("trial", count, total, f"cell {cell_id}: {trial_text(result)}"))
                 on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}, "
                                f"last {trial_text(result)}"))
@@ -150,19 +153,20 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
                     if run_index in todo:
                         on_event(Event("start", count, total,
                                        f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
-                        r = run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial)
+                        found = StoredSearch.model_validate(
+                            run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial))
                         count += 1
-                        goals = "; ".join(f"{g['goal']['name']} {g['status']} "
-                                          f"[{format_rate(g['lower_bound_pps'] or 0)}, "
-                                          f"{format_rate(g['upper_bound_pps'] or 0)}]" for g in r["goals"])
+                        goals = "; ".join(f"{g.goal.name} {g.status} [{format_rate(g.lower_bound_pps or 0)}, "
+                                          f"{format_rate(g.upper_bound_pps or 0)}]"
+                                          for g in map(GoalDocument.model_validate, found.goals))
                         on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
-                                       f"{r['trial_count']} trials: {goals}"))
+                                       f"{found.trial_count} trials: {goals}"))
                     # latency under load at fractions of the PDR found (only those not stored yet)
                     for t in pending_latency(store, cid, cell_id, run_index, fractions):
                         what = f"cell {cell_id} search {run_index}: latency at {t.fraction:.0%} of {t.goal}"
                         on_event(Event("start", count, total, f"{what} ({format_rate(t.load_pps)})"))
                         result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t)
-                        p99 = result.get("latency_p99_ns")
+                        p99 = result.latency_p99_ns
                         on_event(Event("trial", count, total, f"{what}: {trial_text(result)}, latency p99 "
                                        + ("-" if p99 is None else f"{p99 / 1e3:.3g} us")))
     return cid

@@ -56,7 +56,7 @@ class ReplayThenMeasure:
     """The measurer a (resumed) search calls: stored trials first, then live."""
 
     def __init__(self, store: Store, campaign_id: str, cell_id: int, run_index: int, knobs: dict,
-                 measurer, on_trial: Callable[[dict, bool], None], host_stall_loss: str = "set_apart"):
+                 measurer, on_trial: Callable[[StoredResult, bool], None], host_stall_loss: str = "set_apart"):
         self.host_stall_loss = host_stall_loss
         self.store, self.cid, self.cell_id, self.run_index, self.knobs = store, campaign_id, cell_id, run_index, knobs
         self.measurer, self.on_trial = measurer, on_trial
@@ -81,7 +81,7 @@ class ReplayThenMeasure:
             self.stored = self.stored[:seq]
         result = self.measurer.measure(load_pps, seq, self.run_index, duration_s)
         self.store.add_trial(self.cid, self.cell_id, seq, self.run_index, self.knobs, result)
-        self.on_trial(result, False)
+        self.on_trial(StoredResult.parse(result, "trial result"), False)
         return as_measurement(result, self.host_stall_loss)
 
 
@@ -102,7 +102,7 @@ def host_stall_note(trials: list[StoredResult], host_stall_loss: str) -> str | N
 
 
 def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
-               run_index: int, on_trial: Callable[[dict, bool], None]) -> dict:
+               run_index: int, on_trial: Callable[[StoredResult, bool], None]) -> dict:
     """One (cell, repeat) search, replaying what is stored; its result is stored too."""
     m = cell.method
     lo, hi = cell.search_range_pps()
@@ -168,10 +168,10 @@ def pending_latency(store: Store, campaign_id: str, cell_id: int, run_index: int
 
 
 def run_latency_trial(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
-                      run_index: int, t: LatencyTrial) -> dict:
+                      run_index: int, t: LatencyTrial) -> StoredResult:
     """One latency trial through the search's measurer (the same testbed), stored as a trial of that search."""
     m = cell.method
     result = measurer.measure(t.load_pps, t.load_index, run_index, m.latency_duration_s or m.duration_s)
     result[LATENCY_AT] = t.marker()
     store.add_trial(campaign_id, cell_id, t.load_index, run_index, knobs, result)
-    return result
+    return StoredResult.parse(result, "trial result")

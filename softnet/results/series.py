@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict
+
 INTERVAL_RANGE_S = (0.1, 10.0)  # the sampler's accepted interval
 Key = tuple[str, str, int]  # (source, item, cpu); cpu -1: host-wide
 
@@ -31,8 +33,24 @@ class Series:
 
     @classmethod
     def from_json(cls, d: dict) -> "Series":
-        keys = [tuple(k) for k in d["keys"]]
-        samples = [{k: col[i] for k, col in zip(keys, d["values"]) if col[i] is not None}
-                   for i in range(len(d["t_s"]))]
-        return cls(d["interval_s"], list(d["t_s"]), samples, dict(d.get("marks", {})), d.get("irq_names", {}),
-                   d.get("qdiscs", {}), d.get("missing", {}), d.get("sampler", {}))
+        j = SeriesJson.model_validate(d)
+        keys = [tuple(k) for k in j.keys]
+        samples = [{k: col[i] for k, col in zip(keys, j.values) if col[i] is not None} for i in range(len(j.t_s))]
+        return cls(j.interval_s, list(j.t_s), samples, dict(j.marks), j.irq_names, j.qdiscs, j.missing, j.sampler)
+
+
+class SeriesJson(BaseModel):
+    """``Series.to_json()`` as read back; a raw trial from before marks,
+    IRQ names, qdiscs or the sampler's own figures lacks them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interval_s: float | int
+    t_s: list
+    keys: list[list]  # [source, item, cpu]
+    values: list[list]  # per key, one value per sample (None: not read then)
+    marks: dict = {}
+    irq_names: dict = {}
+    qdiscs: dict = {}
+    missing: dict = {}
+    sampler: dict = {}

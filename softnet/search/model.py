@@ -126,6 +126,34 @@ class BoundEvidence:
     worst_trial_loss_ratio: float
 
 
+@dataclass(frozen=True)
+class KneeStalls:
+    """What the stall attribution says of the final trials near a knee
+    (KneeModel.stalled)."""
+
+    flagged_trials: int  # flagged host_interference
+    trials: int
+    lost_pkts: int  # by its bad trials
+    host_lost_pkts: int  # of those, what the attribution ties to the host
+    host_share: float | None
+    bad_trials: int  # bad trials with an attribution
+    host_bad_trials: int  # of those, the ones most of whose loss is the host's
+    overloaded_bad_trials: int  # of those, the ones whose SUT was overloaded over most of the trial
+    host_trial_share: float | None  # host_bad_trials / bad_trials
+
+
+@dataclass(frozen=True)
+class KneeSummary:
+    """The knee model's crossing of a goal and its 80% credible interval."""
+
+    crossing_pps: float
+    interval80_pps: list[float]  # [q10, q90]
+    trials: int  # near the knee
+    asked: int  # trials the knee placed
+    resolved: bool  # the interval lies between loads that were tried
+    host_stalls: KneeStalls
+
+
 @dataclass
 class GoalResult:
     goal: Goal
@@ -139,7 +167,7 @@ class GoalResult:
     inversions: list[dict] = field(default_factory=list)
     # When trials disagreed inside the final bracket: the knee model's crossing,
     # its 80% credible interval and the trials it used (knee.py).
-    knee: dict | None = None
+    knee: KneeSummary | None = None
 
     @property
     def value_pps(self) -> float | None:
@@ -154,10 +182,8 @@ class GoalResult:
         return (self.upper_bound_pps - self.lower_bound_pps) / self.upper_bound_pps
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["goal"]["name"] = self.goal.name
-        d["value_pps"], d["achieved_relative_width"] = self.value_pps, self.relative_width
-        return d
+        return {**asdict(self), "goal": {**asdict(self.goal), "name": self.goal.name}, "value_pps": self.value_pps,
+                "achieved_relative_width": self.relative_width}
 
 
 @dataclass

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from softnet.search.model import Measurement
 
@@ -109,6 +110,20 @@ class SimulatedSut:
         return {"conservative": conservative, "knee": knee}
 
 
+class SweepTrial(BaseModel):
+    """One trial of a characterisation sweep, as ResampledSut reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    intended_rate_pps: float
+    sent_pkts: int
+    counted_lost_pkts: int
+    all_loss_ratio: float | None = None
+    unseen_stall_pkts: int | None = None
+    flags: list[str]
+    valid: bool
+
+
 class ResampledSut:
     """A host replayed: each trial at load L is one measured trial, drawn at
     random from the nearest measured load below or above L (the nearer in
@@ -122,14 +137,14 @@ class ResampledSut:
 
     def __init__(self, trials: list[dict], seed: int):
         by_load: dict[float, list[tuple[float, float, float, tuple[str, ...]]]] = {}
-        for t in trials:
-            sent = t["sent_pkts"]
-            if t["valid"] and sent > 0:
-                counted = t["counted_lost_pkts"] / sent
-                all_ = max(counted, t.get("all_loss_ratio") or counted)
+        for t in map(SweepTrial.model_validate, trials):
+            sent = t.sent_pkts
+            if t.valid and sent > 0:
+                counted = t.counted_lost_pkts / sent
+                all_ = max(counted, t.all_loss_ratio or counted)
                 # set apart = explained by stalls the probe saw; unseen ones are counted
-                host = min(all_, all_ - counted + (t.get("unseen_stall_pkts") or 0) / sent)
-                by_load.setdefault(float(t["intended_rate_pps"]), []).append((counted, all_, host, tuple(t["flags"])))
+                host = min(all_, all_ - counted + (t.unseen_stall_pkts or 0) / sent)
+                by_load.setdefault(float(t.intended_rate_pps), []).append((counted, all_, host, tuple(t.flags)))
         if len(by_load) < 2:
             raise ValueError("ResampledSut needs valid trials at two loads at least")
         self.loads = np.array(sorted(by_load))

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import expit, logit
 
-from softnet.search.model import STALL_FLAG, Goal
+from softnet.search.model import STALL_FLAG, Goal, KneeStalls, KneeSummary
 from softnet.search.strategy.base import Done, Step, Strategy
 
 if TYPE_CHECKING:
@@ -123,22 +123,22 @@ def crossing_quantiles(xc: np.ndarray, mass: np.ndarray, qs: tuple[float, ...]) 
 HOST_SHARE = 0.5
 
 
-def host_confirmed(st: dict) -> bool:
+def host_confirmed(st: KneeStalls) -> bool:
     """Does the stall attribution tie a knee's spread to the host (KneeModel.stalled)?"""
-    return st["host_trial_share"] is not None and st["host_trial_share"] >= HOST_SHARE
+    return st.host_trial_share is not None and st.host_trial_share >= HOST_SHARE
 
 
-def stall_words(st: dict) -> str:
+def stall_words(st: KneeStalls) -> str:
     """The stall attribution's verdict on a knee's spread, for its diagnosis."""
-    share = st["host_trial_share"]
+    share = st.host_trial_share
     if share is None:  # trials without an attribution (simulated, or no stall probe)
         return "; no loss attribution says whether the spread is the host's"
-    said = (f"; in {st['host_bad_trials']} of its {st['bad_trials']} bad trials ({share:.0%}) the attribution "
-            f"ties most of the loss to host stalls ({st['host_lost_pkts']:,} of {st['lost_pkts']:,} packets)")
+    said = (f"; in {st.host_bad_trials} of its {st.bad_trials} bad trials ({share:.0%}) the attribution "
+            f"ties most of the loss to host stalls ({st.host_lost_pkts:,} of {st.lost_pkts:,} packets)")
     if host_confirmed(st):
         return said + ": the spread is the host's"
-    over = st["overloaded_bad_trials"]
-    if over >= HOST_SHARE * st["bad_trials"]:
+    over = st.overloaded_bad_trials
+    if over >= HOST_SHARE * st.bad_trials:
         # A slower vCPU would look the same: "capacity varied", not "the data path's".
         return said + (f": not host stalls; in {over} of them the SUT was overloaded over most of the trial: "
                        "its capacity varied from trial to trial")
@@ -193,7 +193,7 @@ class KneeModel:
             self._fits[key] = fit
         return self._fits[key]
 
-    def stalled(self, g: Goal) -> dict:
+    def stalled(self, g: Goal) -> KneeStalls:
         """What the stall attribution says of the final trials near the knee: how many
         were flagged; of its bad trials, in how many it ties most of the loss to the host
         (stalls the probe saw, or queues left undrained by shorter ones) and in how many
@@ -204,11 +204,11 @@ class KneeModel:
         lost, host = sum(m.all_lost for m in bad), sum(host_of)
         told = [(m, h) for m, h in zip(bad, host_of) if m.lost_pkts_all is not None and m.all_lost]  # attributed
         host_bad = sum(h >= HOST_SHARE * m.all_lost for m, h in told)
-        return {"flagged_trials": sum(STALL_FLAG in m.flags for m in trials), "trials": len(trials),
-                "lost_pkts": lost, "host_lost_pkts": host, "host_share": host / lost if lost else None,
-                "bad_trials": len(told), "host_bad_trials": host_bad,
-                "overloaded_bad_trials": sum(m.sut_overloaded for m, _ in told),
-                "host_trial_share": host_bad / len(told) if told else None}
+        return KneeStalls(flagged_trials=sum(STALL_FLAG in m.flags for m in trials), trials=len(trials),
+                          lost_pkts=lost, host_lost_pkts=host, host_share=host / lost if lost else None,
+                          bad_trials=len(told), host_bad_trials=host_bad,
+                          overloaded_bad_trials=sum(m.sut_overloaded for m, _ in told),
+                          host_trial_share=host_bad / len(told) if told else None)
 
     def region(self, g: Goal) -> list[float]:
         return self.fit(g)[0] if g in self.anchor else []
@@ -218,15 +218,15 @@ class KneeModel:
         _, _, xc, mass = self.fit(g)
         return float(mass[xc > math.log(load)].sum())
 
-    def summary(self, g: Goal) -> dict | None:
+    def summary(self, g: Goal) -> KneeSummary | None:
         if g not in self.anchor:
             return None
         near, trials, xc, mass = self.fit(g)
         q10, med, q90 = crossing_quantiles(xc, mass, (0.1, 0.5, 0.9))
         # Resolved: the 80% interval lies between loads that were tried, not beyond them.
         resolved = near[0] * (1 - 1e-9) <= q10 and q90 <= near[-1] * (1 + 1e-9)
-        return {"crossing_pps": med, "interval80_pps": [q10, q90], "trials": trials,
-                "asked": self.asked.get(g, 0), "resolved": resolved, "host_stalls": self.stalled(g)}
+        return KneeSummary(crossing_pps=med, interval80_pps=[q10, q90], trials=trials, asked=self.asked.get(g, 0),
+                           resolved=resolved, host_stalls=self.stalled(g))
 
 
 class KneeStrategy(Strategy):
@@ -253,25 +253,25 @@ class KneeStrategy(Strategy):
         model, unstable_width = self.state.knee, self.config.unstable_width
         w = g.relative_width
         k = model.summary(g)
-        q10, q90 = k["interval80_pps"]
+        q10, q90 = k.interval80_pps
         paired = lo is not None and u is not None and (u - lo) / u <= w
         # n: the trials this goal's knee placed; the budget, the rotation of aims and the
         # projection below count those (the others near it are a bonus, not a plan).
-        n, budget, spread = k["asked"], self.config.knee_trial_budget, q90 / q10 - 1
-        where = (f"knee model: crossing {k['crossing_pps']:,.0f} pps, 80% in {q10:,.0f}..{q90:,.0f} pps "
-                 f"from {k['trials']} trials near it")
-        if (spread <= w and paired and k["resolved"]) or n >= budget:
+        n, budget, spread = k.asked, self.config.knee_trial_budget, q90 / q10 - 1
+        where = (f"knee model: crossing {k.crossing_pps:,.0f} pps, 80% in {q10:,.0f}..{q90:,.0f} pps "
+                 f"from {k.trials} trials near it")
+        if (spread <= w and paired and k.resolved) or n >= budget:
             if spread > unstable_width:
                 return Done("unstable", f"{where}: wider than {unstable_width:.0%}, the SUT does not "
-                            "settle on one side" + stall_words(k["host_stalls"]))
-            if not (k["resolved"] or paired):
+                            "settle on one side" + stall_words(k.host_stalls))
+            if not (k.resolved or paired):
                 apart = f"{(u - lo) / u:.0%} apart" if lo is not None and u is not None else "not both known"
                 return Done("unstable", f"{where}: the knee budget ran out with the interval past the "
                             f"loads tried and the bounds {apart}")
             return Done("found", where)
         # The lower bound a blurred knee ends with is a load tried just below its median
         # crossing, or it says less than the model knows (bounds read low).
-        placed = lo is not None and lo >= k["crossing_pps"] * (1 - w)
+        placed = lo is not None and lo >= k.crossing_pps * (1 - w)
         # Resolved or not: an interval that reaches past the loads tried is no narrower
         # for it (the prior there spans one bracketing step).
         if n >= KNEE_MIN_TRIALS and placed and spread > unstable_width:
@@ -284,7 +284,7 @@ class KneeStrategy(Strategy):
             if projected > HOPELESS * unstable_width:
                 return Done("unstable", f"{where}: at this spread even {budget} trials would leave it "
                             f"about {projected:.0%} wide (more than {unstable_width:.0%}), the SUT does not "
-                            "settle on one side" + stall_words(k["host_stalls"]))
+                            "settle on one side" + stall_words(k.host_stalls))
         q25, med, q75 = crossing_quantiles(*model.fit(g)[2:], (0.25, 0.5, 0.75))
         aim = (med, q25, q75)[n % 3]
         if not placed and n >= KNEE_MIN_TRIALS:

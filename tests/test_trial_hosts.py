@@ -30,15 +30,19 @@ KINDS = ["this-host", "inventory"]
 @pytest.fixture(scope="module")
 def emulated():
     """One emulated testbed (tg, dut); the host is as it was after."""
+    from softnet.testbed import lock
     from softnet.testbed.emulated_hosts import EmulatedHosts
 
-    before = host_state()
-    with HostChanges() as changes:
-        eh = EmulatedHosts(changes, testbeds=1)
-        eh.build()
-        yield eh
-    assert not changes.undo_errors
-    assert wait_host_state(before) == before
+    # held around both looks at the host, so that another suite's testbed is
+    # not half-seen (this module's own local testbeds take it again for free)
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+        with HostChanges() as changes:
+            eh = EmulatedHosts(changes, testbeds=1)
+            eh.build()
+            yield eh
+        assert not changes.undo_errors
+        assert wait_host_state(before) == before
 
 
 @pytest.fixture(scope="module")

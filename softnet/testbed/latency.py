@@ -34,6 +34,25 @@ ADDR = {
     "c": ("198.19.0.1", "2001:2:0:1::1", "02:53:4e:00:01:04"),
 }
 HOSTS = ("a", "b", "c")
+
+
+@dataclass(frozen=True)
+class HostPath:
+    """A lab host's part of the path: (its interface role, the next hop's) per
+    neighbour, the first towards A's side; its routes (prefix, via role);
+    the far end its application talks to; whether it forwards."""
+
+    neighbours: tuple[tuple[str, str], ...]
+    routes: tuple[tuple[str, str], ...]
+    far_end: str
+    forwards: bool = False
+
+
+PATHS = {
+    "a": HostPath((("a", "b_a"),), (("198.19.0.0/24", "b_a"),), far_end="c"),
+    "b": HostPath((("b_a", "a"), ("b_c", "c")), (), far_end="a", forwards=True),
+    "c": HostPath((("c", "b_c"),), (("198.18.0.0/24", "b_c"),), far_end="a"),
+}
 RX_DEVS = {"a": ("a",), "b": ("b_a", "b_c"), "c": ("c",)}  # where each host receives
 CPU_DMA_LATENCY = Path("/dev/cpu_dma_latency")
 
@@ -152,29 +171,24 @@ class LatencyTestbed(NetnsLab):
             for h in self.here:
                 for role in RX_DEVS[h]:
                     self._configure_if(self.ns[h], self.ifs[role], role, up=True)
+        ip = {role: v4 for role, (v4, _v6, _m) in self.addr.items()}
         mac = {role: m for role, (_v4, _v6, m) in self.addr.items()}
-        if "b" in self.here:
-            self.set_sysctl(self.ns["b"], "net.ipv4.ip_forward", "1")  # the kernel baseline's path
-            self._neigh("b", "b_a", ADDR["a"][0], mac["a"])
-            self._neigh("b", "b_c", ADDR["c"][0], mac["c"])
-        if "a" in self.here:
-            self._neigh("a", "a", ADDR["b_a"][0], mac["b_a"])
-            self._route("a", "198.19.0.0/24", ADDR["b_a"][0])
-        if "c" in self.here:
-            self._neigh("c", "c", ADDR["b_c"][0], mac["b_c"])
-            self._route("c", "198.18.0.0/24", ADDR["b_c"][0])
+        out = {}
+        for h in self.here:
+            ns, path = self.ns[h], PATHS[h]
+            for if_role, peer in path.neighbours:
+                self._neigh(h, if_role, ip[peer], mac[peer])
+            for dst, via in path.routes:
+                self._route(h, dst, ip[via])
+            if path.forwards:
+                self.set_sysctl(ns, "net.ipv4.ip_forward", "1")  # the kernel baseline's path
+            (if_role, next_hop), *second = path.neighbours
+            out[h] = Host(ns, self.ifs[if_role], mac[if_role], ip[if_role], mac[next_hop], ip[path.far_end],
+                          cpu=self.placement.app_cpus[h])
+            for if2, next2 in second:  # B's interface towards C
+                out[h].ifname2, out[h].mac2, out[h].peer_mac2 = self.ifs[if2], mac[if2], mac[next2]
         self._apply_knobs()
-        pl = self.placement
-        hosts = {
-            "a": Host(self.ns.get("a", ""), self.ifs.get("a", ""), mac["a"], ADDR["a"][0], mac["b_a"], ADDR["c"][0],
-                      cpu=pl.app_cpus["a"]),
-            "b": Host(self.ns.get("b", ""), self.ifs.get("b_a", ""), mac["b_a"], ADDR["b_a"][0], mac["a"],
-                      ADDR["a"][0], ifname2=self.ifs.get("b_c"), mac2=mac["b_c"], peer_mac2=mac["c"],
-                      cpu=pl.app_cpus["b"]),
-            "c": Host(self.ns.get("c", ""), self.ifs.get("c", ""), mac["c"], ADDR["c"][0], mac["b_c"], ADDR["a"][0],
-                      cpu=pl.app_cpus["c"]),
-        }
-        return {h: hosts[h] for h in self.here}
+        return out
 
     def _route(self, host: str, dst: str, gateway: str) -> None:
         with self._ipr(self.ns[host]) as ipr:

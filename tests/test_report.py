@@ -631,4 +631,4 @@ def test_load_table_shows_latency_percentiles_and_old_results_their_bound(tmp_pa
                 store.add_trial("c1", 0, li, run, {}, r)
     (config,) = analyze_path(tmp_path)
     table = load_table(config)
-    assert table["latency"] and [row.get("latency", row) for row in table["rows"]] == ["p99 \u2264 32.8", "11 / 40"]
+    assert table.latency and [row.latency for row in table.rows] == ["p99 \u2264 32.8", "11 / 40"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -183,7 +183,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "data_paths": view.data_paths(configs, data.cell_trials),
             "figures": figs.groups(configs) if configs else [],
             "configs": [view.configuration(i, c, data.provenance) for i, c in enumerate(configs)],
-            "searches": {**view.searches(data.searches), "figures": figs.searches(data.searches, data.search_trials)}
+            "searches": replace(view.searches(data.searches), figures=figs.searches(data.searches, data.search_trials))
             if data.searches else None,
             "comparisons": figs.comparisons(data.comparisons, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,

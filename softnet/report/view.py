@@ -9,6 +9,7 @@ import json
 import math
 import statistics
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from softnet.analysis.campaigns import Configuration, PastramiMeta, SoftnetMeta, host_stall_sentence
@@ -71,6 +72,179 @@ UNKNOWN_REASON = "reason recorded by the trial"
 SITES = {"clab": "the CloudLab testbed", "mazinga": "a local server"}
 
 
+# ---- view models: what the templates lay out --------------------------------
+
+@dataclass(frozen=True)
+class SummaryRow:
+    anchor: str
+    label: str
+    verdict: str
+    pdr_point: str
+    pdr: str
+    ndr: str
+    saturation: str
+    flags: str
+
+
+@dataclass(frozen=True)
+class SummaryView:
+    cards: list[tuple[str, int]]
+    pdr_header: str
+    rows: list[SummaryRow]
+    verdicts: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class DataPathView:
+    rank: str
+    label: str
+    verdict: str
+    ndr: str
+    pdr: str
+    capacity: str
+    capacity_ci: str
+    cpu: str
+    cpu_ci: str
+    fixed: str
+    at_ref: str
+    ties: str
+
+
+@dataclass(frozen=True)
+class DataPathsView:
+    rows: list[DataPathView]
+    ref_load: str
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class TirCell:
+    title: str
+    violation: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class LoadRow:
+    """One offered load; an empty one (every run excluded) has no statistics."""
+
+    load: str
+    marks: str
+    excluded: str
+    cls: str
+    empty: bool
+    runs: int | None = None
+    latency: str | None = None
+    plr: str | None = None
+    delta_ucl: str | None = None
+    dr: str | None = None
+    throughput: str | None = None
+    tir: TirCell | None = None
+
+
+@dataclass(frozen=True)
+class LoadTable:
+    conf: str
+    unit: str
+    rows: list[LoadRow]
+    eta: str
+    latency: bool
+
+
+@dataclass(frozen=True)
+class FlagView:
+    kind: str
+    count: int | None
+    where: str
+    meaning: str
+    detail: str
+    exclusions: list[tuple[str, int, str]]
+
+
+@dataclass(frozen=True)
+class ProvenanceView:
+    """A configuration's provenance: a PASTRAMI file's name fields, or its softnet trials'."""
+
+    kind: str  # "pastrami" | "softnet"
+    fields: list[tuple]
+    site: str | None = None
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    changes: list[tuple[str, int]] = field(default_factory=list)
+    n_results: int = 0
+    spec: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigurationView:
+    anchor: str
+    label: str
+    verdict: str
+    reason: str
+    meaning: str
+    key: list[tuple[str, str]]
+    table: LoadTable
+    flags: list[FlagView]
+    provenance: ProvenanceView
+
+
+@dataclass(frozen=True)
+class GlossaryView:
+    flags: list[tuple[str, str]]
+    reasons: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class CampaignView:
+    name: str | None
+    campaign_id: str
+    fields: list[tuple[str, str | None]]
+    spec: str
+
+
+@dataclass(frozen=True)
+class SearchVerdictRow:
+    label: str
+    goal: str
+    searches: int
+    verdict: str
+    value: str
+    cv: str
+
+
+@dataclass(frozen=True)
+class SearchRunRow:
+    label: str
+    goal: str
+    run: int
+    status: str
+    lower: str
+    upper: str
+    loss: str
+    trials: str
+    diagnosis: str
+
+
+@dataclass(frozen=True)
+class SearchLatencyRow:
+    label: str
+    goal: str
+    fraction: str
+    load: str
+    of: str
+    latency: list[str]  # p50, p90, p99, p99.9
+    loss: str
+    valid: str
+    note: str
+
+
+@dataclass(frozen=True)
+class SearchesView:
+    verdicts: list[SearchVerdictRow]
+    runs: list[SearchRunRow]
+    latency: list[SearchLatencyRow]
+    figures: list[dict] = field(default_factory=list)  # html._Figures.searches
+
+
 # ---- number formatting -----------------------------------------------------
 
 def _finite(x) -> bool:
@@ -124,7 +298,7 @@ def sweep_label(name: str, cell_id: int, knobs: dict) -> str:
 
 # ---- summary and configurations -------------------------------------------------
 
-def summary(configs: Sequence[Configuration]) -> dict:
+def summary(configs: Sequence[Configuration]) -> SummaryView:
     verdicts = Counter(c.analysis.report.verdict.value for c in configs)
     n_loads = sum(len(c.analysis.stats.loads) + len(c.analysis.stats.empty_loads_pps) for c in configs)
     n_incl = sum(s.n_runs for c in configs for s in c.analysis.stats.loads)
@@ -133,16 +307,14 @@ def summary(configs: Sequence[Configuration]) -> dict:
              ("runs excluded", n_excl)]
     cards += [(f"verdict {v}", verdicts.get(v, 0)) for v in VERDICT_MEANING if verdicts.get(v)]
     xs = sorted({c.analysis.report.pdr_loss_ratio for c in configs})
-    rows = [{"anchor": f"cfg-{i}", "label": c.label, "verdict": c.analysis.report.verdict.value,
-             "pdr_point": format_rate(c.analysis.report.pdr_point_load_pps),
-             "pdr": format_rate(c.analysis.report.pdr_load_pps), "ndr": format_rate(c.analysis.report.ndr_load_pps),
-             "saturation": format_rate(c.analysis.report.saturation_load_pps),
-             "flags": ", ".join(f.kind for f in c.analysis.report.flags)} for i, c in enumerate(configs)]
-    return {"cards": cards, "pdr_header": "/".join(f"{v * 100:g}%" for v in xs), "rows": rows,
-            "verdicts": list(VERDICT_MEANING.items())}
+    rows = [SummaryRow(f"cfg-{i}", c.label, c.analysis.report.verdict.value,
+                       format_rate(c.analysis.report.pdr_point_load_pps), format_rate(c.analysis.report.pdr_load_pps),
+                       format_rate(c.analysis.report.ndr_load_pps), format_rate(c.analysis.report.saturation_load_pps),
+                       ", ".join(f.kind for f in c.analysis.report.flags)) for i, c in enumerate(configs)]
+    return SummaryView(cards, "/".join(f"{v * 100:g}%" for v in xs), rows, list(VERDICT_MEANING.items()))
 
 
-def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | None:
+def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> DataPathsView | None:
     """The data paths of a sweep over the SUT personality, ranked
     (analysis.data_paths), as table rows; None when no such sweep."""
     sweeps = [c for c in configs if c.source == "softnet" and "testbed.sut" in c.knobs]
@@ -154,22 +326,22 @@ def data_paths(configs: Sequence[Configuration], cell_trials: dict) -> dict | No
     def ns(v):
         return DASH if v is None else f"{v:,.0f}"
 
-    out = [{"rank": f"{r.rank}" + ("=" if r.tied_with else ""), "label": short_label(r.label), "verdict": r.verdict,
-            "ndr": format_rate(r.ndr_pps),
-            "pdr": DASH if r.pdr_pps is None else
-            f"[{format_rate(r.pdr_pps)}, {'max' if r.pdr_next_pps is None else format_rate(r.pdr_next_pps)})",
-            "capacity": format_rate(r.capacity_pps),
-            "capacity_ci": DASH if r.capacity_ci is None else
-            f"{format_rate(r.capacity_ci[0])} \u2013 {format_rate(r.capacity_ci[1])}",
-            "cpu": ns(r.cpu_ns_per_pkt),
-            "cpu_ci": DASH if r.cpu_ns_ci is None else f"{ns(r.cpu_ns_ci[0])} \u2013 {ns(r.cpu_ns_ci[1])}",
-            "fixed": DASH if r.cpu_fixed_pct is None else f"{r.cpu_fixed_pct:.1f}",
-            "at_ref": ns(r.cpu_ns_at_ref),
-            "ties": ", ".join(short_label(t) for t in r.tied_with)} for r in rows]
+    out = [DataPathView(
+        rank=f"{r.rank}" + ("=" if r.tied_with else ""), label=short_label(r.label), verdict=r.verdict,
+        ndr=format_rate(r.ndr_pps),
+        pdr=DASH if r.pdr_pps is None else
+        f"[{format_rate(r.pdr_pps)}, {'max' if r.pdr_next_pps is None else format_rate(r.pdr_next_pps)})",
+        capacity=format_rate(r.capacity_pps),
+        capacity_ci=DASH if r.capacity_ci is None else
+        f"{format_rate(r.capacity_ci[0])} \u2013 {format_rate(r.capacity_ci[1])}",
+        cpu=ns(r.cpu_ns_per_pkt),
+        cpu_ci=DASH if r.cpu_ns_ci is None else f"{ns(r.cpu_ns_ci[0])} \u2013 {ns(r.cpu_ns_ci[1])}",
+        fixed=DASH if r.cpu_fixed_pct is None else f"{r.cpu_fixed_pct:.1f}",
+        at_ref=ns(r.cpu_ns_at_ref), ties=", ".join(short_label(t) for t in r.tied_with)) for r in rows]
     ref = next((r.ref_load_pps for r in rows if r.ref_load_pps), None)
     notes = [f"{short_label(lo)} carries more than {short_label(hi)} at overload (capacity CI95 apart) though its "
              "PDR ranks lower." for lo, hi in capacity_disagrees(rows)]
-    return {"rows": out, "ref_load": format_rate(ref), "notes": notes}
+    return DataPathsView(out, format_rate(ref), notes)
 
 
 def _marks(load: float, r) -> list[str]:
@@ -185,14 +357,14 @@ def _marks(load: float, r) -> list[str]:
     return marks
 
 
-def _tir_cell(step, load: float, checked: set, violations: set) -> dict | None:
+def _tir_cell(step, load: float, checked: set, violations: set) -> TirCell | None:
     if step is None:
         return None
     title = (f"{format_rate(step.from_load_pps)} \u2192 {format_rate(step.to_load_pps)}"
              + ("; checked for the verdict" if load in checked else ""))
     viol = load in violations
     value = f"{step.tir + 0.0:.3f}" if abs(step.tir) >= 5e-4 else "0.000"
-    return {"title": title, "violation": viol, "text": value + (" \u2265 \u03b7" if viol else "")}
+    return TirCell(title, viol, value + (" \u2265 \u03b7" if viol else ""))
 
 
 def us(ns) -> str:
@@ -212,7 +384,7 @@ def latency_cell(trials: Sequence[StoredResult]) -> str:
     return f"p99 \u2264 {us(statistics.median(old))}" if old else DASH
 
 
-def load_table(config: Configuration) -> dict:
+def load_table(config: Configuration) -> LoadTable:
     """The per-load table of one configuration (PASTRAMI statistics, TIR, marks)."""
     a = config.analysis
     r = a.report
@@ -227,35 +399,34 @@ def load_table(config: Configuration) -> dict:
     loads = [(s.load_pps, s) for s in a.stats.loads] + [(x, None) for x in a.stats.empty_loads_pps]
     for load, s in sorted(loads, key=lambda t: t[0]):
         ex = excluded.get(load, Counter())
-        row = {"load": format_rate(load), "marks": ", ".join(_marks(load, r)),
-               "excluded": (f"{sum(ex.values())} (" + ", ".join(f"{k} \u00d7{n}" for k, n in sorted(ex.items()))
-                            + ")" if ex else "0"),
-               "cls": "pdrpoint" if load == r.pdr_point_load_pps else "pdr" if load == r.pdr_load_pps else ""}
+        row = dict(load=format_rate(load), marks=", ".join(_marks(load, r)),
+                   excluded=(f"{sum(ex.values())} (" + ", ".join(f"{k} \u00d7{n}" for k, n in sorted(ex.items()))
+                             + ")" if ex else "0"),
+                   cls="pdrpoint" if load == r.pdr_point_load_pps else "pdr" if load == r.pdr_load_pps else "")
         if s is None:
-            rows.append({**row, "empty": True})
+            rows.append(LoadRow(**row, empty=True))
             continue
         plr_half, dr_half, t_half = _ci_half(s.plr_ratio), _ci_half(s.dr_ratio), _ci_half(s.throughput_pps)
-        rows.append({**row, "empty": False, "runs": s.n_runs,
-                     "latency": latency_cell([t.result for t in config.trials if t.result.intended_rate_pps == load]),
-                     "plr": plus_minus(pct(s.plr_ratio.mean), pct(plr_half) if plr_half is not None else None),
-                     "delta_ucl": pct(s.plr_delta_ucl) + ("%" if _finite(s.plr_delta_ucl) else ""),
-                     "dr": plus_minus(pct(s.dr_ratio.mean, 6), pct(dr_half) if dr_half is not None else None),
-                     "throughput": plus_minus(f"{s.throughput_pps.mean / div:.4g}",
-                                              f"{t_half / div:.2g}" if t_half is not None else None),
-                     "tir": _tir_cell(steps.get(load), load, checked, violations)})
-    return {"conf": f"{a.stats.confidence * 100:g}", "unit": unit, "rows": rows, "eta": f"{r.eta:g}",
-            "latency": config.source == "softnet"}
+        rows.append(LoadRow(**row, empty=False, runs=s.n_runs,
+                            latency=latency_cell([t.result for t in config.trials
+                                                  if t.result.intended_rate_pps == load]),
+                            plr=plus_minus(pct(s.plr_ratio.mean), pct(plr_half) if plr_half is not None else None),
+                            delta_ucl=pct(s.plr_delta_ucl) + ("%" if _finite(s.plr_delta_ucl) else ""),
+                            dr=plus_minus(pct(s.dr_ratio.mean, 6), pct(dr_half) if dr_half is not None else None),
+                            throughput=plus_minus(f"{s.throughput_pps.mean / div:.4g}",
+                                                  f"{t_half / div:.2g}" if t_half is not None else None),
+                            tir=_tir_cell(steps.get(load), load, checked, violations)))
+    return LoadTable(f"{a.stats.confidence * 100:g}", unit, rows, f"{r.eta:g}", config.source == "softnet")
 
 
-def flags(config: Configuration) -> list[dict]:
+def flags(config: Configuration) -> list[FlagView]:
     excluded = Counter(x.reason for x in config.analysis.stats.excluded)
     out = []
     for f in config.analysis.report.flags:
-        out.append({"kind": f.kind, "count": f.count if f.count != 1 else None,
-                    "where": ", ".join(format_rate(x) for x in f.loads_pps),
-                    "meaning": FLAG_MEANING.get(f.kind, "See softnet/analysis/README.md."), "detail": f.message,
-                    "exclusions": [(k, n, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k, n in sorted(excluded.items())]
-                    if f.kind == "excluded_runs" else []})
+        out.append(FlagView(f.kind, f.count if f.count != 1 else None, ", ".join(format_rate(x) for x in f.loads_pps),
+                            FLAG_MEANING.get(f.kind, "See softnet/analysis/README.md."), f.message,
+                            [(k, n, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k, n in sorted(excluded.items())]
+                            if f.kind == "excluded_runs" else []))
     return out
 
 
@@ -267,11 +438,11 @@ def _present(values) -> Counter:
     return Counter(v for v in values if v is not None)
 
 
-def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> dict:
+def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> ProvenanceView:
     if config.source == "pastrami":
         items = [("file", config.meta.path if isinstance(config.meta, PastramiMeta) else config.label)]
         items += [(k, fmt_knob(v)) for k, v in config.knobs.items()]
-        return {"kind": "pastrami", "fields": items, "site": SITES.get(config.knobs.get("site"))}
+        return ProvenanceView("pastrami", items, site=SITES.get(config.knobs.get("site")))
     m = config.meta if isinstance(config.meta, SoftnetMeta) else None
     items = [("campaign", config.campaign_id), ("cell", config.cell_id),
              ("probed max. generator rate", rate_pair(m.probe_max_rate_pps if m else None))]
@@ -291,12 +462,11 @@ def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> 
         rows.append(("trial flags", ", ".join(f"{k} \u00d7{n}" for k, n in trial_flags.most_common())))
     changes = Counter(ch for p in p_list for ch in dict.fromkeys(p.host_changes_applied))
     spec = m.spec if m else None
-    return {"kind": "softnet", "fields": items, "rows": rows, "changes": list(changes.items()),
-            "n_results": len(p_list),
-            "spec": json.dumps(spec, indent=2, sort_keys=True, default=str) if spec else None}
+    return ProvenanceView("softnet", items, rows=rows, changes=list(changes.items()), n_results=len(p_list),
+                          spec=json.dumps(spec, indent=2, sort_keys=True, default=str) if spec else None)
 
 
-def configuration(i: int, config: Configuration, prov: ResultsProvenance | None) -> dict:
+def configuration(i: int, config: Configuration, prov: ResultsProvenance | None) -> ConfigurationView:
     r = config.analysis.report
     x = f"{r.pdr_loss_ratio * 100:g}%"
     key = [("verdict", r.verdict.value), ("PDR point (first load with mean PLR > X)", rate_pair(r.pdr_point_load_pps)),
@@ -306,49 +476,46 @@ def configuration(i: int, config: Configuration, prov: ResultsProvenance | None)
     stalls = host_stall_sentence(config.meta, format_rate)
     if stalls:
         key.append(("host stalls (" + config.meta.host_stall_loss.replace("_", " ") + ")", stalls))
-    return {"anchor": f"cfg-{i}", "label": config.label, "verdict": r.verdict.value, "reason": r.reason,
-            "meaning": VERDICT_MEANING.get(r.verdict.value, ""), "key": key, "table": load_table(config),
-            "flags": flags(config), "provenance": config_provenance(config, prov)}
+    return ConfigurationView(f"cfg-{i}", config.label, r.verdict.value, r.reason, VERDICT_MEANING.get(r.verdict.value, ""),
+                             key, load_table(config), flags(config), config_provenance(config, prov))
 
 
-def glossary(configs: Sequence[Configuration]) -> dict | None:
+def glossary(configs: Sequence[Configuration]) -> GlossaryView | None:
     kinds = sorted({f.kind for c in configs for f in c.analysis.report.flags})
     if not kinds:
         return None
     reasons = sorted({x.reason for c in configs for x in c.analysis.stats.excluded})
-    return {"flags": [(k, FLAG_MEANING.get(k, "")) for k in kinds],
-            "reasons": [(k, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k in reasons]}
+    return GlossaryView([(k, FLAG_MEANING.get(k, "")) for k in kinds],
+                        [(k, EXCLUSION_MEANING.get(k, UNKNOWN_REASON)) for k in reasons])
 
 
-def campaigns(prov: ResultsProvenance | None) -> list[dict]:
+def campaigns(prov: ResultsProvenance | None) -> list[CampaignView]:
     if not prov:
         return []
-    return [{"name": c.name, "campaign_id": c.campaign_id,
-             "fields": [("created", utc(c.created_unix_s)), ("spec hash", c.spec_hash)],
-             "spec": json.dumps(c.spec, indent=2, sort_keys=True) if c.spec is not None or not c.spec_text
-             else c.spec_text} for c in prov.campaigns]
+    return [CampaignView(c.name, c.campaign_id, [("created", utc(c.created_unix_s)), ("spec hash", c.spec_hash)],
+                         json.dumps(c.spec, indent=2, sort_keys=True) if c.spec is not None or not c.spec_text
+                         else c.spec_text) for c in prov.campaigns]
 
 
 # ---- searches, kernel statistics, audit, stages ------------------------------------
 
-def searches(summaries: Sequence) -> dict:
+def searches(summaries: Sequence) -> SearchesView:
     """The verdict per goal over repeats, and one row per search and goal."""
-    verdicts = [{"label": s.label, "goal": s.goal, "searches": len(s.repeats), "verdict": s.verdict,
-                 "value": rate_pair(s.value_pps), "cv": "-" if s.cv is None else f"{s.cv:.2%}"} for s in summaries]
+    verdicts = [SearchVerdictRow(s.label, s.goal, len(s.repeats), s.verdict, rate_pair(s.value_pps),
+                                 "-" if s.cv is None else f"{s.cv:.2%}") for s in summaries]
     runs = []
     for s in summaries:
         for r in s.repeats:
             ci = "-" if r.lower_loss_ratio is None else (
                 f"{r.lower_loss_ratio:.2e} [{r.lower_loss_ci95_low:.1e}, {r.lower_loss_ci95_high:.1e}]")
             conf = [("" if c is None else f" ({c:.3f})") for c in (r.lower_confidence, r.upper_confidence)]
-            runs.append({"label": s.label, "goal": s.goal, "run": r.run_index, "status": r.status,
-                         "lower": rate_pair(r.lower_bound_pps) + conf[0],
-                         "upper": rate_pair(r.upper_bound_pps) + conf[1], "loss": ci,
-                         "trials": f"{r.trial_count} ({r.trial_seconds:.1f} s)", "diagnosis": r.diagnosis})
-    return {"verdicts": verdicts, "runs": runs, "latency": search_latency(summaries)}
+            runs.append(SearchRunRow(s.label, s.goal, r.run_index, r.status, rate_pair(r.lower_bound_pps) + conf[0],
+                                     rate_pair(r.upper_bound_pps) + conf[1], ci,
+                                     f"{r.trial_count} ({r.trial_seconds:.1f} s)", r.diagnosis))
+    return SearchesView(verdicts, runs, search_latency(summaries))
 
 
-def search_latency(summaries: Sequence) -> list[dict]:
+def search_latency(summaries: Sequence) -> list[SearchLatencyRow]:
     """Latency under load at fractions of a goal's lower bound: per percentile
     the median over valid repeats and its min-max (\u00b5s); none is shown as such."""
     rows = []
@@ -360,9 +527,8 @@ def search_latency(summaries: Sequence) -> list[dict]:
             cells.append(DASH if st is None else us(st.median) + spread)
         loss = DASH if x.loss_ratio_median is None else f"{x.loss_ratio_median:.2e} (max {x.loss_ratio_max:.2e})"
         flags = ", ".join(f"{f} \u00d7{n}" for f, n in x.flags.items())
-        rows.append({"label": x.label, "goal": x.goal, "fraction": f"{x.fraction:.0%}",
-                     "load": rate_pair(x.load_pps), "of": rate_pair(x.of_pps), "latency": cells, "loss": loss,
-                     "valid": f"{x.valid}/{x.repeats}", "note": "; ".join(t for t in (x.note, flags) if t)})
+        rows.append(SearchLatencyRow(x.label, x.goal, f"{x.fraction:.0%}", rate_pair(x.load_pps), rate_pair(x.of_pps),
+                                     cells, loss, f"{x.valid}/{x.repeats}", "; ".join(t for t in (x.note, flags) if t)))
     return rows
 
 

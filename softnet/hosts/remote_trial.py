@@ -230,10 +230,11 @@ class RemoteTestbed:
         else:
             out, nxt = "gen_out", "sink_in" if l2 else "sut_in"
         src, dst = self.endpoints(reverse)
-        started = t.ask(GenStarted, "start", tool="gen", ifname=self.ports[out].iface.name, src_mac=self.ports[out].iface.mac,
-                         dst_mac=self.ports[nxt].iface.mac, src_ip=src, dst_ip=dst, rate_pps=plan.rate_pps,
-                         count=plan.count, warmup=plan.warmup, frame_bytes=plan.frame_bytes, flows=plan.flows,
-                         cpus=plan.cpus, src_ips=plan.src_ips, src_ip_first=plan.src_ip, shape=asdict(plan.shape))
+        started = t.ask(GenStarted, "start", tool="gen", ifname=self.ports[out].iface.name,
+                        src_mac=self.ports[out].iface.mac, dst_mac=self.ports[nxt].iface.mac, src_ip=src, dst_ip=dst,
+                        rate_pps=plan.rate_pps, count=plan.count, warmup=plan.warmup, frame_bytes=plan.frame_bytes,
+                        flows=plan.flows, cpus=plan.cpus, src_ips=plan.src_ips, src_ip_first=plan.src_ip,
+                        shape=asdict(plan.shape))
         gens = _Generators(t, started.handle, changes, f"generators on {self.ports[out].iface.name}")
         gens.started_unix_s = started.started_unix_s - t.clock.offset_s  # on the controller's clock
         return gens

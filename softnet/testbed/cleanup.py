@@ -10,7 +10,6 @@ else: they know exactly what to undo, in which namespace.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import dataclass

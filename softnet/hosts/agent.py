@@ -39,7 +39,7 @@ from softnet.collect.stalls import StallProbe
 from softnet.errors import InputError, SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.agent_protocol import (GenStart, InjectorStart, ProfilerStart, Request, SamplerStart, SinkStart,
-                                          StallsStart, _Start)
+                                          StallsStart, ToolStart)
 from softnet.hosts.safety import PortSpec
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
@@ -583,7 +583,7 @@ OPS: dict[str, Handler] = {
 }
 
 # `start`'s tools: name -> (its arguments' model, starter(agent, args))
-START: dict[str, tuple[type[_Start], Callable[[Agent, Any], dict]]] = {
+START: dict[str, tuple[type[ToolStart], Callable[[Agent, Any], dict]]] = {
     "sink": (SinkStart, Agent._start_sink), "gen": (GenStart, Agent._start_gen),
     "stalls": (StallsStart, Agent._start_stalls), "injector": (InjectorStart, Agent._start_injector),
     "profiler": (ProfilerStart, Agent._start_profiler), "sampler": (SamplerStart, Agent._start_sampler),

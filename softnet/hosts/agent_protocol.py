@@ -46,11 +46,11 @@ class Answer(BaseModel):
 
 
 # ---- `start`: one model per tool ------------------------------------------------
-class _Start(BaseModel):
+class ToolStart(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class SinkStart(_Start):
+class SinkStart(ToolStart):
     ifname: str
     count: int
     warmup: int
@@ -62,7 +62,7 @@ class SinkStart(_Start):
     dst_ports: int = 1
 
 
-class GenStart(_Start):
+class GenStart(ToolStart):
     ifname: str
     src_mac: str
     dst_mac: str
@@ -80,25 +80,25 @@ class GenStart(_Start):
     shape: Shape | None = None
 
 
-class InjectorStart(_Start):
+class InjectorStart(ToolStart):
     cpu: int
     busy_ms: int | float
     every_ms: int | float
 
 
-class StallsStart(_Start):
+class StallsStart(ToolStart):
     cpus: list[int]
     period_us: int | float
     avoid_cpus: list[int] | None = None
 
 
-class ProfilerStart(_Start):
+class ProfilerStart(ToolStart):
     per_packet: bool = True
     duty: float = 0.02
     avoid_cpus: list[int] | None = None
 
 
-class SamplerStart(_Start):
+class SamplerStart(ToolStart):
     interval_s: float
     avoid_cpus: list[int] | None = None
     links: list[tuple[str, str]] = Field(default_factory=list)  # (role, ifname)

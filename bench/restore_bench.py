@@ -135,7 +135,7 @@ def pending_journals(eh: EmulatedHosts) -> dict[str, list[str]]:
             out[host] = [f"unreadable: {exc}"]
             continue
         if pending or path in stale:
-            out[host] = [e.get("what") or e.get("op") for e in pending]
+            out[host] = [e.what or e.op for e in pending]
     return out
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from softnet.errors import HostNotRestored, InputError, TestbedError
-from softnet.hosts.agent_protocol import (Applied, CleanReply, DrainReply, GenStarted, ProfilerStarted, ReadReply,
+from softnet.errors import HostNotRestored, InputError
+from softnet.hosts.agent_protocol import (Applied, DrainReply, GenStarted, ProfilerStarted, ReadReply,
                                           Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
                                           WindowReply)
 from softnet.hosts.inventory import Inventory, Port
-from softnet.hosts.session import AgentSession, controller_id, open_sessions
+from softnet.hosts.session import AgentSession, open_sessions, reserve
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
 from softnet.provenance import provenance
 from softnet.testbed.local import ADDR
@@ -152,13 +152,7 @@ class RemoteTestbed:
         by_name = open_sessions({name: self.inv.hosts[name] for name in self.host_of.values()})
         self.sessions = {role: by_name[name] for role, name in self.host_of.items()}
         try:
-            holder = {"who": controller_id(), "command": f"softnet testbed {self.name}"}
-            for s in self.sessions.values():
-                s.call("reserve", holder=holder, wait_s=self.wait_s, timeout=self.wait_s + 30)
-                left = s.ask(CleanReply, "clean", check=True).journals  # `softnet clean --check` on each host first
-                if left:
-                    raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
-                                       f"({'; '.join(left[0].pending[:3])}): run `softnet clean` there")
+            reserve(list(self.sessions.values()), f"softnet testbed {self.name}", self.wait_s)
             t, u = self.traffic_agent, self.sut_agent
             self.applied["traffic"] = t.ask(Applied, "apply", role="traffic",
                                              ports={r: self._port(r) for r in ("gen_out", "sink_in")},

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from softnet.errors import InputError, TestbedError
 from softnet.hosts.agent import PROTOCOL_VERSION
-from softnet.hosts.agent_protocol import Answer, Clock, Hello, TimeReply, Undone
+from softnet.hosts.agent_protocol import Answer, CleanReply, Clock, Hello, TimeReply, Undone
 from softnet.hosts.inventory import Host
 
 KEEPALIVE_S, KEEPALIVE_MAX = 2.0, 3
@@ -229,6 +229,18 @@ def open_sessions(hosts: dict[str, Host]) -> dict[str, AgentSession]:
             s.close()
         raise errors[0]
     return sessions
+
+
+def reserve(sessions: list[AgentSession], command: str, wait_s: float) -> None:
+    """Each host's testbed lock, then `softnet clean --check` there: a killed
+    run's leftovers its reaper did not undo stop us before anything changes."""
+    holder = {"who": controller_id(), "command": command}
+    for s in sessions:
+        s.call("reserve", holder=holder, wait_s=wait_s, timeout=wait_s + 30)
+        left = s.ask(CleanReply, "clean", check=True).journals
+        if left:
+            raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
+                               f"({'; '.join(left[0].pending[:3])}): run `softnet clean` there")
 
 
 def _open_one(session: AgentSession, errors: list) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from softnet.errors import HostNotRestored, TestbedError
+from softnet.errors import HostNotRestored
 from softnet.hosts.inventory import Inventory
-from softnet.hosts.session import AgentSession, controller_id, open_sessions
+from softnet.hosts.session import AgentSession, open_sessions, reserve
 from softnet.results.latency import (LatencyPlacementFacts, Observed, PingSummary, RawKernelBaseline,
                                      RawLatencyTestbed, RemoteLab, XskCounters, XskHello, read_records)
 from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement
@@ -28,18 +28,6 @@ from softnet.traffic.xsk import XskKnobs
 LAB_ROLES = {"a": "gen_out", "b_a": "sut_in", "b_c": "sut_out", "c": "sink_in"}
 LAB_HOST_OF = {"a": "a", "b_a": "b", "b_c": "b", "c": "c"}
 PING_MARGIN_S = 60.0
-
-
-def reserve(sessions: dict[str, AgentSession], command: str, wait_s: float) -> None:
-    """Each host's testbed lock, then `softnet clean --check` there: a killed
-    run's leftovers its reaper did not undo stop us before we change anything."""
-    holder = {"who": controller_id(), "command": command}
-    for s in sessions.values():
-        s.call("reserve", holder=holder, wait_s=wait_s, timeout=wait_s + 30)
-        left = s.call("clean", check=True)["journals"]
-        if left:
-            raise TestbedError(f"host {s.name}: a killed run left changes its reaper did not undo "
-                               f"({'; '.join(left[0]['pending'][:3])}): run `softnet clean` there")
 
 
 class XskLabRemote:
@@ -66,7 +54,7 @@ class XskLabRemote:
     def build(self) -> dict[str, Host]:
         self.sessions = open_sessions({n: self.inv.hosts[n] for n in dict.fromkeys(self.host_of.values())})
         try:
-            reserve(self.sessions, f"softnet latency lab {self.name}", self.wait_s)
+            reserve(list(self.sessions.values()), f"softnet latency lab {self.name}", self.wait_s)
             macs = {r: self.ports[inv_role].iface.mac for r, inv_role in LAB_ROLES.items()}
             for name, s in self.sessions.items():
                 mine = [h for h, n in self.host_of.items() if n == name]

@@ -15,6 +15,7 @@ from softnet.analysis.trial_eval import evaluate
 from softnet.cli.output import Col, console, count, eng, err_console, kv_table, pct, print_json, sci, table
 from softnet.errors import HostNotRestored, InputError
 from softnet.hosts.this_host import ThisHost
+from softnet.hosts.trial_hosts import TrialHosts
 from softnet.results.trial import Direction, KernelStats, ProfileResult, TrialResult
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement
@@ -244,7 +245,7 @@ class TrialShown:
                 "rate_text": self.rate_text, "rate_layer": self.rate_layer}
 
 
-def measured(hosts, spec: TrialSpec, progress) -> tuple[TrialResult, dict]:
+def measured(hosts: TrialHosts, spec: TrialSpec, progress) -> tuple[TrialResult, dict]:
     """measure + evaluate: the result and the raw trial it came from."""
     raw = measure(hosts, spec, progress)
     return evaluate(raw, spec), raw
@@ -364,8 +365,14 @@ class RawFile(BaseModel):
             f = cls.model_validate(doc)
         except ValidationError:
             return None
-        raw = f.raw_trial if f.raw_trial is not None else f.raw if f.raw is not None else doc
-        return raw if raw is doc or cls.model_validate(raw).raw_schema_version is not None else None
+        if f.raw_trial is None and f.raw is None:
+            return doc if f.raw_schema_version is not None else None
+        raw = f.raw_trial if f.raw_trial is not None else f.raw
+        return raw if _RawHead.model_validate(raw).raw_schema_version is not None else None
+
+
+class _RawHead(BaseModel):
+    raw_schema_version: Any = None
 
 
 def evaluate_file(path: Path, as_json: bool, wide: bool = False) -> TrialResult:

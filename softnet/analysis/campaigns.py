@@ -12,12 +12,12 @@ from typing import Sequence
 
 from softnet.analysis.loss_stats import RunPolicy
 from softnet.analysis.loss_time import counted_received
-from softnet.analysis.pastrami_files import list_pastrami_files, parse_filename, read_pastrami_file
+from softnet.analysis.pastrami_files import PastramiName, list_pastrami_files, pastrami_name, read_pastrami_file
 from softnet.analysis.saturation import Analysis, analyze_rows
 from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS
 from softnet.errors import InputError
 from softnet.results import readers
-from softnet.results.readers import StoredResult, StoredTrial
+from softnet.results.readers import CellRecord, StoredResult, StoredTrial
 from softnet.results.store import DB_NAME, Store
 
 
@@ -41,15 +41,6 @@ class FlagPolicy(RunPolicy):
     def exclusion_reason(self, run) -> str | None:
         flags = getattr(run, "flags", ())
         return flags[0] if flags else super().exclusion_reason(run)
-
-
-@dataclass(frozen=True)
-class AnalysisSettings:
-    """A stored cell spec's analysis section (softnet.campaign.spec.AnalysisSpec, dumped)."""
-
-    pdr_loss_ratio: float
-    eta: float
-    confidence: float
 
 
 LOW_LOSS_RATIO = 0.01  # trials losing less than this are below overload: where host stalls matter
@@ -106,16 +97,16 @@ class SoftnetMeta:
     counting_all_loss: OtherVerdict | None = None  # with host-stall loss set apart and some explained
 
     def to_dict(self) -> dict:
-        d = {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "probe_max_rate_pps": self.probe_max_rate_pps,
-             "spec": self.spec, "host_stall_loss": self.host_stall_loss, "host_stalls": self.host_stalls.to_dict()}
-        if self.counting_all_loss is not None:
-            d["counting_all_loss"] = asdict(self.counting_all_loss)
-        return d
+        other = {} if self.counting_all_loss is None else {"counting_all_loss": asdict(self.counting_all_loss)}
+        return {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "probe_max_rate_pps": self.probe_max_rate_pps,
+                "spec": self.spec, "host_stall_loss": self.host_stall_loss, "host_stalls": self.host_stalls.to_dict(),
+                **other}
 
 
 @dataclass(frozen=True)
 class PastramiMeta:
     path: str  # the PASTRAMI file
+    name: PastramiName  # what its name says
 
     def to_dict(self) -> dict:
         return {"path": self.path}
@@ -143,10 +134,11 @@ class Configuration:
                 "meta": self.meta.to_dict() if self.meta is not None else {}, **self.analysis.to_dict()}
 
 
-def cell_label(knobs: dict, spec: dict) -> str:
-    if knobs:
-        return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in knobs.items())
-    return (spec.get("testbed") or {}).get("sut", "cell")
+def cell_label(cell: CellRecord) -> str:
+    if cell.knobs:
+        return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in cell.knobs.items())
+    sut = cell.settings.testbed.sut
+    return "cell" if sut is None else sut
 
 
 def host_stall_summary(trials: Sequence[StoredResult]) -> HostStallSummary:
@@ -211,8 +203,10 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
         trials = readers.stored_trials(store, campaign_id, cell.cell_id)
         if not trials:
             continue
-        a = AnalysisSettings(**cell.spec["analysis"])
-        mode = host_stall_loss or (cell.spec.get("method") or {}).get("host_stall_loss", "set_apart")
+        a = cell.settings.analysis
+        if a is None:
+            raise InputError(f"campaign {campaign_id} cell {cell.cell_id}", "its stored spec has no analysis section")
+        mode = host_stall_loss or cell.settings.method.host_stall_loss
 
         def analyze(m: str) -> Analysis:
             return analyze_rows(_runs(trials, m), confidence=a.confidence, policy=FlagPolicy(),
@@ -224,7 +218,7 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
             o = analyze("count").report
             other = OtherVerdict(o.verdict.value, o.reason, o.ndr_load_pps, o.pdr_load_pps)
         meta = SoftnetMeta(campaign_id, cell.cell_id, cell.probe_max_rate_pps, cell.spec, mode, stalls, other)
-        out.append(Configuration(cell_label(cell.knobs, cell.spec), cell.knobs, analyze(mode), "softnet",
+        out.append(Configuration(cell_label(cell), cell.knobs, analyze(mode), "softnet",
                                  trials, meta))
     return out
 
@@ -232,11 +226,12 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
 def analyze_pastrami(paths: list[Path], pdr_loss_ratio: float, eta: float, confidence: float) -> list[Configuration]:
     out = []
     for path in paths:
-        meta = parse_filename(path)
+        name = pastrami_name(path)
+        meta = name.to_meta()
         analysis = analyze_rows(read_pastrami_file(path), confidence=confidence, meta=meta,
                                 pdr_loss_ratio=pdr_loss_ratio, eta=eta)
-        out.append(Configuration(path.stem, {k: meta[k] for k in meta if k not in ("path", "file")}, analysis,
-                                 "pastrami", meta=PastramiMeta(str(path))))
+        out.append(Configuration(path.stem, {k: v for k, v in meta.items() if k not in ("path", "file")}, analysis,
+                                 "pastrami", meta=PastramiMeta(str(path), name)))
     return out
 
 

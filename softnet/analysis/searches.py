@@ -67,7 +67,7 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
             verdict = statuses.pop() if len(statuses) == 1 else "mixed"
         trials = [[t for t in readers.stored_trials(store, campaign_id, key[0], r.run_index) if not t.is_latency_trial]
                   for r in sel] if with_trials else []
-        out.append(SearchSummary(campaign_id, key[0], cell_label(cell.knobs, cell.spec), key[1],
+        out.append(SearchSummary(campaign_id, key[0], cell_label(cell), key[1],
                                  sel[0].loss_ratio, verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,
                                  cv, list(sel), trials,
@@ -171,7 +171,7 @@ def search_latency(store: Store, campaign_id: str) -> list[LatencyAtFraction]:
         cell = cells[cell_id]
         per_trial = [percentiles(r) for r in valid]
         out.append(LatencyAtFraction(
-            campaign_id, cell_id, cell_label(cell.knobs, cell.spec), goal, loss_ratio, fraction,
+            campaign_id, cell_id, cell_label(cell), goal, loss_ratio, fraction,
             float(np.median([r.intended_rate_pps for _, r in trials])),
             float(np.median([r.latency_at.of_pps for _, r in trials])), len(trials), len(valid), len(measured),
             {k: _spread([p[k] for p in per_trial if _finite(p[k])]) for k in LATENCY_PERCENTILES},

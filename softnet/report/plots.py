@@ -37,6 +37,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
+from softnet.analysis.campaigns import PastramiMeta
 from softnet.analysis.data_paths import short_label
 from softnet.results.readers import StoredResult
 
@@ -91,24 +92,23 @@ def config_tokens(config) -> list[str]:
     ``knob=value`` per knob; otherwise the label itself.
     """
     k = config.knobs or {}
-    if config.source == "pastrami" and "kernel" in k:
-        irq = k.get("irq_pinning")
-        toks = [k.get("folder"), k.get("site"), k.get("testbed"),
-                "eBPF router" if k.get("ebpf_router") else None,
-                f"{k['runs']} runs" if k.get("runs") else None,
-                f"T={k['duration_s']}s" if k.get("duration_s") else None,
-                f"k{k['kernel']}", k.get("nic"), k.get("env")]
-        if k.get("nic_ring") == "default" and not irq:
+    if config.source == "pastrami" and isinstance(config.meta, PastramiMeta):
+        n = config.meta.name
+        irq = n.irq_pinning
+        toks = [n.folder, n.site, n.testbed, "eBPF router" if n.ebpf_router else None,
+                f"{n.runs} runs" if n.runs else None, f"T={n.duration_s}s" if n.duration_s else None,
+                f"k{n.kernel}", n.nic, n.env]
+        if n.nic_ring == "default" and not irq:
             toks.append("as-is")
         else:
-            if k.get("nic_buf"):
-                toks.append(f"ring {k['nic_buf']}")
+            if n.nic_buf:
+                toks.append(f"ring {n.nic_buf}")
             if irq:
-                toks.append(f"{k.get('pinning')}" + (f" ({irq['kind']})" if irq.get("kind") == "vf" else ""))
-        if k.get("date"):
-            toks.append(f"{k['date']} v{k.get('ver')}")
-        if (k.get("exec_ordinal") or 1) > 1:
-            toks.append(f"exec {k['exec_ordinal']}" + (f" {k['exec_note']}" if k.get("exec_note") else ""))
+                toks.append(f"{n.pinning}" + (f" ({irq.kind})" if irq.kind == "vf" else ""))
+        if n.date:
+            toks.append(f"{n.date} v{n.ver}")
+        if (n.exec_ordinal or 1) > 1:
+            toks.append(f"exec {n.exec_ordinal}" + (f" {n.exec_note}" if n.exec_note else ""))
         return [str(t) for t in toks if t]
     if config.source == "softnet":
         toks = []
@@ -172,10 +172,9 @@ def group_configurations(configs: Sequence, max_per_figure: int = MAX_PER_FIGURE
     """
     groups: "OrderedDict[tuple, list]" = OrderedDict()
     for c in configs:
-        k = c.knobs or {}
-        if c.source == "pastrami":
-            key = ("pastrami", k.get("folder"), k.get("site"), k.get("testbed"), k.get("ebpf_router"),
-                   k.get("env"), k.get("duration_s"))
+        if c.source == "pastrami" and isinstance(c.meta, PastramiMeta):
+            n = c.meta.name
+            key = ("pastrami", n.folder, n.site, n.testbed, n.ebpf_router, n.env, n.duration_s)
         else:
             key = (c.source, c.campaign_id)
         groups.setdefault(key, []).append(c)

@@ -442,7 +442,8 @@ def config_provenance(config: Configuration, prov: ResultsProvenance | None) -> 
     if config.source == "pastrami":
         items = [("file", config.meta.path if isinstance(config.meta, PastramiMeta) else config.label)]
         items += [(k, fmt_knob(v)) for k, v in config.knobs.items()]
-        return ProvenanceView("pastrami", items, site=SITES.get(config.knobs.get("site")))
+        site = config.meta.name.site if isinstance(config.meta, PastramiMeta) else None
+        return ProvenanceView("pastrami", items, site=SITES.get(site))
     m = config.meta if isinstance(config.meta, SoftnetMeta) else None
     items = [("campaign", config.campaign_id), ("cell", config.cell_id),
              ("probed max. generator rate", rate_pair(m.probe_max_rate_pps if m else None))]
@@ -476,8 +477,9 @@ def configuration(i: int, config: Configuration, prov: ResultsProvenance | None)
     stalls = host_stall_sentence(config.meta, format_rate)
     if stalls:
         key.append(("host stalls (" + config.meta.host_stall_loss.replace("_", " ") + ")", stalls))
-    return ConfigurationView(f"cfg-{i}", config.label, r.verdict.value, r.reason, VERDICT_MEANING.get(r.verdict.value, ""),
-                             key, load_table(config), flags(config), config_provenance(config, prov))
+    return ConfigurationView(f"cfg-{i}", config.label, r.verdict.value, r.reason,
+                             VERDICT_MEANING.get(r.verdict.value, ""), key, load_table(config), flags(config),
+                             config_provenance(config, prov))
 
 
 def glossary(configs: Sequence[Configuration]) -> GlossaryView | None:

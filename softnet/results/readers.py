@@ -8,11 +8,13 @@ the version rather than a guess. Rates are in pps, times in s, as stored.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+from pydantic import BaseModel, ConfigDict
 
 from softnet.errors import InputError
 from softnet.results.search import SearchGoalRow
@@ -33,6 +35,34 @@ REQUIRED_COLUMNS = {
 }
 
 
+class _SpecPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TestbedPart(_SpecPart):
+    sut: str | None = None
+
+
+class MethodPart(_SpecPart):
+    kind: str = "sweep"
+    host_stall_loss: str = "set_apart"
+
+
+class AnalysisPart(_SpecPart):
+    pdr_loss_ratio: float
+    eta: float
+    confidence: float
+
+
+class CellSpec(_SpecPart):
+    """What the analyses read of a cell's stored spec (softnet.campaign.spec.CampaignSpec, dumped)."""
+
+    name: str | None = None
+    testbed: TestbedPart = TestbedPart()
+    method: MethodPart = MethodPart()
+    analysis: AnalysisPart | None = None
+
+
 @dataclass(frozen=True)
 class CellRecord:
     """One cell of a campaign as stored: its knob values and its spec (JSON)."""
@@ -43,9 +73,13 @@ class CellRecord:
     spec: dict  # the cell's campaign spec (softnet.campaign.spec), as stored
     probe_max_rate_pps: float | None
 
+    @functools.cached_property
+    def settings(self) -> CellSpec:
+        return CellSpec.model_validate(self.spec)
+
     @property
     def method_kind(self) -> str:
-        return (self.spec.get("method") or {}).get("kind", "sweep")
+        return self.settings.method.kind
 
 
 @dataclass(frozen=True)
@@ -209,7 +243,8 @@ def sweep_cells(store: Store, campaign_ids: list[str]) -> list[SweepCell]:
         for cell in cells(store, cid):
             if cell.method_kind != "sweep":
                 continue
-            out.append(SweepCell(cid, cell.cell_id, str(cell.spec.get("name", cid)), cell.knobs,
+            name = cell.settings.name
+            out.append(SweepCell(cid, cell.cell_id, cid if name is None else name, cell.knobs,
                                  stored_trials(store, cid, cell.cell_id)))
     return out
 

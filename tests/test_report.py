@@ -475,7 +475,7 @@ def test_kernel_panels_stay_readable_with_12_loads(kernel_trials):
     from softnet.analysis import kernel_stats
     from softnet.analysis.stage_models import stage_levels
 
-    levels = kernel_stats.summarize_by_load(kernel_trials)
+    levels = kernel_plots.kernel_levels(kernel_stats.summarize_by_load(kernel_trials))
     assert len(levels) == 12
     fig = kernel_plots.kernel_figure(levels, "kernel statistics: profiled-demo cell 0 (testbed.irq=rps)")
     assert_no_tick_overlap(fig)
@@ -483,7 +483,8 @@ def test_kernel_panels_stay_readable_with_12_loads(kernel_trials):
     assert shown[0] == "50k\n26" and 4 <= len(shown) <= 12  # engineering form, thinned to fit
     assert_titles_fit(fig)
     assert_titles_fit(kernel_plots.kernel_figure(levels, f"kernel statistics: {LONG_LABEL}"))
-    assert_titles_fit(kernel_plots.stage_figure(stage_levels(kernel_trials), f"stages: {LONG_LABEL}"))
+    assert_titles_fit(kernel_plots.stage_figure(kernel_plots.stage_levels_read(stage_levels(kernel_trials)),
+                                                f"stages: {LONG_LABEL}"))
 
 
 @pytest.mark.parametrize("n_loads", [3, 12, 30])
@@ -492,7 +493,7 @@ def test_stage_bars_ticks_do_not_overlap(kernel_trials, n_loads):
 
     levels = stage_levels(kernel_trials)
     levels = [dict(levels[i % len(levels)], load_pps=25_000.0 * (i + 1)) for i in range(n_loads)]
-    fig = kernel_plots.stage_figure(levels, "stages: profiled-demo cell 0 (testbed.irq=rps)")
+    fig = kernel_plots.stage_figure(kernel_plots.stage_levels_read(levels), "stages: profiled-demo cell 0 (testbed.irq=rps)")
     assert_no_tick_overlap(fig)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()][0] == "25k"
 

@@ -33,6 +33,7 @@ from softnet.results import readers
 from softnet.results.readers import ResultsProvenance, StoredTrial
 
 from . import compare_plots, kernel_plots, latency_plots, plots, view
+from .kernel_plots import KernelLevel, StageLevel
 
 ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
                   autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default=True),
@@ -42,8 +43,8 @@ ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
 
 @dataclass(frozen=True)
 class StageData:
-    levels: list[dict]  # analysis.stage_models.stage_levels
-    models: dict  # analysis.stage_models.cost_models
+    levels: list[StageLevel]  # analysis.stage_models.stage_levels
+    models: view.CostModels  # analysis.stage_models.cost_models
 
 
 @dataclass
@@ -53,8 +54,8 @@ class SoftnetData:
     provenance: ResultsProvenance | None = None
     searches: list = field(default_factory=list)  # analysis.searches.SearchSummary
     search_trials: dict[tuple[str, int, int], list[StoredTrial]] = field(default_factory=dict)  # (campaign, cell, run)
-    kernel: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, kernel_stats.summarize_by_load)
-    audits: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, cpu_audit.summarize_audit)
+    kernel: list[tuple[str, list[KernelLevel]]] = field(default_factory=list)  # (label, its loads)
+    audits: list[tuple[str, list[view.AuditRow]]] = field(default_factory=list)  # (label, its audit rows)
     stages: list[tuple[str, StageData]] = field(default_factory=list)  # (label, its stages)
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
@@ -78,15 +79,16 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         label = view.sweep_label(cell.name, cell.cell_id, cell.knobs)
         data.cell_trials[(cell.campaign_id, cell.cell_id)] = cell.trials
         docs = [t.document for t in cell.trials]  # these analyses read the result documents
-        levels = kernel_stats.summarize_by_load(docs)
+        levels = kernel_plots.kernel_levels(kernel_stats.summarize_by_load(docs))
         if levels:
             data.kernel.append((label, levels))
-        audit = summarize_audit(docs)
+        audit = view.audit_rows_read(summarize_audit(docs))
         if audit:
             data.audits.append((label, audit))
-        stage_lv = stage_levels(docs)
+        stage_lv = kernel_plots.stage_levels_read(stage_levels(docs))
         if stage_lv:
-            data.stages.append((label, StageData(stage_lv, cost_models(docs, pdr_loss_ratio))))
+            data.stages.append((label, StageData(stage_lv, view.CostModels.model_validate(
+                cost_models(docs, pdr_loss_ratio)))))
     return data
 
 
@@ -124,7 +126,7 @@ class _Figures:
             out.append({**self.embed(files, title), "campaign_id": cid})
         return out
 
-    def kernel(self, kernel: Sequence[tuple[str, list[dict]]]) -> list[dict]:
+    def kernel(self, kernel: Sequence[tuple[str, list[KernelLevel]]]) -> list[dict]:
         out = []
         for i, (label, levels) in enumerate(kernel):
             title = f"kernel statistics: {label}"

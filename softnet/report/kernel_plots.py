@@ -16,10 +16,60 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
+from pydantic import BaseModel, ConfigDict
 
 from softnet.analysis.stages import WIFI_STAGES
 
 from .plots import DPI, FORMATS, STYLE, _colors, _mpl_text, save_figure, wrap_title
+
+Number = int | float
+
+
+class _Read(BaseModel):
+    """A summary as the report reads it: a dict or an object with these fields."""
+
+    model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+
+class KernelNormalized(_Read):
+    utilization_per_mbps: Number | None = None
+    cycles_per_mbps: Number | None = None
+    cpu_time_per_mbps: Number | None = None
+    power_mw_per_mbps: Number | None = None
+
+
+class KernelLevel(_Read):
+    """One load of ``kernel_stats.summarize_by_load``."""
+
+    load_pps: Number
+    runs: int
+    throughput_mbps: Number | None
+    sut_cpus: list[int] = []
+    per_cpu: dict[int | str, dict[str, Number | None]]  # cpu -> per-CPU rate by name
+    normalized: KernelNormalized
+    cost_basis: str | None = None
+    dev_weight: Number | None = None
+    missing: dict[str, str] = {}  # source -> why it was not read
+
+
+class StageLevel(_Read):
+    """One load of ``stage_models.stage_levels``."""
+
+    load_pps: Number
+    stages_ns_per_packet: dict[str, Number]
+    stages_pct_of_cpu: dict[str, Number]
+    coverage_min: Number | None
+    sut_busy_pct: Number
+    sut_nohz_cpu_time_pct: Number | None
+    duty: Number | None = None
+
+
+def kernel_levels(levels: Sequence) -> list[KernelLevel]:
+    return [KernelLevel.model_validate(lv) for lv in levels]
+
+
+def stage_levels_read(levels: Sequence) -> list[StageLevel]:
+    return [StageLevel.model_validate(lv) for lv in levels]
 
 _CHAR_WIDTH_EM = 0.62  # a DejaVu Sans digit is about 0.6 em wide
 _LABEL_GAP_PT = 8.0
@@ -53,7 +103,7 @@ def load_ticks(ax, labels: Sequence[str], fontsize: float) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(label))
 
 
-def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
+def kernel_figure(levels: Sequence[KernelLevel], title: str) -> Figure:
     """The WiFi-AP study's four panels (Figs. 4, 5, 8, 9) for one configuration,
     per load level (``kernel_stats.summarize_by_load``): (a) IRQs and RX/TX
     softirqs per second per CPU, (b) utilization per CPU (/proc/stat ticks,
@@ -63,9 +113,9 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
         fig = Figure(figsize=(10.0, 8.2), dpi=DPI, layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(2, 2)
-        cpus = sorted({c for lv in levels for c in lv["per_cpu"]})
+        cpus = sorted({c for lv in levels for c in lv.per_cpu})
         x = np.arange(len(levels))
-        xt = [f"{eng_rate(lv['load_pps'])}\n{lv['throughput_mbps']:,.0f}" for lv in levels]
+        xt = [f"{eng_rate(lv.load_pps)}\n{lv.throughput_mbps:,.0f}" for lv in levels]
         colors = _colors(max(len(cpus), 1) * 3)
 
         def bars(ax, series: list[tuple[str, list[float | None]]]):
@@ -79,9 +129,9 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
             ax.legend(fontsize=7.5, frameon=False, ncol=min(n, 3), loc="upper center", bbox_to_anchor=(0.5, -0.28))
 
         def per(c, m):
-            return [lv["per_cpu"].get(c, {}).get(m) for lv in levels]
+            return [lv.per_cpu.get(c, {}).get(m) for lv in levels]
 
-        sut = set(levels[0].get("sut_cpus", [])) if levels else set()
+        sut = set(levels[0].sut_cpus) if levels else set()
         name = {c: f"CPU {c}" + (" (SUT)" if c in sut else "") for c in cpus}
 
         ax = axes[0][0]
@@ -108,13 +158,13 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
             ax.set_ylabel("CPU time, % of one CPU")
             ax.set_title("(c) CPU time (no cycle counter on this host)", loc="left")
         ax = axes[1][1]
-        power = [lv["normalized"].get("power_mw_per_mbps") for lv in levels]
+        power = [lv.normalized.power_mw_per_mbps for lv in levels]
         if any(p is not None for p in power):
             bars(ax, [("mW per Mbps", power)])
             ax.set_ylabel("mW per Mbps")
             ax.set_title("(d) power", loc="left")
         else:
-            why = (levels[0].get("missing", {}).get("power") if levels else None) or "no power counters"
+            why = (levels[0].missing.get("power") if levels else None) or "no power counters"
             ax.axis("off")
             ax.text(0.02, 0.5, "(d) power: not measured\n" + why, transform=ax.transAxes, va="center",
                     fontsize=9, wrap=True)
@@ -123,11 +173,11 @@ def kernel_figure(levels: Sequence[dict], title: str) -> Figure:
         return fig
 
 
-def plot_kernel(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def plot_kernel(levels: Sequence[KernelLevel], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     return save_figure(kernel_figure(levels, title), out_base, formats)
 
 
-def stage_figure(levels: Sequence[dict], title: str) -> Figure:
+def stage_figure(levels: Sequence[StageLevel], title: str) -> Figure:
     """The WiFi-AP study's Fig. 10 for one configuration, per load
     (``stage_models.stage_levels``): (a) CPU per forwarded packet by stage,
     stacked, (b) the stages' share of one CPU, stacked. Hatched stages are
@@ -138,15 +188,16 @@ def stage_figure(levels: Sequence[dict], title: str) -> Figure:
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, 2)
         x = np.arange(len(levels))
-        xt = [eng_rate(lv["load_pps"]) for lv in levels]
-        shown = [s for s in WIFI_STAGES if any(lv["stages_ns_per_packet"][s] > 0 for lv in levels)]
+        xt = [eng_rate(lv.load_pps) for lv in levels]
+        shown = [s for s in WIFI_STAGES if any(lv.stages_ns_per_packet[s] > 0 for lv in levels)]
         colors = _colors(max(len(shown), 1))
-        for ax, key, ylabel, panel in ((axes[0], "stages_ns_per_packet", "ns of CPU per forwarded packet",
-                                        "(a) cost per packet by stage"),
-                                       (axes[1], "stages_pct_of_cpu", "% of one CPU", "(b) CPU share by stage")):
+        for ax, by_stage, ylabel, panel in (
+                (axes[0], [lv.stages_ns_per_packet for lv in levels], "ns of CPU per forwarded packet",
+                 "(a) cost per packet by stage"),
+                (axes[1], [lv.stages_pct_of_cpu for lv in levels], "% of one CPU", "(b) CPU share by stage")):
             bottom = np.zeros(len(levels))
             for i, s in enumerate(shown):
-                y = np.array([lv[key][s] for lv in levels])
+                y = np.array([st[s] for st in by_stage])
                 ax.bar(x, y, 0.6, bottom=bottom, label=s, color=colors[i % len(colors)],
                        hatch="//" if WIFI_STAGES[s][0] == "approximate" else None, edgecolor="white", linewidth=0.3)
                 bottom += y
@@ -161,5 +212,5 @@ def stage_figure(levels: Sequence[dict], title: str) -> Figure:
         return fig
 
 
-def plot_stages(levels: Sequence[dict], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def plot_stages(levels: Sequence[StageLevel], title: str, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     return save_figure(stage_figure(levels, title), out_base, formats)

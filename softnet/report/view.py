@@ -21,6 +21,7 @@ from softnet.analysis.stages import WIFI_STAGES
 from softnet.results.readers import ResultsProvenance, StoredProvenance, StoredResult
 from softnet.units import format_duration_ns
 
+from .kernel_plots import KernelLevel, Number, StageLevel, _Read
 from .plots import format_rate, load_unit
 
 DASH = "\u2014"
@@ -243,6 +244,45 @@ class SearchesView:
     runs: list[SearchRunRow]
     latency: list[SearchLatencyRow]
     figures: list[dict] = field(default_factory=list)  # html._Figures.searches
+
+
+class AuditRow(_Read):
+    """One (load, CPU) row of ``cpu_audit.summarize_audit``."""
+
+    load_pps: Number
+    cpu: int
+    runs: int
+    measured_busy_pct: Number | None
+    reported_busy_pct: Number | None
+    gap_min: Number | None
+    gap_max: Number | None
+    measured_softirq_pct: Number | None
+    reported_softirq_pct: Number | None
+    net_rx_pct_by_context: dict[str, Number] | None = None
+    napi_work_per_poll: Number | None
+
+
+class StageFit(_Read):
+    ns_per_packet: Number
+    intercept_pct: Number
+    r2: Number
+
+
+class CostModels(_Read):
+    """``stage_models.cost_models``: empty when no trial was profiled."""
+
+    stages: dict[str, StageFit] = {}
+    sut_busy: StageFit | None = None
+    measured_pdr: dict | None = None  # as stage_models.pdr_text reads it
+    predicted_capacity_pps: Number | None = None
+    predicted_over_pdr: Number | None = None
+    loads_used_pps: list[Number] = []
+    sut_cpus: list[int] = []
+    max_forwarded_pps: Number | None = None
+
+
+def audit_rows_read(rows) -> list[AuditRow]:
+    return [AuditRow.model_validate(r) for r in rows]
 
 
 # ---- number formatting -----------------------------------------------------
@@ -544,35 +584,36 @@ def search_plots(summaries: Sequence) -> dict[tuple, tuple[str, list]]:
     return out
 
 
-def kernel_table(kernel: Sequence[tuple[str, list[dict]]]) -> dict:
+def kernel_table(kernel: Sequence[tuple[str, list[KernelLevel]]]) -> dict:
     """The WiFi-AP study's Table I per configuration: normalized utilization
     and cycles (or CPU time) per Mbps, per load level."""
     rows = []
     for label, levels in kernel:
-        basis = levels[0].get("cost_basis") or "cycles"
-        for name, key in (("utilization", "utilization_per_mbps"),
-                          ("cycles" if basis == "cycles" else "CPU time (no cycle counter)", "cycles_per_mbps")):
-            cells = [("-" if lv["normalized"].get(key) is None else format(lv["normalized"][key], ".4f"),
-                      f"{lv['throughput_mbps']:,.0f} Mbps") for lv in levels]
+        basis = levels[0].cost_basis or "cycles"
+        for name, values in (("utilization", [lv.normalized.utilization_per_mbps for lv in levels]),
+                             ("cycles" if basis == "cycles" else "CPU time (no cycle counter)",
+                              [lv.normalized.cycles_per_mbps for lv in levels])):
+            cells = [("-" if v is None else format(v, ".4f"), f"{lv.throughput_mbps:,.0f} Mbps")
+                     for v, lv in zip(values, levels)]
             rows.append({"label": label, "metric": name, "cells": cells})
     return {"levels": max(len(levels) for _, levels in kernel), "rows": rows}
 
 
-def kernel_caption(levels: list[dict]) -> dict:
+def kernel_caption(levels: list[KernelLevel]) -> dict:
+    # per_cpu: the rates averaged by name (kernel_stats); the RX softirq's packets among them
     ppsirq = ", ".join(
-        f"{lv['throughput_mbps']:,.0f} Mbps: " + "/".join(
-            "-" if c.get("pkts_per_rx_softirq") is None else f"{c['pkts_per_rx_softirq']:.1f}"
-            for _, c in sorted(lv["per_cpu"].items())) for lv in levels)
-    return {"sut": levels[0].get("sut_cpus"), "dev_weight": levels[0].get("dev_weight"), "pkts_per_softirq": ppsirq}
+        f"{lv.throughput_mbps:,.0f} Mbps: " + "/".join(
+            "-" if (n := c.get("pkts_per_rx_softirq")) is None else f"{n:.1f}"
+            for _, c in sorted(lv.per_cpu.items())) for lv in levels)
+    return {"sut": levels[0].sut_cpus, "dev_weight": levels[0].dev_weight, "pkts_per_softirq": ppsirq}
 
 
-def audit_rows(audits: Sequence[tuple[str, list[dict]]]) -> list[dict]:
-    return [{"label": label, "load": rate_pair(r["load_pps"]), "cpu": r["cpu"], "runs": r["runs"],
-             "busy_ebpf": opt(r["measured_busy_pct"]), "busy_ticks": opt(r["reported_busy_pct"]),
-             "gap": f"{opt(r['gap_min'], '{:+.1f}')} .. {opt(r['gap_max'], '{:+.1f}')}",
-             "softirq_ebpf": opt(r["measured_softirq_pct"]), "softirq_ticks": opt(r["reported_softirq_pct"]),
-             "by_context": by_context(r.get("net_rx_pct_by_context") or {}),
-             "per_poll": opt(r["napi_work_per_poll"])}
+def audit_rows(audits: Sequence[tuple[str, list[AuditRow]]]) -> list[dict]:
+    return [{"label": label, "load": rate_pair(r.load_pps), "cpu": r.cpu, "runs": r.runs,
+             "busy_ebpf": opt(r.measured_busy_pct), "busy_ticks": opt(r.reported_busy_pct),
+             "gap": f"{opt(r.gap_min, '{:+.1f}')} .. {opt(r.gap_max, '{:+.1f}')}",
+             "softirq_ebpf": opt(r.measured_softirq_pct), "softirq_ticks": opt(r.reported_softirq_pct),
+             "by_context": by_context(r.net_rx_pct_by_context or {}), "per_poll": opt(r.napi_work_per_poll)}
             for label, rows in audits for r in rows]
 
 
@@ -580,29 +621,26 @@ def stage_timings() -> list[tuple[str, str, str]]:
     return [(s, ex, why) for s, (ex, why) in WIFI_STAGES.items()]
 
 
-def stages(label: str, levels: list[dict], models: dict) -> dict:
+def stages(label: str, levels: list[StageLevel], models: CostModels) -> dict:
     """Caption figures and the cost-vs-load fit table of one configuration."""
-    cov = ", ".join(f"{format_rate(lv['load_pps'])}: "
-                    f"{'-' if lv['coverage_min'] is None else format(100 * lv['coverage_min'], '.1f') + '%'}"
+    cov = ", ".join(f"{format_rate(lv.load_pps)}: "
+                    f"{'-' if lv.coverage_min is None else format(100 * lv.coverage_min, '.1f') + '%'}"
                     for lv in levels)
-    busy = ", ".join(f"{format_rate(lv['load_pps'])}: {lv['sut_busy_pct']:.1f}% / "
-                     + ("-" if lv["sut_nohz_cpu_time_pct"] is None else f"{lv['sut_nohz_cpu_time_pct']:.1f}%")
+    busy = ", ".join(f"{format_rate(lv.load_pps)}: {lv.sut_busy_pct:.1f}% / "
+                     + ("-" if lv.sut_nohz_cpu_time_pct is None else f"{lv.sut_nohz_cpu_time_pct:.1f}%")
                      for lv in levels)
-    out = {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].get('duty') or 1):.0f}", "fit": None}
-    if not models.get("stages"):
-        return out
-    rows = list(models["stages"].items()) + ([("SUT CPUs busy (eBPF)", models["sut_busy"])]
-                                             if models["sut_busy"] else [])
-    pdr, pred = models["measured_pdr"], models["predicted_capacity_pps"]
-    ratio = models.get("predicted_over_pdr")
-    out["fit"] = {
-        "loads": ", ".join(format_rate(x) for x in models["loads_used_pps"]),
-        "rows": [(s, f"{m['ns_per_packet']:,.0f}", f"{m['intercept_pct']:.2f}", f"{m['r2']:.3f}") for s, m in rows],
-        "sut_cpus": models["sut_cpus"], "predicted": "-" if pred is None else format_rate(pred),
+    if not models.stages:
+        return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": None}
+    rows = list(models.stages.items()) + ([("SUT CPUs busy (eBPF)", models.sut_busy)] if models.sut_busy else [])
+    pdr, pred, ratio = models.measured_pdr, models.predicted_capacity_pps, models.predicted_over_pdr
+    fit = {
+        "loads": ", ".join(format_rate(x) for x in models.loads_used_pps),
+        "rows": [(s, f"{m.ns_per_packet:,.0f}", f"{m.intercept_pct:.2f}", f"{m.r2:.3f}") for s, m in rows],
+        "sut_cpus": models.sut_cpus, "predicted": "-" if pred is None else format_rate(pred),
         "pdr_name": f"PDR{100 * pdr['loss_ratio']:g}%", "pdr": pdr_text(pdr, format_rate),
         "ratio": f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "",
-        "max_forwarded": format_rate(models["max_forwarded_pps"])}
-    return out
+        "max_forwarded": format_rate(models.max_forwarded_pps)}
+    return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": fit}
 
 
 def latency(name: str, analysis) -> dict:

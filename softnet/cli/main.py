@@ -56,10 +56,10 @@ def _restoring(lock):
 
     with lock as holder:
         found = cleanup.find_leftovers()
-        if any(found.values()):  # only a dead run's: a live one holds the lock or owns its namespaces
-            errors = cleanup.clean()["journal_errors"]
-            what = [f"{len(v)} {k.replace('_', ' ')}" for k, v in found.items() if v]
-            err_console.print(f"restored what a killed run left: {', '.join(what)}", markup=False, highlight=False)
+        if found.any():  # only a dead run's: a live one holds the lock or owns its namespaces
+            errors = cleanup.clean().journal_errors
+            err_console.print(f"restored what a killed run left: {', '.join(found.counts())}", markup=False,
+                              highlight=False)
             if errors:
                 raise SoftnetError("a killed run's changes could not be undone: " + "; ".join(errors))
         yield holder
@@ -693,22 +693,24 @@ def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1
         raise typer.Exit(hosts_cmd.clean_hosts(inventory, check, as_json))
     need_root()
     found = cleanup.find_leftovers() if check else cleanup.clean()
-    errors = found.pop("journal_errors", [])
-    any_found = any(found.values())
+    errors = found.journal_errors
+    any_found = found.any()
     if as_json:
-        print_json({"leftovers" if check else "removed": found, **({} if check else {"journal_errors": errors})})
+        print_json({"leftovers" if check else "removed": found.to_json(),
+                    **({} if check else {"journal_errors": errors})})
     elif not any_found:
         console.print("clean: nothing left by softnet")
     else:
         verb = "found" if check else "removed"
-        for kind, items in found.items():
-            if items and kind != "journals":
+        for kind, items in (("namespaces", found.namespaces), ("processes", found.processes),
+                            ("root_links", found.root_links)):
+            if items:
                 console.print(f"{verb} {kind}: {', '.join(map(str, items))}")
-        for j in found["journals"]:
+        for j in found.journals:
             # paths and change names may hold [brackets]: no rich markup
             console.print(f"{'found' if check else 'replayed'} journal of a dead agent, "
-                          f"{len(j['pending'])} changes:\n  {j['path']}", markup=False, highlight=False)
-            console.print(textwrap.fill("; ".join(j["pending"]), width=78, initial_indent="  ",
+                          f"{len(j.pending)} changes:\n  {j.path}", markup=False, highlight=False)
+            console.print(textwrap.fill("; ".join(j.pending), width=78, initial_indent="  ",
                                         subsequent_indent="  "), markup=False, highlight=False)
     for err in errors:
         err_console.print(f"clean: not restored: {err}", markup=False, highlight=False)

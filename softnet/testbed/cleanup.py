@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -70,6 +71,15 @@ class Leftovers:
     processes: dict[int, str]  # pid -> its namespace
     root_links: list[str]
     journals: list[StaleJournal]
+    journal_errors: list[str] = field(default_factory=list)  # clean(): undo steps that failed (left pending)
+
+    def any(self) -> bool:
+        return bool(self.namespaces or self.processes or self.root_links or self.journals)
+
+    def counts(self) -> list[str]:
+        """"2 namespaces", ...: what there is, for one line."""
+        return [f"{len(v)} {k}" for k, v in (("namespaces", self.namespaces), ("processes", self.processes),
+                                             ("root links", self.root_links), ("journals", self.journals)) if v]
 
     def to_json(self) -> dict:
         return {"namespaces": self.namespaces, "processes": {str(pid): ns for pid, ns in self.processes.items()},
@@ -94,13 +104,12 @@ def _leftovers() -> Leftovers:
     return Leftovers(namespaces, processes_in(namespaces), leftover_links(), stale_journals())
 
 
-def find_leftovers() -> dict:
-    """{"namespaces", "processes" (pid -> namespace), "root_links", "journals"}."""
-    return _leftovers().to_json()
+def find_leftovers() -> Leftovers:
+    return _leftovers()
 
 
-def clean() -> dict:
-    """Remove all leftovers; returns what was removed, and in "journal_errors"
+def clean() -> Leftovers:
+    """Remove all leftovers; returns what was removed, and in journal_errors
     the undo steps of journals that failed (those stay pending)."""
     found = _leftovers()
     errors = [err for j in found.journals for err in journal.replay(j.path)]
@@ -116,4 +125,4 @@ def clean() -> dict:
             for name in found.root_links:
                 for idx in ipr.link_lookup(ifname=name):
                     ipr.link("del", index=idx)
-    return {**found.to_json(), "journal_errors": errors}
+    return dataclasses.replace(found, journal_errors=errors)

@@ -365,7 +365,7 @@ def test_generator_limited_trials_are_never_evidence():
     def measure(load, duration):
         offered = int(load * duration)
         if load > 2e6:
-            return Measurement(load, duration, offered, 0, ("generator_limited",), {"achieved_rate_pps": 2.1e6})
+            return Measurement(load, duration, offered, 0, ("generator_limited",), achieved_load_pps=2.1e6)
         return Measurement(load, duration, offered, offered)  # the SUT itself never loses
 
     r = search(measure, config())
@@ -382,7 +382,7 @@ def test_loss_inversion_is_found_and_reported():
     r = search(sut, config())
     for g in r.goals:
         assert g.status == "min_load_fails"
-        assert g.inversions and g.inversions[-1]["meets_goal_at_pps"] > 0.9e6
+        assert g.inversions and g.inversions[-1].meets_goal_at_pps > 0.9e6
         assert "loss inversion" in g.diagnosis
 
 

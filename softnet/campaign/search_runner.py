@@ -49,7 +49,7 @@ def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurem
                        lost_pkts_all=max(0, sent - int(r.received_pkts or 0)) if a else None,
                        host_lost_pkts=a.explained_pkts + a.unseen_stall_pkts if a else 0,
                        sut_overloaded=a is not None and a.rest_cause == "overload"
-                       and (a.loss_spread or 0.0) >= OVERLOAD_SPREAD)
+                       and (a.loss_spread or 0.0) >= OVERLOAD_SPREAD, achieved_load_pps=r.achieved_rate_pps)
 
 
 class ReplayThenMeasure:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from softnet.search.classify import LOWER, UPPER, bound_evidence
 from softnet.search.config import SearchConfig
-from softnet.search.model import Goal, GoalResult, Measurement, SearchResult
+from softnet.search.model import Goal, GoalResult, Inversion, Measurement, SearchResult
 from softnet.search.state import SearchState, View
 from softnet.search.strategy import CHECKED, GOAL_STRATEGIES, Done, InversionCheck, Step
 
@@ -94,12 +94,12 @@ class _Search:
         classes, lo, u = view.classes, view.lower_pps, view.upper_pps
         if d is None:
             d = Done("budget_exhausted", "the trial budget ran out before the bounds were pinned")
-        inversions = [{"meets_goal_at_pps": ld, "fails_at_pps": u} for ld, (c, ok) in classes.items()
+        inversions = [Inversion(ld, u) for ld, (c, ok) in classes.items()
                       if u is not None and ld > u and c.kind == LOWER and ok]
         diagnosis = d.diagnosis
         if inversions:
             diagnosis += (f"; loss inversion: the goal fails at {u:,.0f} pps but is met at "
-                          f"{inversions[-1]['meets_goal_at_pps']:,.0f} pps (bounds kept below the failing load)")
+                          f"{inversions[-1].meets_goal_at_pps:,.0f} pps (bounds kept below the failing load)")
         for ld, (c, _) in classes.items():  # upper evidence the inversion rule set aside
             if c.kind == UPPER and (u is None or ld < u):
                 diagnosis += (f"; {ld:,.0f} pps failed the goal in {c.bad} of {len(c.trials)} trials, short of "

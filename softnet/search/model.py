@@ -85,6 +85,8 @@ class Measurement:
     # The rest of the loss (beyond host stalls) was spread over most of the trial: the SUT's
     # capacity fell below the load then; it was not held up for a moment.
     sut_overloaded: bool = False
+    # What the generator offered, as the measurer's result says (None: not said)
+    achieved_load_pps: float | None = None
 
     @property
     def valid(self) -> bool:
@@ -127,6 +129,14 @@ class BoundEvidence:
 
 
 @dataclass(frozen=True)
+class Inversion:
+    """A load that meets the goal above one that fails it."""
+
+    meets_goal_at_pps: float
+    fails_at_pps: float
+
+
+@dataclass(frozen=True)
 class KneeStalls:
     """What the stall attribution says of the final trials near a knee
     (KneeModel.stalled)."""
@@ -164,7 +174,7 @@ class GoalResult:
     upper: BoundEvidence | None
     diagnosis: str
     mixed_loads_pps: list[float] = field(default_factory=list)  # decided by majority
-    inversions: list[dict] = field(default_factory=list)
+    inversions: list[Inversion] = field(default_factory=list)
     # When trials disagreed inside the final bracket: the knee model's crossing,
     # its 80% credible interval and the trials it used (knee.py).
     knee: KneeSummary | None = None

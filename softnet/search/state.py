@@ -54,7 +54,7 @@ class SearchState:
         self.by_load.setdefault(load, []).append(m)
         if not m.valid and len(self.by_load[load]) >= 2 and not self.valid(load):
             # The generator cannot offer this load (or counts are broken): cap the search below it.
-            achieved = (m.detail or {}).get("achieved_rate_pps")
+            achieved = m.achieved_load_pps
             cap = achieved * 0.98 if achieved and achieved < load else load * 0.9
             self.max_load = max(self.min_load, min(self.max_load, cap))
             self.invalid_cap = self.max_load

@@ -25,20 +25,20 @@ from .plots import DPI, FORMATS, STYLE, _colors, _mpl_text, save_figure, wrap_ti
 Number = int | float
 
 
-class _Read(BaseModel):
+class ReadModel(BaseModel):
     """A summary as the report reads it: a dict or an object with these fields."""
 
     model_config = ConfigDict(extra="ignore", from_attributes=True)
 
 
-class KernelNormalized(_Read):
+class KernelNormalized(ReadModel):
     utilization_per_mbps: Number | None = None
     cycles_per_mbps: Number | None = None
     cpu_time_per_mbps: Number | None = None
     power_mw_per_mbps: Number | None = None
 
 
-class KernelLevel(_Read):
+class KernelLevel(ReadModel):
     """One load of ``kernel_stats.summarize_by_load``."""
 
     load_pps: Number
@@ -52,7 +52,7 @@ class KernelLevel(_Read):
     missing: dict[str, str] = {}  # source -> why it was not read
 
 
-class StageLevel(_Read):
+class StageLevel(ReadModel):
     """One load of ``stage_models.stage_levels``."""
 
     load_pps: Number

@@ -21,7 +21,7 @@ from softnet.analysis.stages import WIFI_STAGES
 from softnet.results.readers import ResultsProvenance, StoredProvenance, StoredResult
 from softnet.units import format_duration_ns
 
-from .kernel_plots import KernelLevel, Number, StageLevel, _Read
+from .kernel_plots import KernelLevel, Number, StageLevel, ReadModel
 from .plots import format_rate, load_unit
 
 DASH = "\u2014"
@@ -246,7 +246,7 @@ class SearchesView:
     figures: list[dict] = field(default_factory=list)  # html._Figures.searches
 
 
-class AuditRow(_Read):
+class AuditRow(ReadModel):
     """One (load, CPU) row of ``cpu_audit.summarize_audit``."""
 
     load_pps: Number
@@ -262,13 +262,13 @@ class AuditRow(_Read):
     napi_work_per_poll: Number | None
 
 
-class StageFit(_Read):
+class StageFit(ReadModel):
     ns_per_packet: Number
     intercept_pct: Number
     r2: Number
 
 
-class CostModels(_Read):
+class CostModels(ReadModel):
     """``stage_models.cost_models``: empty when no trial was profiled."""
 
     stages: dict[str, StageFit] = {}

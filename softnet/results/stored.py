@@ -41,6 +41,11 @@ class StoredProvenance(BaseModel):
     spec_hash: str | None = None
     host_changes_applied: list[str] = []
 
+    @field_validator("host_changes_applied", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v):
+        return [] if v is None else v
+
 
 class RingCounts(BaseModel):
     """Of a result's diagnosis (softnet.results.trial.Diagnosis), what the

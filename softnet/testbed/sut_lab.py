@@ -49,25 +49,12 @@ class SutLab(NetnsLab):
         personality configured (the namespace and the NICs are the agent's)."""
         self._claim()
         ns = self.ns["sut"]
-        for role in ("sut_in", "sut_out"):
-            self._address(ns, self.ifs[role], role)
+        for role in ("sut_in", "sut_out"):  # the MAC set is the NIC's own (the inventory's)
+            self._configure_if(ns, self.ifs[role], role, up=True)
         self._steer("sut", "sut_in", self.placement.sut_cpus)
         self.personality.configure(self)
         if self.bidirectional:  # the reverse way's receive work on the SUT's CPUs too
             self._steer("sut", "sut_out", self.placement.sut_cpus)
-
-    def _address(self, ns: str, name: str, role: str) -> None:
-        """The role's addresses, the NIC's own MAC kept; up."""
-        from softnet.testbed.netns import IFA_F_NODAD
-
-        v4, v6, _ = self.addr[role]
-        with self._ipr(ns) as ipr:
-            idx = ipr.link_lookup(ifname=name)[0]
-            ipr.addr("add", index=idx, address=v4, prefixlen=24)
-            ipr.addr("add", index=idx, address=v6, prefixlen=64, flags=IFA_F_NODAD)
-            ipr.link("set", index=idx, state="up")
-            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        self.changes.record(f"{ns}/{name}: {v4}/24, {v6}/64, up", lambda: None)  # go with the namespace
 
     def _neigh(self, ns_role: str, if_role: str, ip: str, mac: str) -> None:
         if self.ns.get(ns_role) is None:

@@ -188,7 +188,7 @@ def rerun_phase(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> 
     if analysis.clustering is None:
         on_event("plan", 0, 0, f"{cid}: no re-runs at higher rates ({analysis.why_not_clustered})")
         return
-    cell_of = {knob_key(r.result.knobs): r.cell_id for r in typed_runs(runs)}
+    cell_of = {knob_key(r.result.knobs.to_dict()): r.cell_id for r in typed_runs(runs)}
     done = store.done_latency_runs(cid)
     todo = []
     for cl in analysis.clustering.clusters:

@@ -127,7 +127,7 @@ class _StoredSummary(BaseModel):
     rounds: int
     stop_reason: str
     paired: bool = True
-    labels: dict[str, Any] | None = None
+    labels: dict[str, str] | None = None  # variant -> what it sets
     differences: dict[str, list[PairedDifference]]
     explain: dict[str, list[PairedDifference]] | None = None
     provenance: dict[str, dict] | None = None

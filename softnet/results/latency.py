@@ -352,17 +352,12 @@ class ToolReports(AsStored):
 
 
 class LatencyRunResult(BaseModel):
-    """One run of one configuration (softnet.analysis.latency_eval.evaluate_run).
-
-    ``knobs``, ``rtt`` and ``kernel_baseline`` stay plain JSON objects here
-    because the store reads them so; they are checked against their models
-    when the result is made, and read typed through ``config_knobs``,
-    ``rtt_stats`` and ``baseline``."""
+    """One run of one configuration (softnet.analysis.latency_eval.evaluate_run)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = LATENCY_SCHEMA_VERSION
-    knobs: dict[str, Any]  # LatencyConfigKnobs
+    knobs: LatencyConfigKnobs  # written back with the keys it was stored with
     interval_s: Number
     phase: str = "base"  # base | fast | flood (softnet.campaign.latency.Run)
     sent: int
@@ -371,8 +366,8 @@ class LatencyRunResult(BaseModel):
     impossible: int
     duplicates: int
     reordered: int
-    rtt: dict[str, Number | None]  # RttFigures
-    kernel_baseline: dict[str, Any] | None  # KernelBaseline: kernel ping over the same path
+    rtt: RttFigures
+    kernel_baseline: KernelBaseline | None  # kernel ping over the same path
     busy_poll_rx_pkts: dict[str, int]  # BusyPollRxPackets growth per host during the run
     applied: Applied  # every knob as applied, or why not
     tool: ToolReports
@@ -382,28 +377,17 @@ class LatencyRunResult(BaseModel):
     records_path: str | None = None
     provenance: Provenance
 
-    _knobs: LatencyConfigKnobs = PrivateAttr()
-    _rtt: RttFigures = PrivateAttr()
-    _baseline: KernelBaseline | None = PrivateAttr()
-
-    @model_validator(mode="after")
-    def _typed_parts(self) -> "LatencyRunResult":
-        self._knobs = LatencyConfigKnobs.model_validate(self.knobs)
-        self._rtt = RttFigures.model_validate(self.rtt)
-        self._baseline = None if self.kernel_baseline is None else KernelBaseline.model_validate(self.kernel_baseline)
-        return self
-
     @property
     def config_knobs(self) -> LatencyConfigKnobs:
-        return self._knobs
+        return self.knobs
 
     @property
     def rtt_stats(self) -> RttFigures:
-        return self._rtt
+        return self.rtt
 
     @property
     def baseline(self) -> KernelBaseline | None:
-        return self._baseline
+        return self.kernel_baseline
 
     def to_dict(self) -> dict:
         return self.model_dump()

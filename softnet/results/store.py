@@ -374,9 +374,10 @@ class Store:
 
     def _insert_latency_row(self, campaign_id: str, cell_id: int, run_index: int, result: dict) -> None:
         r = LatencyRunResult.model_validate(result)
-        base = (r.kernel_baseline or {}).get("median_ns")
-        values = [campaign_id, cell_id, run_index, json.dumps(r.knobs, default=str), r.sent, r.received, r.lost,
-                  r.impossible, *(r.rtt.get(k) for k in LATENCY_STATS), base, r.flags, r.valid, r.started_unix_s,
+        base = None if r.kernel_baseline is None else r.kernel_baseline.median_ns
+        rtt = r.rtt.model_dump()
+        values = [campaign_id, cell_id, run_index, json.dumps(r.knobs.to_dict(), default=str), r.sent, r.received,
+                  r.lost, r.impossible, *(rtt[k] for k in LATENCY_STATS), base, r.flags, r.valid, r.started_unix_s,
                   r.records_path, json.dumps(result, default=str)]
         self.db.execute(f"INSERT INTO latency_runs VALUES ({', '.join('?' * len(values))}) ON CONFLICT DO NOTHING",
                         values)

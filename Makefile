@@ -31,8 +31,10 @@ native: apt
 demo: setup
 	$(VENV)/bin/softnet demo
 
+# Unit tests two at a time, then the ones that change the host one at a time.
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not netns"
+	$(VENV)/bin/pytest -q -m netns
 
 bench: setup
 	$(VENV)/bin/pip install -q -e '.[test,bench]'

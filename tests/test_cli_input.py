@@ -48,6 +48,7 @@ def test_bad_trial_input_is_rejected_before_touching_the_host(args, option):
 
 
 @needs_root
+@pytest.mark.netns
 def test_trial_json_keys_carry_units():
     r = subprocess.run(softnet_cmd("trial", "--rate", "50kpps", "--duration", "0.5", "--warmup", "0.1", "--json"),
                        capture_output=True, text=True, timeout=60)

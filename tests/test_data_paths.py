@@ -69,6 +69,7 @@ def test_separable_paths_get_their_own_ranks():
 
 
 @pytest.mark.usefixtures("host_unchanged")
+@pytest.mark.netns
 def test_campaign_over_personalities_ranks_them(tmp_path):
     """A sweep whose matrix knob is testbed.sut: `softnet run` ends with the
     data paths ranked, with SUT CPU per packet from the kernel sampler, and

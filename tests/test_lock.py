@@ -118,6 +118,7 @@ def finish(proc: subprocess.Popen) -> tuple[str, str]:
 
 
 @needs_root
+@pytest.mark.netns
 def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
     first, second = trials_0_3_s_apart("0")
     out, err = finish(first)
@@ -129,6 +130,7 @@ def test_two_trials_at_once_the_second_refuses_naming_the_first(tmp_path):
 
 
 @needs_root
+@pytest.mark.netns
 def test_two_trials_at_once_the_second_waits_then_runs(tmp_path):
     first, second = trials_0_3_s_apart("120")
     out, err = finish(first)

@@ -108,6 +108,7 @@ def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, locked_hos
 
 
 @needs_root
+@pytest.mark.netns
 def test_nft_fw_ruleset_has_the_rules_and_loads_quickly(locked_host_unchanged):
     from softnet.testbed.personalities.nft_fw import ruleset
 
@@ -280,6 +281,7 @@ def test_a_host_lacking_a_requirement_is_refused_at_load(tmp_path, monkeypatch):
     assert any(r.what == "CONFIG_NFT_CT" for r in PERSONALITIES["nft-fw"].requires)  # the class lists all
 
 
+@pytest.mark.netns
 def test_doctor_lists_every_personality_ok():
     p = subprocess.run(softnet_cmd("doctor", "--json"), capture_output=True, text=True, timeout=120, cwd=ROOT)
     checks = {c["name"]: c for c in json.loads(p.stdout)}

@@ -97,6 +97,7 @@ def test_every_ms_error_says_why():
     assert "twice --busy-ms (120 ms)" in r.stderr and "'100'" in r.stderr, r.stderr
 
 
+@pytest.mark.netns
 def test_injector_wrapper_reports_the_tool_error():
     from softnet.testbed.stall_inject import StallInjector
 
@@ -267,6 +268,7 @@ def check_injector_read(inj: dict, seconds: float) -> None:
 # ---- the probe against injected stalls ---------------------------------------
 
 @needs_root
+@pytest.mark.netns
 def test_injected_stalls_found_on_a_sleeping_task(locked_host):
     """A SCHED_OTHER task on CPU 1 that sleeps 100 us and wakes: each
     injected 5 ms stall shows as a runq wait of it where the injector says it
@@ -310,6 +312,7 @@ def _trial_summary(r: dict) -> dict:
 
 
 @needs_root
+@pytest.mark.netns
 def test_injected_stalls_found_on_the_napi_kthread(locked_host):
     """Kernel IPv4 forwarding at 20 kpps, the SUT's NAPI kthread on CPU 1:
     every injected stall while packets came shows as a runq wait of that
@@ -375,6 +378,7 @@ def test_injected_stalls_found_on_the_napi_kthread(locked_host):
 # ---- teardown ------------------------------------------------------------------
 
 @needs_root
+@pytest.mark.netns
 def test_quit_detaches_and_ends(locked_host):
     from softnet.collect.stalls import StallProbe
     from softnet.testbed.stall_inject import StallInjector
@@ -408,6 +412,7 @@ time.sleep(600)
 
 
 @needs_root
+@pytest.mark.netns
 def test_sigkill_of_the_parent_leaves_nothing(locked_host):
     """kill -9 of the Python process that started them: both tools go (parent
     death signal), their links and programs with them, and CPU 1 runs other

@@ -53,6 +53,15 @@ def three_hosts():
     assert wait_host_state(before) == before
 
 
+def restored(eh, snaps: dict, pool, within_s: float) -> dict:
+    """The hosts' differences from their snapshots once they settle: an
+    agent's reaper outlives it by a moment, its journal replayed."""
+    deadline = time.monotonic() + within_s
+    while (d := diffs(snaps, snapshots(eh, pool))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return d
+
+
 def spec_file(tmp_path: Path, inventory: Path | None, runs: int = 2, duration_s: float = 0.5) -> Path:
     text = SPEC.format(runs=runs, duration_s=duration_s)
     if inventory is not None:
@@ -92,7 +101,7 @@ def test_the_lab_runs_and_every_host_is_restored(where, request, tmp_path):
         # one NIC per lab host moved into a namespace of each agent: three run ids
         assert len(set(last["testbed"]["remote"]["run_ids"].values())) == 3
         assert last["hello"]["ping"]["stamp"] is False  # hop stamps across hosts would mix clocks
-        assert diffs(snaps, snapshots(eh, pool)) == {}  # the NICs are back, as they were
+        assert restored(eh, snaps, pool, 10) == {}  # the NICs are back, as they were
         assert pending_journals(eh) == {}
 
 
@@ -110,8 +119,5 @@ def test_controller_killed_mid_campaign_every_host_restored(three_hosts, tmp_pat
     assert diffs(snaps, mid)  # the lab was up when the kill came
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    deadline = time.monotonic() + LEASE_S + 15  # each agent's lease lapses, it undoes everything
-    while (d := diffs(snaps, snapshots(eh, pool))) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert d == {}
+    assert restored(eh, snaps, pool, LEASE_S + 15) == {}  # each agent's lease lapses, it undoes everything
     assert pending_journals(eh) == {}

@@ -111,3 +111,19 @@ def split_trial(rate: float, setup=None, **spec) -> dict:
         if setup:
             setup(tb)
         return run_trial(tb, ep, TrialSpec(rate_pps=rate, **spec), ch)
+
+
+HOST_FIXTURES = {"host_unchanged", "locked_host_unchanged"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that needs root or compares the host before and after runs with
+    the netns ones, one at a time (`make test` runs the others two at once):
+    a native tool it starts, or another test's, would show in the other's
+    look at the host."""
+    for item in items:
+        if item.get_closest_marker("netns"):
+            continue
+        root = any(m.name == "skipif" and "root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers())
+        if root or HOST_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.netns)

@@ -639,6 +639,26 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
 
 
 @app.command()
+def serve(results: list[Path] = typer.Argument(..., help="softnet results directories"),
+          host: str = typer.Option("127.0.0.1", help="address to listen on (off loopback: --token required)"),
+          port: int = typer.Option(8080, min=1, max=65535, help="TCP port"),
+          token: str = typer.Option(None, help="required of every request: ?token=T or Authorization: Bearer T")
+          ) -> None:
+    """Serve results stores: campaign pages, JSON under /api, OpenMetrics under /metrics."""
+    import uvicorn
+
+    from softnet.report import web
+
+    for r in results:
+        check_store(r)
+    web.check_bind(host, token)
+    app = web.make_app(list(results), token)
+    err_console.print(f"softnet serve: http://{host}:{port}/ ({len(results)} results store(s)); Ctrl-C ends it",
+                      markup=False, highlight=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@app.command()
 def export(results: Path = typer.Argument(..., help="softnet results directory"),
            fmt: str = typer.Option("parquet", "--format", help="csv or parquet"),
            out: Path = typer.Option(None, help="output folder (default RESULTS/export)")) -> None:

@@ -1,0 +1,215 @@
+"""`softnet serve`: results stores in the browser, and their figures for
+Prometheus. An ASGI application (Starlette, served by uvicorn): Starlette
+because it is small, typed and async without a framework's ORM or admin;
+the figures go out in the OpenMetrics text format through prometheus_client,
+the format every scraper reads.
+
+Pages list the campaigns of each store and a campaign's trials; /api/...
+gives the same as JSON; /metrics gives each campaign's last stored trial
+(rates, loss, latency percentiles, validity and flags), labelled by
+campaign, cell and trial, so an alert can ignore a figure softnet cannot
+vouch for. Only the stores given are read, and no file is served from
+them; a bad request gets a 4xx naming what was wrong, never a traceback.
+"""
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from softnet.errors import InputError
+from softnet.results import readers
+from softnet.results.stored import StoredTrial
+
+CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+QUANTILES = (("0.5", "latency_p50_ns"), ("0.9", "latency_p90_ns"), ("0.99", "latency_p99_ns"),
+             ("0.999", "latency_p99_9_ns"))
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    store: int
+    results_dir: str
+    campaign_id: str
+    name: str | None
+    kind: str
+    created_unix_s: float | None
+    trials: int
+    valid: int
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    cell_id: int
+    load_index: int
+    run_index: int
+    intended_rate_pps: float
+    achieved_rate_pps: float | None
+    loss_ratio: float | None
+    latency_p99_ns: float | None
+    valid: bool | None
+    flags: list[str]
+
+    @classmethod
+    def of(cls, t: StoredTrial) -> "TrialRow":
+        r = t.result
+        return cls(t.cell_id, t.load_index, t.run_index, r.intended_rate_pps, r.achieved_rate_pps, r.loss_ratio,
+                   r.latency_p99_ns, r.valid, list(r.flags))
+
+
+class Results:
+    """The results stores served, by their index on the command line."""
+
+    def __init__(self, dirs: list[Path]):
+        for d in dirs:
+            if not readers.is_results_dir(d):
+                raise InputError(str(d), "no softnet.duckdb here (not a softnet results directory)")
+        self.dirs = [Path(d).resolve() for d in dirs]
+
+    def _open(self, store: int):
+        if not 0 <= store < len(self.dirs):
+            raise HttpError(404, f"no results store {store}; there are {len(self.dirs)} (0..{len(self.dirs) - 1})")
+        try:
+            return readers.open_results(self.dirs[store])
+        except InputError as exc:  # a run writing it holds DuckDB's lock
+            raise HttpError(503, f"results store {store} cannot be read now: {exc.message}") from None
+
+    def campaigns(self) -> list[CampaignRow]:
+        out = []
+        for i, d in enumerate(self.dirs):
+            with self._open(i) as st:
+                for c in readers.campaigns(st):
+                    trials = readers.stored_trials(st, c.campaign_id)
+                    kind = readers.CellSpec.model_validate(c.spec).method.kind if isinstance(c.spec, dict) \
+                        else "sweep"
+                    out.append(CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(trials),
+                                           sum(1 for t in trials if t.result.valid)))
+        return out
+
+    def trials(self, store: int, campaign_id: str) -> list[StoredTrial]:
+        if not CAMPAIGN_ID_RE.match(campaign_id):
+            raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
+        with self._open(store) as st:
+            if campaign_id not in {c.campaign_id for c in readers.campaigns(st)}:
+                raise HttpError(404, f"no campaign {campaign_id} in results store {store}")
+            return readers.stored_trials(st, campaign_id)
+
+
+def metrics(results: Results) -> bytes:
+    """Each campaign's last stored trial, in the OpenMetrics text format."""
+    reg = CollectorRegistry()
+    labels = ("results", "campaign", "cell", "trial")
+    g = {name: Gauge(f"softnet_trial_{name}", doc, labels, registry=reg) for name, doc in (
+        ("offered_rate_pps", "load offered (packets per second)"),
+        ("achieved_rate_pps", "load the generator achieved (packets per second)"),
+        ("loss_ratio", "lost packets over packets sent in the window"),
+        ("valid", "1 when softnet vouches for the trial's figures, 0 when a flag invalidates them"))}
+    latency = Gauge("softnet_trial_latency_seconds", "one-way latency percentile", (*labels, "quantile"),
+                    registry=reg)
+    flag = Gauge("softnet_trial_flag", "a flag raised on the trial (1)", (*labels, "flag"), registry=reg)
+    for c in results.campaigns():
+        trials = results.trials(c.store, c.campaign_id)
+        if not trials:
+            continue
+        t = trials[-1]
+        key = (c.results_dir, c.campaign_id, str(t.cell_id), f"load {t.load_index} run {t.run_index}")
+        r = t.result
+        for name, value in (("offered_rate_pps", r.intended_rate_pps), ("achieved_rate_pps", r.achieved_rate_pps),
+                            ("loss_ratio", r.loss_ratio), ("valid", None if r.valid is None else int(r.valid))):
+            if value is not None:
+                g[name].labels(*key).set(value)
+        for q, field in QUANTILES:
+            ns = getattr(r, field)
+            if ns is not None:
+                latency.labels(*key, q).set(ns / 1e9)
+        for f in r.flags:
+            flag.labels(*key, f).set(1)
+    return generate_latest(reg)
+
+
+def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
+    """``token``: required of every request (``Authorization: Bearer T`` or
+    ``?token=T``) when given; `softnet serve` demands one off loopback."""
+    results = Results(dirs)
+    env = Environment(loader=PackageLoader("softnet.report", "templates"), autoescape=select_autoescape())
+
+    def page(name: str, **kw) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**kw))
+
+    async def index(request: Request) -> Response:
+        rows = results.campaigns()
+        if request.url.path.startswith("/api/"):
+            return JSONResponse([r.__dict__ for r in rows])
+        return page("serve_index.html.j2", campaigns=rows, stores=results.dirs)
+
+    async def campaign(request: Request) -> Response:
+        store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
+        rows = [TrialRow.of(t) for t in results.trials(store, cid)]
+        if request.url.path.startswith("/api/"):
+            return JSONResponse([r.__dict__ for r in rows])
+        return page("serve_campaign.html.j2", campaign_id=cid, store=store, results_dir=str(results.dirs[store]),
+                    trials=rows)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics(results), media_type=CONTENT_TYPE_LATEST)
+
+    async def refused(request: Request, exc: HttpError) -> Response:
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": f"no page {request.url.path[:200]}"}, status_code=404)
+
+    routes = [Route("/", index), Route("/api/campaigns", index),
+              Route("/c/{store}/{campaign_id}", campaign), Route("/api/c/{store}/{campaign_id}/trials", campaign),
+              Route("/metrics", prometheus)]
+    app = Starlette(routes=routes, exception_handlers={HttpError: refused, 404: not_found})
+    if token:
+        app.add_middleware(TokenRequired, token=token)
+    return app
+
+
+def _store_index(text: str) -> int:
+    if not text.isdigit():
+        raise HttpError(400, f"'{text[:40]}' is not a results store number")
+    return int(text)
+
+
+class TokenRequired:
+    """Every request carries the token, or gets 401 (compared in constant time)."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            request = Request(scope)
+            given = request.query_params.get("token") or \
+                request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), self.token):
+                await JSONResponse({"error": "a token is required: ?token=T or Authorization: Bearer T"},
+                                   status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Off loopback, a token: the results and the host's figures are not for everyone on the network."""
+    if host not in LOOPBACK and not token:
+        raise InputError("--token", f"serving on {host} (not loopback) needs a token: give --token T "
+                         "(requests then carry ?token=T or Authorization: Bearer T)")

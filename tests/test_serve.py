@@ -1,0 +1,150 @@
+"""softnet serve: a real server (uvicorn, in its own process) over a real
+results store of the synthetic SUT; pages, JSON, /metrics parsed back with
+Prometheus' own parser, 4xx for bad requests, the token off loopback."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from softnet.results.store import Store
+from tests.conftest import softnet_cmd
+
+SPEC = """name = "syn"
+[testbed]
+sut = "synthetic"
+[method]
+kind = "sweep"
+loads = ["100kpps", "500kpps", "800kpps"]
+runs = 2
+duration_s = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("serve")
+    (d / "s.toml").write_text(SPEC)
+    r = subprocess.run(softnet_cmd("run", str(d / "s.toml"), "--results", str(d / "r")), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return d / "r"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *args: str):
+        self.port = free_port()
+        self.proc = subprocess.Popen(softnet_cmd("serve", *args, "--port", str(self.port)),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.proc.communicate()[1]
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("softnet serve did not listen within 30 s")
+
+    def get(self, path: str, headers: dict | None = None) -> tuple[int, str]:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def server(results):
+    s = Server(str(results))
+    yield s
+    s.stop()
+
+
+def stored(results: Path) -> tuple[str, list[dict]]:
+    with Store(results, read_only=True) as st:
+        cid = st.query("SELECT campaign_id FROM campaigns")[0]["campaign_id"]
+        rows = st.query("SELECT result_json FROM trials ORDER BY cell_id, load_index, run_index")
+    return cid, [json.loads(r["result_json"]) for r in rows]
+
+
+def test_pages_and_json_show_the_stored_campaign(server, results):
+    cid, trials = stored(results)
+    status, html = server.get("/")
+    assert status == 200 and f'href="/c/0/{cid}"' in html and "<td>sweep</td>" in html
+    status, html = server.get(f"/c/0/{cid}")
+    assert status == 200 and html.count("<tr class=") == len(trials) == 6
+    status, body = server.get(f"/api/c/0/{cid}/trials")
+    rows = json.loads(body)
+    assert [r["loss_ratio"] for r in rows] == [t["loss_ratio"] for t in trials]
+    assert json.loads(server.get("/api/campaigns")[1])[0]["trials"] == 6
+
+
+def test_metrics_give_the_last_trials_figures(server, results):
+    cid, trials = stored(results)
+    last = trials[-1]
+    status, text = server.get("/metrics")
+    assert status == 200
+    samples = {s.name: s for fam in text_string_to_metric_families(text) for s in fam.samples}
+    loss = samples["softnet_trial_loss_ratio"]
+    assert loss.labels["campaign"] == cid and loss.labels["trial"] == "load 2 run 1"
+    assert loss.value == pytest.approx(last["loss_ratio"], rel=1e-12)
+    assert samples["softnet_trial_offered_rate_pps"].value == last["intended_rate_pps"] == 800_000
+    assert samples["softnet_trial_valid"].value == int(last["valid"])
+
+
+@pytest.mark.parametrize("path, status, words", [
+    ("/c/7/x", 404, "no results store 7"),
+    ("/c/zero/x", 400, "not a results store number"),
+    ("/c/0/nosuch", 404, "no campaign nosuch"),
+    ("/c/0/a%20b", 400, "not a campaign id"),
+    ("/c/0/..%2F..%2Fetc%2Fpasswd", 404, "no page"),
+    ("/raw/x.json", 404, "no page"),
+])
+def test_bad_requests_get_a_4xx_naming_what_was_wrong(server, path, status, words):
+    got, body = server.get(path)
+    assert got == status and words in json.loads(body)["error"], body
+    assert "Traceback" not in body
+
+
+def test_a_token_is_asked_of_every_request_when_given(results):
+    s = Server(str(results), "--token", "s3cret")
+    try:
+        assert s.get("/")[0] == 401 and s.get("/metrics")[0] == 401
+        assert s.get("/", {"Authorization": "Bearer wrong"})[0] == 401
+        assert s.get("/", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert s.get("/metrics?token=s3cret")[0] == 200
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--host", "0.0.0.0"], "--token"),  # off loopback: refused before it listens
+    (["--port", "0"], "--port"),
+])
+def test_refused_serves_name_the_option(results, args, field):
+    r = subprocess.run(softnet_cmd("serve", str(results), *args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_folder_that_is_not_a_results_store_is_refused(tmp_path):
+    r = subprocess.run(softnet_cmd("serve", str(tmp_path)), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and str(tmp_path) in r.stderr and "softnet.duckdb" in r.stderr, r.stderr

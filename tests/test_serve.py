@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -91,7 +92,7 @@ def test_pages_and_json_show_the_stored_campaign(server, results):
     status, html = server.get("/")
     assert status == 200 and f'href="/c/0/{cid}"' in html and "<td>sweep</td>" in html
     status, html = server.get(f"/c/0/{cid}")
-    assert status == 200 and html.count("<tr class=") == len(trials) == 6
+    assert status == 200 and html.count('<tr id="t-') == len(trials) == 6
     status, body = server.get(f"/api/c/0/{cid}/trials")
     rows = json.loads(body)
     assert [r["loss_ratio"] for r in rows] == [t["loss_ratio"] for t in trials]
@@ -148,3 +149,44 @@ def test_refused_serves_name_the_option(results, args, field):
 def test_a_folder_that_is_not_a_results_store_is_refused(tmp_path):
     r = subprocess.run(softnet_cmd("serve", str(tmp_path)), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and str(tmp_path) in r.stderr and "softnet.duckdb" in r.stderr, r.stderr
+
+
+def test_a_running_campaigns_trials_reach_the_page_within_2_s(results, tmp_path):
+    """While a run holds the store (DuckDB's lock: here this test, writing as
+    the campaign runner does), the pages read its raw files, and the event
+    stream the campaign page listens to carries each new trial."""
+    cid, trials = stored(results)
+    copy = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(results), str(copy)], check=True)
+    with Store(copy) as writer:  # the run's own connection: readers are locked out
+        s = Server(str(copy))
+        try:
+            index = json.loads(s.get("/api/campaigns")[1])
+            assert [(c["campaign_id"], c["status"], c["trials"]) for c in index] == [(cid, "running", 6)]
+            got: list[tuple[float, dict]] = []
+            stream = urllib.request.urlopen(f"http://127.0.0.1:{s.port}/events/c/0/{cid}", timeout=30)
+
+            def read() -> None:
+                try:
+                    for line in stream:
+                        if line.startswith(b"data: "):
+                            got.append((time.monotonic(), json.loads(line[6:])))
+                except (OSError, ValueError):  # closed when the test ends
+                    pass
+
+            threading.Thread(target=read, daemon=True).start()
+            deadline = time.monotonic() + 10
+            while len(got) < 6 and time.monotonic() < deadline:  # those there already come first
+                time.sleep(0.05)
+            assert len(got) == 6
+            landed = time.monotonic()
+            writer.add_trial(cid, 0, 2, 2, {}, dict(trials[-1]))  # a third run at the highest load lands
+            while len(got) < 7 and time.monotonic() < landed + 5:
+                time.sleep(0.02)
+            assert len(got) == 7, "the new trial did not reach the stream"
+            at, row = got[-1]
+            assert (row["load_index"], row["run_index"]) == (2, 2) and at - landed <= 2.0
+            status, html = s.get(f"/c/0/{cid}")
+            assert status == 200 and 'id="t-0-2-2"' in html and "EventSource" in html
+        finally:
+            s.stop()

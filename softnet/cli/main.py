@@ -65,9 +65,10 @@ def _restoring(lock):
         yield holder
 
 
-def check_store(results: Path) -> None:
+def check_store(results: Path, running_ok: bool = False) -> None:
     """Open the results store once, so a corrupt or foreign softnet.duckdb is
-    an error naming the file, whichever command reads it next."""
+    an error naming the file, whichever command reads it next; ``running_ok``:
+    a store a run is writing is fine (`serve` reads its raw files meanwhile)."""
     import duckdb
 
     from softnet.results.store import DB_NAME, Store
@@ -79,6 +80,8 @@ def check_store(results: Path) -> None:
         Store(results, read_only=True).close()
     except (duckdb.Error, OSError) as exc:
         held = re.search(r"Conflicting lock is held in (.+?) \(PID (\d+)\)", str(exc))
+        if held and running_ok:
+            return
         if held:  # DuckDB has one writer: a campaign still running into this folder
             raise SoftnetError(f"{db}: in use by pid {held.group(2)} ({held.group(1)}), a run still writing "
                                "there; wait for it to end or use another --results folder") from None
@@ -650,12 +653,13 @@ def serve(results: list[Path] = typer.Argument(..., help="softnet results direct
     from softnet.report import web
 
     for r in results:
-        check_store(r)
+        check_store(r, running_ok=True)
     web.check_bind(host, token)
     app = web.make_app(list(results), token)
     err_console.print(f"softnet serve: http://{host}:{port}/ ({len(results)} results store(s)); Ctrl-C ends it",
                       markup=False, highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # a live page's event stream never ends by itself: do not wait on it at Ctrl-C
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 @app.command()

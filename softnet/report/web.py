@@ -13,9 +13,11 @@ them; a bad request gets a 4xx naming what was wrong, never a traceback.
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -23,17 +25,20 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from softnet.errors import InputError
 from softnet.results import readers
-from softnet.results.stored import StoredTrial
+from softnet.results.store import TrialRecord
+from softnet.results.stored import StoredResult, StoredTrial
 
 CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 QUANTILES = (("0.5", "latency_p50_ns"), ("0.9", "latency_p90_ns"), ("0.99", "latency_p99_ns"),
              ("0.999", "latency_p99_9_ns"))
+RAW_TRIALS = "cell*-load*-run*.json"
+POLL_S = 0.25  # how often a live page's stream looks for new raw files
 
 
 class HttpError(Exception):
@@ -52,6 +57,7 @@ class CampaignRow:
     created_unix_s: float | None
     trials: int
     valid: int
+    status: str  # "stored", or "running" while a run holds the store (its trials read from the raw files)
 
 
 @dataclass(frozen=True)
@@ -62,15 +68,31 @@ class TrialRow:
     intended_rate_pps: float
     achieved_rate_pps: float | None
     loss_ratio: float | None
+    latency_p50_ns: float | None
+    latency_p90_ns: float | None
     latency_p99_ns: float | None
+    latency_p99_9_ns: float | None
     valid: bool | None
     flags: list[str]
 
     @classmethod
     def of(cls, t: StoredTrial) -> "TrialRow":
-        r = t.result
-        return cls(t.cell_id, t.load_index, t.run_index, r.intended_rate_pps, r.achieved_rate_pps, r.loss_ratio,
-                   r.latency_p99_ns, r.valid, list(r.flags))
+        return cls.made(t.cell_id, t.load_index, t.run_index, t.result)
+
+    @classmethod
+    def made(cls, cell_id: int, load_index: int, run_index: int, r: StoredResult) -> "TrialRow":
+        return cls(cell_id, load_index, run_index, r.intended_rate_pps, r.achieved_rate_pps, r.loss_ratio,
+                   r.latency_p50_ns, r.latency_p90_ns, r.latency_p99_ns, r.latency_p99_9_ns, r.valid, list(r.flags))
+
+    @property
+    def key(self) -> str:
+        return f"{self.cell_id}-{self.load_index}-{self.run_index}"
+
+
+def raw_trial(path: Path) -> TrialRow:
+    """A trial from its raw file (written before its row: a running campaign's)."""
+    rec = TrialRecord(**json.loads(path.read_text()))
+    return TrialRow.made(rec.cell_id, rec.load_index, rec.run_index, StoredResult.parse(rec.result, str(path)))
 
 
 class Results:
@@ -83,32 +105,56 @@ class Results:
         self.dirs = [Path(d).resolve() for d in dirs]
 
     def _open(self, store: int):
+        """The store, read-only; None while a run writing it holds DuckDB's lock."""
         if not 0 <= store < len(self.dirs):
             raise HttpError(404, f"no results store {store}; there are {len(self.dirs)} (0..{len(self.dirs) - 1})")
         try:
             return readers.open_results(self.dirs[store])
-        except InputError as exc:  # a run writing it holds DuckDB's lock
-            raise HttpError(503, f"results store {store} cannot be read now: {exc.message}") from None
+        except InputError:
+            return None
 
     def campaigns(self) -> list[CampaignRow]:
         out = []
         for i, d in enumerate(self.dirs):
-            with self._open(i) as st:
+            st = self._open(i)
+            if st is None:  # a run writes it: its campaigns from their raw folders
+                for folder in sorted(p for p in (d / "raw").glob("*") if p.is_dir()):
+                    rows = self.raw_rows(i, folder.name)
+                    out.append(CampaignRow(i, str(d), folder.name, None, "-", None, len(rows),
+                                           sum(1 for r in rows if r.valid), "running"))
+                continue
+            with st:
                 for c in readers.campaigns(st):
                     trials = readers.stored_trials(st, c.campaign_id)
                     kind = readers.CellSpec.model_validate(c.spec).method.kind if isinstance(c.spec, dict) \
                         else "sweep"
                     out.append(CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(trials),
-                                           sum(1 for t in trials if t.result.valid)))
+                                           sum(1 for t in trials if t.result.valid), "stored"))
         return out
 
-    def trials(self, store: int, campaign_id: str) -> list[StoredTrial]:
+    def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
         if not CAMPAIGN_ID_RE.match(campaign_id):
             raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
-        with self._open(store) as st:
+        st = self._open(store)
+        if st is None:
+            return self.raw_rows(store, campaign_id)
+        with st:
             if campaign_id not in {c.campaign_id for c in readers.campaigns(st)}:
                 raise HttpError(404, f"no campaign {campaign_id} in results store {store}")
-            return readers.stored_trials(st, campaign_id)
+            return [TrialRow.of(t) for t in readers.stored_trials(st, campaign_id)]
+
+    def raw_folder(self, store: int, campaign_id: str) -> Path:
+        if not CAMPAIGN_ID_RE.match(campaign_id):
+            raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
+        if not 0 <= store < len(self.dirs):
+            raise HttpError(404, f"no results store {store}; there are {len(self.dirs)} (0..{len(self.dirs) - 1})")
+        folder = self.dirs[store] / "raw" / campaign_id
+        if not folder.is_dir():
+            raise HttpError(404, f"no campaign {campaign_id} in results store {store}")
+        return folder
+
+    def raw_rows(self, store: int, campaign_id: str) -> list[TrialRow]:
+        return [raw_trial(p) for p in sorted(self.raw_folder(store, campaign_id).glob(RAW_TRIALS))]
 
 
 def metrics(results: Results) -> bytes:
@@ -127,9 +173,8 @@ def metrics(results: Results) -> bytes:
         trials = results.trials(c.store, c.campaign_id)
         if not trials:
             continue
-        t = trials[-1]
-        key = (c.results_dir, c.campaign_id, str(t.cell_id), f"load {t.load_index} run {t.run_index}")
-        r = t.result
+        r = trials[-1]
+        key = (c.results_dir, c.campaign_id, str(r.cell_id), f"load {r.load_index} run {r.run_index}")
         for name, value in (("offered_rate_pps", r.intended_rate_pps), ("achieved_rate_pps", r.achieved_rate_pps),
                             ("loss_ratio", r.loss_ratio), ("valid", None if r.valid is None else int(r.valid))):
             if value is not None:
@@ -155,16 +200,31 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
     async def index(request: Request) -> Response:
         rows = results.campaigns()
         if request.url.path.startswith("/api/"):
-            return JSONResponse([r.__dict__ for r in rows])
+            return JSONResponse([asdict(r) for r in rows])
         return page("serve_index.html.j2", campaigns=rows, stores=results.dirs)
 
     async def campaign(request: Request) -> Response:
         store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
-        rows = [TrialRow.of(t) for t in results.trials(store, cid)]
+        rows = results.trials(store, cid)
         if request.url.path.startswith("/api/"):
-            return JSONResponse([r.__dict__ for r in rows])
+            return JSONResponse([asdict(r) for r in rows])
         return page("serve_campaign.html.j2", campaign_id=cid, store=store, results_dir=str(results.dirs[store]),
-                    trials=rows)
+                    trials=rows, token=request.query_params.get("token", ""))
+
+    async def events(request: Request) -> Response:
+        """Server-sent events: each trial of the campaign as its raw file lands
+        (those there already first), checked every POLL_S."""
+        folder = results.raw_folder(_store_index(request.path_params["store"]), request.path_params["campaign_id"])
+
+        async def stream():
+            seen: set[Path] = set()
+            while not await request.is_disconnected():
+                for path in sorted(set(folder.glob(RAW_TRIALS)) - seen):
+                    seen.add(path)
+                    yield f"data: {json.dumps(asdict(raw_trial(path)))}\n\n"
+                await asyncio.sleep(POLL_S)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics(results), media_type=CONTENT_TYPE_LATEST)
@@ -177,6 +237,7 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
 
     routes = [Route("/", index), Route("/api/campaigns", index),
               Route("/c/{store}/{campaign_id}", campaign), Route("/api/c/{store}/{campaign_id}/trials", campaign),
+              Route("/events/c/{store}/{campaign_id}", events),
               Route("/metrics", prometheus)]
     app = Starlette(routes=routes, exception_handlers={HttpError: refused, 404: not_found})
     if token:

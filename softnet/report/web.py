@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from softnet.errors import InputError
@@ -226,6 +226,10 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
+    async def plotly_js(request: Request) -> Response:
+        """The charting library, from the installed plotly package: the pages need no internet."""
+        return FileResponse(plotly_bundle(), media_type="text/javascript")
+
     async def prometheus(request: Request) -> Response:
         return Response(metrics(results), media_type=CONTENT_TYPE_LATEST)
 
@@ -238,11 +242,18 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
     routes = [Route("/", index), Route("/api/campaigns", index),
               Route("/c/{store}/{campaign_id}", campaign), Route("/api/c/{store}/{campaign_id}/trials", campaign),
               Route("/events/c/{store}/{campaign_id}", events),
-              Route("/metrics", prometheus)]
+              Route("/metrics", prometheus), Route("/static/plotly.min.js", plotly_js),
+              Route("/favicon.ico", lambda request: Response(status_code=204))]
     app = Starlette(routes=routes, exception_handlers={HttpError: refused, 404: not_found})
     if token:
         app.add_middleware(TokenRequired, token=token)
     return app
+
+
+def plotly_bundle() -> Path:
+    import importlib.resources
+
+    return Path(str(importlib.resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
 def _store_index(text: str) -> int:

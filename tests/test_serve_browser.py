@@ -1,0 +1,84 @@
+"""softnet serve in a real browser: Debian's Chromium, headless, driven by
+playwright (pointed at the system browser: nothing downloads one). The
+pages load without console errors, the chart draws every trial, and a trial
+the store writes during a run appears in the open page within 2 s."""
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from softnet.results.store import Store
+from tests.test_serve import Server, results, stored  # noqa: F401 (results: the module's store fixture)
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make setup installs it)")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    return page, errors
+
+
+def not_blank(png: bytes) -> bool:
+    from PIL import Image
+
+    colors = Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 16)
+    return colors is None or len(colors) > 8
+
+
+def test_pages_load_and_the_chart_draws_every_trial(browser, results, tmp_path):  # noqa: F811
+    cid, trials = stored(results)
+    s = Server(str(results))
+    try:
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/")
+        page.wait_for_selector("#campaigns")
+        assert page.locator("#campaigns tbody tr").count() == 1 and not errors, errors
+        page.click(f"text={cid}")
+        page.wait_for_selector("#loss-chart .main-svg")
+        assert page.locator("#loss-chart .point").count() == len(trials) == 6
+        assert page.locator("#trials tbody tr").count() == 6
+        shot = page.screenshot(full_page=True)
+        (tmp_path / "campaign.png").write_bytes(shot)
+        assert not_blank(shot) and not errors, errors
+    finally:
+        s.stop()
+
+
+def test_a_trial_landing_during_a_run_appears_in_the_open_page_within_2_s(browser, results, tmp_path):  # noqa: F811
+    cid, trials = stored(results)
+    copy = tmp_path / "r"
+    subprocess.run(["cp", "-a", str(results), str(copy)], check=True)
+    with Store(copy) as writer:  # as a running campaign holds it
+        s = Server(str(copy))
+        try:
+            page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/c/0/{cid}")
+            page.wait_for_selector("#loss-chart .main-svg")
+            page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 6")
+            landed = time.monotonic()
+            writer.add_trial(cid, 0, 2, 2, {}, dict(trials[-1]))
+            page.wait_for_selector("#t-0-2-2", timeout=2000)  # within 2 s of the store writing it
+            assert time.monotonic() - landed <= 2.0
+            page.wait_for_function("document.querySelectorAll('#loss-chart .point').length === 7")
+            assert not errors, errors
+        finally:
+            s.stop()

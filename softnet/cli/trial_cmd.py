@@ -87,16 +87,17 @@ class CollectOptions:
 
 @dataclass(frozen=True)
 class ShapeOptions:
-    """The traffic shape's options (docs/traffic.md), as TrialSpec names them."""
+    """The traffic shape's options (docs/traffic.md), as TrialSpec names them,
+    with its defaults (one source: "not given" is "as TrialSpec has it")."""
 
-    dst_ips: int = 1
-    dst_ports: int = 1
-    mix: str | None = None
-    arrivals: str = "const"
-    burst_pkts: int = 32
-    on_duty: float = 0.5
-    seed: int = 1
-    bidirectional: bool = False
+    dst_ips: int = TrialSpec.dst_ips
+    dst_ports: int = TrialSpec.dst_ports
+    mix: str | None = TrialSpec.mix
+    arrivals: str = TrialSpec.arrivals
+    burst_pkts: int = TrialSpec.burst_pkts
+    on_duty: float = TrialSpec.on_duty
+    seed: int = TrialSpec.seed
+    bidirectional: bool = TrialSpec.bidirectional
 
 
 @dataclass(frozen=True)

@@ -557,7 +557,7 @@ def _sut_ns(lab: SutLab) -> str:
     return lab.ns["sut"]
 
 
-def _facts_json(facts: safety.InterfaceFacts | None) -> dict | None:
+def _facts_json(facts: safety.NicFacts | None) -> dict | None:
     return None if facts is None else facts.model_dump()
 
 

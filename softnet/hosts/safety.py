@@ -14,6 +14,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from softnet.results.trial import NicFacts
 from softnet.tools import hostcmd, ip_json
 
 SOFTNET_IFNAME_RE = re.compile(r"^sn[0-9a-f]{6}[a-z]$")  # what softnet itself creates (testbed/cleanup.py)
@@ -33,20 +34,6 @@ class PortSpec(BaseModel):
     role: str | None = None
     link: str | None = None
     allow_physical: bool = False
-
-
-class InterfaceFacts(BaseModel):
-    """What the host says of an interface (a raw trial records them as is)."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    mac: str
-    pci: str
-    driver: str
-    driver_version: str
-    firmware: str
-    operstate: str
-    mtu: int | None
 
 
 class Refusal(BaseModel):
@@ -71,7 +58,7 @@ def _ip(*args: str) -> str:
     return hostcmd.run(["ip", "-j", *args])
 
 
-def interface_facts(ifname: str) -> InterfaceFacts | None:
+def interface_facts(ifname: str) -> NicFacts | None:
     """MAC, PCI address, driver and firmware of an interface of this host
     (None if it does not exist). PCI address and driver from ethtool -i, as
     CSIT's topology files record them."""
@@ -82,7 +69,7 @@ def interface_facts(ifname: str) -> InterfaceFacts | None:
     info = EthtoolInfo.model_validate({k.strip(): v.strip() for k, _, v in (line.partition(":")
                                                                            for line in out.splitlines()) if k})
     bus = info.bus_info
-    return InterfaceFacts(name=ifname, mac=links[0].address.lower(),
+    return NicFacts(name=ifname, mac=links[0].address.lower(),
                           pci=bus.lower() if re.match(r"^[0-9a-fA-F]{4}:", bus) else "",
                           driver=info.driver, driver_version=info.version, firmware=info.firmware_version,
                           operstate=links[0].operstate, mtu=links[0].mtu)
@@ -108,7 +95,7 @@ def management_interfaces(ssh_connection: str | None = None) -> dict[str, str]:
     return found
 
 
-def refusals(want: PortSpec, facts: InterfaceFacts | None, management: dict[str, str]) -> list[Refusal]:
+def refusals(want: PortSpec, facts: NicFacts | None, management: dict[str, str]) -> list[Refusal]:
     """Why the interface of inventory entry ``want`` must not be used; each
     refusal names the field path."""
     name, field = want.name, want.field

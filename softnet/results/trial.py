@@ -721,8 +721,8 @@ class Provenance(BaseModel):
     host_changes_applied: list[str]
 
 
-class InterfaceFacts(Exact):
-    """An inventory host's interface as its agent found it."""
+class NicFacts(Exact):
+    """What a host says of an interface (its agent reads them; a raw trial records them as is)."""
 
     name: str
     mac: str
@@ -732,6 +732,11 @@ class InterfaceFacts(Exact):
     firmware: str
     operstate: str
     mtu: int | None = None
+
+
+class InterfaceFacts(NicFacts):
+    """An inventory host's interface as its agent found it, with the NIC knobs it takes."""
+
     nic_knobs: list[str] = []
 
 

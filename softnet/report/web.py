@@ -104,10 +104,15 @@ class Results:
                 raise InputError(str(d), "no softnet.duckdb here (not a softnet results directory)")
         self.dirs = [Path(d).resolve() for d in dirs]
 
-    def _open(self, store: int):
-        """The store, read-only; None while a run writing it holds DuckDB's lock."""
+    def _known(self, store: int, campaign_id: str | None = None) -> None:
         if not 0 <= store < len(self.dirs):
             raise HttpError(404, f"no results store {store}; there are {len(self.dirs)} (0..{len(self.dirs) - 1})")
+        if campaign_id is not None and not CAMPAIGN_ID_RE.match(campaign_id):
+            raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
+
+    def _open(self, store: int):
+        """The store, read-only; None while a run writing it holds DuckDB's lock."""
+        self._known(store)
         try:
             return readers.open_results(self.dirs[store])
         except InputError:
@@ -133,8 +138,7 @@ class Results:
         return out
 
     def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
-        if not CAMPAIGN_ID_RE.match(campaign_id):
-            raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
+        self._known(store, campaign_id)
         st = self._open(store)
         if st is None:
             return self.raw_rows(store, campaign_id)
@@ -144,10 +148,7 @@ class Results:
             return [TrialRow.of(t) for t in readers.stored_trials(st, campaign_id)]
 
     def raw_folder(self, store: int, campaign_id: str) -> Path:
-        if not CAMPAIGN_ID_RE.match(campaign_id):
-            raise HttpError(400, f"'{campaign_id[:80]}' is not a campaign id (letters, digits, '.', '_', '-')")
-        if not 0 <= store < len(self.dirs):
-            raise HttpError(404, f"no results store {store}; there are {len(self.dirs)} (0..{len(self.dirs) - 1})")
+        self._known(store, campaign_id)
         folder = self.dirs[store] / "raw" / campaign_id
         if not folder.is_dir():
             raise HttpError(404, f"no campaign {campaign_id} in results store {store}")

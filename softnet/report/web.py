@@ -119,22 +119,26 @@ class Results:
             return None
 
     def campaigns(self) -> list[CampaignRow]:
+        return [c for c, _ in self.campaign_trials()]
+
+    def campaign_trials(self) -> list[tuple[CampaignRow, list[TrialRow]]]:
+        """Every campaign of every store with its trials, each store opened once."""
         out = []
         for i, d in enumerate(self.dirs):
             st = self._open(i)
             if st is None:  # a run writes it: its campaigns from their raw folders
                 for folder in sorted(p for p in (d / "raw").glob("*") if p.is_dir()):
                     rows = self.raw_rows(i, folder.name)
-                    out.append(CampaignRow(i, str(d), folder.name, None, "-", None, len(rows),
-                                           sum(1 for r in rows if r.valid), "running"))
+                    out.append((CampaignRow(i, str(d), folder.name, None, "-", None, len(rows),
+                                            sum(1 for r in rows if r.valid), "running"), rows))
                 continue
             with st:
                 for c in readers.campaigns(st):
-                    trials = readers.stored_trials(st, c.campaign_id)
+                    rows = [TrialRow.of(t) for t in readers.stored_trials(st, c.campaign_id)]
                     kind = readers.CellSpec.model_validate(c.spec).method.kind if isinstance(c.spec, dict) \
                         else "sweep"
-                    out.append(CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(trials),
-                                           sum(1 for t in trials if t.result.valid), "stored"))
+                    out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
+                                            sum(1 for r in rows if r.valid), "stored"), rows))
         return out
 
     def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
@@ -170,8 +174,7 @@ def metrics(results: Results) -> bytes:
     latency = Gauge("softnet_trial_latency_seconds", "one-way latency percentile", (*labels, "quantile"),
                     registry=reg)
     flag = Gauge("softnet_trial_flag", "a flag raised on the trial (1)", (*labels, "flag"), registry=reg)
-    for c in results.campaigns():
-        trials = results.trials(c.store, c.campaign_id)
+    for c, trials in results.campaign_trials():
         if not trials:
             continue
         r = trials[-1]

@@ -78,7 +78,7 @@ def test_campaign_over_personalities_ranks_them(tmp_path):
     spec.write_text("""
 name = "paths"
 [method]
-loads = ["30kpps", "60kpps"]
+loads = ["10kpps", "20kpps"]
 runs = 2
 duration_s = 0.6
 warmup_s = 0.2
@@ -106,9 +106,16 @@ sample_interval_s = 0.2
     rows = data_path_rows(results, analyze_path(results))
     assert {r.label for r in rows} == {"sut=ipv4-fwd", "sut=ipv6-fwd"}
     for row in rows:
-        # the plain ratio at the lowest load, and the slope over both loads (no loss at 30-60 kpps)
-        assert 50 < row.cpu_ns_at_ref < 100_000
-        assert row.cpu_fit_trials == 4 and row.cpu_ns_per_pkt is not None
+        # the plain ratio at the lowest load, and the slope over the loads at
+        # or below the PDR: a vCPU stall can overflow a veth ring even at 20 kpps
+        assert 50 < row.cpu_ns_at_ref < 200_000
+        top = row.pdr_pps if row.pdr_pps is not None else (
+            20_000 if row.verdict == "NO-SATURATION" else None)
+        if top is not None and top >= 20_000:
+            assert row.cpu_fit_trials >= 3 and row.cpu_ns_per_pkt is not None
+            assert row.cpu_fit_max_load_pps == top
+        else:
+            assert row.cpu_fit_trials == 0 and row.cpu_ns_per_pkt is None
         assert f"{row.cpu_ns_at_ref:,.0f}" in text
 
 

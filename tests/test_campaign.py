@@ -148,11 +148,11 @@ warmup_s = 0.1
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     raw = results / "raw"
     deadline = time.monotonic() + 60
-    while len(list(raw.glob("*/*.json"))) < 2 and time.monotonic() < deadline:
+    while len(list(raw.glob("*/cell*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in raw.glob("*/*.json")}
+    first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in raw.glob("*/cell*.json")}
     assert 2 <= len(first) < 6
     assert subprocess.run(softnet_cmd("clean"), capture_output=True).returncode == 0
     r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(results), "--json"),
@@ -174,7 +174,7 @@ warmup_s = 0.1
     assert sum("XDP sink program" in c for c in changes[0]) == 1
     # Each raw file holds the trial's reads: re-evaluating them gives the stored result exactly.
     stored_json = {(l, r): j for l, r, j in db.execute("SELECT load_index, run_index, result_json FROM trials").fetchall()}
-    for path in raw.glob("*/*.json"):
+    for path in raw.glob("*/cell*.json"):
         rec = json.loads(path.read_text())
         again = evaluate(rec["raw_trial"]).to_dict()
         assert json.dumps(again, sort_keys=True, default=str) == json.dumps(rec["result"], sort_keys=True, default=str)

@@ -519,11 +519,11 @@ warmup_s = 0.1
     proc = subprocess.Popen([SOFTNET, "run", str(spec), "--results", str(results), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while len(list((results / "raw").glob("*/*.json"))) < 2 and time.monotonic() < deadline:
+    while len(list((results / "raw").glob("*/cell*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in (results / "raw").glob("*/*.json")}
+    first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in (results / "raw").glob("*/cell*.json")}
     assert 2 <= len(first) < 4
     # the controller's death closed the SSH sessions: each agent undid its host
     assert restored(eh, before, timeout=15) == []

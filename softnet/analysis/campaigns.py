@@ -18,6 +18,7 @@ from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS
 from softnet.errors import InputError
 from softnet.results import readers
 from softnet.results.readers import CellRecord, StoredResult, StoredTrial
+from softnet.results.stored import knobs_label
 from softnet.results.store import DB_NAME, Store
 
 
@@ -136,7 +137,7 @@ class Configuration:
 
 def cell_label(cell: CellRecord) -> str:
     if cell.knobs:
-        return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in cell.knobs.items())
+        return knobs_label(cell.knobs)
     sut = cell.settings.testbed.sut
     return "cell" if sut is None else sut
 

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
+from softnet.results.live import LiveCpu, LiveSample
 from softnet.results.series import Series
 from softnet.results.trial import (IrqRate, KernelCpu, KernelStats, NormalizedCost, ProfiledTrial, StoredKernel,
                                    StoredNormalized)
@@ -185,6 +186,33 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
         qdisc={k[1]: v for k, v in d.items() if k[0] == "qdisc"},
         missing=dict(series.missing), sampler=dict(series.sampler),
     )
+
+
+def live_sample(series: Series, elapsed_s: float) -> LiveSample | None:
+    """A running trial's figures over its sampler's last interval, by the
+    same definitions as the trial's window figures (None before two samples).
+    Loss over one interval is approximate: packets in flight at its edges."""
+    if len(series.samples) < 2:
+        return None
+    last = Series(series.interval_s, series.t_s[-2:], series.samples[-2:], {"window_start": 0, "window_end": 1},
+                  series.irq_names)
+    k = trial_kernel_stats(last, [], 0, 64, sysctls={"dev_weight": None, "netdev_budget": None})
+    d, secs = window_deltas(last)
+
+    def pps(*names: str) -> float | None:
+        got = [d[("link", n, -1)] for n in names if ("link", n, -1) in d]
+        return sum(got) / secs if got else None
+
+    offered = pps("gen.tx_packets") or pps("sut_in.rx_packets", "sut_in.rx_dropped")
+    received = pps("sink.rx_packets")
+    forwarded = pps("sut_out.tx_packets")
+    out = received if received is not None else forwarded
+    return LiveSample(
+        elapsed_s=elapsed_s, interval_s=secs, offered_pps=offered, forwarded_pps=forwarded, received_pps=received,
+        loss_ratio=min(1.0, max(0.0, 1 - out / offered)) if offered and out is not None else None,
+        per_cpu={c: LiveCpu(busy_pct=r.cpu_time_pct, net_rx_softirqs_per_s=r.net_rx_softirqs_per_s,
+                            net_tx_softirqs_per_s=r.net_tx_softirqs_per_s, softirq_tick_pct=r.softirq_tick_pct)
+                 for c, r in k.per_cpu.items()})
 
 
 def summarize_by_load(trials: list[dict]) -> list[dict]:

@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.provenance import provenance
+from softnet.results.live import LiveSample
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement, SideSettings
 from softnet.campaign.trial import TrialSpec, trial
@@ -46,7 +48,9 @@ class SyntheticMeasurer:
         # an uninterrupted one would have.
         return np.random.default_rng([self.spec.synthetic.seed, self.cell_id, *key])
 
-    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
+    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
+                live: Callable[[LiveSample], None] | None = None) -> dict:
+        """``live``: unused, the model has no kernel to sample."""
         m = self.spec.method
         duration = duration_s or m.duration_s
         tx, rx = self.model(rate_pps, duration, self._rng(load_index, run_index))
@@ -108,7 +112,8 @@ class TestbedMeasurer:
     def __exit__(self, *exc):
         self.changes.__exit__(*exc)
 
-    def _trial(self, rate_pps: float, duration_s: float, warmup_s: float) -> dict:
+    def _trial(self, rate_pps: float, duration_s: float, warmup_s: float,
+               live: Callable[[LiveSample], None] | None = None) -> dict:
         t, c = self.spec.traffic, self.spec.collect
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
                          frame_bytes=t.frame_bytes, flows=t.flows, src_ips=t.src_ips, dst_ips=t.dst_ips,
@@ -118,13 +123,15 @@ class TestbedMeasurer:
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu)
-        return self._run(spec)
+        return self._run(spec, live)
 
-    def _run(self, spec: TrialSpec) -> dict:
-        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path())
+    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
+        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path(), live=live)
 
-    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None) -> dict:
-        return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s)
+    def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
+                live: Callable[[LiveSample], None] | None = None) -> dict:
+        """One trial; ``live``: called with the kernel's figures at each sample while it runs."""
+        return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s, live)
 
     def path(self) -> dict:
         """Which side of the SUT receives (sut_in) and which sends (sut_out)."""
@@ -166,8 +173,8 @@ class RemoteMeasurer(TestbedMeasurer):
     def __exit__(self, *exc):
         self.tb.__exit__(*exc)
 
-    def _run(self, spec: TrialSpec) -> dict:
-        result = trial(self.tb, spec, keep_raw=True, path=self.path())
+    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
+        result = trial(self.tb, spec, keep_raw=True, path=self.path(), live=live)
         result.pop("hosts", None)  # kept in the raw trial and its provenance
         return result
 

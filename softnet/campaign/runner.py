@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from softnet.campaign.live import LiveWriter
 from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import pending_latency, run_latency_trial, run_search
 from softnet.campaign.spec import CampaignSpec
@@ -59,26 +60,30 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
         count = len(done)
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s), {total} trials, {count} already stored"
                        + (f" ({recovered} recovered from raw files)" if recovered else "")))
-        for cell_id, knobs, cell, todo in plan:
-            if not todo:
-                continue
-            with measurer_for(cell, cell_id) as m:
-                probe = None
-                if cell.needs_probe():
-                    probe = store.probe(cid, cell_id)
-                    if probe is None:
-                        probe, probe_result = m.probe_max()
-                        store.set_probe(cid, cell_id, probe, probe_result)
-                    on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
-                loads = cell.loads_pps(probe)
-                for li, ri in todo:
-                    on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
-                                   f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
-                    result = m.measure(loads[li], li, ri)
-                    store.add_trial(cid, cell_id, li, ri, knobs, result)
-                    count += 1
-                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
-                                   f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+        with LiveWriter(store.raw_folder(cid), cid, total, count) as live:
+            for cell_id, knobs, cell, todo in plan:
+                if not todo:
+                    continue
+                with measurer_for(cell, cell_id) as m:
+                    probe = None
+                    if cell.needs_probe():
+                        probe = store.probe(cid, cell_id)
+                        if probe is None:
+                            probe, probe_result = m.probe_max()
+                            store.set_probe(cid, cell_id, probe, probe_result)
+                        on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
+                    loads = cell.loads_pps(probe)
+                    for li, ri in todo:
+                        on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
+                                       f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
+                        result = m.measure(loads[li], li, ri, live=live.trial(
+                            cell_id, li, ri, knobs, loads[li], cell.method.warmup_s + cell.method.duration_s,
+                            cell.testbed.sut_cpus))
+                        store.add_trial(cid, cell_id, li, ri, knobs, result)
+                        count += 1
+                        live.trial_done(count)
+                        on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
+                                       f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
     return cid
 
 

@@ -15,11 +15,13 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
+from softnet.analysis.kernel_stats import live_sample
 from softnet.analysis.trial_eval import evaluate
 from softnet.errors import TestbedError
 from softnet.hosts.this_host import ThisHost
-from softnet.hosts.trial_hosts import GenPlan, SinkShape, TrialHosts
+from softnet.hosts.trial_hosts import GenPlan, SamplerHandle, SinkShape, TrialHosts
 from softnet.results import shapes
+from softnet.results.live import LiveSample
 from softnet.results.raw import check_raw
 from softnet.results.trial import (MTU_FRAME_BYTES, PAYLOAD_BYTES, RAW_SCHEMA_VERSION, TrialSpec,  # noqa: F401
                                    min_frame_bytes)
@@ -54,12 +56,13 @@ def _overdue(gens, expected_s: float, started: float) -> bool:
 
 
 def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
-            exact_pkts: int = 0) -> dict:
+            exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None) -> dict:
     """Run one trial on built hosts and return its raw reads; every piece the
     trial starts (sinks, generators, sampler, probe, injector, profiler) is
     stopped when it returns, however it returns. ``exact_pkts``: the sink
     also keeps that many window delays one by one (the raw's sink
-    latency_exact_ns), to check its histogram against."""
+    latency_exact_ns), to check its histogram against. ``live``: called with
+    the kernel's figures over each new sample interval while the trial runs."""
     spec.validate(hosts.ip_version)
     hosts.check(spec)
     one = spec.one_direction()  # what each direction sends (the whole spec when one-way)
@@ -100,11 +103,13 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         # The window's edges on the SUT host's clock, arranged during the
         # warm-up: nothing needs to reach that host while the window runs.
         hosts.window((started + spec.warmup_s, started + spec.warmup_s + spec.duration_s), sampler, profiler)
+        watch = LiveWatch(sampler, live, spec.sample_interval_s)
         while any(g.running() for g in gens):
             elapsed = time.time() - started
             hosts.tick(past_window=elapsed > expected_s)
             if progress:
                 progress(min(max(elapsed, 0.0) / expected_s, 1.0))
+            watch.poll(elapsed)
             if _overdue(gens, expected_s, started):
                 break
             time.sleep(hosts.poll_s)
@@ -144,12 +149,34 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
     return raw
 
 
+class LiveWatch:
+    """Hands each new sample interval of a running trial to ``live``, asking
+    the sampler twice an interval (on an inventory's host: an agent request)."""
+
+    def __init__(self, sampler: SamplerHandle | None, live: Callable[[LiveSample], None] | None,
+                 interval_s: float | None):
+        self.sampler, self.live = (sampler, live) if sampler and live and interval_s else (None, None)
+        self.every_s = (interval_s or 1.0) / 2
+        self.next_s, self.last_t = 0.0, None
+
+    def poll(self, elapsed_s: float) -> None:
+        if self.sampler is None or self.live is None or time.monotonic() < self.next_s:
+            return
+        self.next_s = time.monotonic() + self.every_s
+        tail = self.sampler.recent()
+        if tail.t_s and tail.t_s[-1] != self.last_t:
+            self.last_t = tail.t_s[-1]
+            if (sample := live_sample(tail, elapsed_s)) is not None:
+                self.live(sample)
+
+
 def trial(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
-          keep_raw: bool = False, path: dict | None = None, exact_pkts: int = 0) -> dict:
+          keep_raw: bool = False, path: dict | None = None, exact_pkts: int = 0,
+          live: Callable[[LiveSample], None] | None = None) -> dict:
     """measure + evaluate; the result as a dict (``keep_raw``: with the raw
     trial under "raw_trial", which the store saves as the raw file; ``path``:
     which sides of the SUT a campaign cell uses, kept with the trial)."""
-    raw = measure(hosts, spec, progress, exact_pkts)
+    raw = measure(hosts, spec, progress, exact_pkts, live)
     if path is not None:
         raw["path"] = path
     result = evaluate(raw, spec).to_dict()

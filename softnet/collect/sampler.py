@@ -210,6 +210,12 @@ class KernelSampler:
                 if v is not None:
                     out[("qdisc", f"{link.role}.{k}", -1)] = v
 
+    def tail(self, n: int = 2) -> Series:
+        """The last ``n`` samples so far (a running trial's live figures), copied under the lock."""
+        with self._lock:
+            s = self.series
+            return Series(s.interval_s, s.t_s[-n:], [dict(v) for v in s.samples[-n:]], irq_names=dict(s.irq_names))
+
     # ---- sampling ---------------------------------------------------------
     def sample_now(self, mark: str | None = None) -> None:
         t0 = time.thread_time()

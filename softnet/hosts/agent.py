@@ -444,10 +444,11 @@ class Agent(XskLabOps):
     def op_timeline(self, handle: str, sent: int) -> dict:
         return {"timeline": self._tool(handle, Sink).timeline(sent)}
 
-    def op_read(self, handle: str) -> dict:
+    def op_read(self, handle: str, last: int | None = None) -> dict:
+        """A tool's read; a sampler's series so far (``last``: its last samples only)."""
         obj = self._tool(handle)
         if isinstance(obj, KernelSampler):
-            return {"series": obj.series.to_json()}
+            return {"series": (obj.tail(last) if last else obj.series).to_json()}
         return {"read": obj.read()}
 
     def op_stop(self, handle: str) -> dict:

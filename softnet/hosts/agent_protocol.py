@@ -188,6 +188,10 @@ class StopReply(Reply):
     series: Any = None
 
 
+class SeriesReply(Reply):
+    series: dict  # softnet.results.series.Series.to_json()
+
+
 class WindowReply(Reply):
     window: Any = None
 

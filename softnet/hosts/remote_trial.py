@@ -17,13 +17,14 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError
-from softnet.hosts.agent_protocol import (Applied, DrainReply, GenStarted, ProfilerStarted, ReadReply,
+from softnet.hosts.agent_protocol import (Applied, DrainReply, GenStarted, ProfilerStarted, ReadReply, SeriesReply,
                                           Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
                                           WindowReply)
 from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, open_sessions, reserve
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
 from softnet.provenance import provenance
+from softnet.results.series import Series
 from softnet.testbed.local import ADDR
 from softnet.testbed.personalities import parse_sut
 from softnet.tools.changes import HostChanges
@@ -88,6 +89,9 @@ class _Profiler(_Tool):
 
 
 class _Sampler(_Tool):
+    def recent(self) -> Series:
+        return Series.from_json(self.session.ask(SeriesReply, "read", handle=self.handle, last=2).series)
+
     def finish(self) -> dict:
         return self.stop().series
 

@@ -59,6 +59,9 @@ class _Sampler:
     def sample_now(self, name: str) -> None:
         self.sampler.sample_now(name)
 
+    def recent(self) -> Series:
+        return self.sampler.tail(2)
+
     def stop(self) -> None:
         if not self.done:
             self.done = True

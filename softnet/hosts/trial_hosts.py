@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from softnet.collect import procfs
+from softnet.results.series import Series
 from softnet.tools.changes import HostChanges
 from softnet.traffic.native import Shape
 
@@ -68,6 +69,7 @@ class ProfilerHandle(ReadHandle, Protocol):
 
 
 class SamplerHandle(Protocol):
+    def recent(self) -> Series: ...  # the last two samples so far (a running trial's live figures)
     def finish(self) -> dict: ...  # stop sampling; the series as JSON
 
 

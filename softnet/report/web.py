@@ -17,6 +17,7 @@ import asyncio
 import hmac
 import json
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from starlette.routing import Route
 
 from softnet.errors import InputError
 from softnet.results import readers
+from softnet.results.live import LIVE_FILE, LiveCampaign, LiveCpu, read_live
 from softnet.results.store import TrialRecord
-from softnet.results.stored import StoredResult, StoredTrial
+from softnet.results.stored import StoredResult, StoredTrial, knobs_label
 
 CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -57,7 +59,7 @@ class CampaignRow:
     created_unix_s: float | None
     trials: int
     valid: int
-    status: str  # "stored", or "running" while a run holds the store (its trials read from the raw files)
+    status: str  # "running", "interrupted" (its run ended early or was killed) or "done"
 
 
 @dataclass(frozen=True)
@@ -74,25 +76,48 @@ class TrialRow:
     latency_p99_9_ns: float | None
     valid: bool | None
     flags: list[str]
+    configuration: str  # the cell's knobs ("" without)
+    per_cpu: dict[int, LiveCpu]  # over the window: the result's kernel statistics ({} without)
+    stalls: int | None  # host stalls the probe saw on the data path's CPUs (None: no probe)
+    stall_ms: float | None
 
     @classmethod
-    def of(cls, t: StoredTrial) -> "TrialRow":
-        return cls.made(t.cell_id, t.load_index, t.run_index, t.result)
+    def of(cls, t: StoredTrial, knobs: dict) -> "TrialRow":
+        return cls.made(t.cell_id, t.load_index, t.run_index, t.result, knobs)
 
     @classmethod
-    def made(cls, cell_id: int, load_index: int, run_index: int, r: StoredResult) -> "TrialRow":
+    def made(cls, cell_id: int, load_index: int, run_index: int, r: StoredResult, knobs: dict) -> "TrialRow":
+        per_cpu = {int(c): LiveCpu(busy_pct=v["cpu_time_pct"], net_rx_softirqs_per_s=v["net_rx_softirqs_per_s"],
+                                   net_tx_softirqs_per_s=v["net_tx_softirqs_per_s"],
+                                   softirq_tick_pct=v.get("softirq_tick_pct"))
+                   for c, v in ((r.kernel or {}).get("per_cpu") or {}).items()}
+        cpus = (r.host_stalls.per_cpu or {}) if r.host_stalls and not r.host_stalls.missing else None
         return cls(cell_id, load_index, run_index, r.intended_rate_pps, r.achieved_rate_pps, r.loss_ratio,
-                   r.latency_p50_ns, r.latency_p90_ns, r.latency_p99_ns, r.latency_p99_9_ns, r.valid, list(r.flags))
+                   r.latency_p50_ns, r.latency_p90_ns, r.latency_p99_ns, r.latency_p99_9_ns, r.valid, list(r.flags),
+                   knobs_label(knobs), per_cpu, None if cpus is None else sum(c.count for c in cpus.values()),
+                   None if cpus is None else sum(c.total_ms for c in cpus.values()))
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "per_cpu": {c: v.model_dump() for c, v in self.per_cpu.items()}}
 
     @property
     def key(self) -> str:
         return f"{self.cell_id}-{self.load_index}-{self.run_index}"
 
 
+def status(live: LiveCampaign | None, otherwise: str) -> str:
+    """A campaign's state from its live file: "running" while its writer
+    runs, "interrupted" once it is gone without finishing."""
+    if live is None:
+        return otherwise
+    return "running" if live.writer_alive() else "interrupted"
+
+
 def raw_trial(path: Path) -> TrialRow:
     """A trial from its raw file (written before its row: a running campaign's)."""
     rec = TrialRecord(**json.loads(path.read_text()))
-    return TrialRow.made(rec.cell_id, rec.load_index, rec.run_index, StoredResult.parse(rec.result, str(path)))
+    return TrialRow.made(rec.cell_id, rec.load_index, rec.run_index, StoredResult.parse(rec.result, str(path)),
+                         rec.knobs)
 
 
 class Results:
@@ -129,16 +154,18 @@ class Results:
             if st is None:  # a run writes it: its campaigns from their raw folders
                 for folder in sorted(p for p in (d / "raw").glob("*") if p.is_dir()):
                     rows = self.raw_rows(i, folder.name)
+                    live = read_live(folder)
                     out.append((CampaignRow(i, str(d), folder.name, None, "-", None, len(rows),
-                                            sum(1 for r in rows if r.valid), "running"), rows))
+                                            sum(1 for r in rows if r.valid), status(live, "running")), rows))
                 continue
             with st:
                 for c in readers.campaigns(st):
-                    rows = [TrialRow.of(t) for t in readers.stored_trials(st, c.campaign_id)]
+                    rows = self._stored_rows(st, c.campaign_id)
                     kind = readers.CellSpec.model_validate(c.spec).method.kind if isinstance(c.spec, dict) \
                         else "sweep"
+                    live = read_live(d / "raw" / c.campaign_id)
                     out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
-                                            sum(1 for r in rows if r.valid), "stored"), rows))
+                                            sum(1 for r in rows if r.valid), status(live, "done")), rows))
         return out
 
     def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
@@ -149,7 +176,12 @@ class Results:
         with st:
             if campaign_id not in {c.campaign_id for c in readers.campaigns(st)}:
                 raise HttpError(404, f"no campaign {campaign_id} in results store {store}")
-            return [TrialRow.of(t) for t in readers.stored_trials(st, campaign_id)]
+            return self._stored_rows(st, campaign_id)
+
+    @staticmethod
+    def _stored_rows(st, campaign_id: str) -> list[TrialRow]:
+        knobs = {c.cell_id: c.knobs for c in readers.cells(st, campaign_id)}
+        return [TrialRow.of(t, knobs.get(t.cell_id, {})) for t in readers.stored_trials(st, campaign_id)]
 
     def raw_folder(self, store: int, campaign_id: str) -> Path:
         self._known(store, campaign_id)
@@ -162,34 +194,96 @@ class Results:
         return [raw_trial(p) for p in sorted(self.raw_folder(store, campaign_id).glob(RAW_TRIALS))]
 
 
+class Gauges:
+    """The figures of one scrape, in a registry of their own."""
+
+    TRIAL = ("results", "campaign", "configuration", "cell", "trial")
+
+    def __init__(self) -> None:
+        self.reg = CollectorRegistry()
+
+    def gauge(self, name: str, doc: str, *extra: str, labels: tuple[str, ...] = TRIAL) -> Gauge:
+        return Gauge(name, doc, (*labels, *extra), registry=self.reg)
+
+
 def metrics(results: Results) -> bytes:
-    """Each campaign's last stored trial, in the OpenMetrics text format."""
-    reg = CollectorRegistry()
-    labels = ("results", "campaign", "cell", "trial")
-    g = {name: Gauge(f"softnet_trial_{name}", doc, labels, registry=reg) for name, doc in (
+    """Each campaign's last stored trial (rates, loss, latency percentiles,
+    per-CPU busy time and softirqs over its window, host stalls, validity
+    and flags) and, while a campaign runs, its trial in progress (the kernel's
+    figures over the last sample interval), in the OpenMetrics text format."""
+    g = Gauges()
+    done = {name: g.gauge(f"softnet_trial_{name}", doc) for name, doc in (
         ("offered_rate_pps", "load offered (packets per second)"),
         ("achieved_rate_pps", "load the generator achieved (packets per second)"),
         ("loss_ratio", "lost packets over packets sent in the window"),
-        ("valid", "1 when softnet vouches for the trial's figures, 0 when a flag invalidates them"))}
-    latency = Gauge("softnet_trial_latency_seconds", "one-way latency percentile", (*labels, "quantile"),
-                    registry=reg)
-    flag = Gauge("softnet_trial_flag", "a flag raised on the trial (1)", (*labels, "flag"), registry=reg)
-    for c, trials in results.campaign_trials():
-        if not trials:
+        ("valid", "1 when softnet vouches for the trial's figures, 0 when a flag invalidates them"),
+        ("host_stalls", "host stalls the probe saw on the data path's CPUs in the trial"),
+        ("host_stall_seconds", "their total duration"))}
+    latency = g.gauge("softnet_trial_latency_seconds", "one-way latency percentile", "quantile")
+    flag = g.gauge("softnet_trial_flag", "a flag raised on the trial (1)", "flag")
+    cpu = {name: g.gauge(f"softnet_trial_{name}", doc, "cpu") for name, doc in CPU_GAUGES}
+    live = {name: g.gauge(f"softnet_live_{name}", doc) for name, doc in (
+        ("offered_rate_pps", "packets per second into the SUT over the last sample interval"),
+        ("forwarded_rate_pps", "packets per second out of the SUT over the last sample interval"),
+        ("received_rate_pps", "packets per second at the sink over the last sample interval"),
+        ("loss_ratio", "1 - received / offered over the last sample interval (packets in flight blur it)"),
+        ("progress_ratio", "the trial's elapsed time over its warm-up and window"))}
+    live_cpu = {name: g.gauge(f"softnet_live_{name}", doc, "cpu") for name, doc in CPU_GAUGES}
+    camp = ("results", "campaign")
+    state = g.gauge("softnet_campaign_state", "1 for the campaign's state", "state", labels=camp)
+    trials = g.gauge("softnet_campaign_trials", "trials stored", labels=camp)
+    planned = g.gauge("softnet_campaign_trials_planned", "trials the running campaign plans", labels=camp)
+    left = g.gauge("softnet_campaign_time_left_seconds", "at the pace of the trials run so far", labels=camp)
+    for c, rows in results.campaign_trials():
+        state.labels(c.results_dir, c.campaign_id, c.status).set(1)
+        trials.labels(c.results_dir, c.campaign_id).set(c.trials)
+        if rows:
+            r = rows[-1]
+            key = (c.results_dir, c.campaign_id, r.configuration, str(r.cell_id),
+                   f"load {r.load_index} run {r.run_index}")
+            for name, value in (("offered_rate_pps", r.intended_rate_pps), ("achieved_rate_pps", r.achieved_rate_pps),
+                                ("loss_ratio", r.loss_ratio), ("valid", None if r.valid is None else int(r.valid)),
+                                ("host_stalls", r.stalls),
+                                ("host_stall_seconds", None if r.stall_ms is None else r.stall_ms / 1e3)):
+                if value is not None:
+                    done[name].labels(*key).set(value)
+            for q, field in QUANTILES:
+                ns = getattr(r, field)
+                if ns is not None:
+                    latency.labels(*key, q).set(ns / 1e9)
+            for f in r.flags:
+                flag.labels(*key, f).set(1)
+            _set_cpus(cpu, key, r.per_cpu)
+        lv = read_live(results.dirs[c.store] / "raw" / c.campaign_id)
+        if c.status != "running" or lv is None:
             continue
-        r = trials[-1]
-        key = (c.results_dir, c.campaign_id, str(r.cell_id), f"load {r.load_index} run {r.run_index}")
-        for name, value in (("offered_rate_pps", r.intended_rate_pps), ("achieved_rate_pps", r.achieved_rate_pps),
-                            ("loss_ratio", r.loss_ratio), ("valid", None if r.valid is None else int(r.valid))):
-            if value is not None:
-                g[name].labels(*key).set(value)
-        for q, field in QUANTILES:
-            ns = getattr(r, field)
-            if ns is not None:
-                latency.labels(*key, q).set(ns / 1e9)
-        for f in r.flags:
-            flag.labels(*key, f).set(1)
-    return generate_latest(reg)
+        planned.labels(c.results_dir, c.campaign_id).set(lv.total_trials)
+        if (t_left := lv.time_left_s(time.time())) is not None:
+            left.labels(c.results_dir, c.campaign_id).set(t_left)
+        t = lv.trial
+        if t is None:
+            continue
+        key = (c.results_dir, c.campaign_id, t.configuration, str(t.cell_id), f"load {t.load_index} run {t.run_index}")
+        live["progress_ratio"].labels(*key).set(min(1.0, (time.time() - t.started_unix_s) / t.expected_s))
+        if (s := t.latest) is not None:
+            for name, value in (("offered_rate_pps", s.offered_pps), ("forwarded_rate_pps", s.forwarded_pps),
+                                ("received_rate_pps", s.received_pps), ("loss_ratio", s.loss_ratio)):
+                if value is not None:
+                    live[name].labels(*key).set(value)
+            _set_cpus(live_cpu, key, s.per_cpu)
+    return generate_latest(g.reg)
+
+
+CPU_GAUGES = (("cpu_busy_ratio", "share of the CPU's time not idle (1 - idle / wall)"),
+              ("net_rx_softirqs_per_second", "NET_RX softirqs run on the CPU per second"),
+              ("net_tx_softirqs_per_second", "NET_TX softirqs run on the CPU per second"))
+
+
+def _set_cpus(gauges: dict[str, Gauge], key: tuple[str, ...], per_cpu: dict[int, LiveCpu]) -> None:
+    for c, v in per_cpu.items():
+        for name, value in (("cpu_busy_ratio", v.busy_pct / 100), ("net_rx_softirqs_per_second", v.net_rx_softirqs_per_s),
+                            ("net_tx_softirqs_per_second", v.net_tx_softirqs_per_s)):
+            gauges[name].labels(*key, str(c)).set(value)
 
 
 def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
@@ -211,9 +305,11 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
         store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
         rows = results.trials(store, cid)
         if request.url.path.startswith("/api/"):
-            return JSONResponse([asdict(r) for r in rows])
+            return JSONResponse([r.to_json() for r in rows])
+        token = request.query_params.get("token", "")
         return page("serve_campaign.html.j2", campaign_id=cid, store=store, results_dir=str(results.dirs[store]),
-                    trials=rows, token=request.query_params.get("token", ""))
+                    trials=rows, tq=f"?token={token}" if token else "", raw_base=f"/api/c/{store}/{cid}/raw",
+                    status=status(read_live(results.dirs[store] / "raw" / cid), "done"))
 
     async def events(request: Request) -> Response:
         """Server-sent events: each trial of the campaign as its raw file lands
@@ -222,13 +318,31 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
 
         async def stream():
             seen: set[Path] = set()
+            live_stamp: int | None = None
             while not await request.is_disconnected():
                 for path in sorted(set(folder.glob(RAW_TRIALS)) - seen):
                     seen.add(path)
-                    yield f"data: {json.dumps(asdict(raw_trial(path)))}\n\n"
+                    yield f"data: {json.dumps(raw_trial(path).to_json())}\n\n"
+                # the trial in progress, at each kernel sample (null: the campaign ended)
+                stamp = _mtime(folder / LIVE_FILE)
+                if stamp != live_stamp:
+                    live_stamp, lv = stamp, read_live(folder)
+                    body = None if lv is None else {**lv.model_dump(), "status": status(lv, "done"),
+                                                    "time_left_s": lv.time_left_s(time.time())}
+                    yield f"event: live\ndata: {json.dumps(body)}\n\n"
                 await asyncio.sleep(POLL_S)
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def raw(request: Request) -> Response:
+        """One trial's raw file (its key, knobs, result and the raw reads it was evaluated from)."""
+        p = request.path_params
+        folder = results.raw_folder(_store_index(p["store"]), p["campaign_id"])
+        cell, load, run = (_index(p[k], k) for k in ("cell", "load", "run"))
+        path = folder / f"cell{cell:03d}-load{load:03d}-run{run:03d}.json"
+        if not path.is_file():
+            raise HttpError(404, f"no trial cell {cell} load {load} run {run} in campaign {p['campaign_id']}")
+        return FileResponse(path, media_type="application/json")
 
     async def plotly_js(request: Request) -> Response:
         """The charting library, from the installed plotly package: the pages need no internet."""
@@ -246,6 +360,7 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
     routes = [Route("/", index), Route("/api/campaigns", index),
               Route("/c/{store}/{campaign_id}", campaign), Route("/api/c/{store}/{campaign_id}/trials", campaign),
               Route("/events/c/{store}/{campaign_id}", events),
+              Route("/api/c/{store}/{campaign_id}/raw/{cell}/{load}/{run}", raw),
               Route("/metrics", prometheus), Route("/static/plotly.min.js", plotly_js),
               Route("/favicon.ico", lambda request: Response(status_code=204))]
     app = Starlette(routes=routes, exception_handlers={HttpError: refused, 404: not_found})
@@ -260,9 +375,20 @@ def plotly_bundle() -> Path:
     return Path(str(importlib.resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 def _store_index(text: str) -> int:
-    if not text.isdigit():
-        raise HttpError(400, f"'{text[:40]}' is not a results store number")
+    return _index(text, "results store")
+
+
+def _index(text: str, what: str) -> int:
+    if not text.isdigit() or len(text) > 9:
+        raise HttpError(400, f"'{text[:40]}' is not a {what} number")
     return int(text)
 
 

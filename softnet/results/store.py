@@ -171,8 +171,11 @@ class Store:
                 for cid, cell, probe, probe_json, knobs, spec in rows]
 
     # ---- trials -----------------------------------------------------------
+    def raw_folder(self, campaign_id: str) -> Path:
+        return self.dir / "raw" / campaign_id
+
     def raw_path(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> Path:
-        return self.dir / "raw" / campaign_id / f"cell{cell_id:03d}-load{load_index:03d}-run{run_index:03d}.json"
+        return self.raw_folder(campaign_id) / f"cell{cell_id:03d}-load{load_index:03d}-run{run_index:03d}.json"
 
     def add_trial(self, campaign_id: str, cell_id: int, load_index: int, run_index: int,
                   knobs: dict, result: dict) -> None:
@@ -235,7 +238,7 @@ class Store:
 
     def recover(self, campaign_id: str) -> int:
         """Import raw files whose row is missing (a kill between the two writes)."""
-        folder = self.dir / "raw" / campaign_id
+        folder = self.raw_folder(campaign_id)
         if not folder.is_dir():
             return 0
         done = self.done_keys(campaign_id)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
-from softnet.results.trial import KernelSamples, LossAttribution, Number, StallLoss
+from softnet.results.trial import HostStalls, KernelSamples, LossAttribution, Number, StallLoss
 
 
 class LatencyAt(BaseModel):
@@ -84,6 +84,7 @@ class StoredResult(BaseModel):
     latency_p99_9_ns: Number | None = None
     latency_p99_upper_ns: Number | None = None  # schema 2: the log2 bucket's upper edge
     loss_attribution: LossAttribution | None = None
+    host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings
     kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
     profile: dict | None = None
     provenance: StoredProvenance | None = None
@@ -122,6 +123,11 @@ class StoredResult(BaseModel):
         except ValidationError as exc:
             e = exc.errors()[0]
             raise InputError(where, f"stored trial result: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+
+
+def knobs_label(knobs: dict) -> str:
+    """A configuration's name from its cell's knobs: "sut=ipv4-fwd, frame_bytes=64" ("" without knobs)."""
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in knobs.items())
 
 
 @dataclass(frozen=True)

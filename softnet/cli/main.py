@@ -663,6 +663,22 @@ def serve(results: list[Path] = typer.Argument(..., help="softnet results direct
 
 
 @app.command()
+def trend(results: list[Path] = typer.Argument(..., help="softnet results directories (campaigns of any age)"),
+          figure: str = typer.Option(None, help="only this figure: capacity, pdr, ndr, latency_p50, cpu_ns"),
+          as_json: bool = typer.Option(False, "--json"),
+          fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="CI gate: exit 1 when a "
+                                                  "series' latest change point is a regression at the newest "
+                                                  "campaign"),
+          wide: bool = wide_option()) -> None:
+    """Each configuration's figures over stored campaigns, with change points (jumpavg)."""
+    from softnet.cli import trend_cmd
+
+    for r in results:
+        check_store(r)
+    raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide))
+
+
+@app.command()
 def export(results: Path = typer.Argument(..., help="softnet results directory"),
            fmt: str = typer.Option("parquet", "--format", help="csv or parquet"),
            out: Path = typer.Option(None, help="output folder (default RESULTS/export)")) -> None:

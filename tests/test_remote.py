@@ -21,6 +21,7 @@ from softnet.hosts.agent import PROTOCOL_VERSION
 from softnet.campaign.trial import trial
 from softnet.hosts.remote_trial import RemoteTestbed
 from softnet.hosts.session import AgentSession, controller_id, run
+from softnet.results.live import read_live
 from softnet.results.trial import TrialSpec
 from softnet.tools.changes import HostChanges
 from softnet.tools.snapshot import host_snapshot, snapshot_diff
@@ -285,12 +286,16 @@ def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts
     from softnet.testbed.local import LocalTestbed
 
     eh, path = hosts
-    spec = TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3)
+    spec = TrialSpec(rate_pps=50e3, duration_s=1.0, warmup_s=0.3, sample_interval_s=0.25)
     before = snapshots(eh)
+    live = []
     with RemoteTestbed(inv_mod.load(path), "tb1") as tb:
         during = snapshots(eh)
-        remote = trial(tb, spec, keep_raw=True)
+        remote = trial(tb, spec, keep_raw=True, live=live.append)
     assert restored(eh, before) == []
+    # the SUT host's sampler, asked while the trial ran: its interfaces' rates, its CPUs
+    assert len(live) >= 3 and all(s.per_cpu for s in live)
+    assert 0.7 * spec.rate_pps <= max(s.offered_pps or 0 for s in live) <= 1.3 * spec.rate_pps
     assert same(before, during)  # it did change them while it ran
     with HostChanges() as changes:
         ltb = LocalTestbed(changes)
@@ -525,6 +530,9 @@ warmup_s = 0.1
     proc.communicate()
     first = {p.name: json.loads(p.read_text())["result"]["started_unix_s"] for p in (results / "raw").glob("*/cell*.json")}
     assert 2 <= len(first) < 4
+    (folder,) = (results / "raw").glob("*/")
+    left = read_live(folder)  # what a viewer reads: the run is gone without finishing
+    assert left is not None and left.done_trials >= 2 and not left.writer_alive()
     # the controller's death closed the SSH sessions: each agent undid its host
     assert restored(eh, before, timeout=15) == []
     r = softnet("run", str(spec), "--results", str(results), "--json", timeout=300)

@@ -44,7 +44,7 @@ class LiveWriter:
     def trial(self, cell_id: int, load_index: int, run_index: int, knobs: dict, rate_pps: float,
               expected_s: float, sut_cpus: list[int] | None = None) -> Callable[[LiveSample], None]:
         """Announce a trial; the callback adds each of its samples."""
-        label = knobs_label(knobs) or "-"
+        label = knobs_label(knobs)
         self.state.trial = LiveTrial(cell_id=cell_id, load_index=load_index, run_index=run_index,
                                      configuration=label, intended_rate_pps=rate_pps, started_unix_s=time.time(),
                                      expected_s=expected_s, sut_cpus=list(sut_cpus or []))

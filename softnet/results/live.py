@@ -51,7 +51,7 @@ class LiveTrial(BaseModel):
     cell_id: int
     load_index: int
     run_index: int
-    configuration: str  # the cell's knobs, "k=v, ..." ("-": none)
+    configuration: str  # the cell's knobs, "k=v, ..." ("": none)
     intended_rate_pps: float
     started_unix_s: float
     expected_s: float  # warm-up + window at the intended rate

@@ -190,3 +190,27 @@ def test_a_running_campaigns_trials_reach_the_page_within_2_s(results, tmp_path)
             assert status == 200 and 'id="t-0-2-2"' in html and "EventSource" in html
         finally:
             s.stop()
+
+
+def test_api_trends_gives_each_configurations_series(server, results):
+    cid, _ = stored(results)
+    status, body = server.get("/api/trends?figure=capacity&figure=pdr")
+    doc = json.loads(body)
+    assert status == 200 and doc["skipped"] == []
+    (s,) = doc["series"]
+    assert s["key"] == "syn / synthetic" and [f["figure"] for f in s["figures"]] == ["capacity", "pdr"]
+    cap = s["figures"][0]
+    assert [p["campaign_id"] for p in cap["points"]] == [cid] and cap["change_points"] == []
+    assert set(cap["points"][0]) >= {"store", "value", "ci", "created_unix_s", "runs"}
+    assert [(g["start"], g["end"]) for g in cap["segments"]] == [(0, 1)]
+    status, html = server.get("/trends")
+    assert status == 200 and 'id="trend-0-0"' in html
+
+
+@pytest.mark.parametrize("query, words", [
+    ("figure=speed", "figure: unknown figure 'speed'"),
+    ("since=2026", "since: not a parameter"),
+])
+def test_api_trends_refuses_a_bad_parameter_naming_it(server, query, words):
+    status, body = server.get(f"/api/trends?{query}")
+    assert status == 400 and words in json.loads(body)["error"], body

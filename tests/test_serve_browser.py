@@ -8,6 +8,7 @@ import io
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,35 @@ def test_a_trial_landing_during_a_run_appears_in_the_open_page_within_2_s(browse
             assert not errors, errors
         finally:
             s.stop()
+
+
+def test_trends_page_shows_the_change_point_at_the_planted_step(browser, tmp_path):
+    """8 stored campaigns (one results directory each) with a planted 5%
+    capacity step, and a stored comparison of the two settings: the trend
+    draws every campaign, the change point sits between the last before the
+    step and the first after it, labelled with the comparison's verdict."""
+    from tests.test_trends import N, STEP_AT, make_comparison, make_step_series
+
+    dirs = [*make_step_series(tmp_path), make_comparison(tmp_path)]
+    s = Server(*map(str, dirs))
+    try:
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/")
+        page.click("a[href=\"/trends\"]")
+        page.wait_for_selector("#trend-0-0 .main-svg")
+        assert page.locator("#trend-0-0").get_attribute("data-figure") == "capacity"
+        assert page.locator("#trend-0-0 .point").count() == N  # one marker per campaign
+        shapes = page.evaluate("document.getElementById('trend-0-0').layout.shapes.map(s => s.x0)")
+        assert shapes == [STEP_AT + 0.5]  # between campaign #STEP_AT and #STEP_AT+1 (1-based)
+        note = page.locator("#trend-0-0 .annotation-text").first.text_content()
+        assert "-5.0% regression" in note and "comparison: slower" in note, note
+        assert page.locator("#changes-0-0 li.change-point.regression").get_attribute("data-index") == str(STEP_AT)
+        assert page.locator("li.no-change").count() == 2  # pdr and ndr: the load grid did not move
+        shot = page.screenshot(full_page=True)
+        (Path(__file__).parent.parent / "docs" / "img" / "serve-trends.png").write_bytes(shot)
+        assert not_blank(shot) and not errors, errors
+        box = page.locator("#trend-0-0 .point").nth(STEP_AT).bounding_box()  # a point links to its campaign
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_selector("#loss-chart .main-svg")
+        assert "/c/" in page.url and not errors, errors
+    finally:
+        s.stop()

@@ -30,6 +30,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 
 from softnet.errors import InputError
+from softnet.report.web_trends import trend_routes
 from softnet.results import readers
 from softnet.results.live import LIVE_FILE, LiveCampaign, LiveCpu, read_live
 from softnet.results.store import TrialRecord
@@ -363,6 +364,7 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
               Route("/api/c/{store}/{campaign_id}/raw/{cell}/{load}/{run}", raw),
               Route("/metrics", prometheus), Route("/static/plotly.min.js", plotly_js),
               Route("/favicon.ico", lambda request: Response(status_code=204))]
+    routes += trend_routes(results, page)  # /trends, /api/trends (web_trends)
     app = Starlette(routes=routes, exception_handlers={HttpError: refused, 404: not_found})
     if token:
         app.add_middleware(TokenRequired, token=token)

@@ -57,6 +57,7 @@ bench: setup
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/multigen_bench.py 5
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/traffic_bench.py 5
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/compare_bench.py --repeats 10
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/trend_false_changes.py --campaigns 10
 
 clean:
 	$(MAKE) -C native clean

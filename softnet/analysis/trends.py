@@ -21,8 +21,8 @@ from typing import Literal, Sequence
 
 import jumpavg
 
-from softnet.analysis.campaigns import Configuration
-from softnet.analysis.data_paths import DataPathRow, forwarded_pps
+from softnet.analysis.campaigns import Configuration, FlagPolicy, SoftnetMeta, _runs
+from softnet.analysis.data_paths import DataPathRow
 from softnet.analysis.loss_stats import MeanCI
 from softnet.results.comparison import ComparisonSummary, PairedDifference
 
@@ -178,8 +178,10 @@ def campaign_figures(store: int, results_dir: str, name: str, created_unix_s: fl
     best = max(loads, key=lambda s: s.throughput_pps.mean, default=None)
     capacity = None
     if row.capacity_pps is not None and best is not None:
-        runs = [x for t in config.trials if t.result.valid and t.result.intended_rate_pps == best.load_pps
-                and (x := forwarded_pps(t.result)) is not None]
+        # the runs the analysis' throughput is the mean of: kept by its policy, rx counted as it counts them
+        mode = config.meta.host_stall_loss if isinstance(config.meta, SoftnetMeta) else "set_apart"
+        runs = [min(r.rx_pkts, r.tx_pkts) / r.duration_s for r in _runs(config.trials, mode)
+                if r.offered_load_pps == best.load_pps and FlagPolicy().exclusion_reason(r) is None]
         capacity = FigureValue(row.capacity_pps, row.capacity_ci, tuple(runs) or (row.capacity_pps,))
     latency = None
     if loads:
@@ -193,7 +195,7 @@ def campaign_figures(store: int, results_dir: str, name: str, created_unix_s: fl
     def single(v: float | None, ci: tuple[float, float] | None = None) -> FigureValue | None:
         return None if v is None else FigureValue(v, ci, (v,))
 
-    spec = config.meta.spec if config.meta is not None and hasattr(config.meta, "spec") else {}
+    spec = config.meta.spec if isinstance(config.meta, SoftnetMeta) else {}
     return CampaignFigures(store, results_dir, config.campaign_id or "", name, config.label, dict(config.knobs),
                            spec, created_unix_s, capacity, single(row.pdr_pps), single(row.ndr_pps), latency,
                            single(row.cpu_ns_per_pkt, row.cpu_ns_ci))

@@ -129,9 +129,9 @@ def test_interrupted_campaign_resumes_without_repeating_latency_trials(tmp_path,
     calls: list[tuple[int, int]] = []
     real = SyntheticMeasurer.measure
 
-    def counted(self, rate_pps, load_index, run_index, duration_s=None):
+    def counted(self, rate_pps, load_index, run_index, duration_s=None, live=None):
         calls.append((run_index, load_index))
-        return real(self, rate_pps, load_index, run_index, duration_s)
+        return real(self, rate_pps, load_index, run_index, duration_s, live)
 
     monkeypatch.setattr(SyntheticMeasurer, "measure", counted)
     parts = tmp_path / "parts"

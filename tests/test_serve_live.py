@@ -130,7 +130,7 @@ def test_a_running_campaign_live_in_metrics_and_events(tmp_path):
     assert len(with_samples) >= 8, [e["trial"] for _, e in live]
     assert all(t - e["updated_unix_s"] <= 2.0 for t, e in live)
     assert events.events[-1][1] is None  # the stream says the campaign ended
-    assert max(e["done_trials"] for _, e in live) == 4 and live[0][1]["total_trials"] == 4
+    assert max(e["done"] for _, e in live) == 4 and live[-1][1]["planned"] == 4 and live[0][1]["unit"] == "trials"
 
     # the trial in progress in /metrics: rates near the offered load, every CPU's busy share
     running = [s for scrape in scraper.scrapes for s in scrape if s.name == "softnet_live_offered_rate_pps"]
@@ -181,7 +181,7 @@ def test_a_campaign_stopped_by_ctrl_c_shows_interrupted(tmp_path):
     results = tmp_path / "r"
     proc = start_run(tmp_path / "s.toml", results)
     deadline = time.monotonic() + 60
-    while not list((results / "raw").glob("*/cell*.json")):
+    while not any((lv := read_live(f)) and lv.done for f in (results / "raw").glob("*/")):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -202,7 +202,8 @@ def test_a_writer_gone_without_a_word_reads_as_interrupted(tmp_path):
     """kill -9: the live file stays 'running', but its writer's pid is gone."""
     dead = subprocess.Popen(["true"])
     dead.wait()
-    with LiveWriter(tmp_path, "c-1", total=4, done=1) as w:
+    with LiveWriter(tmp_path, "c-1", "sweep") as w:
+        w.progress("plan", 1, 4)
         w.trial(0, 1, 0, {"testbed.sut": "ipv4-fwd"}, 1e5, 3.0)(LiveSample(elapsed_s=1.0, interval_s=0.5))
         w.state.pid = dead.pid  # what a killed controller leaves behind
         w._write()
@@ -212,7 +213,8 @@ def test_a_writer_gone_without_a_word_reads_as_interrupted(tmp_path):
         w.state.pid = os.getpid()
     assert read_live(tmp_path) is None  # ended as planned: no live file
     with pytest.raises(KeyboardInterrupt):
-        with LiveWriter(tmp_path, "c-1", total=4, done=1) as w:
+        with LiveWriter(tmp_path, "c-1", "search") as w:
+            w.progress("plan", 0, 2)
             raise KeyboardInterrupt
     lv = read_live(tmp_path)
-    assert lv is not None and lv.state == "interrupted" and not lv.writer_alive()
+    assert lv is not None and lv.state == "interrupted" and not lv.writer_alive() and lv.unit == "searches"

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from softnet.analysis.comparisons import ComparedTrial, paired_summary, stop_rule
 from softnet.analysis.paired import round_order
+from softnet.campaign.live import LiveWriter
 from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import run_search
 from softnet.campaign.spec import CampaignSpec
@@ -111,8 +112,8 @@ def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
     return {k: t for k, t in trials.items() if k[2] < complete}, complete
 
 
-def run_compare(spec: CampaignSpec, store: Store, cid: str,
-                on_event: Callable[[str, int, int, str], None]) -> ComparisonSummary:
+def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[str, int, int, str], None],
+                live: LiveWriter | None = None) -> ComparisonSummary:
     """Measure rounds until the stop rule decides or the budget is spent; the
     result is stored in ``comparisons`` (a finished comparison is not run again)."""
     c = spec.compare
@@ -161,7 +162,9 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
                 with measurer_for(cell, v) as m:
                     on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name} at "
                              f"{format_rate(load)}")
-                    result = m.measure(load, li, rounds)
+                    result = m.measure(load, li, rounds, live=live and live.trial(
+                        v, li, rounds, knobs, load, cell.method.warmup_s + cell.method.duration_s,
+                        cell.testbed.sut_cpus))
                 store.add_trial(cid, v, li, rounds, knobs, result)
                 results[(v, li, rounds)] = result
                 count += 1
@@ -172,7 +175,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str,
             with measurer_for(cell, v) as m:
                 on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name}, NDR/PDR search")
                 found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
-                                   lambda result, _replayed: None)
+                                   lambda result, _replayed: None, live)
             on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
                 f"{g.goal.name} {format_rate(g.lower_bound_pps or 0)}" for g in _Found.model_validate(found).goals))
         rounds += 1

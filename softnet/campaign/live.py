@@ -15,16 +15,20 @@ from softnet.results.live import HISTORY_POINTS, LiveCampaign, LiveSample, LiveT
 from softnet.results.stored import knobs_label
 
 
-class LiveWriter:
-    """``with LiveWriter(folder, cid, total, done) as w:`` then, per trial,
-    ``cb = w.trial(...)``, ``m.measure(..., live=cb)``, ``w.trial_done()``."""
+UNITS = {"sweep": "trials", "search": "searches", "compare": "trials", "latency": "runs"}
 
-    def __init__(self, folder: Path, campaign_id: str, total: int, done: int):
+
+class LiveWriter:
+    """``with LiveWriter(folder, cid, kind) as w:``; the campaign's progress
+    events go through ``w.progress``; a trial passes ``w.trial(...)`` to its
+    measure as the callback that adds each kernel sample."""
+
+    def __init__(self, folder: Path, campaign_id: str, kind: str):
         self.folder = folder
         now = time.time()
-        self.state = LiveCampaign(campaign_id=campaign_id, pid=os.getpid(), hostname=socket.gethostname(),
-                                  started_unix_s=now, updated_unix_s=now, done_trials=done, total_trials=total,
-                                  done_at_start=done)
+        self.state = LiveCampaign(campaign_id=campaign_id, kind=kind, unit=UNITS.get(kind, "trials"),
+                                  pid=os.getpid(), hostname=socket.gethostname(), started_unix_s=now,
+                                  updated_unix_s=now)
 
     def __enter__(self) -> "LiveWriter":
         self._write()
@@ -41,13 +45,24 @@ class LiveWriter:
         self.state.updated_unix_s = time.time()
         write_live(self.folder, self.state)
 
+    def progress(self, kind: str, done: int, planned: int) -> None:
+        """A campaign event: "plan" first (what was stored before sets the
+        pace's start), "trial" / "search" when one ended."""
+        st = self.state
+        if st.done_at_start is None:
+            st.done_at_start, st.started_unix_s = done, time.time()
+        st.done, st.planned = done, planned
+        if kind in ("trial", "search"):
+            st.trial = None
+        self._write()
+
     def trial(self, cell_id: int, load_index: int, run_index: int, knobs: dict, rate_pps: float,
               expected_s: float, sut_cpus: list[int] | None = None) -> Callable[[LiveSample], None]:
         """Announce a trial; the callback adds each of its samples."""
-        label = knobs_label(knobs)
         self.state.trial = LiveTrial(cell_id=cell_id, load_index=load_index, run_index=run_index,
-                                     configuration=label, intended_rate_pps=rate_pps, started_unix_s=time.time(),
-                                     expected_s=expected_s, sut_cpus=list(sut_cpus or []))
+                                     configuration=knobs_label(knobs), intended_rate_pps=rate_pps,
+                                     started_unix_s=time.time(), expected_s=expected_s,
+                                     sut_cpus=list(sut_cpus or []))
         self._write()
 
         def sample(s: LiveSample) -> None:
@@ -57,7 +72,3 @@ class LiveWriter:
                 self._write()
 
         return sample
-
-    def trial_done(self, done: int) -> None:
-        self.state.done_trials, self.state.trial = done, None
-        self._write()

@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from softnet.campaign.live import LiveWriter
@@ -39,12 +40,21 @@ def campaign_id(spec: CampaignSpec) -> str:
 
 
 def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None] = lambda e: None) -> str:
-    if spec.method.kind == "search":
-        return run_search_campaign(spec, results_dir, on_event)
-    if spec.method.kind == "latency":
-        return run_latency_campaign_in(spec, results_dir, on_event)
-    if spec.method.kind == "compare":
-        return run_compare_campaign(spec, results_dir, on_event)
+    """Any method's campaign; while it runs, its progress and the trial in
+    progress go to its live file for viewers (softnet.campaign.live)."""
+    cid = campaign_id(spec)
+    kind = spec.method.kind
+    with LiveWriter(Path(results_dir) / "raw" / cid, cid, kind) as live:
+        def tell(e: Event) -> None:
+            live.progress(e.kind, e.done, e.total)
+            on_event(e)
+
+        run = {"search": run_search_campaign, "latency": run_latency_campaign_in,
+               "compare": run_compare_campaign}.get(kind, run_sweep_campaign)
+        return run(spec, results_dir, tell, live)
+
+
+def run_sweep_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None], live: LiveWriter) -> str:
     cid = campaign_id(spec)
     cells = spec.cells()
     with Store(results_dir) as store:
@@ -60,30 +70,28 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
         count = len(done)
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s), {total} trials, {count} already stored"
                        + (f" ({recovered} recovered from raw files)" if recovered else "")))
-        with LiveWriter(store.raw_folder(cid), cid, total, count) as live:
-            for cell_id, knobs, cell, todo in plan:
-                if not todo:
-                    continue
-                with measurer_for(cell, cell_id) as m:
-                    probe = None
-                    if cell.needs_probe():
-                        probe = store.probe(cid, cell_id)
-                        if probe is None:
-                            probe, probe_result = m.probe_max()
-                            store.set_probe(cid, cell_id, probe, probe_result)
-                        on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
-                    loads = cell.loads_pps(probe)
-                    for li, ri in todo:
-                        on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
-                                       f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
-                        result = m.measure(loads[li], li, ri, live=live.trial(
-                            cell_id, li, ri, knobs, loads[li], cell.method.warmup_s + cell.method.duration_s,
-                            cell.testbed.sut_cpus))
-                        store.add_trial(cid, cell_id, li, ri, knobs, result)
-                        count += 1
-                        live.trial_done(count)
-                        on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
-                                       f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+        for cell_id, knobs, cell, todo in plan:
+            if not todo:
+                continue
+            with measurer_for(cell, cell_id) as m:
+                probe = None
+                if cell.needs_probe():
+                    probe = store.probe(cid, cell_id)
+                    if probe is None:
+                        probe, probe_result = m.probe_max()
+                        store.set_probe(cid, cell_id, probe, probe_result)
+                    on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
+                loads = cell.loads_pps(probe)
+                for li, ri in todo:
+                    on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
+                                   f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
+                    result = m.measure(loads[li], li, ri, live=live.trial(
+                        cell_id, li, ri, knobs, loads[li], cell.method.warmup_s + cell.method.duration_s,
+                        cell.testbed.sut_cpus))
+                    store.add_trial(cid, cell_id, li, ri, knobs, result)
+                    count += 1
+                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
+                                   f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
     return cid
 
 
@@ -100,7 +108,8 @@ def _register(store: Store, cid: str, spec: CampaignSpec, cells) -> int:
     return recovered
 
 
-def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
+def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None],
+                         live: LiveWriter | None = None) -> str:
     """A paired comparison (softnet.campaign.compare); progress counts trials
     up to the budget (a decided comparison ends sooner)."""
     from softnet.campaign.compare import run_compare
@@ -113,12 +122,14 @@ def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Ev
     with lock, Store(results_dir) as store:
         store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
         store.recover(cid)
-        run_compare(spec, store, cid, lambda kind, done, total, text: on_event(Event(kind, done, total, text)))
+        run_compare(spec, store, cid, lambda kind, done, total, text: on_event(Event(kind, done, total, text)), live)
     return cid
 
 
-def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
-    """The AF_XDP latency lab (softnet.campaign.latency); progress counts runs."""
+def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None],
+                            live: LiveWriter | None = None) -> str:
+    """The AF_XDP latency lab (softnet.campaign.latency); progress counts runs
+    (a run's delays come from the lab's own tools, not the kernel sampler)."""
     from softnet.campaign.latency import run_latency_campaign  # the AF_XDP tool is needed only here
 
     cid = campaign_id(spec)
@@ -130,7 +141,8 @@ def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[
     return cid
 
 
-def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None]) -> str:
+def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None],
+                        live: LiveWriter | None = None) -> str:
     """Progress counts searches (their trial count is not known in advance)."""
     cid = campaign_id(spec)
     cells = spec.cells()
@@ -159,7 +171,7 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
                         on_event(Event("start", count, total,
                                        f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
                         found = StoredSearch.model_validate(
-                            run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial))
+                            run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial, live))
                         count += 1
                         goals = "; ".join(f"{g.goal.name} {g.status} [{format_rate(g.lower_bound_pps or 0)}, "
                                           f"{format_rate(g.upper_bound_pps or 0)}]"
@@ -170,7 +182,7 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
                     for t in pending_latency(store, cid, cell_id, run_index, fractions):
                         what = f"cell {cell_id} search {run_index}: latency at {t.fraction:.0%} of {t.goal}"
                         on_event(Event("start", count, total, f"{what} ({format_rate(t.load_pps)})"))
-                        result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t)
+                        result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t, live)
                         p99 = result.latency_p99_ns
                         on_event(Event("trial", count, total, f"{what}: {trial_text(result)}, latency p99 "
                                        + ("-" if p99 is None else f"{p99 / 1e3:.3g} us")))

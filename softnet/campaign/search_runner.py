@@ -25,6 +25,7 @@ from typing import Callable
 
 from softnet.analysis.campaigns import host_stall_summary
 from softnet.analysis.loss_time import OVERLOAD_SPREAD, counted_received
+from softnet.campaign.live import LiveWriter
 from softnet.campaign.spec import CampaignSpec, parse_goals
 from softnet.search import Goal, Measurement, SearchConfig, search
 from softnet.results import readers
@@ -56,10 +57,11 @@ class ReplayThenMeasure:
     """The measurer a (resumed) search calls: stored trials first, then live."""
 
     def __init__(self, store: Store, campaign_id: str, cell_id: int, run_index: int, knobs: dict,
-                 measurer, on_trial: Callable[[StoredResult, bool], None], host_stall_loss: str = "set_apart"):
+                 measurer, on_trial: Callable[[StoredResult, bool], None], host_stall_loss: str = "set_apart",
+                 live: LiveWriter | None = None):
         self.host_stall_loss = host_stall_loss
         self.store, self.cid, self.cell_id, self.run_index, self.knobs = store, campaign_id, cell_id, run_index, knobs
-        self.measurer, self.on_trial = measurer, on_trial
+        self.measurer, self.on_trial, self.live = measurer, on_trial, live
         # the search's own trials, in order: latency trials come after a complete
         # search, never among its evidence (any here are of an unfinished one: stale)
         stored = readers.stored_trials(store, campaign_id, cell_id, run_index)
@@ -79,7 +81,10 @@ class ReplayThenMeasure:
                 return as_measurement(t.document, self.host_stall_loss)
             self.store.delete_trials_from(self.cid, self.cell_id, self.run_index, seq)
             self.stored = self.stored[:seq]
-        result = self.measurer.measure(load_pps, seq, self.run_index, duration_s)
+        cell = self.measurer.spec
+        result = self.measurer.measure(load_pps, seq, self.run_index, duration_s, live=self.live and self.live.trial(
+            self.cell_id, seq, self.run_index, self.knobs, load_pps, cell.method.warmup_s + duration_s,
+            cell.testbed.sut_cpus))
         self.store.add_trial(self.cid, self.cell_id, seq, self.run_index, self.knobs, result)
         self.on_trial(StoredResult.parse(result, "trial result"), False)
         return as_measurement(result, self.host_stall_loss)
@@ -102,12 +107,12 @@ def host_stall_note(trials: list[StoredResult], host_stall_loss: str) -> str | N
 
 
 def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
-               run_index: int, on_trial: Callable[[StoredResult, bool], None]) -> dict:
+               run_index: int, on_trial: Callable[[StoredResult, bool], None], live: LiveWriter | None = None) -> dict:
     """One (cell, repeat) search, replaying what is stored; its result is stored too."""
     m = cell.method
     lo, hi = cell.search_range_pps()
     replay = ReplayThenMeasure(store, campaign_id, cell_id, run_index, knobs, measurer, on_trial,
-                               m.host_stall_loss)
+                               m.host_stall_loss, live)
     config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
                           max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
     found = search(replay, config)
@@ -168,10 +173,12 @@ def pending_latency(store: Store, campaign_id: str, cell_id: int, run_index: int
 
 
 def run_latency_trial(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: CampaignSpec, measurer,
-                      run_index: int, t: LatencyTrial) -> StoredResult:
+                      run_index: int, t: LatencyTrial, live: LiveWriter | None = None) -> StoredResult:
     """One latency trial through the search's measurer (the same testbed), stored as a trial of that search."""
     m = cell.method
-    result = measurer.measure(t.load_pps, t.load_index, run_index, m.latency_duration_s or m.duration_s)
+    duration = m.latency_duration_s or m.duration_s
+    result = measurer.measure(t.load_pps, t.load_index, run_index, duration, live=live and live.trial(
+        cell_id, t.load_index, run_index, knobs, t.load_pps, m.warmup_s + duration, cell.testbed.sut_cpus))
     result[LATENCY_AT] = t.marker()
     store.add_trial(campaign_id, cell_id, t.load_index, run_index, knobs, result)
     return StoredResult.parse(result, "trial result")

@@ -233,7 +233,8 @@ def metrics(results: Results) -> bytes:
     camp = ("results", "campaign")
     state = g.gauge("softnet_campaign_state", "1 for the campaign's state", "state", labels=camp)
     trials = g.gauge("softnet_campaign_trials", "trials stored", labels=camp)
-    planned = g.gauge("softnet_campaign_trials_planned", "trials the running campaign plans", labels=camp)
+    planned = g.gauge("softnet_campaign_planned", "what the running campaign plans (its unit: trials, searches "
+                      "or runs)", "unit", labels=camp)
     left = g.gauge("softnet_campaign_time_left_seconds", "at the pace of the trials run so far", labels=camp)
     for c, rows in results.campaign_trials():
         state.labels(c.results_dir, c.campaign_id, c.status).set(1)
@@ -258,7 +259,7 @@ def metrics(results: Results) -> bytes:
         lv = read_live(results.dirs[c.store] / "raw" / c.campaign_id)
         if c.status != "running" or lv is None:
             continue
-        planned.labels(c.results_dir, c.campaign_id).set(lv.total_trials)
+        planned.labels(c.results_dir, c.campaign_id, lv.unit).set(lv.planned)
         if (t_left := lv.time_left_s(time.time())) is not None:
             left.labels(c.results_dir, c.campaign_id).set(t_left)
         t = lv.trial

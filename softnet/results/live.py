@@ -67,13 +67,15 @@ class LiveCampaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     campaign_id: str
+    kind: str  # the method: sweep, search, compare, latency
+    unit: str  # what done and planned count: trials, searches, runs
     pid: int
     hostname: str
     started_unix_s: float
     updated_unix_s: float
-    done_trials: int
-    total_trials: int
-    done_at_start: int = 0  # stored before this run began (a resumed campaign)
+    done: int = 0
+    planned: int = 0
+    done_at_start: int | None = None  # stored before this run began (a resumed campaign)
     state: Literal["running", "interrupted"] = "running"
     trial: LiveTrial | None = None  # None between trials
 
@@ -92,11 +94,11 @@ class LiveCampaign(BaseModel):
         return True
 
     def time_left_s(self, now: float) -> float | None:
-        """The trials left at the mean pace of those this run has done."""
-        ran = self.done_trials - self.done_at_start
+        """What is left at the mean pace of what this run has done."""
+        ran = self.done - (self.done_at_start or 0)
         if ran <= 0:
             return None
-        return (now - self.started_unix_s) / ran * max(0, self.total_trials - self.done_trials)
+        return (now - self.started_unix_s) / ran * max(0, self.planned - self.done)
 
 
 def write_live(folder: Path, live: LiveCampaign) -> None:

@@ -214,3 +214,68 @@ def test_api_trends_gives_each_configurations_series(server, results):
 def test_api_trends_refuses_a_bad_parameter_naming_it(server, query, words):
     status, body = server.get(f"/api/trends?{query}")
     assert status == 400 and words in json.loads(body)["error"], body
+
+
+KINDS = {"search": """name = "ss"
+[testbed]
+sut = "synthetic"
+[method]
+kind = "search"
+runs = 2
+""", "compare": """name = "cc"
+[testbed]
+sut = "synthetic"
+[method]
+kind = "compare"
+loads = ["200kpps"]
+duration_s = 1.0
+[compare]
+variants = [{"synthetic.o_sat_pps" = 500000}, {"synthetic.o_sat_pps" = 450000}]
+metrics = ["capacity"]
+decide_on = ["capacity"]
+"""}
+
+
+def test_each_methods_verdicts_as_the_analysis_gives_them(tmp_path):
+    """A sweep, a search and a paired comparison in one store: each campaign
+    page lists its verdicts (the report's), the same as JSON, and links to its
+    full report; a campaign that ended as planned is done."""
+    from softnet.analysis.campaigns import analyze_path
+    from softnet.analysis.comparisons import stored_paired
+    from softnet.analysis.searches import summarize_searches
+
+    results = tmp_path / "r"
+    for kind, text in {"sweep": SPEC, **KINDS}.items():
+        (tmp_path / f"{kind}.toml").write_text(text)
+        r = subprocess.run(softnet_cmd("run", str(tmp_path / f"{kind}.toml"), "--results", str(results)),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    with Store(results, read_only=True) as st:
+        ids = {r["name"]: r["campaign_id"] for r in st.query("SELECT name, campaign_id FROM campaigns")}
+        searches = summarize_searches(st, ids["ss"])
+    (sweep,) = analyze_path(results, ids["syn"])
+    compared = stored_paired(str(results), ids["cc"])
+    s = Server(str(results))
+    try:
+        _, body = s.get("/api/campaigns")
+        assert {(c["name"], c["kind"], c["status"]) for c in json.loads(body)} == {
+            ("syn", "sweep", "done"), ("ss", "search", "done"), ("cc", "compare", "done")}
+        got = {}
+        for name, cid in ids.items():
+            status, body = s.get(f"/api/c/0/{cid}/verdicts")
+            assert status == 200, body
+            got[name] = json.loads(body)
+            status, html = s.get(f"/c/0/{cid}")
+            assert status == 200 and 'id="verdicts"' in html and f'href="/report/0/{cid}"' in html
+            status, html = s.get(f"/report/0/{cid}")
+            assert status == 200 and html.lower().startswith("<!doctype html>") and "data:image/png;base64" in html
+        assert [(v["configuration"], v["verdict"]) for v in got["syn"]] == [(sweep.label,
+                                                                             sweep.analysis.report.verdict.value)]
+        assert [(v["figure"], v["verdict"]) for v in got["ss"]] == [(f"search {x.goal}", x.verdict) for x in searches]
+        (d,) = compared.differences["o_sat_pps=450000"]
+        assert [(v["configuration"], v["figure"], v["verdict"]) for v in got["cc"]] == [
+            (f"o_sat_pps=450000 vs {compared.baseline}", d.metric, d.verdict)]
+        assert d.verdict == "slower"  # 10% less capacity, the model's truth
+        assert s.get("/api/c/0/nope/verdicts")[0] == 404 and s.get("/report/x/y")[0] == 400
+    finally:
+        s.stop()

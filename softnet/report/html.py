@@ -199,14 +199,12 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         return ENV.get_template("report.html.j2").render(page)
 
 
-def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
-                 plots_dir: Path | None = None, campaign_id: str | None = None, pdr_loss_ratio: float = 0.005,
-                 eta: float = 0.1, confidence: float = 0.95) -> Path:
-    """Analyse ``path_or_results_dir`` and write one self-contained HTML file.
+def report_html(path_or_results_dir: str | Path, *, title: str | None = None, plots_dir: Path | None = None,
+                campaign_id: str | None = None, pdr_loss_ratio: float = 0.005, eta: float = 0.1,
+                confidence: float = 0.95) -> str:
+    """Analyse ``path_or_results_dir`` and give the report as one self-contained HTML document.
 
-    ``campaign_id``, ``pdr_loss_ratio``, ``eta``, ``confidence`` go to
-    ``analyze_path``. Default ``out_file``: ``<results_dir>/report.html`` for a
-    softnet results directory, ``./softnet-report.html`` otherwise.
+    ``campaign_id``, ``pdr_loss_ratio``, ``eta``, ``confidence`` go to ``analyze_path``.
     """
     src = Path(path_or_results_dir)
     is_results = readers.is_results_dir(src)
@@ -226,12 +224,51 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
             title = "softnet load-loss report \u2014 " + ", ".join(map(str, names))
         else:
             title = f"PASTRAMI load-loss report \u2014 {src.name}"
+    return render_report(configs, title=title, source=str(src), data=data, plots_dir=plots_dir)
+
+
+def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
+                 plots_dir: Path | None = None, campaign_id: str | None = None, pdr_loss_ratio: float = 0.005,
+                 eta: float = 0.1, confidence: float = 0.95) -> Path:
+    """``report_html`` written to one file. Default ``out_file``:
+    ``<results_dir>/report.html`` for a softnet results directory,
+    ``./softnet-report.html`` otherwise."""
+    src = Path(path_or_results_dir)
+    text = report_html(src, title=title, plots_dir=plots_dir, campaign_id=campaign_id,
+                       pdr_loss_ratio=pdr_loss_ratio, eta=eta, confidence=confidence)
     if out_file is None:
-        out_file = src / "report.html" if is_results else Path.cwd() / "softnet-report.html"
+        out_file = src / "report.html" if readers.is_results_dir(src) else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
-    text = render_report(configs, title=title, source=str(src), data=data, plots_dir=plots_dir)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out_file)
     return out_file
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One verdict of a campaign, as the report gives it."""
+
+    configuration: str
+    figure: str
+    value: str
+    verdict: str
+
+
+def campaign_verdicts(results_dir: Path, campaign_id: str) -> list[VerdictRow]:
+    """A campaign's verdicts at a glance: each sweep configuration's
+    (PASTRAMI), each search goal's over its repeats, each compared metric's."""
+    with readers.open_results(results_dir) as store:
+        searches = summarize_searches(store, campaign_id)
+        compared = store.comparison(campaign_id, finished_only=False)
+    rows = [VerdictRow(r.label, "load-loss", f"PDR {r.pdr}, NDR {r.ndr}", r.verdict)
+            for r in view.summary(configs).rows] if (configs := analyze_path(results_dir, campaign_id)) else []
+    rows += [VerdictRow(v.label, f"search {v.goal}", v.value, v.verdict) for v in view.searches(searches).verdicts]
+    if compared is not None and compared.differences:
+        many = len(compared.candidates) > 1
+        names = {f"B{i + 1}" if many else "B": c for i, c in enumerate(compared.candidates)}
+        rows += [VerdictRow(f"{names[r['candidate']]} vs {compared.baseline}", r["metric"],
+                            r["change"] if r["change"] == view.DASH else f"{r['change']} {r['interval']}", r["verdict"])
+                 for r in view.comparison(campaign_id, compared)["rows"]]
+    return rows

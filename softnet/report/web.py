@@ -17,6 +17,7 @@ import asyncio
 import hmac
 import json
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,12 +26,14 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from softnet.errors import InputError
 from softnet.report.web_trends import trend_routes
+from softnet.report.html import VerdictRow, campaign_verdicts, report_html
 from softnet.results import readers
 from softnet.results.live import LIVE_FILE, LiveCampaign, LiveCpu, read_live
 from softnet.results.store import TrialRecord
@@ -42,6 +45,7 @@ QUANTILES = (("0.5", "latency_p50_ns"), ("0.9", "latency_p90_ns"), ("0.99", "lat
              ("0.999", "latency_p99_9_ns"))
 RAW_TRIALS = "cell*-load*-run*.json"
 POLL_S = 0.25  # how often a live page's stream looks for new raw files
+_PLOTTING = threading.Lock()
 
 
 class HttpError(Exception):
@@ -104,6 +108,14 @@ class TrialRow:
     @property
     def key(self) -> str:
         return f"{self.cell_id}-{self.load_index}-{self.run_index}"
+
+
+def readers_locked(results_dir: Path) -> bool:
+    try:
+        with readers.open_results(results_dir):
+            return False
+    except InputError:
+        return True
 
 
 def status(live: LiveCampaign | None, otherwise: str) -> str:
@@ -183,6 +195,17 @@ class Results:
     def _stored_rows(st, campaign_id: str) -> list[TrialRow]:
         knobs = {c.cell_id: c.knobs for c in readers.cells(st, campaign_id)}
         return [TrialRow.of(t, knobs.get(t.cell_id, {})) for t in readers.stored_trials(st, campaign_id)]
+
+    def verdicts(self, store: int, campaign_id: str) -> list[VerdictRow] | None:
+        """None while a run writes the store (the analysis needs its rows)."""
+        if readers_locked(self.dirs[store]):
+            return None
+        with _PLOTTING:
+            return campaign_verdicts(self.dirs[store], campaign_id)
+
+    def report(self, store: int, campaign_id: str) -> str:
+        with _PLOTTING:  # matplotlib's pyplot is not thread-safe: one report at a time
+            return report_html(self.dirs[store], campaign_id=campaign_id)
 
     def raw_folder(self, store: int, campaign_id: str) -> Path:
         self._known(store, campaign_id)
@@ -311,7 +334,28 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
         token = request.query_params.get("token", "")
         return page("serve_campaign.html.j2", campaign_id=cid, store=store, results_dir=str(results.dirs[store]),
                     trials=rows, tq=f"?token={token}" if token else "", raw_base=f"/api/c/{store}/{cid}/raw",
-                    status=status(read_live(results.dirs[store] / "raw" / cid), "done"))
+                    status=status(read_live(results.dirs[store] / "raw" / cid), "done"),
+                    verdicts=await run_in_threadpool(results.verdicts, store, cid))
+
+    async def verdicts(request: Request) -> Response:
+        store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
+        results.trials(store, cid)  # a 404 for an unknown campaign
+        got = await run_in_threadpool(results.verdicts, store, cid)
+        if got is None:
+            raise HttpError(409, f"campaign {cid} is being written by a run: its verdicts come when it ends")
+        return JSONResponse([asdict(v) for v in got])
+
+    async def report(request: Request) -> Response:
+        """The campaign's HTML report (every figure), as `softnet report --campaign` writes it."""
+        store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
+        results.trials(store, cid)
+        try:
+            text = await run_in_threadpool(results.report, store, cid)
+        except InputError as exc:
+            raise HttpError(409, f"no report of campaign {cid} now: {exc}") from None
+        except ValueError as exc:  # nothing a report can show yet
+            raise HttpError(404, f"no report of campaign {cid}: {exc}") from None
+        return HTMLResponse(text)
 
     async def events(request: Request) -> Response:
         """Server-sent events: each trial of the campaign as its raw file lands
@@ -363,6 +407,7 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
               Route("/c/{store}/{campaign_id}", campaign), Route("/api/c/{store}/{campaign_id}/trials", campaign),
               Route("/events/c/{store}/{campaign_id}", events),
               Route("/api/c/{store}/{campaign_id}/raw/{cell}/{load}/{run}", raw),
+              Route("/api/c/{store}/{campaign_id}/verdicts", verdicts), Route("/report/{store}/{campaign_id}", report),
               Route("/metrics", prometheus), Route("/static/plotly.min.js", plotly_js),
               Route("/favicon.ico", lambda request: Response(status_code=204))]
     routes += trend_routes(results, page)  # /trends, /api/trends (web_trends)

@@ -115,3 +115,43 @@ def test_trends_page_shows_the_change_point_at_the_planted_step(browser, tmp_pat
         assert "/c/" in page.url and not errors, errors
     finally:
         s.stop()
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("host_unchanged")
+def test_a_real_campaign_live_then_finished_in_the_browser(browser, tmp_path):
+    """A real campaign (kernel IPv4 forwarding): while it runs, its page shows
+    the trial in progress and draws its samples as they come; once it ends,
+    the same page, loaded again, shows every trial, its verdict, no live chart."""
+    from tests.test_serve_live import SPEC, start_run
+
+    (tmp_path / "s.toml").write_text(SPEC)
+    results = tmp_path / "r"
+    proc = start_run(tmp_path / "s.toml", results)
+    s = Server(str(results))
+    try:
+        deadline = time.monotonic() + 60
+        while not list((results / "raw").glob("*/live.json")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        cid = next((results / "raw").glob("*/live.json")).parent.name
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/c/0/{cid}")
+        page.wait_for_selector("#live-chart .point", timeout=20_000)  # the first samples of a trial
+        assert page.locator("#now").inner_text().startswith("running: ")
+        before = page.locator("#live-chart .point").count()
+        page.wait_for_function(f"document.querySelectorAll('#live-chart .point').length > {before}",
+                               timeout=5_000)  # more samples pushed (every 0.5 s)
+        live_shot = page.screenshot(full_page=True)
+        assert proc.wait(timeout=180) == 0, proc.communicate()[1]
+        page.wait_for_function("document.getElementById('now').textContent === 'done'", timeout=5_000)
+        assert not_blank(live_shot) and not errors, errors
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/c/0/{cid}")
+        page.wait_for_selector("#loss-chart .main-svg")
+        assert page.locator("#trials tbody tr").count() == 4 == page.locator("#loss-chart .point").count()
+        assert page.locator("#verdicts tbody tr").count() == 1
+        assert page.locator("#now").inner_text() == "done" and not page.locator("#live-chart").is_visible()
+        assert not_blank(page.screenshot(full_page=True)) and not errors, errors
+    finally:
+        s.stop()
+        if proc.poll() is None:
+            proc.kill()

@@ -14,6 +14,7 @@ import pytest
 
 from softnet.results.store import Store
 from tests.test_serve import Server, results, stored  # noqa: F401 (results: the module's store fixture)
+from tests.conftest import softnet_cmd
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make setup installs it)")
@@ -155,3 +156,44 @@ def test_a_real_campaign_live_then_finished_in_the_browser(browser, tmp_path):
         s.stop()
         if proc.poll() is None:
             proc.kill()
+
+
+def _boxes_apart(page, chart: str) -> list[str]:
+    """Pairs of a chart's labels (title, axis titles, legend, annotations) whose boxes overlap."""
+    return page.evaluate("""(id) => {
+      const root = document.getElementById(id), sel = ".gtitle, .xtitle, .ytitle, .legend, .annotation";
+      const els = [...root.querySelectorAll(sel)].map(e => [e.getAttribute("class"), e.getBoundingClientRect()]);
+      const out = [];
+      for (let i = 0; i < els.length; i++) for (let j = i + 1; j < els.length; j++) {
+        const [a, r] = els[i], [b, s] = els[j];
+        if (r.width && s.width && r.left < s.right && s.left < r.right && r.top < s.bottom && s.top < r.bottom)
+          out.push(a + " / " + b);
+      }
+      return out;
+    }""", chart)
+
+
+def test_the_interactive_report_is_one_file_and_draws_without_overlaps(browser, tmp_path):
+    """`softnet report --interactive` over the PASTRAMI VM files (14 sweeps in
+    groups of related ones): one file that loads nothing from elsewhere; each
+    chart draws every load of every configuration, its labels apart."""
+    from softnet.analysis.pastrami_files import pastrami_data_dir
+
+    out = tmp_path / "r.html"
+    r = subprocess.run(softnet_cmd("report", str(pastrami_data_dir() / "vm"), "--out", str(out), "--interactive"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    assert "<script src=" not in html and " src=\"http" not in html  # self-contained
+    page, errors = open_page(browser, out.as_uri())
+    page.wait_for_selector("#chart-1-loss .main-svg")
+    charts = page.locator("div.chart")
+    assert charts.count() >= 6 and charts.count() % 3 == 0  # loss, delivery, throughput per group
+    loads = page.evaluate("""() => [...document.querySelectorAll("div.chart")].map(
+        d => d.data.filter(t => t.mode === "lines+markers").reduce((n, t) => n + t.x.length, 0))""")
+    assert min(loads) > 0
+    for i in range(charts.count()):
+        chart_id = charts.nth(i).get_attribute("id")
+        assert page.locator(f"#{chart_id} .point").count() == loads[i], chart_id
+        assert _boxes_apart(page, chart_id) == [], chart_id
+    assert not errors, errors

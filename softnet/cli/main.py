@@ -633,12 +633,14 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
 @app.command()
 def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
            out: Path = typer.Option(None, help="HTML file to write"),
-           pdr: float = typer.Option(0.005), eta: float = typer.Option(0.1)) -> None:
+           pdr: float = typer.Option(0.005), eta: float = typer.Option(0.1),
+           interactive: bool = typer.Option(False, help="the load curves also as interactive charts (plotly.js "
+                                                        "inlined: about 4.8 MB more, still one file)")) -> None:
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
     check_store(path)
     from softnet.report.html import write_report
 
-    console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta)))
+    console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta, interactive=interactive)))
 
 
 @app.command()

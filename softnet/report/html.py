@@ -32,7 +32,7 @@ from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
 from softnet.results.readers import ResultsProvenance, StoredTrial
 
-from . import compare_plots, kernel_plots, latency_plots, plots, view
+from . import charts, compare_plots, kernel_plots, latency_plots, plots, view
 from .kernel_plots import KernelLevel, StageLevel
 
 ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
@@ -105,13 +105,14 @@ class _Figures:
         png = next(p for p in paths if p.suffix == ".png")
         return {"alt": alt, "src": plots.png_data_uri(png)}
 
-    def groups(self, configs: Sequence[Configuration]) -> list[dict]:
+    def groups(self, configs: Sequence[Configuration], interactive: bool = False) -> list[dict]:
         out = []
         for gi, group in enumerate(plots.group_configurations(configs)):
             _, common = plots.short_labels(group)
             head = common or (group[0].label if len(group) == 1 else f"group {gi + 1}")
             files = plots.plot_all(group, self.folder, prefix=f"group{gi + 1:02d}-", formats=self.formats)
             out.append({"head": head, "names": [c.label for c in group],
+                        "charts": charts.group_charts(group) if interactive else None,
                         **{k: self.embed(files[k], f"{what} curves {head}")
                            for k, what in (("loss", "load-loss"), ("delivery", "load-delivery"),
                                            ("throughput", "load-throughput"))}})
@@ -160,12 +161,15 @@ class _Figures:
 
 
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
-                  data: SoftnetData | None = None, plots_dir: Path | None = None) -> str:
+                  data: SoftnetData | None = None, plots_dir: Path | None = None,
+                  plotly_js: str | None = None) -> str:
     """The complete HTML document (a string) for analysed configurations.
 
     ``data``: ``read_softnet(store, ids)`` for a softnet results directory.
     ``plots_dir``: also keep the PNG/SVG figures there (otherwise a temporary
-    folder is used and removed).
+    folder is used and removed). ``plotly_js``: the load curves also as
+    interactive charts, with plotly.js from that URL, or ``INLINE`` (the
+    library in the page: still one self-contained file).
     """
     configs = list(configs)
     data = data or SoftnetData()
@@ -183,7 +187,9 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "summary": view.summary(configs) if configs else None,
             "data_paths": view.data_paths(configs, data.cell_trials),
-            "figures": figs.groups(configs) if configs else [],
+            "figures": figs.groups(configs, interactive=plotly_js is not None) if configs else [],
+            "plotly_src": plotly_js if plotly_js not in (None, INLINE) else None,
+            "plotly_inline": plotly_bundle().read_text() if plotly_js == INLINE else None,
             "configs": [view.configuration(i, c, data.provenance) for i, c in enumerate(configs)],
             "searches": replace(view.searches(data.searches), figures=figs.searches(data.searches, data.search_trials))
             if data.searches else None,
@@ -201,7 +207,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
 
 def report_html(path_or_results_dir: str | Path, *, title: str | None = None, plots_dir: Path | None = None,
                 campaign_id: str | None = None, pdr_loss_ratio: float = 0.005, eta: float = 0.1,
-                confidence: float = 0.95) -> str:
+                confidence: float = 0.95, plotly_js: str | None = None) -> str:
     """Analyse ``path_or_results_dir`` and give the report as one self-contained HTML document.
 
     ``campaign_id``, ``pdr_loss_ratio``, ``eta``, ``confidence`` go to ``analyze_path``.
@@ -224,18 +230,20 @@ def report_html(path_or_results_dir: str | Path, *, title: str | None = None, pl
             title = "softnet load-loss report \u2014 " + ", ".join(map(str, names))
         else:
             title = f"PASTRAMI load-loss report \u2014 {src.name}"
-    return render_report(configs, title=title, source=str(src), data=data, plots_dir=plots_dir)
+    return render_report(configs, title=title, source=str(src), data=data, plots_dir=plots_dir, plotly_js=plotly_js)
 
 
 def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, *, title: str | None = None,
                  plots_dir: Path | None = None, campaign_id: str | None = None, pdr_loss_ratio: float = 0.005,
-                 eta: float = 0.1, confidence: float = 0.95) -> Path:
+                 eta: float = 0.1, confidence: float = 0.95, interactive: bool = False) -> Path:
     """``report_html`` written to one file. Default ``out_file``:
     ``<results_dir>/report.html`` for a softnet results directory,
-    ``./softnet-report.html`` otherwise."""
+    ``./softnet-report.html`` otherwise. ``interactive``: the load curves
+    also as charts, plotly.js inlined (about 4.8 MB more)."""
     src = Path(path_or_results_dir)
     text = report_html(src, title=title, plots_dir=plots_dir, campaign_id=campaign_id,
-                       pdr_loss_ratio=pdr_loss_ratio, eta=eta, confidence=confidence)
+                       pdr_loss_ratio=pdr_loss_ratio, eta=eta, confidence=confidence,
+                       plotly_js=INLINE if interactive else None)
     if out_file is None:
         out_file = src / "report.html" if readers.is_results_dir(src) else Path.cwd() / "softnet-report.html"
     out_file = Path(out_file)
@@ -244,6 +252,16 @@ def write_report(path_or_results_dir: str | Path, out_file: Path | None = None, 
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out_file)
     return out_file
+
+
+INLINE = "inline"
+
+
+def plotly_bundle() -> Path:
+    """plotly.js as the installed plotly package ships it: pages need no internet."""
+    import importlib.resources
+
+    return Path(str(importlib.resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
 @dataclass(frozen=True)

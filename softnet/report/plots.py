@@ -193,7 +193,7 @@ def _colors(n: int) -> list:
     return [cmap(i) for i in range(n)] if n <= 10 else [cmap(x) for x in np.linspace(0, 0.95, n)]
 
 
-def _series(config, metric: str):
+def metric_series(config, metric: str):
     """Loads and mean / CI bounds of ``metric`` (plr_ratio, dr_ratio, throughput_pps)."""
     loads = config.analysis.stats.loads
     x = np.array([s.load_pps for s in loads], dtype=float)
@@ -249,7 +249,7 @@ def _prepare(configs: Sequence, labels: Sequence[str] | None, title: str | None,
 def _plot_metric(ax, configs, legend, div, metric, *, scale=1.0, floor=None):
     handles = []
     for i, (c, color, lab) in enumerate(zip(configs, _colors(len(configs)), legend)):
-        x, mean, lo, hi = _series(c, metric)
+        x, mean, lo, hi = metric_series(c, metric)
         x = x / div
         if floor is not None:
             mean, lo, hi = (np.maximum(np.nan_to_num(v, nan=floor), floor) for v in (mean, lo, hi))
@@ -276,7 +276,7 @@ def _pdr_handle() -> Line2D:
                   label="PDR point: first load with mean PLR > X")
 
 
-def _thresholds(configs, pdr_loss_ratio: float | None) -> list[float]:
+def thresholds(configs, pdr_loss_ratio: float | None) -> list[float]:
     if pdr_loss_ratio is not None:
         return [float(pdr_loss_ratio)]
     return sorted({c.analysis.report.pdr_loss_ratio for c in configs})
@@ -296,7 +296,7 @@ def loss_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
                 labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
     """Offered load vs PLR (log, floor 1e-6) with CI bands, X line and PDR points."""
     configs, legend, div, unit, head = _prepare(configs, labels, title, "Load-loss curves")
-    xs = _thresholds(configs, pdr_loss_ratio)
+    xs = thresholds(configs, pdr_loss_ratio)
     ncol, rows = _legend_rows(legend, 3 + len(xs))
     with matplotlib.rc_context(STYLE):
         fig, ax = _new_figure(rows)
@@ -316,7 +316,7 @@ def delivery_figure(configs: Sequence, pdr_loss_ratio: float | None = None, *,
                     labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
     """Offered load vs delivery ratio DR = 1 - PLR (%), with CI bands."""
     configs, legend, div, unit, head = _prepare(configs, labels, title, "Load-delivery curves")
-    xs = _thresholds(configs, pdr_loss_ratio)
+    xs = thresholds(configs, pdr_loss_ratio)
     ncol, rows = _legend_rows(legend, 2 + len(xs))
     with matplotlib.rc_context(STYLE):
         fig, ax = _new_figure(rows)

@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from softnet.errors import InputError
 from softnet.report.web_trends import trend_routes
-from softnet.report.html import VerdictRow, campaign_verdicts, report_html
+from softnet.report.html import VerdictRow, campaign_verdicts, plotly_bundle, report_html
 from softnet.results import readers
 from softnet.results.live import LIVE_FILE, LiveCampaign, LiveCpu, read_live
 from softnet.results.store import TrialRecord
@@ -203,9 +203,9 @@ class Results:
         with _PLOTTING:
             return campaign_verdicts(self.dirs[store], campaign_id)
 
-    def report(self, store: int, campaign_id: str) -> str:
+    def report(self, store: int, campaign_id: str, plotly_js: str) -> str:
         with _PLOTTING:  # matplotlib's pyplot is not thread-safe: one report at a time
-            return report_html(self.dirs[store], campaign_id=campaign_id)
+            return report_html(self.dirs[store], campaign_id=campaign_id, plotly_js=plotly_js)
 
     def raw_folder(self, store: int, campaign_id: str) -> Path:
         self._known(store, campaign_id)
@@ -350,7 +350,9 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
         store, cid = _store_index(request.path_params["store"]), request.path_params["campaign_id"]
         results.trials(store, cid)
         try:
-            text = await run_in_threadpool(results.report, store, cid)
+            token = request.query_params.get("token", "")
+            text = await run_in_threadpool(results.report, store, cid,
+                                           "/static/plotly.min.js" + (f"?token={token}" if token else ""))
         except InputError as exc:
             raise HttpError(409, f"no report of campaign {cid} now: {exc}") from None
         except ValueError as exc:  # nothing a report can show yet
@@ -415,12 +417,6 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
     if token:
         app.add_middleware(TokenRequired, token=token)
     return app
-
-
-def plotly_bundle() -> Path:
-    import importlib.resources
-
-    return Path(str(importlib.resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
 def _mtime(path: Path) -> int | None:

@@ -136,3 +136,25 @@ def test_cli_table_json_and_the_regression_gate(step_dirs, repeats_dir):
 def test_cli_bad_input_names_the_field(repeats_dir, args, field):
     r = trend_cli(*([repeats_dir] if args[0].startswith("--") else []), *args)
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_search_campaigns_trend_their_ndr_and_pdr(tmp_path):
+    """Searches (the continuous NDR/PDR CSIT trends): the planted step shows
+    in both goals at the step, each campaign's repeats one sample."""
+    dirs = []
+    for i in range(N):
+        d = tmp_path / f"ci-{i:02d}"
+        run_campaign(CampaignSpec.model_validate({
+            "name": "nightly-search", "testbed": {"sut": "synthetic"},
+            "synthetic": {"o_sat_pps": SAT if i < STEP_AT else STEP, "seed": 300 + i},
+            "method": {"kind": "search", "runs": 2}}), d)
+        dirs.append(d)
+    series, skipped = series_of(dirs)
+    assert not skipped and [s.key for s in series] == ["nightly-search / synthetic"]
+    figures = {f.figure: f for f in series[0].figures}
+    assert set(figures) == {"pdr", "ndr"}
+    for f in figures.values():
+        assert len(f.points) == N and all(p.runs == 2 and p.ci is not None for p in f.points)
+        (c,) = f.change_points
+        assert c.index == STEP_AT and c.direction == "regression"
+        assert c.change_pct == pytest.approx(-5.0, abs=0.5), f.figure

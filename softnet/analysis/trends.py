@@ -201,6 +201,26 @@ def campaign_figures(store: int, results_dir: str, name: str, created_unix_s: fl
                            single(row.cpu_ns_per_pkt, row.cpu_ns_ci))
 
 
+def search_figures(store: int, results_dir: str, name: str, created_unix_s: float, summaries: Sequence,
+                   knobs: dict, spec: dict) -> CampaignFigures | None:
+    """The figures of one configuration of a search campaign: its NDR and
+    (first) PDR goal, each the mean of its repeats' values with their
+    t-interval, the repeats one sample. A goal a repeat did not find ("found"
+    is the summary's verdict) gives no figure."""
+    found = {}
+    for s in summaries:  # analysis.searches.SearchSummary, one per goal of the configuration
+        values = [r.value_pps for r in s.repeats if r.value_pps is not None]
+        key = "ndr" if s.goal.upper() == "NDR" else "pdr"
+        if s.verdict != "found" or not values or key in found:
+            continue
+        mean, ci = _runs_ci(values)
+        found[key] = FigureValue(mean, ci, tuple(values))
+    if not found:
+        return None
+    return CampaignFigures(store, results_dir, summaries[0].campaign_id, name, summaries[0].label, dict(knobs),
+                           spec, created_unix_s, pdr=found.get("pdr"), ndr=found.get("ndr"))
+
+
 def _spec_value(spec: dict, dotted: str):
     node = spec
     for part in dotted.split("."):

@@ -2,7 +2,9 @@
 and the reading of stores they need (`softnet trend` reads them the same way).
 
 A store is read as `softnet analyze` reads it (analysis.campaigns), each
-configuration's figures as its data-path row gives them (analysis.data_paths),
+sweep configuration's figures as its data-path row gives them
+(analysis.data_paths), a search configuration's from its repeats
+(analysis.searches),
 and the comparisons `softnet compare` stored beside them; the change points
 are analysis.trends'.
 """
@@ -18,8 +20,9 @@ from starlette.routing import Route
 
 from softnet.analysis.campaigns import analyze_campaign
 from softnet.analysis.data_paths import compare
+from softnet.analysis.searches import summarize_searches
 from softnet.analysis.trends import (FIGURE_NAMES, CampaignFigures, ComparisonSide, Series, StoredComparison,
-                                     campaign_figures, figure_def, trends)
+                                     campaign_figures, figure_def, search_figures, trends)
 from softnet.errors import InputError
 from softnet.results import readers
 
@@ -44,6 +47,14 @@ def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
                 into.comparisons.append(StoredComparison(index, rec.campaign_id, sides[0], tuple(sides[1:]),
                                                          summary))
                 continue
+            searches = summarize_searches(st, rec.campaign_id)
+            cells = {c.cell_id: c for c in readers.cells(st, rec.campaign_id)}
+            for cell_id in dict.fromkeys(x.cell_id for x in searches):  # a search campaign: NDR/PDR per cell
+                got = search_figures(index, str(results_dir), rec.name or rec.campaign_id, rec.created_unix_s or 0.0,
+                                     [x for x in searches if x.cell_id == cell_id], cells[cell_id].knobs,
+                                     cells[cell_id].spec)
+                if got is not None:
+                    into.campaigns.append(got)
             for config in analyze_campaign(st, rec.campaign_id):
                 row = compare([config], {config.label: config.trials})[0]
                 into.campaigns.append(campaign_figures(index, str(results_dir), rec.name or rec.campaign_id,

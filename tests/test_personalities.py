@@ -65,10 +65,13 @@ def reached(r: dict, n: int, got: int, extra: int = 0) -> None:
 
 
 def no_loss(r: dict) -> None:
-    """Nothing lost at this low rate but what the rings dropped (counted)."""
+    """Nothing lost at this low rate but what the rings dropped (counted),
+    and of that at most 1% the SUT's: a vCPU stall of ~8 ms overflows a
+    ring at 50 kpps, and the stall probe sets such loss apart."""
     assert r["valid"] and r["sent_pkts"] == r["intended_pkts"]
     assert r["received_pkts"] + r["lost_pkts"] == r["sent_pkts"]
-    assert r["lost_pkts"] <= ring_drops(r) and r["lost_pkts"] <= r["sent_pkts"] // 100, r["diagnosis"]
+    assert r["lost_pkts"] <= ring_drops(r), r["diagnosis"]
+    assert r["sut_lost_pkts"] <= r["sent_pkts"] // 100, (r["diagnosis"], r["loss_attribution"])
 
 
 # ---- data paths ------------------------------------------------------------

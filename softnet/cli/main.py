@@ -682,16 +682,27 @@ def trend(results: list[Path] = typer.Argument(..., help="softnet results direct
 
 @app.command()
 def export(results: Path = typer.Argument(..., help="softnet results directory"),
-           fmt: str = typer.Option("parquet", "--format", help="csv or parquet"),
+           fmt: str = typer.Option("parquet", "--format", help="csv, parquet, or hdrh (latency logs)"),
            out: Path = typer.Option(None, help="output folder (default RESULTS/export)")) -> None:
-    """Export the results tables (campaigns, cells, trials) to CSV or Parquet."""
+    """Export the results tables (campaigns, cells, trials) to CSV or Parquet,
+    or each load's latency histograms as HdrHistogram interval logs (hdrh)."""
     from softnet.results.store import Store
 
-    if fmt not in ("csv", "parquet"):
-        raise InputError("--format", f"'{fmt}': accepted csv, parquet")
+    if fmt not in ("csv", "parquet", "hdrh"):
+        raise InputError("--format", f"'{fmt}': accepted csv, parquet, hdrh")
     import duckdb
 
     check_store(results)
+    if fmt == "hdrh":
+        from softnet.report.hdr import export_logs
+
+        try:
+            logs = export_logs(results, out or results / "export")
+        except OSError as exc:
+            raise InputError("--out", f"cannot write to {out or results / 'export'}: {first_line(exc)}") from None
+        for p in logs:
+            console.print(str(p))
+        return
     try:
         store = Store(results, read_only=True)
     except FileNotFoundError as exc:

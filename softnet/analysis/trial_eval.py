@@ -12,6 +12,7 @@ from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
 from softnet.analysis.profile_reads import name_drops
+from softnet.analysis.reset import reset_result
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
 from softnet.results.raw import (GeneratorReport, ProcSnapshot, RawProfile, RawTestbed, RawTrial, SinkReport,
@@ -407,6 +408,11 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         if interference:
             found.append(loss_time.HOST_INTERFERENCE)
         fields.update(valid=not set(found) - INFORMATIONAL_FLAGS)
+    if raw.reset is not None:
+        fields.update(reset=reset_result(raw, spec, lost))
+        if raw.reset.error:
+            found.append("reset_failed")
+            fields.update(valid=False)
     if raw.series is not None:
         series = Series.from_json(raw.series.model_dump())
         if "start" in series.marks:

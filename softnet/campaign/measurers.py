@@ -122,7 +122,8 @@ class TestbedMeasurer:
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
-                         inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu)
+                         inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu,
+                         reset_at_s=self.spec.method.reset_at_s)
         return self._run(spec, live)
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:

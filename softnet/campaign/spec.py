@@ -425,7 +425,7 @@ def variant_name(variant: dict, index: int) -> str:
 
 
 class MethodSpec(Strict):
-    kind: Literal["sweep", "search", "latency", "compare"] = "sweep"
+    kind: Literal["sweep", "search", "latency", "compare", "reset"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -452,6 +452,8 @@ class MethodSpec(Strict):
     # loss in the PASTRAMI statistics and the search; "count" counts all loss, as PASTRAMI and MLRsearch
     # do. Trials report both either way.
     host_stall_loss: Literal["set_apart", "count"] = "set_apart"
+    # kind = "reset" (RFC 2544 26.6, RFC 6201): each trial resets the SUT this long into its window
+    reset_at_s: float | None = Field(None, gt=0)
 
     @field_validator("loads")
     @classmethod
@@ -489,6 +491,11 @@ class MethodSpec(Strict):
         if self.kind != "search" and (self.latency_fractions is not None or self.latency_duration_s is not None):
             raise ValueError('latency_fractions, latency_duration_s: only a search (kind = "search") finds a PDR '
                              "to take fractions of")
+        if (self.kind == "reset") != (self.reset_at_s is not None):
+            raise ValueError('reset_at_s: a reset campaign (kind = "reset") needs it, and only one takes it')
+        if self.reset_at_s is not None and self.reset_at_s >= self.duration_s:
+            raise ValueError(f"reset_at_s = {self.reset_at_s:g} s: the reset must fall inside the window "
+                             f"(duration_s = {self.duration_s:g} s)")
         if self.kind == "latency":
             if given:
                 raise ValueError(f"a latency run sends at latency.interval_s: remove {given}")
@@ -822,6 +829,18 @@ def load_spec(path: str | Path) -> CampaignSpec:
             pass  # its loads: checked above
         elif cell.method.kind == "sweep":
             cell.n_loads()
+        elif cell.method.kind == "reset":
+            cell.n_loads()
+            if cell.testbed.inventory:
+                raise InputError(f"{path}: method.kind", "the reset benchmark runs on the local testbed only for "
+                                 "now (on an inventory's hosts the SUT host's agent would have to run the reset)")
+            if cell.testbed.sut != "synthetic":
+                try:
+                    cell.testbed.personality().check_reset()
+                except InputError as exc:
+                    raise InputError(f"{path}: testbed.sut", exc.message) from None
+            else:
+                raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no data path to reset")
         elif not cell.testbed.inventory:  # latency: the CPUs must exist here (an inventory host's agent checks its own)
             from softnet.testbed.latency import LatencyPlacement
 

@@ -103,6 +103,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         # The window's edges on the SUT host's clock, arranged during the
         # warm-up: nothing needs to reach that host while the window runs.
         hosts.window((started + spec.warmup_s, started + spec.warmup_s + spec.duration_s), sampler, profiler)
+        reset = hosts.reset(c, started + spec.warmup_s + spec.reset_at_s) if spec.reset_at_s is not None else None
         watch = LiveWatch(sampler, live, spec.sample_interval_s)
         while any(g.running() for g in gens):
             elapsed = time.time() - started
@@ -119,6 +120,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         timelines = [sink.timeline(r["sent_pkts"]) for sink, r in zip(sinks, reports)]
         stalls = probe.read() if probe else {"missing": probe_missing}
         injected = injector.read() if injector else None
+        reset_read = reset.read() if reset else None
         series = sampler.finish() if sampler else None
         after = hosts.host_reads()
     raw = {
@@ -136,6 +138,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         raw["reverse"] = {"generator": reports[1], "sink": drained[1][0], "drain_s": drained[1][1],
                           "sink_timeline": timelines[1], "sink_ifname": hosts.sink_ifname(True),
                           "src_ip_first": first_source(hosts.ip_version, s0, one.src_ips)}
+    if reset_read is not None:
+        raw["reset"] = reset_read
     if profiler:
         raw["profile"] = {"reads": {"start": prof_start, "window_start": edges.get("profile_start"),
                                     "window_end": edges.get("profile_end")},

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from softnet.analysis.campaigns import Configuration, PastramiMeta, SoftnetMeta, analyze_path, host_stall_sentence
+from softnet.analysis.campaigns import (Configuration, PastramiMeta, SoftnetMeta, analyze_path, cell_label,
+                                       host_stall_sentence)
 from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import compare_cmd, latency_cmd
@@ -260,3 +261,38 @@ def show_search_latency(summaries: list, wide: bool = False) -> None:
         why = x.note or (", ".join(f"{f} x{n}" for f, n in x.flags.items()) if x.valid < x.repeats else "")
         if why:
             console.print(f"  {x.label} {x.goal} at {x.fraction:.0%}: {why}", highlight=False)
+
+
+RESET_COLS = [Col("configuration", text=True, justify="left"), Col("load"), Col("runs"),
+              Col("interruption ms"), Col("95% CI"), Col("frame loss ms"), Col("spoilt", wide=True)]
+
+
+def reset_summaries(results_dir: Path, campaign: str) -> list:
+    from softnet.analysis.reset import summarize_resets
+    from softnet.results import readers
+
+    with readers.open_results(results_dir) as st:
+        labels = {c.cell_id: cell_label(c) for c in readers.cells(st, campaign)}
+        return summarize_resets(readers.stored_trials(st, campaign), labels)
+
+
+def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:
+    """The reset benchmark (RFC 2544 26.6, RFC 6201): the interruption per
+    configuration and load, timestamp method with its interval, frame-loss method."""
+    if as_json:
+        print_json([s.to_dict() for s in summaries])
+        return
+
+    def ms(v: float) -> str:
+        return "-" if v != v else f"{v:.3g}"
+
+    rows = [[s.label, eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms(s.interruption_ms.mean),
+             "-" if s.interruption_ms.ci_lower != s.interruption_ms.ci_lower else  # a t-interval, floored at 0
+             f"[{ms(max(0.0, s.interruption_ms.ci_lower))}, {ms(s.interruption_ms.ci_upper)}]",
+             ms(s.frame_loss_ms.mean), str(s.host_interference)] for s in summaries]
+    console.print(table("reset: time the data path did not forward (RFC 6201)", RESET_COLS, rows, wide=wide))
+    for s in summaries:
+        note = f"{s.label}: {s.what}"
+        if s.host_interference:
+            note += f"; {s.host_interference} run(s) spoilt by a host stall (flagged host_interference)"
+        console.print(note, markup=False, highlight=False)

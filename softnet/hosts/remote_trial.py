@@ -29,6 +29,11 @@ from softnet.testbed.local import ADDR
 from softnet.testbed.personalities import parse_sut
 from softnet.tools.changes import HostChanges
 
+def no_remote_reset() -> InputError:
+    return InputError("--reset-at", "the reset benchmark runs on the local testbed only for now (on an "
+                      "inventory's hosts the SUT host's agent would have to run the reset)")
+
+
 POLL_S = 0.25  # the traffic host is asked how the generator does (the SUT host only past the window)
 LEASE_MARGIN_S = 5.0  # the SUT's lease beyond the generator's expected run (tools start before it)
 RENEW_S = 1.0  # past the window, the SUT's lease is renewed this often while the generator runs late
@@ -185,6 +190,8 @@ class RemoteTestbed:
     def check(self, spec) -> None:
         if spec.bidirectional and not self.bidirectional:
             raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
+        if spec.reset_at_s is not None:
+            raise no_remote_reset()
 
     def generator_cpus(self, spec) -> list[int]:
         return list(spec.gen_cpus or [self.placement.gen_cpu])  # the traffic host's agent checks them
@@ -236,6 +243,9 @@ class RemoteTestbed:
         gens = _Generators(t, started.handle, changes, f"generators on {self.ports[out].iface.name}")
         gens.started_unix_s = started.started_unix_s - t.clock.offset_s  # on the controller's clock
         return gens
+
+    def reset(self, changes, at_unix_s):
+        raise no_remote_reset()
 
     def sampler(self, changes, interval_s, profiler) -> _Sampler:
         u, names = self.sut_agent, [self.ports[r].iface.name for r in ("sut_in", "sut_out")]

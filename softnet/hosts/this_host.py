@@ -4,7 +4,9 @@ processes, and the window edges are read by the trial's poll loop."""
 from __future__ import annotations
 
 import os
+import threading
 import time
+from typing import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from softnet.collect.stalls import StallProbe
 from softnet.errors import InputError
 from softnet.hosts.trial_hosts import EdgeSchedule, GenPlan, SinkShape
 from softnet.provenance import provenance
-from softnet.results.raw import RawPlacement
+from softnet.results.raw import RawPlacement, RawReset
 from softnet.testbed.local import Endpoints, LocalTestbed
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
@@ -72,6 +74,31 @@ class _Sampler:
         return self.sampler.series.to_json()
 
 
+class _Reset:
+    """The SUT's reset at a set time of this host's clock, in a thread of its
+    own (the trial's poll loop goes on); joined when the trial ends."""
+
+    def __init__(self, changes: HostChanges, at_unix_s: float, action: Callable[[], str]):
+        self.at, self.action, self.done = at_unix_s, action, threading.Event()
+        self.record = RawReset(what="", at_unix_s=at_unix_s)
+        self.thread = threading.Thread(target=self._run, name="softnet-reset", daemon=True)
+        changes.record("the SUT's reset (waited for)", lambda: self.thread.join(timeout=120))
+        self.thread.start()
+
+    def _run(self) -> None:
+        time.sleep(max(0.0, self.at - time.time()))
+        self.record.started_unix_s, self.record.started_mono_ns = time.time(), time.monotonic_ns()
+        try:
+            self.record.what = self.action()
+        except Exception as exc:  # noqa: BLE001 - recorded: the trial then says its reset failed
+            self.record.error = str(exc)
+        self.record.ended_unix_s, self.record.ended_mono_ns = time.time(), time.monotonic_ns()
+
+    def read(self) -> dict:
+        self.thread.join(timeout=120)
+        return self.record.model_dump(exclude_none=True)
+
+
 class ThisHost:
     """A built LocalTestbed and its endpoints; ``changes``: the testbed's
     registry (the trial's own pieces go to the trial's)."""
@@ -88,6 +115,8 @@ class ThisHost:
     def check(self, spec) -> None:
         if spec.bidirectional and self.tb.reverse_ep is None:
             raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
+        if spec.reset_at_s is not None:
+            self.tb.personality.check_reset()
 
     def generator_cpus(self, spec) -> list[int]:
         """One generator per CPU: spec.gen_cpus, else the placement's gen_cpu;
@@ -144,6 +173,9 @@ class ThisHost:
 
     def injector(self, changes, cpu, busy_ms, every_ms) -> StallInjector:
         return StallInjector(changes, cpu if cpu is not None else self.tb.placement.sut_cpus[0], busy_ms, every_ms)
+
+    def reset(self, changes, at_unix_s: float) -> "_Reset":
+        return _Reset(changes, at_unix_s, lambda: self.tb.personality.reset(self.tb))
 
     def profiler(self, changes, per_packet, duty) -> Profiler:
         return Profiler(changes, per_packet, duty, avoid_cpus=self.tb.placement.sut_cpus)

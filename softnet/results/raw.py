@@ -264,6 +264,19 @@ class ReverseReads(Exact):
     src_ip_first: str | None = None  # raw trials before several sources lack it
 
 
+class RawReset(Exact):
+    """The SUT's reset as the trial ran it (unix times, the controller's clock)."""
+
+    what: str
+    at_unix_s: Number
+    started_unix_s: Number | None = None
+    ended_unix_s: Number | None = None
+    # the same on CLOCK_MONOTONIC, the generator's schedule clock on this host
+    started_mono_ns: int | None = None
+    ended_mono_ns: int | None = None
+    error: str | None = None
+
+
 class RawTrial(Exact):
     raw_schema_version: int
     # JSON on purpose: the TrialSpec as it was, of whatever softnet version wrote it (older ones have fewer
@@ -289,6 +302,7 @@ class RawTrial(Exact):
     hosts: dict[str, RemoteHost] | None = None
     provenance: Provenance
     path: TrialPath | None = None
+    reset: RawReset | None = None
 
 
 def check_raw(raw: dict, where: str = "raw trial") -> RawTrial:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
-from softnet.results.trial import HostStalls, KernelSamples, LossAttribution, Number, StallLoss
+from softnet.results.trial import HostStalls, KernelSamples, LossAttribution, Number, ResetResult, StallLoss
 
 
 class LatencyAt(BaseModel):
@@ -85,6 +85,7 @@ class StoredResult(BaseModel):
     latency_p99_upper_ns: Number | None = None  # schema 2: the log2 bucket's upper edge
     loss_attribution: LossAttribution | None = None
     host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings
+    reset: ResetResult | None = None  # a reset trial's interruption
     kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
     profile: dict | None = None
     provenance: StoredProvenance | None = None

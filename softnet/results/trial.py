@@ -82,6 +82,8 @@ class TrialSpec:
     # both directions at once: the sink's side sends to the generator's too; rate_pps is the aggregate
     # (each direction rate_pps / 2, as CSIT and TRex count bidirectional loads)
     bidirectional: bool = False
+    # reset benchmark (RFC 2544 26.6, RFC 6201): the SUT personality's reset, this long after the window starts
+    reset_at_s: float | None = None
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -131,6 +133,9 @@ class TrialSpec:
                                  f"{self.inject_busy_ms} ms need a period of at least twice that, at most 60000 ms")
         if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
             raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
+        if self.reset_at_s is not None and not 0 < self.reset_at_s < self.duration_s:
+            raise InputError("--reset-at", f"{self.reset_at_s} s: the reset must fall inside the window, "
+                             f"after its start and before its end ({self.duration_s} s)")
         total = self.warmup_pkts + self.window_pkts
         if self.window_pkts < 1:
             raise InputError("--duration", f"{self.duration_s} s at {self.rate_pps:.0f} pps sends no packet")
@@ -446,6 +451,21 @@ class InjectedFound(Exact):
     found: int
     outside_traffic: int
     missed_at_ns: list[int] = []
+
+
+class ResetResult(Exact):
+    """The SUT's reset during the window and the interruption it caused
+    (RFC 6201's two methods; times from the window's start, by the
+    generator's schedule: the sink counts lost sequence numbers)."""
+
+    what: str  # what the personality did
+    at_s: Number  # when the reset was asked for
+    started_s: Number  # when its action ran, on the controller's clock
+    ended_s: Number
+    interruption_ms: Number | None  # timestamp method: from the last packet forwarded before to the first after
+    frame_loss_ms: Number | None  # frame-loss method: lost packets / offered rate
+    lost_pkts: int | None
+    error: str | None = None  # the action failed: the trial's figures say nothing of a reset
 
 
 class HostStalls(Exact):
@@ -845,6 +865,7 @@ class TrialResult(BaseModel):
     # the generator's clock
     hosts: dict[str, RemoteHost] | None = None
     window_skew_ms: Number | None = None
+    reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

@@ -106,6 +106,17 @@ class Personality:
         before), and gauges named ``*_entries`` (kept as read after it)."""
         return {}
 
+    def check_reset(self) -> None:
+        """Refuse, before the host is touched, a reset this personality does not have."""
+        raise InputError("--reset-at", f"{self.name} has no reset (the personalities that have one: "
+                         "docs/rfc-benchmarks.md)")
+
+    def reset(self, tb: "LocalTestbed") -> str:
+        """The data path's reset for the reset benchmark (RFC 2544 26.6): do
+        it, and say what was done."""
+        self.check_reset()
+        raise NotImplementedError
+
     def require_remote(self, field: str) -> None:
         """Refuse, naming ``field``, a personality that runs on the local testbed only."""
         if not self.remote:

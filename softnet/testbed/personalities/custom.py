@@ -6,6 +6,7 @@ TOML file named by the ``file`` param (``--sut custom:file=sut.toml``):
     setup = ["cmd", ...]        # or script = "setup.sh"
     teardown = ["cmd", ...]     # run however the testbed ends (even after a failed setup)
     counters = "cmd"            # optional: prints a JSON object of integer counters
+    reset = ["cmd", ...]        # optional: the reset benchmark's action (softnet trial --reset-at)
     l3 = true                   # softnet's kernel L3 setup first (next hop: sut_in), else the sink's MAC
     timeout_s = 60              # per command
     workdir = "dir"             # optional: where commands run (default: the file's folder, else here)
@@ -45,6 +46,7 @@ class CustomTable(BaseModel):
     script: str | None = None
     teardown: list[str] = []
     counters: str | None = None
+    reset: list[str] = []  # the reset benchmark's action, run in order (e.g. a process restart)
     l3: bool = False
     timeout_s: float = Field(60.0, gt=0, le=3600)
     workdir: str | None = None
@@ -177,6 +179,17 @@ class Custom(Personality):
             cmds = [shlex.quote(script) if os.access(self.workdir / script, os.X_OK) else f"sh {shlex.quote(script)}"]
         for cmd in cmds:
             self._run(tb, cmd, "setup")
+
+    def check_reset(self) -> None:
+        if not self.table or not self.table.reset:
+            raise InputError(f"{TABLE_WHERE}.reset", "this custom SUT names no reset: give reset = [\"cmd\", ...] "
+                             "(run in the SUT namespace, in order)")
+
+    def reset(self, tb: "LocalTestbed") -> str:
+        self.check_reset()
+        for cmd in self.table.reset:
+            self._run(tb, cmd, "reset")
+        return "; ".join(self.table.reset)
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         if not self.table or not self.table.counters:

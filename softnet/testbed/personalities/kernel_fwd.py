@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from softnet.testbed.personalities.base import Personality
+from softnet.tools import hostcmd
 
 if TYPE_CHECKING:
     from softnet.testbed.local import LocalTestbed
@@ -29,6 +30,17 @@ class L3Forwarding(Personality):
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         return forwarded(self.ip_version, tb.ns["sut"])
+
+    def check_reset(self) -> None:
+        pass
+
+    def reset(self, tb: "LocalTestbed") -> str:
+        """Kernel forwarding has no process to restart: forwarding is switched
+        off and on again (the sysctl the personality set)."""
+        key = "net.ipv4.ip_forward" if self.ip_version == 4 else "net.ipv6.conf.all.forwarding"
+        path = "/proc/sys/" + key.replace(".", "/")
+        hostcmd.in_netns(tb.ns["sut"], ["sh", "-c", f"echo 0 > {path} && echo 1 > {path}"])
+        return f"{key} 0, then 1"
 
 
 def forwarded(ip_version: int, ns: str | None) -> dict[str, int]:

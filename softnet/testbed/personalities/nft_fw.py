@@ -93,6 +93,15 @@ class NftFw(L3Forwarding):
         self.load_s = time.monotonic() - t0
         log.info("%s: %d rules loaded in %.2f s", self.spec, self.values["rules"], self.load_s)
 
+    def reset(self, tb: "LocalTestbed") -> str:
+        """The rule set reloaded: the table deleted and loaded again in one
+        `nft -f` transaction (what a firewall's reload does). Its counters
+        start again from 0."""
+        fam, table = TABLE
+        nft_load(tb.ns["sut"], f"delete table {fam} {table}\n" + ruleset(self.values["rules"],
+                                                                          self.values["conntrack"]))
+        return f"nft -f: table {fam} {table} deleted and loaded again ({self.values['rules']} rules), one transaction"
+
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         ns = tb.ns["sut"]
         return {"nft_match_packets": nft_counters(ns, *TABLE).get(MATCH_COUNTER, 0),

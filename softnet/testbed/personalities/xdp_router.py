@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from softnet.errors import InputError, TestbedError
 from softnet.testbed.personalities import register
-from softnet.testbed.personalities.base import Param, Requirement
+from softnet.testbed.personalities.base import Param, Personality, Requirement
 from softnet.testbed.personalities.kernel_fwd import L3Forwarding
 from softnet.testbed.personalities.nsread import forw_datagrams
 from softnet.testbed.personalities.tool_json import BpfDumpEntry, BpfMap, BpfProg, ip_links, tc_filters
@@ -94,6 +94,10 @@ class _EbpfRouter(L3Forwarding):
         """The id of the router program attached to the SUT's receiving interface."""
         raise NotImplementedError
 
+    def check_reset(self) -> None:
+        """Not kernel forwarding's sysctl: a program of its own (XdpRouter replaces it)."""
+        Personality.check_reset(self)
+
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         return {**router_stats(self.prog_id(tb)),
                 "ip_forw_datagrams": forw_datagrams(tb.ns["sut"])}
@@ -121,6 +125,17 @@ class XdpRouter(_EbpfRouter):
                           lambda: Path("/run/netns", ns).exists() and hostcmd.in_netns(
                               ns, ["ip", "link", "set", "dev", dev, flag, "off"], check=False))
         hostcmd.in_netns(ns, ["ip", "link", "set", "dev", dev, flag, "obj", obj, "sec", "xdp"])
+
+    def check_reset(self) -> None:
+        pass
+
+    def reset(self, tb: "LocalTestbed") -> str:
+        """The router program replaced by a fresh load of it (an upgrade's
+        path): the kernel swaps the attached program in one step."""
+        flag = "xdpdrv" if self.values["mode"] == "native" else "xdpgeneric"
+        ns, dev, obj = tb.ns["sut"], tb.ifs["sut_in"], str(bpf_object("router"))
+        hostcmd.in_netns(ns, ["ip", "-force", "link", "set", "dev", dev, flag, "obj", obj, "sec", "xdp"])
+        return f"{dev}: {flag} router program replaced by a new load of it (ip -force link set)"
 
     def prog_id(self, tb: "LocalTestbed") -> int:
         ns, dev = tb.ns["sut"], tb.ifs["sut_in"]

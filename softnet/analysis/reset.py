@@ -1,0 +1,96 @@
+"""The reset benchmark's figures for one trial (RFC 2544 section 26.6, with
+the two methods of RFC 6201): how long the data path stopped forwarding
+when its personality was reset during the measurement window.
+
+- Timestamp method: from the last packet forwarded before the reset to the
+  first one after it. The sink knows which sequence numbers it never saw
+  (its lost runs) and the generator's schedule says when each was due, so
+  the gap is measured on the schedule, to one packet interval (20 us at
+  50 kpps), not to the second a hardware tester reports.
+- Frame-loss method: the packets lost in the window over the offered rate.
+  It counts every loss of the window, a host stall's too; the timestamp
+  method counts only the gap around the reset.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from softnet.analysis.loss_stats import MeanCI
+from softnet.analysis.loss_time import due_ns
+from softnet.results.raw import RawTrial
+from softnet.results.stored import StoredTrial
+from softnet.results.trial import ResetResult, TrialSpec
+
+SLACK_S = 0.01  # a lost run starting this close to the reset's action is the reset's
+
+
+def reset_result(raw: RawTrial, spec: TrialSpec, lost_pkts: int | None) -> ResetResult:
+    r = raw.reset
+    w0 = raw.started_unix_s + spec.warmup_s  # the window's start on the controller's clock
+
+    def rel(t: float | None) -> float:
+        return round(t - w0, 6) if t is not None else 0.0
+
+    tl, gen = raw.sink_timeline, raw.generator
+    window_due = due_ns(gen, spec.warmup_pkts) if gen.schedule_start_ns is not None else None
+    if r.started_mono_ns is not None and r.ended_mono_ns is not None and window_due is not None:
+        # the generator's clock: a lost packet's due time and the reset's are comparable to the microsecond
+        started, ended = (r.started_mono_ns - window_due) / 1e9, (r.ended_mono_ns - window_due) / 1e9
+        at = started - (r.started_unix_s - r.at_unix_s)  # asked for: by the controller's clock, shown on this one
+    else:
+        started, ended, at = rel(r.started_unix_s), rel(r.ended_unix_s), rel(r.at_unix_s)
+    interruption = None
+    if tl is not None and window_due is not None and r.started_unix_s is not None and not r.error:
+        near = [(s, n) for s, n in tl.runs
+                if started - SLACK_S <= (due_ns(gen, s) - window_due) / 1e9 <= ended + SLACK_S]
+        if near:
+            first, last = near[0][0], max(s + n - 1 for s, n in near)
+            # the last packet seen before the first lost one, to the first seen after the last lost one
+            interruption = (due_ns(gen, last + 1) - due_ns(gen, first - 1)) / 1e6
+        elif not tl.runs_truncated:
+            interruption = 0.0  # nothing lost around the reset
+    return ResetResult(what=r.what, at_s=round(at, 6), started_s=round(started, 6), ended_s=round(ended, 6),
+                       interruption_ms=interruption,
+                       frame_loss_ms=lost_pkts / spec.rate_pps * 1e3 if lost_pkts is not None else None,
+                       lost_pkts=lost_pkts, error=r.error)
+
+
+@dataclass(frozen=True)
+class ResetSummary:
+    """One configuration and load of a reset campaign, over its runs."""
+
+    cell_id: int
+    label: str
+    load_pps: float
+    what: str
+    runs: int
+    failed: int  # runs whose reset action failed (no figure)
+    interruption_ms: MeanCI  # timestamp method, over the runs that have it
+    frame_loss_ms: MeanCI
+    host_interference: int  # runs a host stall spoilt (flagged; their figures are kept, and named)
+
+    def to_dict(self) -> dict:
+        def mci(m: MeanCI) -> dict:
+            return {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                    for k, v in (("n", m.n), ("mean", m.mean), ("ci_lower", m.ci_lower), ("ci_upper", m.ci_upper))}
+        return {"cell_id": self.cell_id, "label": self.label, "load_pps": self.load_pps, "what": self.what,
+                "runs": self.runs, "failed": self.failed, "interruption_ms": mci(self.interruption_ms),
+                "frame_loss_ms": mci(self.frame_loss_ms), "host_interference": self.host_interference}
+
+
+def summarize_resets(trials: Sequence[StoredTrial], labels: dict[int, str],
+                     confidence: float = 0.95) -> list[ResetSummary]:
+    """Per cell and load: the interruption's mean and t-interval over the runs."""
+    out = []
+    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.reset is not None}):
+        runs = [t.result for t in trials if (t.cell_id, t.load_index) == key and t.result.reset is not None]
+        ok = [r for r in runs if not r.reset.error]
+        out.append(ResetSummary(
+            key[0], labels.get(key[0], ""), runs[0].intended_rate_pps, runs[0].reset.what, len(runs),
+            len(runs) - len(ok),
+            MeanCI.of([r.reset.interruption_ms for r in ok if r.reset.interruption_ms is not None], confidence),
+            MeanCI.of([r.reset.frame_loss_ms for r in ok if r.reset.frame_loss_ms is not None], confidence),
+            sum("host_interference" in r.flags for r in runs)))
+    return out

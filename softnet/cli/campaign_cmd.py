@@ -286,13 +286,15 @@ def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:
     def ms(v: float) -> str:
         return "-" if v != v else f"{v:.3g}"
 
-    rows = [[s.label, eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms(s.interruption_ms.mean),
+    from softnet.analysis.data_paths import short_label
+
+    rows = [[short_label(s.label), eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms(s.interruption_ms.mean),
              "-" if s.interruption_ms.ci_lower != s.interruption_ms.ci_lower else  # a t-interval, floored at 0
              f"[{ms(max(0.0, s.interruption_ms.ci_lower))}, {ms(s.interruption_ms.ci_upper)}]",
              ms(s.frame_loss_ms.mean), str(s.host_interference)] for s in summaries]
     console.print(table("reset: time the data path did not forward (RFC 6201)", RESET_COLS, rows, wide=wide))
     for s in summaries:
-        note = f"{s.label}: {s.what}"
+        note = f"{short_label(s.label)}: {s.what}"
         if s.host_interference:
             note += f"; {s.host_interference} run(s) spoilt by a host stall (flagged host_interference)"
         console.print(note, markup=False, highlight=False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
 from softnet.analysis.loss_time import cpu_roles
@@ -20,6 +20,7 @@ from softnet.errors import InputError
 from softnet.hosts.trial_hosts import EdgeSchedule, GenPlan, SinkShape
 from softnet.provenance import provenance
 from softnet.results.raw import RawPlacement, RawReset
+from softnet.results.series import Series
 from softnet.testbed.local import Endpoints, LocalTestbed
 from softnet.testbed.stall_inject import StallInjector
 from softnet.tools.changes import NAME_PREFIX, HostChanges
@@ -79,14 +80,20 @@ class _Reset:
     own (the trial's poll loop goes on); joined when the trial ends."""
 
     def __init__(self, changes: HostChanges, at_unix_s: float, action: Callable[[], str]):
-        self.at, self.action, self.done = at_unix_s, action, threading.Event()
+        self.at, self.action, self.cancel = at_unix_s, action, threading.Event()
         self.record = RawReset(what="", at_unix_s=at_unix_s)
         self.thread = threading.Thread(target=self._run, name="softnet-reset", daemon=True)
-        changes.record("the SUT's reset (waited for)", lambda: self.thread.join(timeout=120))
+        changes.record("the SUT's reset (called off if not begun, else waited for)", self._end)
         self.thread.start()
 
+    def _end(self) -> None:
+        self.cancel.set()  # a trial ended early (Ctrl-C) resets nothing after it
+        self.thread.join(timeout=120)
+
     def _run(self) -> None:
-        time.sleep(max(0.0, self.at - time.time()))
+        if self.cancel.wait(max(0.0, self.at - time.time())):
+            self.record.error = "called off: the trial ended before the reset was due"
+            return
         self.record.started_unix_s, self.record.started_mono_ns = time.time(), time.monotonic_ns()
         try:
             self.record.what = self.action()

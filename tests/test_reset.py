@@ -106,3 +106,24 @@ def test_a_personality_without_a_reset_is_refused_before_the_host_changes(tmp_pa
     r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r")),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "bridge has no reset" in r.stderr, r.stderr
+
+
+def test_a_reset_not_yet_due_is_called_off_when_the_trial_ends():
+    """Ctrl-C before the reset's time: the trial's teardown calls it off, and
+    the action never runs on a testbed being torn down."""
+    import time
+
+    from softnet.hosts.this_host import _Reset
+    from softnet.tools.changes import HostChanges
+
+    ran = []
+    with pytest.raises(KeyboardInterrupt):
+        with HostChanges() as changes:
+            r = _Reset(changes, time.time() + 30, lambda: ran.append(1) or "done")
+            raise KeyboardInterrupt
+    assert not r.thread.is_alive() and ran == []
+    assert r.read()["error"].startswith("called off")
+    with HostChanges() as changes:  # one due now runs, and says what it did
+        r = _Reset(changes, time.time(), lambda: "did it")
+    got = r.read()
+    assert got["what"] == "did it" and got["started_mono_ns"] <= got["ended_mono_ns"] and "error" not in got

@@ -295,7 +295,8 @@ def test_two_host_trial_gives_the_local_trial_keys_and_restores_both_hosts(hosts
     assert restored(eh, before) == []
     # the SUT host's sampler, asked while the trial ran: its interfaces' rates, its CPUs
     assert len(live) >= 3 and all(s.per_cpu for s in live)
-    assert 0.7 * spec.rate_pps <= max(s.offered_pps or 0 for s in live) <= 1.3 * spec.rate_pps
+    offered = sorted(s.offered_pps or 0 for s in live)  # the median: a stall's catch-up inflates one interval
+    assert 0.7 * spec.rate_pps <= offered[len(offered) // 2] <= 1.3 * spec.rate_pps, offered
     assert same(before, during)  # it did change them while it ran
     with HostChanges() as changes:
         ltb = LocalTestbed(changes)

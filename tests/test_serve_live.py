@@ -132,12 +132,13 @@ def test_a_running_campaign_live_in_metrics_and_events(tmp_path):
     assert events.events[-1][1] is None  # the stream says the campaign ended
     assert max(e["done"] for _, e in live) == 4 and live[-1][1]["planned"] == 4 and live[0][1]["unit"] == "trials"
 
-    # the trial in progress in /metrics: rates near the offered load, every CPU's busy share
+    # the trial in progress in /metrics: rates near the offered load (the median over the scrapes: after
+    # a vCPU stall the generator catches up, and one interval carries more), every CPU's busy share
     running = [s for scrape in scraper.scrapes for s in scrape if s.name == "softnet_live_offered_rate_pps"]
     assert running, "no scrape caught a trial in progress"
     for load in (20_000, 40_000):
-        got = [s.value for s in running if s.labels["trial"].startswith(f"load {load // 20_000 - 1} ")]
-        assert got and 0.8 * load <= max(got) <= 1.2 * load, (load, got)
+        got = sorted(s.value for s in running if s.labels["trial"].startswith(f"load {load // 20_000 - 1} "))
+        assert got and 0.8 * load <= got[len(got) // 2] <= 1.2 * load, (load, got)
     busy = {s.labels["cpu"] for scrape in scraper.scrapes for s in scrape if s.name == "softnet_live_cpu_busy_ratio"}
     assert busy == {str(c) for c in os.sched_getaffinity(0)}
     states = {s.labels["state"] for scrape in scraper.scrapes for s in scrape if s.name == "softnet_campaign_state"}

@@ -130,7 +130,9 @@ def test_a_running_campaign_live_in_metrics_and_events(tmp_path):
     assert len(with_samples) >= 8, [e["trial"] for _, e in live]
     assert all(t - e["updated_unix_s"] <= 2.0 for t, e in live)
     assert events.events[-1][1] is None  # the stream says the campaign ended
-    assert max(e["done"] for _, e in live) == 4 and live[-1][1]["planned"] == 4 and live[0][1]["unit"] == "trials"
+    # the last trial's count lives only milliseconds before the file goes (the stream polls every 0.25 s)
+    assert max(e["done"] for _, e in live) in (3, 4) and live[-1][1]["planned"] == 4
+    assert live[0][1]["unit"] == "trials"
 
     # the trial in progress in /metrics: rates near the offered load (the median over the scrapes: after
     # a vCPU stall the generator catches up, and one interval carries more), every CPU's busy share

@@ -66,12 +66,12 @@ def reached(r: dict, n: int, got: int, extra: int = 0) -> None:
 
 def no_loss(r: dict) -> None:
     """Nothing lost at this low rate but what the rings dropped (counted),
-    and of that at most 1% the SUT's: a vCPU stall of ~8 ms overflows a
-    ring at 50 kpps, and the stall probe sets such loss apart."""
+    and of that at most 1% the SUT's: a vCPU stall of ~13 ms overflows a
+    256-slot ring at 20 kpps, and the stall probe sets such loss apart."""
     assert r["valid"] and r["sent_pkts"] == r["intended_pkts"]
     assert r["received_pkts"] + r["lost_pkts"] == r["sent_pkts"]
     assert r["lost_pkts"] <= ring_drops(r), r["diagnosis"]
-    assert r["sut_lost_pkts"] <= r["sent_pkts"] // 100, (r["diagnosis"], r["loss_attribution"])
+    assert r["sut_lost_pkts"] <= r["sent_pkts"] // 100, (r["diagnosis"], r.get("loss_attribution"))
 
 
 # ---- data paths ------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_bridge_switches_at_l2_and_routes_nothing(locked_host_unchanged):
         return {k: hostcmd.sysctl_get(tb.ns["sut"], k) for k in ("net.bridge.bridge-nf-call-iptables",
                                                                   "net.bridge.bridge-nf-call-ip6tables")}
 
-    rate = 50_000
+    rate = 20_000
     r, c0, c1, fwd, sysctls = trial("bridge", rate, during=during)
     no_loss(r)
     n = total(rate)
@@ -97,7 +97,7 @@ def test_bridge_switches_at_l2_and_routes_nothing(locked_host_unchanged):
 
 @needs_root
 @pytest.mark.netns
-@pytest.mark.parametrize("rules,conntrack,rate", [(1, False, 50_000), (1, True, 50_000),
+@pytest.mark.parametrize("rules,conntrack,rate", [(1, False, 20_000), (1, True, 20_000),
                                                   (10_000, False, 2_000), (10_000, True, 2_000)])
 def test_nft_fw_last_rule_counts_every_packet(rules, conntrack, rate, locked_host_unchanged):
     """10000 rules walked per packet cost ~150 us here (~6 kpps at most): a low rate."""
@@ -133,7 +133,7 @@ def test_nft_fw_ruleset_has_the_rules_and_loads_quickly(locked_host_unchanged):
 @pytest.mark.netns
 @pytest.mark.parametrize("flows,mode", [(1, "masquerade"), (16, "snat")])
 def test_nat_one_conntrack_entry_per_flow(flows, mode, locked_host_unchanged):
-    rate = 50_000
+    rate = 20_000
     r, c0, c1, fwd, _ = trial(f"nat:mode={mode}", rate, flows=flows)
     no_loss(r)  # the sink counts the translated frames: their checksums were fixed up
     n = total(rate)
@@ -155,7 +155,7 @@ def test_custom_example_xdp_wire_end_to_end(locked_host_unchanged):
         link = json.loads(hostcmd.in_netns(tb.ns["sut"], ["ip", "-j", "link", "show", "dev", tb.ifs["sut_in"]]))
         return tb.ns["sut"], link[0].get("xdp", {}).get("prog", {}).get("name")
 
-    rate = 50_000
+    rate = 20_000
     r, c0, c1, fwd, (ns, prog) = trial(f"custom:file={EXAMPLE.relative_to(ROOT)}", rate, during=during)
     no_loss(r)
     assert prog == "wire"

@@ -15,12 +15,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence, TextIO
 
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
 from softnet.analysis.latency_hist import RANGE_LOG2_NS, midpoint
+from softnet.results import readers
 from softnet.results.trial import LatencyHistogram
 
 SIGNIFICANT_DIGITS = 3  # HdrHistogram's resolution: 0.1%, finer than the sink's 0.39% buckets
@@ -63,14 +65,10 @@ def write_log(out: TextIO, intervals: Sequence[HdrInterval], comment: str) -> No
         w.output_interval_histogram(hdr_of(i.histogram), i.start_unix_s, i.end_unix_s)
 
 
-def export_logs(results_dir, target) -> list:
+def export_logs(results_dir: Path, target: Path) -> list[Path]:
     """One log per campaign, cell and load of a results store
     (``target/CAMPAIGN/cellCCC-loadLLL.hlog``), an interval per run's
     measurement window; trials without a latency histogram are left out."""
-    from pathlib import Path
-
-    from softnet.results import readers
-
     written = []
     with readers.open_results(results_dir) as store:
         for c in readers.campaigns(store):

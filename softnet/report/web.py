@@ -8,8 +8,9 @@ Pages list the campaigns of each store and a campaign's trials; /api/...
 gives the same as JSON; /metrics gives each campaign's last stored trial
 (rates, loss, latency percentiles, validity and flags), labelled by
 campaign, cell and trial, so an alert can ignore a figure softnet cannot
-vouch for. Only the stores given are read, and no file is served from
-them; a bad request gets a 4xx naming what was wrong, never a traceback.
+vouch for. Only the stores given are read; the one file served from them
+is a trial's raw file, named by its validated key; a bad request gets a 4xx
+naming what was wrong, never a traceback.
 """
 from __future__ import annotations
 
@@ -110,14 +111,6 @@ class TrialRow:
         return f"{self.cell_id}-{self.load_index}-{self.run_index}"
 
 
-def readers_locked(results_dir: Path) -> bool:
-    try:
-        with readers.open_results(results_dir):
-            return False
-    except InputError:
-        return True
-
-
 def status(live: LiveCampaign | None, otherwise: str) -> str:
     """A campaign's state from its live file: "running" while its writer
     runs, "interrupted" once it is gone without finishing."""
@@ -157,10 +150,10 @@ class Results:
             return None
 
     def campaigns(self) -> list[CampaignRow]:
-        return [c for c, _ in self.campaign_trials()]
+        return [c for c, _, _ in self.campaign_trials()]
 
-    def campaign_trials(self) -> list[tuple[CampaignRow, list[TrialRow]]]:
-        """Every campaign of every store with its trials, each store opened once."""
+    def campaign_trials(self) -> list[tuple[CampaignRow, list[TrialRow], LiveCampaign | None]]:
+        """Every campaign of every store with its trials and its live state, each store opened once."""
         out = []
         for i, d in enumerate(self.dirs):
             st = self._open(i)
@@ -169,7 +162,7 @@ class Results:
                     rows = self.raw_rows(i, folder.name)
                     live = read_live(folder)
                     out.append((CampaignRow(i, str(d), folder.name, None, "-", None, len(rows),
-                                            sum(1 for r in rows if r.valid), status(live, "running")), rows))
+                                            sum(1 for r in rows if r.valid), status(live, "running")), rows, live))
                 continue
             with st:
                 for c in readers.campaigns(st):
@@ -178,7 +171,7 @@ class Results:
                         else "sweep"
                     live = read_live(d / "raw" / c.campaign_id)
                     out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
-                                            sum(1 for r in rows if r.valid), status(live, "done")), rows))
+                                            sum(1 for r in rows if r.valid), status(live, "done")), rows, live))
         return out
 
     def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
@@ -198,8 +191,10 @@ class Results:
 
     def verdicts(self, store: int, campaign_id: str) -> list[VerdictRow] | None:
         """None while a run writes the store (the analysis needs its rows)."""
-        if readers_locked(self.dirs[store]):
+        st = self._open(store)
+        if st is None:
             return None
+        st.close()  # the analysis opens it again, read-only
         with _PLOTTING:
             return campaign_verdicts(self.dirs[store], campaign_id)
 
@@ -259,7 +254,7 @@ def metrics(results: Results) -> bytes:
     planned = g.gauge("softnet_campaign_planned", "what the running campaign plans (its unit: trials, searches "
                       "or runs)", "unit", labels=camp)
     left = g.gauge("softnet_campaign_time_left_seconds", "at the pace of the trials run so far", labels=camp)
-    for c, rows in results.campaign_trials():
+    for c, rows, lv in results.campaign_trials():
         state.labels(c.results_dir, c.campaign_id, c.status).set(1)
         trials.labels(c.results_dir, c.campaign_id).set(c.trials)
         if rows:
@@ -279,7 +274,6 @@ def metrics(results: Results) -> bytes:
             for f in r.flags:
                 flag.labels(*key, f).set(1)
             _set_cpus(cpu, key, r.per_cpu)
-        lv = read_live(results.dirs[c.store] / "raw" / c.campaign_id)
         if c.status != "running" or lv is None:
             continue
         planned.labels(c.results_dir, c.campaign_id, lv.unit).set(lv.planned)

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from softnet.campaign.live import LiveWriter
+from softnet.campaign.spec import CampaignSpec
 from softnet.results.live import LIVE_FILE, LiveSample, read_live
 from softnet.results.store import DB_NAME, Store
 from tests.conftest import needs_root, softnet_cmd
@@ -207,12 +208,15 @@ def test_a_writer_gone_without_a_word_reads_as_interrupted(tmp_path):
     dead.wait()
     with LiveWriter(tmp_path, "c-1", "sweep") as w:
         w.progress("plan", 1, 4)
-        w.trial(0, 1, 0, {"testbed.sut": "ipv4-fwd"}, 1e5, 3.0)(LiveSample(elapsed_s=1.0, interval_s=0.5))
+        cell = CampaignSpec.model_validate({"name": "c", "method": {"loads": ["100kpps"], "duration_s": 2.5,
+                                                                    "warmup_s": 0.5}})
+        w.trial(0, 1, 0, {"testbed.sut": "ipv4-fwd"}, 1e5, cell)(LiveSample(elapsed_s=1.0, interval_s=0.5))
         w.state.pid = dead.pid  # what a killed controller leaves behind
         w._write()
         lv = read_live(tmp_path)
         assert lv is not None and lv.state == "running" and not lv.writer_alive()
         assert lv.trial.configuration == "sut=ipv4-fwd" and lv.trial.latest.elapsed_s == 1.0
+        assert lv.trial.expected_s == 3.0
         w.state.pid = os.getpid()
     assert read_live(tmp_path) is None  # ended as planned: no live file
     with pytest.raises(KeyboardInterrupt):

@@ -162,9 +162,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
                 with measurer_for(cell, v) as m:
                     on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name} at "
                              f"{format_rate(load)}")
-                    result = m.measure(load, li, rounds, live=live and live.trial(
-                        v, li, rounds, knobs, load, cell.method.warmup_s + cell.method.duration_s,
-                        cell.testbed.sut_cpus))
+                    result = m.measure(load, li, rounds, live=live and live.trial(v, li, rounds, knobs, load, cell))
                 store.add_trial(cid, v, li, rounds, knobs, result)
                 results[(v, li, rounds)] = result
                 count += 1

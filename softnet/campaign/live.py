@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from softnet.campaign.spec import CampaignSpec
 from softnet.results.live import HISTORY_POINTS, LiveCampaign, LiveSample, LiveTrial, clear_live, write_live
 from softnet.results.stored import knobs_label
 
@@ -57,12 +58,14 @@ class LiveWriter:
         self._write()
 
     def trial(self, cell_id: int, load_index: int, run_index: int, knobs: dict, rate_pps: float,
-              expected_s: float, sut_cpus: list[int] | None = None) -> Callable[[LiveSample], None]:
-        """Announce a trial; the callback adds each of its samples."""
+              cell: CampaignSpec, duration_s: float | None = None) -> Callable[[LiveSample], None]:
+        """Announce a trial of ``cell`` (``duration_s``: its window, when not
+        the cell's); the callback adds each of its samples."""
+        m = cell.method
         self.state.trial = LiveTrial(cell_id=cell_id, load_index=load_index, run_index=run_index,
                                      configuration=knobs_label(knobs), intended_rate_pps=rate_pps,
-                                     started_unix_s=time.time(), expected_s=expected_s,
-                                     sut_cpus=list(sut_cpus or []))
+                                     started_unix_s=time.time(), expected_s=m.warmup_s + (duration_s or m.duration_s),
+                                     sut_cpus=list(cell.testbed.sut_cpus or []))
         self._write()
 
         def sample(s: LiveSample) -> None:

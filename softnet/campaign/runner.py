@@ -85,9 +85,7 @@ def run_sweep_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Even
                 for li, ri in todo:
                     on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
                                    f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
-                    result = m.measure(loads[li], li, ri, live=live.trial(
-                        cell_id, li, ri, knobs, loads[li], cell.method.warmup_s + cell.method.duration_s,
-                        cell.testbed.sut_cpus))
+                    result = m.measure(loads[li], li, ri, live=live.trial(cell_id, li, ri, knobs, loads[li], cell))
                     store.add_trial(cid, cell_id, li, ri, knobs, result)
                     count += 1
                     on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "

@@ -81,10 +81,8 @@ class ReplayThenMeasure:
                 return as_measurement(t.document, self.host_stall_loss)
             self.store.delete_trials_from(self.cid, self.cell_id, self.run_index, seq)
             self.stored = self.stored[:seq]
-        cell = self.measurer.spec
         result = self.measurer.measure(load_pps, seq, self.run_index, duration_s, live=self.live and self.live.trial(
-            self.cell_id, seq, self.run_index, self.knobs, load_pps, cell.method.warmup_s + duration_s,
-            cell.testbed.sut_cpus))
+            self.cell_id, seq, self.run_index, self.knobs, load_pps, self.measurer.spec, duration_s))
         self.store.add_trial(self.cid, self.cell_id, seq, self.run_index, self.knobs, result)
         self.on_trial(StoredResult.parse(result, "trial result"), False)
         return as_measurement(result, self.host_stall_loss)
@@ -178,7 +176,7 @@ def run_latency_trial(store: Store, campaign_id: str, cell_id: int, knobs: dict,
     m = cell.method
     duration = m.latency_duration_s or m.duration_s
     result = measurer.measure(t.load_pps, t.load_index, run_index, duration, live=live and live.trial(
-        cell_id, t.load_index, run_index, knobs, t.load_pps, m.warmup_s + duration, cell.testbed.sut_cpus))
+        cell_id, t.load_index, run_index, knobs, t.load_pps, cell, duration))
     result[LATENCY_AT] = t.marker()
     store.add_trial(campaign_id, cell_id, t.load_index, run_index, knobs, result)
     return StoredResult.parse(result, "trial result")

@@ -13,12 +13,12 @@ when its personality was reset during the measurement window.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from softnet.analysis.loss_stats import MeanCI
 from softnet.analysis.loss_time import due_ns
+from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
 from softnet.results.stored import StoredTrial
 from softnet.results.trial import ResetResult, TrialSpec
@@ -72,12 +72,7 @@ class ResetSummary:
     host_interference: int  # runs a host stall spoilt (flagged; their figures are kept, and named)
 
     def to_dict(self) -> dict:
-        def mci(m: MeanCI) -> dict:
-            return {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                    for k, v in (("n", m.n), ("mean", m.mean), ("ci_lower", m.ci_lower), ("ci_upper", m.ci_upper))}
-        return {"cell_id": self.cell_id, "label": self.label, "load_pps": self.load_pps, "what": self.what,
-                "runs": self.runs, "failed": self.failed, "interruption_ms": mci(self.interruption_ms),
-                "frame_loss_ms": mci(self.frame_loss_ms), "host_interference": self.host_interference}
+        return json_safe(asdict(self))  # a single run's interval is NaN: null
 
 
 def summarize_resets(trials: Sequence[StoredTrial], labels: dict[int, str],

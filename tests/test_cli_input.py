@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -188,3 +190,22 @@ def test_matrix_cells_are_expanded_lazily():
     knobs, cell = next(iter(cells))
     assert knobs == {"synthetic.seed": 0, "traffic.flows": 1} and cell.traffic.flows == 1
     assert cells[-1][0] == {"synthetic.seed": 99, "traffic.flows": 100}
+
+
+def test_ctrl_c_inside_an_exec_still_exits_130(tmp_path):
+    """A Ctrl-C that lands in exec() of a string (scipy's lazy imports run
+    some) leaves CPython's 'unhandled KeyboardInterrupt' flag set; softnet
+    still ends with its 130 and one line, not killed by SIGINT. Run with -m,
+    as the softnet script is: only that path checks the flag at exit."""
+    code = ("import sys\n"
+            "from softnet.cli import main as m\n"
+            "@m.app.command('boom')\n"
+            "def boom():\n"
+            "    exec('raise KeyboardInterrupt')\n"
+            "sys.argv = ['softnet', 'boom']\n"
+            "m.main()\n")
+    (tmp_path / "boom_cli.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).parent.parent}"}
+    r = subprocess.run([sys.executable, "-m", "boom_cli"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr and "Traceback" not in r.stderr

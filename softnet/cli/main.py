@@ -842,6 +842,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
         err_console.print("softnet: interrupted; host changes undone")
+        # A Ctrl-C that passed through exec() of a string (scipy's imports run
+        # some) leaves CPython's "unhandled KeyboardInterrupt" flag set, and the
+        # interpreter would end by SIGINT, not 130; a clean exec() clears it.
+        exec("")
         sys.exit(130)
     except Terminated:
         err_console.print("softnet: terminated; host changes undone")

@@ -12,6 +12,7 @@ from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
 from softnet.analysis.profile_reads import name_drops
+from softnet.analysis.back_to_back import back_to_back_result
 from softnet.analysis.reset import reset_result
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
@@ -413,6 +414,8 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         if raw.reset.error:
             found.append("reset_failed")
             fields.update(valid=False)
+    if spec.burst_rate_pps is not None:
+        fields.update(back_to_back=back_to_back_result(raw, spec))
     if raw.series is not None:
         series = Series.from_json(raw.series.model_dump())
         if "start" in series.marks:

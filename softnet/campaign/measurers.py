@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from softnet.analysis.back_to_back import BurstPlan
 from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
@@ -114,11 +115,16 @@ class TestbedMeasurer:
 
     def _trial(self, rate_pps: float, duration_s: float, warmup_s: float,
                live: Callable[[LiveSample], None] | None = None) -> dict:
-        t, c = self.spec.traffic, self.spec.collect
+        t, c, m = self.spec.traffic, self.spec.collect, self.spec.method
+        arrivals, burst_pkts, on_duty, burst_rate = t.arrivals, t.burst_pkts, t.on_duty, None
+        if m.kind == "back-to-back":  # rate_pps: the frame rate inside each burst
+            plan = BurstPlan(rate_pps, m.burst_pkts, m.burst_gap_s, m.bursts)
+            arrivals, burst_pkts, on_duty, burst_rate = "onoff", m.burst_pkts, plan.duty, rate_pps
+            rate_pps, duration_s, warmup_s = plan.mean_rate_pps, plan.window_s, plan.cycle_s
         spec = TrialSpec(rate_pps=rate_pps, duration_s=duration_s, warmup_s=warmup_s,
                          frame_bytes=t.frame_bytes, flows=t.flows, src_ips=t.src_ips, dst_ips=t.dst_ips,
-                         dst_ports=t.dst_ports, mix=t.mix, arrivals=t.arrivals, burst_pkts=t.burst_pkts,
-                         on_duty=t.on_duty, seed=t.seed, bidirectional=t.bidirectional,
+                         dst_ports=t.dst_ports, mix=t.mix, arrivals=arrivals, burst_pkts=burst_pkts,
+                         on_duty=on_duty, seed=t.seed, bidirectional=t.bidirectional, burst_rate_pps=burst_rate,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,

@@ -45,6 +45,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from softnet.errors import InputError
 from softnet.specfile import read_toml, spec_error  # noqa: F401 (spec_error: for the CLI)
+from softnet.results.shapes import ARRIVALS_MAX
 from softnet.units import parse_rate
 
 MAX_LATENCY_FRACTIONS = 10
@@ -425,7 +426,7 @@ def variant_name(variant: dict, index: int) -> str:
 
 
 class MethodSpec(Strict):
-    kind: Literal["sweep", "search", "latency", "compare", "reset"] = "sweep"
+    kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -454,6 +455,13 @@ class MethodSpec(Strict):
     host_stall_loss: Literal["set_apart", "count"] = "set_apart"
     # kind = "reset" (RFC 2544 26.6, RFC 6201): each trial resets the SUT this long into its window
     reset_at_s: float | None = Field(None, gt=0)
+    # kind = "back-to-back" (RFC 2544 26.4, RFC 9004): loads are the frame rates inside the bursts; each
+    # trial sends `bursts` bursts of burst_pkts frames, burst_gap_s apart, after one warm-up burst
+    burst_pkts: int | None = Field(None, ge=2)
+    bursts: int = Field(10, ge=1, le=1000)
+    burst_gap_s: float = Field(2.0, gt=0, le=60)  # RFC 9004 6.3: at least 2 s for the buffers to empty
+    # the SUT's measured throughput (e.g. its NDR), for RFC 9004's corrected buffer time
+    throughput: str | float | None = None
 
     @field_validator("loads")
     @classmethod
@@ -493,6 +501,15 @@ class MethodSpec(Strict):
                              "to take fractions of")
         if (self.kind == "reset") != (self.reset_at_s is not None):
             raise ValueError('reset_at_s: a reset campaign (kind = "reset") needs it, and only one takes it')
+        b2b = self.kind == "back-to-back"
+        if b2b != (self.burst_pkts is not None):
+            raise ValueError('burst_pkts: a back-to-back campaign (kind = "back-to-back") needs it (the longest '
+                             'burst sent), and only one takes it')
+        if not b2b and self.throughput is not None:
+            raise ValueError('throughput: only a back-to-back campaign takes it')
+        if b2b and self.burst_pkts > ARRIVALS_MAX:
+            raise ValueError(f"burst_pkts = {self.burst_pkts}: the generator builds bursts of at most "
+                             f"{ARRIVALS_MAX} frames (one arrival table)")
         if self.reset_at_s is not None and self.reset_at_s >= self.duration_s:
             raise ValueError(f"reset_at_s = {self.reset_at_s:g} s: the reset must fall inside the window "
                              f"(duration_s = {self.duration_s:g} s)")
@@ -841,8 +858,37 @@ def load_spec(path: str | Path) -> CampaignSpec:
                     raise InputError(f"{path}: testbed.sut", exc.message) from None
             else:
                 raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no data path to reset")
+        elif cell.method.kind == "back-to-back":
+            check_back_to_back(cell, path)
         elif not cell.testbed.inventory:  # latency: the CPUs must exist here (an inventory host's agent checks its own)
             from softnet.testbed.latency import LatencyPlacement
 
             LatencyPlacement(dict(cell.latency.app_cpus), dict(cell.latency.napi_cpus)).validate()
     return spec
+
+
+def check_back_to_back(cell: CampaignSpec, path) -> None:
+    """A back-to-back campaign's burst rates against its throughput, on a
+    testbed that has a data path, before anything runs."""
+    m, t = cell.method, cell.traffic
+    if cell.testbed.sut == "synthetic":
+        raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no buffer to fill: back-to-back bursts "
+                         "need a real data path")
+    if cell.testbed.inventory:
+        raise InputError(f"{path}: method.kind", "the back-to-back benchmark runs on the local testbed only for now")
+    if m.loads is None:
+        raise InputError(f"{path}: method.loads", "give the frame rate inside the bursts, e.g. loads = [\"1Mpps\"] "
+                         "(RFC 2544: the medium's maximum frame rate)")
+    if t.mix is not None:
+        raise InputError(f"{path}: traffic.mix", "back-to-back bursts are of one frame size (RFC 9004 6.1: mixed "
+                         "sizes must not be used)")
+    if t.bidirectional or t.arrivals != "const":
+        raise InputError(f"{path}: traffic.arrivals" if t.arrivals != "const" else f"{path}: traffic.bidirectional",
+                         "a back-to-back campaign shapes its own bursts, in one direction")
+    rates = cell.loads_pps()
+    if m.throughput is not None:
+        tput = parse_rate(str(m.throughput), t.frame_bytes, t.rate_layer, "method.throughput")
+        low = [r for r in rates if r <= tput]
+        if low:
+            raise InputError(f"{path}: method.throughput", f"{tput:,.0f} pps is not below the burst rate "
+                             f"{low[0]:,.0f} pps: a burst at or under the throughput fills no buffer")

@@ -82,16 +82,23 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     searches = search_summaries(path, campaign) if is_store else []
     latency = latency_campaigns(path, campaign) if is_store else []
     compared = comparisons(path, campaign) if is_store else []
+    resets, b2b = rfc_benchmarks(path, campaign) if is_store else ([], [])
     if compared and campaign:
         searches = []  # a comparison's own searches are in its paired figures
     if as_json:
         print_json([c.to_dict() for c in configs] + [{"search": True, **s.to_dict()} for s in searches]
                    + [{"latency": True, **latency_cmd.show(path, cid, True, wide, quiet=True)} for cid in latency]
-                   + [{"comparison": True, "campaign_id": cid, **s.to_dict()} for cid, s in compared])
+                   + [{"comparison": True, "campaign_id": cid, **s.to_dict()} for cid, s in compared]
+                   + [{"reset": True, **s.to_dict()} for s in resets]
+                   + [{"back_to_back": True, **s.to_dict()} for s in b2b])
     else:
         for _, s in compared:
             compare_cmd.show(s, None, 0.0, False, wide)
-        if configs or not (searches or latency or compared):
+        if resets:
+            show_resets(resets, False, wide)
+        if b2b:
+            show_back_to_back(b2b, False, wide)
+        if configs or not (searches or latency or compared or resets or b2b):
             show_analysis(configs, tables, wide)
         if is_store and compares_data_paths(configs):
             show_data_paths(data_path_rows(path, configs), wide)
@@ -274,6 +281,76 @@ def reset_summaries(results_dir: Path, campaign: str) -> list:
     with readers.open_results(results_dir) as st:
         labels = {c.cell_id: cell_label(c) for c in readers.cells(st, campaign)}
         return summarize_resets(readers.stored_trials(st, campaign), labels)
+
+
+def back_to_back_summaries(results_dir: Path, campaign: str) -> list:
+    """Per cell and burst rate, with the throughput its spec gave (RFC 9004's corrected buffer time)."""
+    from softnet.analysis.back_to_back import summarize_back_to_back
+    from softnet.results import readers
+    from softnet.units import parse_rate
+
+    out = []
+    with readers.open_results(results_dir) as st:
+        for c in readers.cells(st, campaign):
+            m, t = c.settings.method, c.settings.traffic
+            tput = parse_rate(str(m.throughput), t.frame_bytes, t.rate_layer, "method.throughput") \
+                if m.throughput is not None else None
+            out += summarize_back_to_back(readers.stored_trials(st, campaign, c.cell_id), {c.cell_id: cell_label(c)},
+                                          tput)
+    return out
+
+
+def rfc_benchmarks(results_dir: Path, campaign: str | None) -> tuple[list, list]:
+    """The reset and back-to-back summaries of a store's campaigns of those kinds."""
+    from softnet.results import readers
+
+    with readers.open_results(results_dir) as st:
+        kinds = {c.campaign_id: {cell.method_kind for cell in readers.cells(st, c.campaign_id)}
+                 for c in readers.campaigns(st) if campaign is None or c.campaign_id == campaign}
+    resets = [s for cid, k in kinds.items() if "reset" in k for s in reset_summaries(results_dir, cid)]
+    b2b = [s for cid, k in kinds.items() if "back-to-back" in k for s in back_to_back_summaries(results_dir, cid)]
+    return resets, b2b
+
+
+B2B_COLS = [Col("configuration", text=True, justify="left"), Col("burst rate"), Col("bursts"),
+            Col("frames"), Col("95% CI"), Col("min-max", wide=True), Col("buffer ms"), Col("corr. ms"),
+            Col("spoilt", wide=True)]
+
+
+def show_back_to_back(summaries: list, as_json: bool, wide: bool = False) -> None:
+    """The back-to-back frames benchmark (RFC 2544 26.4, RFC 9004): the
+    longest lossless burst per configuration and burst rate, its interval,
+    and the buffer times RFC 9004 derives from it."""
+    if as_json:
+        print_json([s.to_dict() for s in summaries])
+        return
+    from softnet.analysis.data_paths import short_label
+
+    def num(v: float | None, f: str = ".4g") -> str:
+        return "-" if v is None or v != v else format(v, f)
+
+    rows = [[short_label(s.label), eng(s.burst_rate_pps, "pps"), str(s.bursts), num(s.lossless_pkts.mean, ".0f"),
+             "-" if s.lossless_pkts.ci_lower != s.lossless_pkts.ci_lower else
+             f"[{s.lossless_pkts.ci_lower:.0f}, {s.lossless_pkts.ci_upper:.0f}]",
+             f"{s.min_pkts}-{s.max_pkts}" if s.min_pkts is not None else "-",
+             num(s.implied_buffer_s * 1e3 if s.implied_buffer_s is not None else None, ".3g"),
+             num(s.corrected_buffer_s * 1e3 if s.corrected_buffer_s is not None else None, ".3g"),
+             str(s.spoilt)] for s in summaries]
+    console.print(table("back-to-back frames: longest burst forwarded whole (RFC 2544 26.4, RFC 9004)", B2B_COLS,
+                        rows, wide=wide))
+    for s in summaries:
+        notes = []
+        if s.whole:
+            notes.append(f"{s.whole} of {s.bursts} bursts went through whole: the buffer holds more than the "
+                         f"{s.burst_pkts} sent (send longer bursts)")
+        if s.spoilt:
+            notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in s.reasons.items()))
+        if s.unknown:
+            notes.append(f"{s.unknown} burst(s) past the sink's kept lost runs: unknown")
+        if s.throughput_pps is None:
+            notes.append("corrected buffer time: give method.throughput (the SUT's measured throughput)")
+        if notes:
+            console.print(f"{short_label(s.label)}: " + "; ".join(notes), markup=False, highlight=False)
 
 
 def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:

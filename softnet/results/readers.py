@@ -46,6 +46,12 @@ class TestbedPart(_SpecPart):
 class MethodPart(_SpecPart):
     kind: str = "sweep"
     host_stall_loss: str = "set_apart"
+    throughput: str | float | None = None  # a back-to-back campaign's
+
+
+class TrafficPart(_SpecPart):
+    frame_bytes: int = 64
+    rate_layer: str = "l1"
 
 
 class AnalysisPart(_SpecPart):
@@ -60,6 +66,7 @@ class CellSpec(_SpecPart):
     name: str | None = None
     testbed: TestbedPart = TestbedPart()
     method: MethodPart = MethodPart()
+    traffic: TrafficPart = TrafficPart()
     analysis: AnalysisPart | None = None
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
-from softnet.results.trial import HostStalls, KernelSamples, LossAttribution, Number, ResetResult, StallLoss
+from softnet.results.trial import (BackToBackResult, HostStalls, KernelSamples, LossAttribution, Number, ResetResult,
+                                  StallLoss)
 
 
 class LatencyAt(BaseModel):
@@ -86,6 +87,7 @@ class StoredResult(BaseModel):
     loss_attribution: LossAttribution | None = None
     host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings
     reset: ResetResult | None = None  # a reset trial's interruption
+    back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts
     kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
     profile: dict | None = None
     provenance: StoredProvenance | None = None

@@ -84,6 +84,8 @@ class TrialSpec:
     bidirectional: bool = False
     # reset benchmark (RFC 2544 26.6, RFC 6201): the SUT personality's reset, this long after the window starts
     reset_at_s: float | None = None
+    # back-to-back benchmark (RFC 2544 26.4, RFC 9004): each onoff burst is sent at this frame rate
+    burst_rate_pps: float | None = None
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -176,6 +178,8 @@ class TrialSpec:
                 or not 0 < self.on_duty <= 1):
             raise InputError("on_duty", f"{self.on_duty!r}: expected a share in (0, 1] (onoff: time on)")
         whole("seed", self.seed, 0, 2**64 - 1, "poisson: the gaps' random seed")
+        if self.burst_rate_pps is not None and (self.arrivals != "onoff" or self.bidirectional):
+            raise InputError("burst_rate_pps", "back-to-back bursts are one direction's onoff arrivals")
 
     def mix_sizes(self) -> list[tuple[int, int]] | None:
         """The frame mix as [(size, weight)] (None: one size, frame_bytes)."""
@@ -466,6 +470,28 @@ class ResetResult(Exact):
     frame_loss_ms: Number | None  # frame-loss method: lost packets / offered rate
     lost_pkts: int | None
     error: str | None = None  # the action failed: the trial's figures say nothing of a reset
+
+
+class BurstRead(Exact):
+    """One burst of a back-to-back trial: how many of its frames went
+    through before the first one lost (all of them: none lost)."""
+
+    first_seq: int
+    lossless_pkts: int  # frames before the first lost one; a shorter burst is their prefix
+    lost_pkts: int
+    spoilt: str | None = None  # why the burst says nothing of the SUT (a host stall, the generator late)
+
+
+class BackToBackResult(Exact):
+    """A back-to-back trial (RFC 2544 26.4): bursts of burst_pkts frames at
+    burst_rate_pps. Each frame of a burst is due at the same time whatever
+    the burst's length, so the frames ahead of the first loss are a burst
+    the SUT forwards whole: a burst's lossless length is read off once."""
+
+    burst_rate_pps: Number
+    burst_pkts: int
+    bursts: list[BurstRead]
+    unknown: int = 0  # bursts the sink's kept lost runs do not cover (truncated)
 
 
 class HostStalls(Exact):
@@ -866,6 +892,7 @@ class TrialResult(BaseModel):
     hosts: dict[str, RemoteHost] | None = None
     window_skew_ms: Number | None = None
     reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
+    back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts (TrialSpec.burst_rate_pps)
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

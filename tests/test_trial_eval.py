@@ -288,3 +288,23 @@ def test_sink_ring_overflow_is_not_the_suts_loss():
     for side in ("before", "after"):
         raw[side]["links"]["sut_out"]["tx_dropped"] = 0
     assert "sink_limited" not in evaluate(raw).flags
+
+
+def test_rfc8219_figures_from_a_captured_trial():
+    """RFC 8219: TL the median, WCL the 99.9th percentile, PDV WCL less the
+    minimum; IPDV from the delays the sink kept one by one (consecutive
+    differences), and named as missing where it kept none."""
+    raw, _ = load("ipv4fwd_20kpps_exact")
+    r = evaluate(raw)
+    f = r.rfc8219
+    assert f.typical_ns == r.latency_p50_ns and f.worst_case_ns == r.latency_p99_9_ns
+    assert f.pdv_ns == r.latency_p99_9_ns - r.latency_min_ns > 0
+    kept = raw["sink"]["latency_exact_ns"]
+    diffs = [b - a for a, b in zip(kept, kept[1:])]
+    assert f.ipdv_pkts == len(diffs) == len(kept) - 1
+    assert (f.ipdv_min_ns, f.ipdv_max_ns) == (min(diffs), max(diffs))
+    assert f.ipdv_median_ns == sorted(diffs)[len(diffs) // 2] or len(diffs) % 2 == 0
+    assert f.ipdv_min_ns < 0 < f.ipdv_max_ns  # delays rise and fall: IPDV takes both signs
+    other, _ = load("ipv4fwd_150kpps_quiet")
+    g = evaluate(other).rfc8219
+    assert g.ipdv_median_ns is None and "exact_delays" in g.ipdv_missing and g.pdv_ns > 0

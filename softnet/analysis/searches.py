@@ -78,6 +78,15 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
 LATENCY_PERCENTILES = ("latency_p50_ns", "latency_p90_ns", "latency_p99_ns", "latency_p99_9_ns")
 
 
+RFC8219_KEYS = ("typical_ns", "worst_case_ns", "pdv_ns", "ipdv_median_ns", "ipdv_max_ns")
+
+
+def rfc8219_figures(r: StoredResult) -> dict[str, float | None]:
+    """A trial's RFC 8219 latency figures by RFC8219_KEYS (None: not measured)."""
+    f = r.rfc8219
+    return {k: getattr(f, k) if f is not None else None for k in RFC8219_KEYS}
+
+
 def percentiles(r: StoredResult) -> dict[str, float | None]:
     """A trial's latency percentiles by the names LATENCY_PERCENTILES gives them."""
     return dict(zip(LATENCY_PERCENTILES, (r.latency_p50_ns, r.latency_p90_ns, r.latency_p99_ns, r.latency_p99_9_ns)))
@@ -128,6 +137,8 @@ class LatencyAtFraction:
     flags: dict[str, int]  # flag -> trials (the invalid ones say why they do not count)
     note: str
     runs: list[LatencyRun] = field(default_factory=list)  # per repeat: load, loss, valid, flags, percentiles
+    # RFC 8219 7.2-7.3 by RFC8219_KEYS: the median over the valid repeats is what the RFC reports (with min, max)
+    rfc8219: dict[str, Spread | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,5 +188,6 @@ def search_latency(store: Store, campaign_id: str) -> list[LatencyAtFraction]:
             {k: _spread([p[k] for p in per_trial if _finite(p[k])]) for k in LATENCY_PERCENTILES},
             float(np.median(losses)) if losses else None, float(max(losses)) if losses else None, flags, note,
             [LatencyRun(run, r.intended_rate_pps, r.latency_at.of_pps, r.latency_at.goal_status, r.loss_ratio,
-                        bool(r.valid), list(r.flags), *percentiles(r).values()) for run, r in trials]))
+                        bool(r.valid), list(r.flags), *percentiles(r).values()) for run, r in trials],
+            {k: _spread([f[k] for f in map(rfc8219_figures, valid) if _finite(f[k])]) for k in RFC8219_KEYS}))
     return out

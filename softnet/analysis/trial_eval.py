@@ -7,6 +7,8 @@ lost nor double counted.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from softnet.analysis import counters, latency_hist, loss_time
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
@@ -22,7 +24,7 @@ from softnet.results.series import Series
 from softnet.results.trial import (KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, Diagnosis, Direction, FlowCounts,
                                    GeneratorSummary, HostStalls, KernelStats, LatencyExact, LatencyHistogram,
                                    PlacementObserved, PlacementRequested, ProfileResult, SizeLoss, ThreadCpu,
-                                   TrafficShape, TrialPlacement, TrialResult, TrialSpec)
+                                   Rfc8219Latency, TrafficShape, TrialPlacement, TrialResult, TrialSpec)
 from softnet.results import shapes
 
 PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
@@ -71,6 +73,28 @@ def latency(sink: SinkReport) -> dict:
                                              buckets=h.buckets, over_range_pkts=sink.latency_over_range_pkts))
     if sink.latency_exact_ns is not None:
         out.update(latency_exact=exact_check(sink.latency_exact_ns, sink.latency_exact_seen_pkts, n, pct))
+    out.update(rfc8219=rfc8219(out, sink))
+    return out
+
+
+def rfc8219(lat: dict, sink: SinkReport) -> Rfc8219Latency | None:
+    """RFC 8219's latency figures from the window's delays. IPDV needs
+    consecutive delays, which the sink keeps one by one only when asked
+    (collect.exact_delays): in arrival order, so reordered frames (counted
+    by the sink) pair with their neighbours in time, not in sequence."""
+    lo, p999 = lat["latency_min_ns"], lat.get(latency_hist.percentile_key(99.9))
+    if lo is None:
+        return None
+    out = Rfc8219Latency(typical_ns=lat.get(latency_hist.percentile_key(50)), worst_case_ns=p999,
+                         pdv_ns=p999 - lo if p999 is not None else None)
+    d = sink.latency_exact_ns
+    if not d or len(d) < 2:
+        out.ipdv_missing = "the sink kept no delays one by one (collect.exact_delays)"
+        return out
+    kept = np.asarray(d[:min(len(d), sink.latency_exact_seen_pkts or len(d))], dtype=np.int64)
+    ipdv = np.diff(kept)
+    out.ipdv_min_ns, out.ipdv_median_ns, out.ipdv_max_ns = int(ipdv.min()), float(np.median(ipdv)), int(ipdv.max())
+    out.ipdv_pkts = int(ipdv.size)
     return out
 
 

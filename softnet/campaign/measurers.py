@@ -133,7 +133,8 @@ class TestbedMeasurer:
         return self._run(spec, live)
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
-        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path(), live=live)
+        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path(), live=live,
+                     exact_pkts=self.spec.collect.exact_delays)
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
                 live: Callable[[LiveSample], None] | None = None) -> dict:
@@ -181,7 +182,8 @@ class RemoteMeasurer(TestbedMeasurer):
         self.tb.__exit__(*exc)
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
-        result = trial(self.tb, spec, keep_raw=True, path=self.path(), live=live)
+        result = trial(self.tb, spec, keep_raw=True, path=self.path(), live=live,
+                       exact_pkts=self.spec.collect.exact_delays)
         result.pop("hosts", None)  # kept in the raw trial and its provenance
         return result
 

@@ -569,6 +569,8 @@ class CollectSpec(Strict):
     inject_busy_ms: float | None = Field(None, ge=0.1, le=100)
     inject_every_ms: float = Field(500.0, ge=0.2, le=60000)
     inject_cpu: int | None = Field(None, ge=0)
+    # the sink keeps the window's first N delays one by one, in arrival order: RFC 8219's IPDV
+    exact_delays: int = Field(0, ge=0, le=1 << 24)
 
     @model_validator(mode="after")
     def injector_period(self):

@@ -268,6 +268,29 @@ def show_search_latency(summaries: list, wide: bool = False) -> None:
         why = x.note or (", ".join(f"{f} x{n}" for f, n in x.flags.items()) if x.valid < x.repeats else "")
         if why:
             console.print(f"  {x.label} {x.goal} at {x.fraction:.0%}: {why}", highlight=False)
+    show_rfc8219(found, wide)
+
+
+RFC8219_COLS = [Col("configuration", text=True), Col("goal", justify="left"), Col("of"), Col("TL"), Col("WCL"),
+                Col("PDV"), Col("IPDV med", wide=True), Col("IPDV max"), Col("repeats")]
+
+
+def show_rfc8219(found: list, wide: bool = False) -> None:
+    """RFC 8219's figures at each fraction: typical (median) and worst-case
+    (99.9th percentile) latency, PDV and IPDV, each the median over the valid
+    repeats as the RFC reports them (it asks for at least 20)."""
+    rows = [[x.label, x.goal, f"{x.fraction:.0%}",
+             *[latency_us(None if x.rfc8219.get(k) is None else x.rfc8219[k].median)
+               for k in ("typical_ns", "worst_case_ns", "pdv_ns")],
+             "-" if x.rfc8219.get("ipdv_median_ns") is None else f"{x.rfc8219['ipdv_median_ns'].median / 1e3:.2f}",
+             latency_us(None if x.rfc8219.get("ipdv_max_ns") is None else x.rfc8219["ipdv_max_ns"].median),
+             f"{x.valid}/{x.repeats}"] for x in found if x.rfc8219.get("typical_ns") is not None]
+    if not rows:
+        return
+    console.print(table("RFC 8219 latency, us (TL: median, WCL: 99.9th percentile, PDV: WCL - min)",
+                        RFC8219_COLS, rows, wide))
+    if all(x.rfc8219.get("ipdv_max_ns") is None for x in found):
+        console.print("  IPDV: give collect.exact_delays = N (the sink keeps N delays one by one)", highlight=False)
 
 
 RESET_COLS = [Col("configuration", text=True, justify="left"), Col("load"), Col("runs"),

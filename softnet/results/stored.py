@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
 from softnet.results.trial import (BackToBackResult, HostStalls, KernelSamples, LossAttribution, Number, ResetResult,
-                                  StallLoss)
+                                  Rfc8219Latency, StallLoss)
 
 
 class LatencyAt(BaseModel):
@@ -83,6 +83,7 @@ class StoredResult(BaseModel):
     latency_p90_ns: Number | None = None
     latency_p99_ns: Number | None = None
     latency_p99_9_ns: Number | None = None
+    rfc8219: Rfc8219Latency | None = None
     latency_p99_upper_ns: Number | None = None  # schema 2: the log2 bucket's upper edge
     loss_attribution: LossAttribution | None = None
     host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings

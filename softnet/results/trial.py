@@ -247,6 +247,24 @@ class LatencyExact(Exact):
     max_rel_error: Number | None = None
 
 
+class Rfc8219Latency(Exact):
+    """A trial's delays as RFC 8219 reports them: typical latency (7.2: the
+    median), worst-case latency (7.2: the 99.9th percentile), packet delay
+    variation (7.3.1: the 99.9th percentile less the minimum) and inter-packet
+    delay variation (7.3.2: D(i) - D(i-1) of consecutive frames; its minimum,
+    median and maximum). One-way delays of every window frame, where the RFC
+    tags 500: the same statistics on more frames."""
+
+    typical_ns: Number | None
+    worst_case_ns: Number | None
+    pdv_ns: Number | None
+    ipdv_min_ns: Number | None = None
+    ipdv_median_ns: Number | None = None
+    ipdv_max_ns: Number | None = None
+    ipdv_pkts: int = 0  # consecutive pairs the IPDV figures rest on
+    ipdv_missing: str | None = None  # why there are none
+
+
 class Diagnosis(Exact):
     """Where packets were dropped on the path, by the kernel's counters over the trial."""
 
@@ -845,6 +863,7 @@ class TrialResult(BaseModel):
     latency_percentile_rel_error: float | None = None
     latency_hist: LatencyHistogram | None = None
     latency_exact: LatencyExact | None = None
+    rfc8219: Rfc8219Latency | None = None
     # schema 2 (raw schema 1): upper edges of log2 buckets
     latency_p50_upper_ns: Number | None = None
     latency_p99_upper_ns: Number | None = None

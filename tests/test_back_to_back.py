@@ -77,6 +77,11 @@ def test_a_known_queue_gives_the_burst_it_predicts(tmp_path):
     a = subprocess.run(softnet_cmd("analyze", str(tmp_path / "r"), "--json"), capture_output=True, text=True)
     assert a.returncode == 0 and [x for x in json.loads(a.stdout) if x.get("back_to_back")][0]["bursts"] \
         == summary["bursts"]
+    # and the report has its table
+    rep = subprocess.run(softnet_cmd("report", str(tmp_path / "r"), "--out", str(tmp_path / "r.html")),
+                         capture_output=True, text=True)
+    html = (tmp_path / "r.html").read_text()
+    assert rep.returncode == 0 and "Back-to-back frames" in html and f">{mean:.0f}<" in html
 
 
 def test_a_burst_plan_is_whole_cycles():

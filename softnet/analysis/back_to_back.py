@@ -126,7 +126,7 @@ class BackToBackSummary:
     lossless_pkts: MeanCI  # back-to-back frames: mean, standard deviation and interval over the bursts
     min_pkts: int | None
     max_pkts: int | None
-    whole: int  # bursts that went through whole: the SUT's buffer held the longest burst sent
+    whole: int  # bursts that went through whole, counted at burst_pkts: then the mean is a lower bound
     throughput_pps: float | None
     implied_buffer_s: float | None  # RFC 9004: back-to-back frames / burst (max) frame rate
     corrected_buffer_s: float | None  # RFC 9004: less what the SUT forwarded during the burst
@@ -172,3 +172,27 @@ def summarize_back_to_back(trials: Sequence[StoredTrial], labels: dict[int, str]
             int((good == r0.burst_pkts).sum()),
             throughput_pps, implied if implied is None or math.isfinite(implied) else None, corrected, reasons))
     return out
+
+
+def stored_rfc_benchmarks(store, campaign_id: str) -> tuple[list, list[BackToBackSummary]]:
+    """A stored campaign's reset and back-to-back summaries (either may be
+    empty), each cell with the throughput its spec gave."""
+    from softnet.analysis.campaigns import cell_label
+    from softnet.analysis.reset import summarize_resets
+    from softnet.results import readers
+    from softnet.units import parse_rate
+
+    resets, b2b = [], []
+    for c in readers.cells(store, campaign_id):
+        kind, label = c.method_kind, {c.cell_id: cell_label(c)}
+        if kind not in ("reset", "back-to-back"):
+            continue
+        trials = readers.stored_trials(store, campaign_id, c.cell_id)
+        if kind == "reset":
+            resets += summarize_resets(trials, label)
+            continue
+        m, t = c.settings.method, c.settings.traffic
+        tput = parse_rate(str(m.throughput), t.frame_bytes, t.rate_layer, "method.throughput") \
+            if m.throughput is not None else None
+        b2b += summarize_back_to_back(trials, label, tput)
+    return resets, b2b

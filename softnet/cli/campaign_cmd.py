@@ -297,41 +297,17 @@ RESET_COLS = [Col("configuration", text=True, justify="left"), Col("load"), Col(
               Col("interruption ms"), Col("95% CI"), Col("frame loss ms"), Col("spoilt", wide=True)]
 
 
-def reset_summaries(results_dir: Path, campaign: str) -> list:
-    from softnet.analysis.reset import summarize_resets
-    from softnet.results import readers
-
-    with readers.open_results(results_dir) as st:
-        labels = {c.cell_id: cell_label(c) for c in readers.cells(st, campaign)}
-        return summarize_resets(readers.stored_trials(st, campaign), labels)
-
-
-def back_to_back_summaries(results_dir: Path, campaign: str) -> list:
-    """Per cell and burst rate, with the throughput its spec gave (RFC 9004's corrected buffer time)."""
-    from softnet.analysis.back_to_back import summarize_back_to_back
-    from softnet.results import readers
-    from softnet.units import parse_rate
-
-    out = []
-    with readers.open_results(results_dir) as st:
-        for c in readers.cells(st, campaign):
-            m, t = c.settings.method, c.settings.traffic
-            tput = parse_rate(str(m.throughput), t.frame_bytes, t.rate_layer, "method.throughput") \
-                if m.throughput is not None else None
-            out += summarize_back_to_back(readers.stored_trials(st, campaign, c.cell_id), {c.cell_id: cell_label(c)},
-                                          tput)
-    return out
-
-
 def rfc_benchmarks(results_dir: Path, campaign: str | None) -> tuple[list, list]:
-    """The reset and back-to-back summaries of a store's campaigns of those kinds."""
+    """The reset and back-to-back summaries of a store's campaigns (or of one)."""
+    from softnet.analysis.back_to_back import stored_rfc_benchmarks
     from softnet.results import readers
 
+    resets, b2b = [], []
     with readers.open_results(results_dir) as st:
-        kinds = {c.campaign_id: {cell.method_kind for cell in readers.cells(st, c.campaign_id)}
-                 for c in readers.campaigns(st) if campaign is None or c.campaign_id == campaign}
-    resets = [s for cid, k in kinds.items() if "reset" in k for s in reset_summaries(results_dir, cid)]
-    b2b = [s for cid, k in kinds.items() if "back-to-back" in k for s in back_to_back_summaries(results_dir, cid)]
+        for c in readers.campaigns(st):
+            if campaign is None or c.campaign_id == campaign:
+                r, b = stored_rfc_benchmarks(st, c.campaign_id)
+                resets, b2b = resets + r, b2b + b
     return resets, b2b
 
 
@@ -352,7 +328,9 @@ def show_back_to_back(summaries: list, as_json: bool, wide: bool = False) -> Non
     def num(v: float | None, f: str = ".4g") -> str:
         return "-" if v is None or v != v else format(v, f)
 
-    rows = [[short_label(s.label), eng(s.burst_rate_pps, "pps"), str(s.bursts), num(s.lossless_pkts.mean, ".0f"),
+    # bursts that went through whole count at the length sent: the mean is then a lower bound
+    rows = [[short_label(s.label), eng(s.burst_rate_pps, "pps"), str(s.bursts),
+             (">=" if s.whole else "") + num(s.lossless_pkts.mean, ".0f"),
              "-" if s.lossless_pkts.ci_lower != s.lossless_pkts.ci_lower else
              f"[{s.lossless_pkts.ci_lower:.0f}, {s.lossless_pkts.ci_upper:.0f}]",
              f"{s.min_pkts}-{s.max_pkts}" if s.min_pkts is not None else "-",
@@ -364,8 +342,8 @@ def show_back_to_back(summaries: list, as_json: bool, wide: bool = False) -> Non
     for s in summaries:
         notes = []
         if s.whole:
-            notes.append(f"{s.whole} of {s.bursts} bursts went through whole: the buffer holds more than the "
-                         f"{s.burst_pkts} sent (send longer bursts)")
+            notes.append(f"{s.whole} of {s.bursts} bursts went through whole, counted as {s.burst_pkts} (the "
+                         "frames sent): the mean is a lower bound; send longer bursts")
         if s.spoilt:
             notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in s.reasons.items()))
         if s.unknown:

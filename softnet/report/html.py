@@ -25,6 +25,7 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.back_to_back import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_campaigns import stability as latency_stability
 from softnet.analysis.searches import summarize_searches
@@ -60,6 +61,8 @@ class SoftnetData:
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
     comparisons: list[tuple[str, object]] = field(default_factory=list)  # (campaign, comparison.ComparisonSummary)
+    # (campaign, reset.ResetSummary list, back_to_back.BackToBackSummary list)
+    rfc: list[tuple[str, list, list]] = field(default_factory=list)
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
@@ -73,6 +76,9 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         done = store.comparison(cid, finished_only=False)  # an unfinished one too: its complete rounds
         if done is not None and done.differences:
             data.comparisons.append((cid, done))
+        resets, b2b = stored_rfc_benchmarks(store, cid)
+        if resets or b2b:
+            data.rfc.append((cid, resets, b2b))
         data.search_trials.update({(cid, cell, run): trials
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})
     for cell in readers.sweep_cells(store, list(campaign_ids)):
@@ -160,6 +166,32 @@ class _Figures:
         return out
 
 
+def rfc_rows(rfc: Sequence[tuple[str, list, list]], names: dict) -> list[dict]:
+    """The reset and back-to-back campaigns as the report's tables show them."""
+    def ms(v: float | None) -> str:
+        return view.DASH if v is None or v != v else f"{v:.3g}"
+
+    def interval(m, f) -> str:
+        return view.DASH if m.ci_lower != m.ci_lower else f"[{f(max(0.0, m.ci_lower))}, {f(m.ci_upper)}]"
+
+    out = []
+    for cid, resets, b2b in rfc:
+        out.append({
+            "name": names.get(cid) or cid,
+            "resets": [{"label": r.label, "load": f"{r.load_pps:,.0f} pps", "what": r.what,
+                        "runs": f"{r.runs - r.failed}/{r.runs}", "mean": ms(r.interruption_ms.mean),
+                        "ci": interval(r.interruption_ms, ms), "loss": ms(r.frame_loss_ms.mean),
+                        "spoilt": r.host_interference} for r in resets],
+            "b2b": [{"label": b.label, "rate": f"{b.burst_rate_pps:,.0f} pps", "bursts": b.bursts,
+                     "mean": (">= " if b.whole else "") + ms(b.lossless_pkts.mean), "ci": interval(b.lossless_pkts, lambda v: f"{v:.0f}"),
+                     "range": f"{b.min_pkts}-{b.max_pkts}" if b.min_pkts is not None else view.DASH,
+                     "std": ms(b.lossless_pkts.std), "whole": b.whole, "sent": b.burst_pkts,
+                     "implied": ms(b.implied_buffer_s * 1e3 if b.implied_buffer_s is not None else None),
+                     "corrected": ms(b.corrected_buffer_s * 1e3 if b.corrected_buffer_s is not None else None),
+                     "spoilt": ", ".join(f"{n} {why}" for why, n in b.reasons.items()) or "0"} for b in b2b]})
+    return out
+
+
 def render_report(configs: Sequence[Configuration], *, title: str, source: str = "",
                   data: SoftnetData | None = None, plots_dir: Path | None = None,
                   plotly_js: str | None = None) -> str:
@@ -176,9 +208,9 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     kernel = [(label, levels) for label, levels in data.kernel if levels]
     audits = [(label, rows) for label, rows in data.audits if rows]
     if (not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency
-            and not data.comparisons):
+            and not data.comparisons and not data.rfc):
         raise ValueError("no configuration to report")
-    sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches or data.comparisons else set()))
+    sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches or data.comparisons or data.rfc else set()))
     names = {c.campaign_id: c.name for c in data.provenance.campaigns} if data.provenance else {}
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
         figs = _Figures(Path(plots_dir) if plots_dir is not None else Path(tmp), plots_dir is not None)
@@ -194,6 +226,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "searches": replace(view.searches(data.searches), figures=figs.searches(data.searches, data.search_trials))
             if data.searches else None,
             "comparisons": figs.comparisons(data.comparisons, names),
+            "rfc": rfc_rows(data.rfc, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "audit": view.audit_rows(audits),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
@@ -222,7 +255,8 @@ def report_html(path_or_results_dir: str | Path, *, title: str | None = None, pl
     configs = analyze_path(src, campaign_id, pdr_loss_ratio=pdr_loss_ratio, eta=eta, confidence=confidence)
     if data is not None:  # only the campaigns reported on
         shown = ({cfg.campaign_id for cfg in configs} | {s.campaign_id for s in data.searches}
-                 | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons})
+                 | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons}
+                 | {cid for cid, _, _ in data.rfc})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:
         if is_results:

@@ -29,6 +29,9 @@
  * the kernel zeroes a grown tail, so the payload past the stamp stays zero and
  * the checksum bases stay right). Length fields and checksums follow.
  *
+ * A rate step (--step-at S --step-rate R2): seq S on is due on a second
+ * constant schedule that starts at seq S's own due time.
+ *
  * Arrivals (--arrivals poisson|onoff): seq is due at t0 + (seq / arr_m) *
  * period + arr_off[seq % arr_m], a table gen.c fills; the period is exactly
  * arr_m intervals, so the mean rate is the constant schedule's.
@@ -51,6 +54,9 @@ const volatile __u32 flows = 1;
 const volatile __u64 count = 0;          /* packets to send in all */
 const volatile __u64 mark_seq = 0;       /* first packet of the measurement window */
 const volatile __u64 interval_fp = 0;    /* ns between packets, fixed point << GEN_FP_SHIFT */
+const volatile __u64 step_seq = ~0ull;   /* --step-at: from this seq on... */
+const volatile __u64 step_due_ns = 0;    /* ...due from its own due time (after t0)... */
+const volatile __u64 step_interval_fp = 0; /* ...at this interval */
 const volatile __u32 csum_base = 0;      /* one's-complement sum with seq=ts=sport=0 */
 const volatile __u32 anchor_ifindex = 0; /* idle veth the program stays attached to */
 const volatile __u64 stride = 1;         /* --streams: this stream sends every stride-th seq... */
@@ -129,8 +135,11 @@ static __always_inline __u32 add_words64(__u32 sum, __u64 v)
 
 static __always_inline __u64 due_of(__u64 seq)
 {
-	if (!arr_m)
-		return state.t0 + ((seq * interval_fp) >> GEN_FP_SHIFT);
+	if (!arr_m) {
+		if (seq < step_seq)
+			return state.t0 + ((seq * interval_fp) >> GEN_FP_SHIFT);
+		return state.t0 + step_due_ns + (((seq - step_seq) * step_interval_fp) >> GEN_FP_SHIFT);
+	}
 	if (state.due_seq_plus1 == seq + 1)
 		return state.due_ns;
 	__u64 c = seq / arr_m;

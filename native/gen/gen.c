@@ -68,8 +68,8 @@ struct opts {
 	const char *netns, *ifname, *anchor, *src_ip, *dst_ip;
 	unsigned char src_mac[6], dst_mac[6];
 	unsigned size, flows, batch, src_ips, dst_ips, dst_ports;
-	double rate, duty;
-	uint64_t count, warmup, streams, stream, t0_ns, seed, burst;
+	double rate, duty, step_rate;
+	uint64_t count, warmup, streams, stream, t0_ns, seed, burst, step_at;
 	int cpu, arrivals, has_mix, has_burst, has_duty;
 	struct sn_mix mix;
 };
@@ -163,7 +163,7 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 
 enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR, OPT_STREAMS,
        OPT_STREAM, OPT_T0, OPT_SRC_IPS, OPT_DST_IPS, OPT_DST_PORTS, OPT_MIX, OPT_ARRIVALS, OPT_SEED, OPT_BURST,
-       OPT_DUTY };
+       OPT_DUTY, OPT_STEP_AT, OPT_STEP_RATE };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -185,6 +185,8 @@ static const struct sn_option options[] = {
 	SN_OPTION("seed", OPT_SEED, "S", "poisson: the gaps' random seed (default 1)"),
 	SN_OPTION("burst", OPT_BURST, "N", "onoff: packets per on period (default 32)"),
 	SN_OPTION("duty", OPT_DUTY, "D", "onoff: share of time on, 0-1 (default 0.5)"),
+	SN_OPTION("step-at", OPT_STEP_AT, "SEQ", "from this seq on, send at --step-rate (const arrivals)"),
+	SN_OPTION("step-rate", OPT_STEP_RATE, "PPS", "the rate after --step-at, all streams"),
 	SN_OPTION("streams", OPT_STREAMS, "N", "N generators share the schedule (default 1)..."),
 	SN_OPTION("stream", OPT_STREAM, "K", "...this one sends the seqs s with s % N == K"),
 	SN_OPTION("t0-ns", OPT_T0, "NS", "schedule origin, CLOCK_MONOTONIC ns (default: now)"),
@@ -226,6 +228,8 @@ static void on_option(int key, const char *val, void *arg)
 	case OPT_MIX: sn_parse_mix("mix", val, &o->mix); o->has_mix = 1; break;
 	case OPT_SEED: o->seed = sn_parse_u64("seed", val, 0, UINT64_MAX); break;
 	case OPT_BURST: o->burst = sn_parse_u64("burst", val, 1, GEN_ARRIVALS_MAX); o->has_burst = 1; break;
+	case OPT_STEP_AT: o->step_at = sn_parse_u64("step-at", val, 1, 1ull << 40); break;
+	case OPT_STEP_RATE: o->step_rate = sn_parse_double("step-rate", val, 1e-3, 1e9); break;
 	case OPT_DUTY: o->duty = sn_parse_double("duty", val, 1e-6, 1); o->has_duty = 1; break;
 	case OPT_ARRIVALS:
 		for (o->arrivals = 0; o->arrivals < 3 && strcmp(val, arrival_names[o->arrivals]); o->arrivals++)
@@ -262,6 +266,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->size = o->mix.size[i] > o->size ? o->mix.size[i] : o->size; /* the frame is built at the largest */
 	if ((o->has_burst || o->has_duty) && o->arrivals != ARR_ONOFF)
 		sn_usage_error("--burst/--duty: only with --arrivals onoff");
+	if (!o->step_at != !o->step_rate)
+		sn_usage_error("--step-at/--step-rate: give both (the seq the rate changes at, and the new rate)");
+	if (o->step_at && o->arrivals != ARR_CONST)
+		sn_usage_error("--step-at: only with constant arrivals");
 	if (o->dst_ips > 1 || o->dst_ports > 1) {
 		uint64_t f = (uint64_t)o->flows * o->src_ips * o->dst_ips * o->dst_ports;
 		if (f > SN_MAX_FLOWS)
@@ -471,7 +479,8 @@ static uint64_t due_of(const struct gen_bpf *skel, const uint64_t *off, uint64_t
 {
 	const typeof(*skel->rodata) *r = skel->rodata;
 	if (!r->arr_m)
-		return t0 + ((seq * r->interval_fp) >> GEN_FP_SHIFT);
+		return seq < r->step_seq ? t0 + ((seq * r->interval_fp) >> GEN_FP_SHIFT)
+					 : t0 + r->step_due_ns + (((seq - r->step_seq) * r->step_interval_fp) >> GEN_FP_SHIFT);
 	uint64_t c = seq / r->arr_m;
 	return t0 + c * r->arr_period_ns + ((c * r->arr_period_frac) >> GEN_FP_SHIFT) + off[seq % r->arr_m];
 }
@@ -540,6 +549,11 @@ int main(int argc, char **argv)
 	skel->rodata->src_base = src.base;
 	skel->rodata->ip_csum_novar = src.ip_csum_novar;
 	skel->rodata->interval_fp = (uint64_t)llround(1e9 / o.rate * (double)(1ull << GEN_FP_SHIFT));
+	if (o.step_at) {
+		skel->rodata->step_seq = o.step_at;
+		skel->rodata->step_due_ns = (o.step_at * skel->rodata->interval_fp) >> GEN_FP_SHIFT;
+		skel->rodata->step_interval_fp = (uint64_t)llround(1e9 / o.step_rate * (double)(1ull << GEN_FP_SHIFT));
+	}
 	skel->rodata->dst_ips = o.dst_ips;
 	skel->rodata->dst_base = src.dst_base;
 	skel->rodata->dst_ports = o.dst_ports;
@@ -638,6 +652,8 @@ int main(int argc, char **argv)
 	printf("\"arrivals\": \"%s\", \"seed\": %llu, ", arrival_names[o.arrivals], (unsigned long long)o.seed);
 	if (o.arrivals == ARR_ONOFF)
 		printf("\"burst_pkts\": %llu, \"on_duty\": %g, ", (unsigned long long)o.burst, o.duty);
+	if (o.step_at)
+		printf("\"step_seq\": %llu, \"step_rate_pps\": %.3f, ", (unsigned long long)o.step_at, o.step_rate);
 	printf("\"window_due_start_ns\": %llu, \"last_due_ns\": %llu, ",
 	       window ? (unsigned long long)due_of(skel, arr_off, st->t0, mark) : 0ull,
 	       sent ? (unsigned long long)due_of(skel, arr_off, st->t0, last_seq) : 0ull);

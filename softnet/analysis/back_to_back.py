@@ -173,26 +173,3 @@ def summarize_back_to_back(trials: Sequence[StoredTrial], labels: dict[int, str]
             throughput_pps, implied if implied is None or math.isfinite(implied) else None, corrected, reasons))
     return out
 
-
-def stored_rfc_benchmarks(store, campaign_id: str) -> tuple[list, list[BackToBackSummary]]:
-    """A stored campaign's reset and back-to-back summaries (either may be
-    empty), each cell with the throughput its spec gave."""
-    from softnet.analysis.campaigns import cell_label
-    from softnet.analysis.reset import summarize_resets
-    from softnet.results import readers
-    from softnet.units import parse_rate
-
-    resets, b2b = [], []
-    for c in readers.cells(store, campaign_id):
-        kind, label = c.method_kind, {c.cell_id: cell_label(c)}
-        if kind not in ("reset", "back-to-back"):
-            continue
-        trials = readers.stored_trials(store, campaign_id, c.cell_id)
-        if kind == "reset":
-            resets += summarize_resets(trials, label)
-            continue
-        m, t = c.settings.method, c.settings.traffic
-        tput = parse_rate(str(m.throughput), t.frame_bytes, t.rate_layer, "method.throughput") \
-            if m.throughput is not None else None
-        b2b += summarize_back_to_back(trials, label, tput)
-    return resets, b2b

@@ -82,6 +82,16 @@ def interval_fp(rate_pps: float) -> int:
 def due_ns(gen: GeneratorReport, seq):
     """When sequence number(s) ``seq`` were due on the generator's schedule (exact integer arithmetic)."""
     step = interval_fp(gen.intended_rate_pps)
+    if gen.step_seq is not None:  # a rate step: a second constant schedule from the step's own due time
+        s0, step2 = gen.step_seq, interval_fp(gen.step_rate_pps)
+        at = (s0 * step) >> GEN_FP_SHIFT
+        if isinstance(seq, np.ndarray):
+            q = seq.astype(object)
+            due = np.where(seq < s0, q * step >> GEN_FP_SHIFT, at + ((q - s0) * step2 >> GEN_FP_SHIFT))
+            return gen.schedule_start_ns + due.astype(np.int64)
+        q = int(seq)
+        return gen.schedule_start_ns + ((q * step) >> GEN_FP_SHIFT if q < s0 else at + (((q - s0) * step2)
+                                                                                        >> GEN_FP_SHIFT))
     if isinstance(seq, np.ndarray):
         return gen.schedule_start_ns + (seq.astype(object) * step >> GEN_FP_SHIFT).astype(np.int64)
     return gen.schedule_start_ns + ((int(seq) * step) >> GEN_FP_SHIFT)

@@ -15,6 +15,7 @@ from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
 from softnet.analysis.profile_reads import name_drops
 from softnet.analysis.back_to_back import back_to_back_result
+from softnet.analysis.recovery import recovery_result
 from softnet.analysis.reset import reset_result
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
@@ -211,9 +212,10 @@ def flags(spec: TrialSpec, gen: GeneratorReport, sent: int, received: int, achie
           other_runs: list[str]) -> list[str]:
     """The validity rules, in the order they are reported."""
     out = []
-    if gen.sent_pkts < spec.warmup_pkts + spec.window_pkts or achieved < (1 - PACING_TOLERANCE) * spec.rate_pps:
+    intended = spec.mean_rate_pps
+    if gen.sent_pkts < spec.warmup_pkts + spec.window_pkts or achieved < (1 - PACING_TOLERANCE) * intended:
         out.append("generator_limited")
-    elif achieved > (1 + PACING_TOLERANCE) * spec.rate_pps:
+    elif achieved > (1 + PACING_TOLERANCE) * intended:
         # Behind schedule at the window start, then catching up back to back:
         # the SUT saw a higher load than intended.
         out.append("generator_overshoot")
@@ -261,8 +263,8 @@ def achieved_rate(spec: TrialSpec, gen: GeneratorReport, sent: int, span_s: floa
     if span_s <= 0:
         return 0.0
     due_span_ns = (gen.last_due_ns or 0) - (gen.window_due_start_ns or 0)
-    if spec.arrivals != "const" and gen.window_due_start_ns and due_span_ns > 0:
-        return spec.rate_pps * (due_span_ns / 1e9) / span_s
+    if (spec.arrivals != "const" or spec.step_at_s is not None) and gen.window_due_start_ns and due_span_ns > 0:
+        return spec.mean_rate_pps * (due_span_ns / 1e9) / span_s
     return (sent - 1) / span_s
 
 
@@ -411,7 +413,7 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         intended_rate_pps=spec.rate_pps, duration_s=spec.duration_s, warmup_s=spec.warmup_s,
         frame_bytes=spec.frame_bytes, flows=spec.flows,
         intended_pkts=window_pkts, sent_pkts=sent, warmup_sent_pkts=min(gen.sent_pkts, warmup),
-        achieved_rate_pps=achieved, achieved_ratio=achieved / spec.rate_pps,
+        achieved_rate_pps=achieved, achieved_ratio=achieved / spec.mean_rate_pps,
         send_span_s=span_s, received_pkts=received,
         lost_pkts=lost, loss_ratio=(lost / sent if sent and lost is not None else None),
         reordered_pkts=sink.reordered_pkts, duplicate_pkts=sink.duplicate_pkts,
@@ -440,6 +442,8 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
             fields.update(valid=False)
     if spec.burst_rate_pps is not None:
         fields.update(back_to_back=back_to_back_result(raw, spec))
+    if spec.step_at_s is not None:
+        fields.update(recovery=recovery_result(raw, spec))
     if raw.series is not None:
         series = Series.from_json(raw.series.model_dump())
         if "start" in series.marks:

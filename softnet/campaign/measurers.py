@@ -117,6 +117,10 @@ class TestbedMeasurer:
                live: Callable[[LiveSample], None] | None = None) -> dict:
         t, c, m = self.spec.traffic, self.spec.collect, self.spec.method
         arrivals, burst_pkts, on_duty, burst_rate = t.arrivals, t.burst_pkts, t.on_duty, None
+        step_at, step_rate = None, None
+        if m.kind == "recovery":  # rate_pps: the overload; then the recovery load, as fractions of the throughput
+            step_at, step_rate = m.overload_s, rate_pps / m.overload * m.recovery_load
+            duration_s = m.overload_s + m.recovery_s
         if m.kind == "back-to-back":  # rate_pps: the frame rate inside each burst
             plan = BurstPlan(rate_pps, m.burst_pkts, m.burst_gap_s, m.bursts)
             arrivals, burst_pkts, on_duty, burst_rate = "onoff", m.burst_pkts, plan.duty, rate_pps
@@ -129,7 +133,7 @@ class TestbedMeasurer:
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu,
-                         reset_at_s=self.spec.method.reset_at_s)
+                         reset_at_s=self.spec.method.reset_at_s, step_at_s=step_at, step_rate_pps=step_rate)
         return self._run(spec, live)
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:

@@ -426,7 +426,7 @@ def variant_name(variant: dict, index: int) -> str:
 
 
 class MethodSpec(Strict):
-    kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back"] = "sweep"
+    kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back", "recovery"] = "sweep"
     loads: list[str | float] | None = None
     start: str | float | None = None
     stop: str | float | None = None
@@ -460,8 +460,14 @@ class MethodSpec(Strict):
     burst_pkts: int | None = Field(None, ge=2)
     bursts: int = Field(10, ge=1, le=1000)
     burst_gap_s: float = Field(2.0, gt=0, le=60)  # RFC 9004 6.3: at least 2 s for the buffers to empty
-    # the SUT's measured throughput (e.g. its NDR), for RFC 9004's corrected buffer time
+    # the SUT's measured throughput (e.g. its NDR): RFC 9004's corrected buffer time; the recovery's reference
     throughput: str | float | None = None
+    # kind = "recovery" (RFC 2544 26.5): overload x throughput for overload_s, then recovery_load x throughput
+    # for recovery_s; the trial's window is both
+    overload: float = Field(1.1, gt=0)
+    recovery_load: float = Field(0.5, gt=0)
+    overload_s: float = Field(60.0, gt=0, le=3600)
+    recovery_s: float = Field(10.0, gt=0, le=3600)
 
     @field_validator("loads")
     @classmethod
@@ -505,8 +511,21 @@ class MethodSpec(Strict):
         if b2b != (self.burst_pkts is not None):
             raise ValueError('burst_pkts: a back-to-back campaign (kind = "back-to-back") needs it (the longest '
                              'burst sent), and only one takes it')
-        if not b2b and self.throughput is not None:
-            raise ValueError('throughput: only a back-to-back campaign takes it')
+        if self.kind not in ("back-to-back", "recovery") and self.throughput is not None:
+            raise ValueError('throughput: only a back-to-back or recovery campaign takes it')
+        if self.kind == "recovery":
+            if self.throughput is None:
+                raise ValueError('throughput: a recovery campaign overloads the SUT relative to its measured '
+                                 'throughput: give it, e.g. throughput = "400kpps" (its NDR)')
+            if self.overload <= 1:
+                raise ValueError(f"overload = {self.overload:g}: not an overload; RFC 2544 sends 1.1 x the "
+                                 "throughput")
+            if self.recovery_load >= 1:
+                raise ValueError(f"recovery_load = {self.recovery_load:g}: the SUT cannot recover at or above "
+                                 "its throughput; RFC 2544 drops to 0.5")
+            if given:
+                raise ValueError(f"a recovery campaign's loads come from throughput x overload: remove {given}")
+            return self
         if b2b and self.burst_pkts > ARRIVALS_MAX:
             raise ValueError(f"burst_pkts = {self.burst_pkts}: the generator builds bursts of at most "
                              f"{ARRIVALS_MAX} frames (one arrival table)")
@@ -734,6 +753,8 @@ class CampaignSpec(Strict):
         m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
         if m.kind == "search":
             raise ValueError("a search chooses its own loads")
+        if m.kind == "recovery":  # the overload: RFC 2544 26.5's 110% of the throughput
+            return [parse_rate(str(m.throughput), size, layer, "method.throughput") * m.overload]
         if m.relative is not None:
             return [f * probe_pps for f in m.relative]
         if m.loads is not None:
@@ -860,7 +881,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
                     raise InputError(f"{path}: testbed.sut", exc.message) from None
             else:
                 raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no data path to reset")
-        elif cell.method.kind == "back-to-back":
+        elif cell.method.kind in ("back-to-back", "recovery"):
             check_back_to_back(cell, path)
         elif not cell.testbed.inventory:  # latency: the CPUs must exist here (an inventory host's agent checks its own)
             from softnet.testbed.latency import LatencyPlacement
@@ -870,14 +891,21 @@ def load_spec(path: str | Path) -> CampaignSpec:
 
 
 def check_back_to_back(cell: CampaignSpec, path) -> None:
-    """A back-to-back campaign's burst rates against its throughput, on a
-    testbed that has a data path, before anything runs."""
+    """A back-to-back campaign's burst rates against its throughput, or a
+    recovery campaign's shape, on a testbed that has a data path, before
+    anything runs."""
     m, t = cell.method, cell.traffic
+    what = "back-to-back bursts" if m.kind == "back-to-back" else "a recovery from overload"
     if cell.testbed.sut == "synthetic":
-        raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no buffer to fill: back-to-back bursts "
-                         "need a real data path")
+        raise InputError(f"{path}: testbed.sut", f"the synthetic SUT has no buffer: {what} needs a real data path")
     if cell.testbed.inventory:
-        raise InputError(f"{path}: method.kind", "the back-to-back benchmark runs on the local testbed only for now")
+        raise InputError(f"{path}: method.kind", f"the {m.kind} benchmark runs on the local testbed only for now")
+    if m.kind == "recovery":
+        if t.bidirectional or t.arrivals != "const" or t.mix is not None:
+            raise InputError(f"{path}: traffic", "a recovery campaign steps one direction's constant rate "
+                             "(no arrivals shape, frame mix or bidirectional traffic)")
+        cell.loads_pps()
+        return
     if m.loads is None:
         raise InputError(f"{path}: method.loads", "give the frame rate inside the bursts, e.g. loads = [\"1Mpps\"] "
                          "(RFC 2544: the medium's maximum frame rate)")

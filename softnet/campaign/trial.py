@@ -39,7 +39,8 @@ def traffic_shape(spec: TrialSpec, ip_version: int, dst_ip: str) -> tuple[Shape,
     shape = Shape(dst_ips=spec.dst_ips, dst_ports=spec.dst_ports,
                   dst_ip=first_destination(ip_version, dst_ip, spec.dst_ips) if spec.dst_ips > 1 else None,
                   mix=shapes.mix_text(mix) if mix else None, arrivals=spec.arrivals, seed=spec.seed,
-                  burst_pkts=spec.burst_pkts, on_duty=spec.on_duty)
+                  burst_pkts=spec.burst_pkts, on_duty=spec.on_duty, step_seq=spec.step_seq,
+                  step_rate_pps=spec.step_rate_pps)
     n = shapes.total_flows(spec.flows, spec.src_ips, spec.dst_ips, spec.dst_ports)
     # per-flow counts when the sink can hold them (--flows and --src-ips alone may address more)
     return shape, SinkShape(flows=n if 1 < n <= shapes.MAX_FLOWS else 1, mix=shape.mix, dst_ports=spec.dst_ports)
@@ -71,7 +72,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
     src_ip = first_source(hosts.ip_version, src0, spec.src_ips)
     shape, sink_shape = traffic_shape(spec, hosts.ip_version, dst0)
     warmup, total = one.warmup_pkts, one.warmup_pkts + one.window_pkts
-    expected_s = total / one.rate_pps
+    expected_s = total / one.rate_pps if one.step_at_s is None else one.warmup_s + one.duration_s
     hosts.begin(expected_s)
     directions = (False, True) if spec.bidirectional else (False,)
     with HostChanges() as trial_changes:

@@ -82,23 +82,26 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     searches = search_summaries(path, campaign) if is_store else []
     latency = latency_campaigns(path, campaign) if is_store else []
     compared = comparisons(path, campaign) if is_store else []
-    resets, b2b = rfc_benchmarks(path, campaign) if is_store else ([], [])
+    rfc = rfc_benchmarks(path, campaign) if is_store else None
     if compared and campaign:
         searches = []  # a comparison's own searches are in its paired figures
     if as_json:
         print_json([c.to_dict() for c in configs] + [{"search": True, **s.to_dict()} for s in searches]
                    + [{"latency": True, **latency_cmd.show(path, cid, True, wide, quiet=True)} for cid in latency]
                    + [{"comparison": True, "campaign_id": cid, **s.to_dict()} for cid, s in compared]
-                   + [{"reset": True, **s.to_dict()} for s in resets]
-                   + [{"back_to_back": True, **s.to_dict()} for s in b2b])
+                   + ([{"reset": True, **s.to_dict()} for s in rfc.reset]
+                      + [{"back_to_back": True, **s.to_dict()} for s in rfc.back_to_back]
+                      + [{"recovery": True, **s.to_dict()} for s in rfc.recovery] if rfc else []))
     else:
         for _, s in compared:
             compare_cmd.show(s, None, 0.0, False, wide)
-        if resets:
-            show_resets(resets, False, wide)
-        if b2b:
-            show_back_to_back(b2b, False, wide)
-        if configs or not (searches or latency or compared or resets or b2b):
+        if rfc and rfc.reset:
+            show_resets(rfc.reset, False, wide)
+        if rfc and rfc.back_to_back:
+            show_back_to_back(rfc.back_to_back, False, wide)
+        if rfc and rfc.recovery:
+            show_recoveries(rfc.recovery, False, wide)
+        if configs or not (searches or latency or compared or rfc):
             show_analysis(configs, tables, wide)
         if is_store and compares_data_paths(configs):
             show_data_paths(data_path_rows(path, configs), wide)
@@ -297,18 +300,49 @@ RESET_COLS = [Col("configuration", text=True, justify="left"), Col("load"), Col(
               Col("interruption ms"), Col("95% CI"), Col("frame loss ms"), Col("spoilt", wide=True)]
 
 
-def rfc_benchmarks(results_dir: Path, campaign: str | None) -> tuple[list, list]:
-    """The reset and back-to-back summaries of a store's campaigns (or of one)."""
-    from softnet.analysis.back_to_back import stored_rfc_benchmarks
+def rfc_benchmarks(results_dir: Path, campaign: str | None):
+    """The back-to-back, recovery and reset summaries of a store's campaigns (or of one)."""
+    from softnet.analysis.rfc_benchmarks import RfcBenchmarks, stored_rfc_benchmarks
     from softnet.results import readers
 
-    resets, b2b = [], []
+    out = RfcBenchmarks()
     with readers.open_results(results_dir) as st:
         for c in readers.campaigns(st):
             if campaign is None or c.campaign_id == campaign:
-                r, b = stored_rfc_benchmarks(st, c.campaign_id)
-                resets, b2b = resets + r, b2b + b
-    return resets, b2b
+                out = out + stored_rfc_benchmarks(st, c.campaign_id)
+    return out
+
+
+RECOVERY_COLS = [Col("configuration", text=True, justify="left"), Col("overload"), Col("then"), Col("runs"),
+                 Col("recovery ms"), Col("95% CI"), Col("drain ms"), Col("lost after", wide=True),
+                 Col("stalls", wide=True)]
+
+
+def show_recoveries(summaries: list, as_json: bool, wide: bool = False) -> None:
+    """System recovery (RFC 2544 26.5): from the drop to the recovery load
+    (A) to the last frame lost (B), mean over the runs with its interval,
+    and how long the queue the overload left took to drain."""
+    if as_json:
+        print_json([s.to_dict() for s in summaries])
+        return
+    from softnet.analysis.data_paths import short_label
+
+    def ms(v: float) -> str:
+        return "-" if v != v else f"{v:.3g}"
+
+    rows = [[short_label(s.label), eng(s.overload_pps, "pps"), eng(s.recovery_pps, "pps"),
+             f"{s.recovery_ms.n}/{s.runs}", ms(s.recovery_ms.mean),
+             "-" if s.recovery_ms.ci_lower != s.recovery_ms.ci_lower else
+             f"[{ms(max(0.0, s.recovery_ms.ci_lower))}, {ms(s.recovery_ms.ci_upper)}]",
+             ms(s.drain_ms.mean), ms(s.lost_after_step_pkts.mean), str(s.stall_runs)] for s in summaries]
+    console.print(table("system recovery: from the load's drop to the last loss (RFC 2544 26.5)", RECOVERY_COLS,
+                        rows, wide=wide))
+    for s in summaries:
+        note = f"{short_label(s.label)}: {s.overload_s:g} s of overload, then the recovery load"
+        if s.stall_runs:
+            note += (f"; in {s.stall_runs} run(s) host stalls explained loss after the SUT's last: set apart "
+                     "(recovery_ms ends at the last loss no stall explains)")
+        console.print(note, markup=False, highlight=False)
 
 
 B2B_COLS = [Col("configuration", text=True, justify="left"), Col("burst rate"), Col("bursts"),

@@ -25,7 +25,7 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
-from softnet.analysis.back_to_back import stored_rfc_benchmarks
+from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_campaigns import stability as latency_stability
 from softnet.analysis.searches import summarize_searches
@@ -61,8 +61,7 @@ class SoftnetData:
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
     comparisons: list[tuple[str, object]] = field(default_factory=list)  # (campaign, comparison.ComparisonSummary)
-    # (campaign, reset.ResetSummary list, back_to_back.BackToBackSummary list)
-    rfc: list[tuple[str, list, list]] = field(default_factory=list)
+    rfc: list[tuple[str, object]] = field(default_factory=list)  # (campaign, rfc_benchmarks.RfcBenchmarks)
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
@@ -76,9 +75,9 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         done = store.comparison(cid, finished_only=False)  # an unfinished one too: its complete rounds
         if done is not None and done.differences:
             data.comparisons.append((cid, done))
-        resets, b2b = stored_rfc_benchmarks(store, cid)
-        if resets or b2b:
-            data.rfc.append((cid, resets, b2b))
+        rfc = stored_rfc_benchmarks(store, cid)
+        if rfc:
+            data.rfc.append((cid, rfc))
         data.search_trials.update({(cid, cell, run): trials
                                    for (cell, run), trials in readers.search_trials(store, cid).items()})
     for cell in readers.sweep_cells(store, list(campaign_ids)):
@@ -166,8 +165,8 @@ class _Figures:
         return out
 
 
-def rfc_rows(rfc: Sequence[tuple[str, list, list]], names: dict) -> list[dict]:
-    """The reset and back-to-back campaigns as the report's tables show them."""
+def rfc_rows(rfc: Sequence[tuple[str, object]], names: dict) -> list[dict]:
+    """The back-to-back, recovery and reset campaigns as the report's tables show them."""
     def ms(v: float | None) -> str:
         return view.DASH if v is None or v != v else f"{v:.3g}"
 
@@ -175,7 +174,8 @@ def rfc_rows(rfc: Sequence[tuple[str, list, list]], names: dict) -> list[dict]:
         return view.DASH if m.ci_lower != m.ci_lower else f"[{f(max(0.0, m.ci_lower))}, {f(m.ci_upper)}]"
 
     out = []
-    for cid, resets, b2b in rfc:
+    for cid, found in rfc:
+        resets, b2b = found.reset, found.back_to_back
         out.append({
             "name": names.get(cid) or cid,
             "resets": [{"label": r.label, "load": f"{r.load_pps:,.0f} pps", "what": r.what,
@@ -188,7 +188,11 @@ def rfc_rows(rfc: Sequence[tuple[str, list, list]], names: dict) -> list[dict]:
                      "std": ms(b.lossless_pkts.std), "whole": b.whole, "sent": b.burst_pkts,
                      "implied": ms(b.implied_buffer_s * 1e3 if b.implied_buffer_s is not None else None),
                      "corrected": ms(b.corrected_buffer_s * 1e3 if b.corrected_buffer_s is not None else None),
-                     "spoilt": ", ".join(f"{n} {why}" for why, n in b.reasons.items()) or "0"} for b in b2b]})
+                     "spoilt": ", ".join(f"{n} {why}" for why, n in b.reasons.items()) or "0"} for b in b2b],
+            "recovery": [{"label": r.label, "overload": f"{r.overload_pps:,.0f} pps for {r.overload_s:g} s",
+                          "then": f"{r.recovery_pps:,.0f} pps", "runs": f"{r.recovery_ms.n}/{r.runs}",
+                          "mean": ms(r.recovery_ms.mean), "ci": interval(r.recovery_ms, ms),
+                          "drain": ms(r.drain_ms.mean), "stalls": r.stall_runs} for r in found.recovery]})
     return out
 
 
@@ -256,7 +260,7 @@ def report_html(path_or_results_dir: str | Path, *, title: str | None = None, pl
     if data is not None:  # only the campaigns reported on
         shown = ({cfg.campaign_id for cfg in configs} | {s.campaign_id for s in data.searches}
                  | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons}
-                 | {cid for cid, _, _ in data.rfc})
+                 | {cid for cid, _ in data.rfc})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:
         if is_results:

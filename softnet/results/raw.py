@@ -119,6 +119,9 @@ class GeneratorReport(_ToolReport):
     streams: int | list[GeneratorReport] | None = None
     window_due_start_ns: int | None = None  # traffic shapes: the schedule's span over the window
     last_due_ns: int | None = None
+    # a rate step (the recovery benchmark): seq step_seq on is due at step_rate_pps from its own due time
+    step_seq: int | None = None
+    step_rate_pps: Number | None = None
     interrupted: bool = False
 
 

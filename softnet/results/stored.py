@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
 from softnet.results.trial import (BackToBackResult, HostStalls, KernelSamples, LossAttribution, Number, ResetResult,
-                                  Rfc8219Latency, StallLoss)
+                                  RecoveryResult, Rfc8219Latency, StallLoss)
 
 
 class LatencyAt(BaseModel):
@@ -89,6 +89,7 @@ class StoredResult(BaseModel):
     host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings
     reset: ResetResult | None = None  # a reset trial's interruption
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts
+    recovery: RecoveryResult | None = None  # a recovery trial's
     kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)
     profile: dict | None = None
     provenance: StoredProvenance | None = None

@@ -86,6 +86,9 @@ class TrialSpec:
     reset_at_s: float | None = None
     # back-to-back benchmark (RFC 2544 26.4, RFC 9004): each onoff burst is sent at this frame rate
     burst_rate_pps: float | None = None
+    # system recovery (RFC 2544 26.5): step_at_s into the window the rate drops to step_rate_pps
+    step_at_s: float | None = None
+    step_rate_pps: float | None = None
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -178,6 +181,16 @@ class TrialSpec:
                 or not 0 < self.on_duty <= 1):
             raise InputError("on_duty", f"{self.on_duty!r}: expected a share in (0, 1] (onoff: time on)")
         whole("seed", self.seed, 0, 2**64 - 1, "poisson: the gaps' random seed")
+        if (self.step_at_s is None) != (self.step_rate_pps is None):
+            raise InputError("step_at_s", "a rate step needs both its time and its rate (step_rate_pps)")
+        if self.step_at_s is not None:
+            if self.arrivals != "const" or self.bidirectional:
+                raise InputError("step_at_s", "a rate step is one direction's constant arrivals")
+            if not 0 < self.step_at_s < self.duration_s:
+                raise InputError("step_at_s", f"{self.step_at_s} s: the step must fall inside the window "
+                                 f"({self.duration_s} s)")
+            if not (self.step_rate_pps > 0 and math.isfinite(self.step_rate_pps)):
+                raise InputError("step_rate_pps", f"{self.step_rate_pps} pps: a positive rate is needed")
         if self.burst_rate_pps is not None and (self.arrivals != "onoff" or self.bidirectional):
             raise InputError("burst_rate_pps", "back-to-back bursts are one direction's onoff arrivals")
 
@@ -192,7 +205,19 @@ class TrialSpec:
         return round(self.rate_pps * self.warmup_s)
 
     @property
+    def mean_rate_pps(self) -> float:
+        """The window's mean intended rate: rate_pps, or with a rate step the two rates' mean."""
+        return self.rate_pps if self.step_at_s is None else self.window_pkts / self.duration_s
+
+    @property
+    def step_seq(self) -> int | None:
+        """The first packet sent at step_rate_pps."""
+        return None if self.step_at_s is None else self.warmup_pkts + round(self.rate_pps * self.step_at_s)
+
+    @property
     def window_pkts(self) -> int:
+        if self.step_at_s is not None:
+            return self.step_seq - self.warmup_pkts + round(self.step_rate_pps * (self.duration_s - self.step_at_s))
         return round(self.rate_pps * self.duration_s)
 
     def to_dict(self) -> dict:
@@ -510,6 +535,21 @@ class BackToBackResult(Exact):
     burst_pkts: int
     bursts: list[BurstRead]
     unknown: int = 0  # bursts the sink's kept lost runs do not cover (truncated)
+
+
+class RecoveryResult(Exact):
+    """A system recovery trial (RFC 2544 26.5): overload until the step (A),
+    then the recovery load. Times in ms from A, on the generator's schedule."""
+
+    overload_pps: Number
+    recovery_pps: Number
+    step_s: Number  # A, from the window's start
+    recovery_ms: Number | None  # the last frame lost after A (B) less A; 0: none lost after A
+    lost_after_step_pkts: int | None
+    drain_ms: Number | None  # until the delay is back to the recovery load's (the queue the overload left drained)
+    stall_lost_pkts: int = 0  # lost after B in host stalls' windows: the host's, set apart from the figure
+    drain_spoilt: str | None = None  # a host stall while the queue drained: the drain time is not the SUT's
+    missing: str | None = None
 
 
 class HostStalls(Exact):
@@ -912,6 +952,7 @@ class TrialResult(BaseModel):
     window_skew_ms: Number | None = None
     reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts (TrialSpec.burst_rate_pps)
+    recovery: RecoveryResult | None = None  # a recovery trial's (TrialSpec.step_at_s)
 
     def to_dict(self) -> dict:
         return self.model_dump(exclude_unset=True)

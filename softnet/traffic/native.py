@@ -169,9 +169,13 @@ class Shape:
     seed: int = 1
     burst_pkts: int = 32
     on_duty: float = 0.5
+    step_seq: int | None = None  # a rate step: from this seq on...
+    step_rate_pps: float | None = None  # ...this rate (all streams)
 
     def argv(self) -> list[str]:
         out = []
+        if self.step_seq is not None:
+            out += ["--step-at", str(self.step_seq), "--step-rate", repr(float(self.step_rate_pps))]
         if self.dst_ips != 1:
             out += ["--dst-ips", str(self.dst_ips)]
         if self.dst_ports != 1:

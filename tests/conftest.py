@@ -82,6 +82,17 @@ def softnet_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "softnet", *args]
 
 
+def run_spec(tmp_path: Path, text: str) -> tuple[list[dict], list[dict]]:
+    """`softnet run --json` of a campaign spec's text: its printed summaries,
+    and each stored trial's result (in cell, load, run order)."""
+    (tmp_path / "s.toml").write_text(text)
+    r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r"), "--json"),
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trials = [json.loads(p.read_text())["result"] for p in sorted((tmp_path / "r" / "raw").glob("*/cell*.json"))]
+    return json.loads(r.stdout), trials
+
+
 def run_until_interrupted(monkeypatch, run, after_trials: int) -> None:
     """Call ``run()`` with a KeyboardInterrupt raised right after the
     ``after_trials``-th stored trial (a kill between two trials), then restore

@@ -13,7 +13,7 @@ import pytest
 from softnet.analysis.back_to_back import BurstPlan, buffer_times
 from softnet.campaign.spec import load_spec
 from softnet.errors import InputError
-from tests.conftest import needs_root, softnet_cmd
+from tests.conftest import needs_root, run_spec as run, softnet_cmd
 
 # tbf's rate is in bytes of the frame without its FCS: 60 B at 9.6 Mbit/s = 20 kpps. Its bucket holds 120 B
 # (two frames), the FIFO 500: a burst at 200 kpps fills the queue 180 frames per 200 that come in.
@@ -42,15 +42,6 @@ runs = 2
 throughput = "20kpps"
 {method}
 {extra}"""
-
-
-def run(tmp_path: Path, text: str) -> tuple[list[dict], list[dict]]:
-    (tmp_path / "s.toml").write_text(text)
-    r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r"), "--json"),
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    trials = [json.loads(p.read_text())["result"] for p in sorted((tmp_path / "r" / "raw").glob("*/cell*.json"))]
-    return json.loads(r.stdout), trials
 
 
 @needs_root

@@ -6,15 +6,13 @@ timeout runs out after the drop; loss that injected host stalls cause after
 the drop is set apart. Bad parameters are refused by name."""
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from softnet.campaign.spec import load_spec
 from softnet.errors import InputError
-from tests.conftest import needs_root, softnet_cmd
+from tests.conftest import needs_root, run_spec as run
 
 QUEUE, OUT_PPS = 500, 20_000
 FIFO = f"""
@@ -53,15 +51,6 @@ warmup_s = 0.2
 runs = 2
 {method}
 {extra}"""
-
-
-def run(tmp_path: Path, text: str) -> tuple[list[dict], list[dict]]:
-    (tmp_path / "s.toml").write_text(text)
-    r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r"), "--json"),
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    trials = [json.loads(p.read_text())["result"] for p in sorted((tmp_path / "r" / "raw").glob("*/cell*.json"))]
-    return json.loads(r.stdout), trials
 
 
 @needs_root

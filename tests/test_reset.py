@@ -4,7 +4,6 @@ timer 200 ms later ends it) is measured within 2 ms; the personalities' own
 resets run; bad parameters are refused by name."""
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.results.trial import TrialSpec
-from tests.conftest import needs_root, softnet_cmd
+from tests.conftest import needs_root, run_spec as run, softnet_cmd
 
 # The kernel ends the drop by itself: a set element with a 200 ms timeout, which
 # the lookup treats as gone once its expiry jiffy comes. At CONFIG_HZ=250 that is
@@ -43,15 +42,6 @@ duration_s = 1.5
 warmup_s = 0.3
 reset_at_s = 0.5
 {extra}"""
-
-
-def run(tmp_path: Path, text: str) -> tuple[list[dict], list[dict]]:
-    (tmp_path / "s.toml").write_text(text)
-    r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r"), "--json"),
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    trials = [json.loads(p.read_text())["result"] for p in sorted((tmp_path / "r" / "raw").glob("*/cell*.json"))]
-    return json.loads(r.stdout), trials
 
 
 @needs_root

@@ -13,6 +13,7 @@ the generator falling behind is named and left out.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -96,12 +97,14 @@ def back_to_back_result(raw: RawTrial, spec: TrialSpec) -> BackToBackResult | No
     first_burst = -(-tl.first_seq // n)
     bursts, unknown = [], 0
     runs = sorted(tl.runs)
+    starts = [s for s, _ in runs]
     for b in range(first_burst, tl.end_seq // n):
         a, z = b * n, (b + 1) * n
         if z > covered:
             unknown += 1
             continue
-        mine = [(s, k) for s, k in runs if s < z and s + k > a]
+        i, j = max(bisect.bisect_left(starts, a) - 1, 0), bisect.bisect_left(starts, z)
+        mine = [(s, k) for s, k in runs[i:j] if s + k > a]
         lost = sum(min(s + k, z) - max(s, a) for s, k in mine)
         lossless = (max(mine[0][0], a) - a) if mine else n
         bursts.append(BurstRead(first_seq=a, lossless_pkts=lossless, lost_pkts=lost,

@@ -168,6 +168,34 @@ def test_timeline_accounts_for_every_lost_packet(rate, seconds, host_unchanged):
 
 @needs_root
 @pytest.mark.netns
+def test_past_its_limit_the_sink_lists_the_first_and_the_last_runs(host_unchanged):
+    """The SUT drops every other test frame (nft numgen): 30,000 runs of one
+    frame. The sink lists the first 10,000 and the last 10,000, in order, so
+    both ends of the window stay known (a recovery's last loss)."""
+    rate, total, warmup = 60_000, 75_000, 15_000
+    rules = ["table inet sn {", " chain sn_forward {", "  type filter hook forward priority 0;",
+             "  udp dport 7 numgen inc mod 2 == 0 drop", " }", "}"]
+    with local_testbed() as (tb, ep):
+        arm = lambda: hostcmd.in_netns(tb.ns["sut"], ["nft", "-f", "-"], input="\n".join(rules) + "\n")  # noqa: E731
+        gen, counts, tl = send(tb, ep, rate, total, warmup, before=arm)
+    check_timeline(tl, gen, counts)
+    runs, head = tl["runs"], tl["runs_head"]
+    assert tl["runs_truncated"] and tl["runs_total"] >= 25_000 and len(runs) == TIMELINE_MAX_RUNS
+    assert head == TIMELINE_MAX_RUNS // 2
+    assert runs[0][0] <= warmup + 1  # the window's first loss...
+    assert runs[-1][0] + runs[-1][1] >= gen["sent_pkts"] - 2  # ...and its last
+    # every other frame: runs of one, two apart (a stall may merge a few)
+    assert sum(la == 1 for _, la in runs) >= 0.95 * len(runs)
+    assert runs[head][0] - runs[head - 1][0] > 2 * (tl["runs_total"] - TIMELINE_MAX_RUNS)  # the unlisted middle
+    from softnet.analysis.loss_time import unlisted_seqs
+    from softnet.results.raw import SinkTimeline
+
+    lo, hi = unlisted_seqs(SinkTimeline.model_validate(tl))
+    assert lo == runs[head - 1][0] + runs[head - 1][1] and hi == runs[head][0]
+
+
+@needs_root
+@pytest.mark.netns
 def test_a_known_hole_sits_at_its_time(host_unchanged):
     """The SUT drops every test frame during one wall-clock second (nft meta
     time, exact to the ns in the kernel): the timeline's lost run must start

@@ -175,6 +175,9 @@ struct bin_loss {
 static void print_timeline(const struct reader *r, __u64 sent)
 {
 	__u64 first = r->warmup, n = r->bin_pkts, lost = 0, runs_total = 0, hist[64] = {};
+	/* past SINK_TIMELINE_MAX_RUNS runs: the first half and the last half (a ring), so that
+	 * both ends of the window (a reset, a recovery's last loss) stay known */
+	const size_t head = SINK_TIMELINE_MAX_RUNS / 2, tail = SINK_TIMELINE_MAX_RUNS - head;
 	__u64 (*runs)[2] = malloc(SINK_TIMELINE_MAX_RUNS * sizeof(*runs));
 	size_t nruns = 0, nbins = 0, cap = 0;
 	struct bin_loss *bins = NULL;
@@ -186,10 +189,11 @@ static void print_timeline(const struct reader *r, __u64 sent)
 		lost += len;
 		runs_total++;
 		hist[63 - __builtin_clzll(len)]++;
-		if (nruns < SINK_TIMELINE_MAX_RUNS) {
-			runs[nruns][0] = a;
-			runs[nruns++][1] = len;
-		}
+		size_t slot = runs_total <= head ? runs_total - 1 : head + (runs_total - 1 - head) % tail;
+		runs[slot][0] = a;
+		runs[slot][1] = len;
+		if (nruns < SINK_TIMELINE_MAX_RUNS)
+			nruns++;
 		for (__u64 bin = a / n; bin * n < b; bin++) { /* bins ascend: merge into the last */
 			__u64 lo = bin * n > a ? bin * n : a, hi = (bin + 1) * n < b ? (bin + 1) * n : b;
 			if (nbins && bins[nbins - 1].bin == bin) {
@@ -209,9 +213,16 @@ static void print_timeline(const struct reader *r, __u64 sent)
 	       "\"runs_total\": %llu, \"runs\": [",
 	       (unsigned long long)first, (unsigned long long)sent, (unsigned long long)n,
 	       (unsigned long long)lost, (unsigned long long)runs_total);
-	for (size_t i = 0; i < nruns; i++)
-		printf("%s[%llu, %llu]", i ? ", " : "", (unsigned long long)runs[i][0], (unsigned long long)runs[i][1]);
-	printf("], \"runs_truncated\": %s, \"run_length_hist\": [", runs_total > nruns ? "true" : "false");
+	for (size_t i = 0; i < nruns; i++) {
+		/* the ring's oldest run first: in order of sequence */
+		size_t k = i < head || runs_total <= SINK_TIMELINE_MAX_RUNS ? i
+			   : head + (runs_total - head + (i - head)) % tail;
+		printf("%s[%llu, %llu]", i ? ", " : "", (unsigned long long)runs[k][0], (unsigned long long)runs[k][1]);
+	}
+	printf("], \"runs_truncated\": %s, ", runs_total > nruns ? "true" : "false");
+	if (runs_total > nruns)
+		printf("\"runs_head\": %zu, ", head);
+	printf("\"run_length_hist\": [");
 	for (int k = 0, any = 0; k < 64; k++)
 		if (hist[k]) {
 			printf("%s[%d, %llu]", any ? ", " : "", k, (unsigned long long)hist[k]);

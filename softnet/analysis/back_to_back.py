@@ -92,15 +92,14 @@ def back_to_back_result(raw: RawTrial, spec: TrialSpec) -> BackToBackResult | No
     probe = raw.stalls
     stalls = [] if probe is None or probe.missing else \
         loss_time.merge(loss_time.probe_stalls(probe, loss_time.cpu_roles(raw.testbed.placement)))
-    covered = tl.end_seq if not tl.runs_truncated else \
-        (tl.runs[-1][0] if tl.runs else tl.first_seq)  # past the last kept run: unknown
+    gap = loss_time.unlisted_seqs(tl)  # a burst there: its lost runs may not all be listed
     first_burst = -(-tl.first_seq // n)
     bursts, unknown = [], 0
     runs = sorted(tl.runs)
     starts = [s for s, _ in runs]
     for b in range(first_burst, tl.end_seq // n):
         a, z = b * n, (b + 1) * n
-        if z > covered:
+        if gap is not None and a < gap[1] and z > gap[0]:
             unknown += 1
             continue
         i, j = max(bisect.bisect_left(starts, a) - 1, 0), bisect.bisect_left(starts, z)

@@ -259,6 +259,18 @@ def loss_series(timeline: SinkTimeline, bins: Bins, window_due_ns: int) -> LossS
                       lost_pkts=lost, delay_max_ns=delay)
 
 
+def unlisted_seqs(timeline: SinkTimeline) -> tuple[int, int] | None:
+    """The seqs [lo, hi) whose lost runs the sink did not list (it lists the
+    first and the last runs past its limit; an older sink only the first);
+    None when it listed them all."""
+    if not timeline.runs_truncated:
+        return None
+    runs, k = timeline.runs, timeline.runs_head
+    if k is None or k >= len(runs):
+        return (runs[-1][0] + runs[-1][1], timeline.end_seq) if runs else (timeline.first_seq, timeline.end_seq)
+    return runs[k - 1][0] + runs[k - 1][1], runs[k][0]
+
+
 def lost_runs(timeline: SinkTimeline, gen: GeneratorReport, window_due_ns: int) -> LostRuns:
     """The lost runs (first seq, length, due time), and their sizes."""
     runs = timeline.runs

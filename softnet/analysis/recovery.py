@@ -41,12 +41,13 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
     s0 = gen.step_seq
     a = loss_time.due_ns(gen, s0)
     after = [(s, n) for s, n in tl.runs if s + n > s0]
-    out.lost_after_step_pkts = sum(s + n - max(s, s0) for s, n in after) if not tl.runs_truncated else None
+    out.lost_after_step_pkts = sum(s + n - max(s, s0) for s, n in after) \
+        if (gap := loss_time.unlisted_seqs(tl)) is None or gap[1] <= s0 else None
     probe = raw.stalls
     stalls = [] if probe is None or probe.missing else \
         loss_time.merge(loss_time.probe_stalls(probe, loss_time.cpu_roles(raw.testbed.placement)))
-    if tl.runs_truncated and (not tl.runs or tl.runs[-1][0] < tl.end_seq - 1):
-        out.missing = "the sink kept only the first lost runs: the last loss after the step is unknown"
+    if gap is not None and gap[1] > s0:  # the sink's listed runs do not reach back to the step
+        out.missing = "the sink listed too few lost runs to reach back to the step: the last loss is unknown"
     else:
         # B: the last lost run after A that no host stall explains; later ones the host's, set apart
         windows = [(st.start_ns - loss_time.PRE_NS, st.end_ns + loss_time.POST_NS) for st in stalls]

@@ -459,6 +459,9 @@ def show(r: TrialResult, wide: bool = False) -> None:
         ("one-way latency min / mean / max", " / ".join(
             us(v) for v in (r.latency_min_ns, r.latency_mean_ns, r.latency_max_ns)), ""),
         latency_row(r, us),
+        *([("RFC 8219 PDV / IPDV max", f"{us(r.rfc8219.pdv_ns)} / {us(r.rfc8219.ipdv_max_ns)}",
+            "PDV: p99.9 - min" + (f"; IPDV over {r.rfc8219.ipdv_pkts:,} pairs" if r.rfc8219.ipdv_pkts else
+                                   "; IPDV: a campaign's collect.exact_delays"))] if r.rfc8219 is not None else []),
         (f"{d.ingress_ring_of} ingress ring full", count(d.ingress_ring_full_pkts),
          "packets (diagnosis, whole trial)"),
         ("softnet backlog drops", count(d.softnet_dropped_pkts), "packets (diagnosis)"),

@@ -164,6 +164,8 @@ class SinkTimeline(_ToolReport):
     runs_total: int
     runs: list[list[int]]  # [first seq, packets]
     runs_truncated: bool
+    # truncated: runs[:runs_head] are the window's first runs, the rest its last (an older sink: all the first)
+    runs_head: int | None = None
     run_length_hist: list[list[int]]
     lost_per_bin: list[list[int]]  # [bin, lost packets], sparse
     delay_max_ns_per_bin: list[int]

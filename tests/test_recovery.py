@@ -22,7 +22,8 @@ setup = ["tc qdisc replace dev $SN_OUT root handle 1: tbf rate 9600kbit burst 12
          "tc qdisc replace dev $SN_OUT parent 1:1 handle 10: pfifo limit {QUEUE}"]
 teardown = ["tc qdisc del dev $SN_OUT root"]
 """
-# Every packet over 15 kpps (re)adds the sink's address with a 200 ms timeout; the next rule drops it.
+# Every packet over 15 kpps (re)adds the sink's address with a 200 ms timeout; the next rule drops
+# it.
 # The overload (22 kpps: one over every 0.14 ms) keeps the element fresh; after the drop to 10 kpps it expires 196-200 ms
 # (one jiffy at HZ=250) after its last refresh, which is the drop itself.
 TIMEOUT_MS, JIFFY_MS = 200, 4
@@ -32,7 +33,8 @@ l3 = true
 setup = ["nft add table inet sn_rec",
          "nft add set inet sn_rec blk '{{ type ipv4_addr; flags dynamic,timeout; }}'",
          "nft add chain inet sn_rec c '{{ type filter hook forward priority 0; policy accept; }}'",
-         "nft add rule inet sn_rec c limit rate over 15000/second burst 200 packets update @blk '{{ ip daddr timeout {TIMEOUT_MS}ms }}'",
+         "nft add rule inet sn_rec c limit rate over 15000/second burst 200 packets "
+         "update @blk '{{ ip daddr timeout {TIMEOUT_MS}ms }}'",
          "nft add rule inet sn_rec c ip daddr @blk drop"]
 teardown = ["nft delete table inet sn_rec"]
 """

@@ -237,6 +237,11 @@ def show_searches(summaries: list, wide: bool = False) -> None:
     show_search_latency(summaries, wide)
 
 
+def ms3(v: float) -> str:
+    """Milliseconds, 3 significant digits, whole ones from 1 s (no exponent); "-" for NaN."""
+    return "-" if v != v else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
 def latency_us(ns) -> str:
     """ns -> microseconds, 3 significant digits (whole ones from 1 ms): "12.3", "4120"; "-" when absent."""
     if ns is None:
@@ -327,14 +332,12 @@ def show_recoveries(summaries: list, as_json: bool, wide: bool = False) -> None:
         return
     from softnet.analysis.data_paths import short_label
 
-    def ms(v: float) -> str:
-        return "-" if v != v else f"{v:.3g}"
 
     rows = [[short_label(s.label), eng(s.overload_pps, "pps"), eng(s.recovery_pps, "pps"),
-             f"{s.recovery_ms.n}/{s.runs}", ms(s.recovery_ms.mean),
+             f"{s.recovery_ms.n}/{s.runs}", ms3(s.recovery_ms.mean),
              "-" if s.recovery_ms.ci_lower != s.recovery_ms.ci_lower else
-             f"[{ms(max(0.0, s.recovery_ms.ci_lower))}, {ms(s.recovery_ms.ci_upper)}]",
-             ms(s.drain_ms.mean), ms(s.lost_after_step_pkts.mean), str(s.stall_runs)] for s in summaries]
+             f"[{ms3(max(0.0, s.recovery_ms.ci_lower))}, {ms3(s.recovery_ms.ci_upper)}]",
+             ms3(s.drain_ms.mean), ms3(s.lost_after_step_pkts.mean), str(s.stall_runs)] for s in summaries]
     console.print(table("system recovery: from the load's drop to the last loss (RFC 2544 26.5)", RECOVERY_COLS,
                         rows, wide=wide))
     for s in summaries:
@@ -395,15 +398,13 @@ def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:
         print_json([s.to_dict() for s in summaries])
         return
 
-    def ms(v: float) -> str:
-        return "-" if v != v else f"{v:.3g}"
 
     from softnet.analysis.data_paths import short_label
 
-    rows = [[short_label(s.label), eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms(s.interruption_ms.mean),
+    rows = [[short_label(s.label), eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms3(s.interruption_ms.mean),
              "-" if s.interruption_ms.ci_lower != s.interruption_ms.ci_lower else  # a t-interval, floored at 0
-             f"[{ms(max(0.0, s.interruption_ms.ci_lower))}, {ms(s.interruption_ms.ci_upper)}]",
-             ms(s.frame_loss_ms.mean), str(s.host_interference)] for s in summaries]
+             f"[{ms3(max(0.0, s.interruption_ms.ci_lower))}, {ms3(s.interruption_ms.ci_upper)}]",
+             ms3(s.frame_loss_ms.mean), str(s.host_interference)] for s in summaries]
     console.print(table("reset: time the data path did not forward (RFC 6201)", RESET_COLS, rows, wide=wide))
     for s in summaries:
         note = f"{short_label(s.label)}: {s.what}"

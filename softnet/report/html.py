@@ -168,7 +168,7 @@ class _Figures:
 def rfc_rows(rfc: Sequence[tuple[str, object]], names: dict) -> list[dict]:
     """The back-to-back, recovery and reset campaigns as the report's tables show them."""
     def ms(v: float | None) -> str:
-        return view.DASH if v is None or v != v else f"{v:.3g}"
+        return view.DASH if v is None or v != v else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
     def interval(m, f) -> str:
         return view.DASH if m.ci_lower != m.ci_lower else f"[{f(max(0.0, m.ci_lower))}, {f(m.ci_upper)}]"
@@ -183,7 +183,8 @@ def rfc_rows(rfc: Sequence[tuple[str, object]], names: dict) -> list[dict]:
                         "ci": interval(r.interruption_ms, ms), "loss": ms(r.frame_loss_ms.mean),
                         "spoilt": r.host_interference} for r in resets],
             "b2b": [{"label": b.label, "rate": f"{b.burst_rate_pps:,.0f} pps", "bursts": b.bursts,
-                     "mean": (">= " if b.whole else "") + ms(b.lossless_pkts.mean), "ci": interval(b.lossless_pkts, lambda v: f"{v:.0f}"),
+                     "mean": (">= " if b.whole else "") + ms(b.lossless_pkts.mean),
+                     "ci": interval(b.lossless_pkts, lambda v: f"{v:.0f}"),
                      "range": f"{b.min_pkts}-{b.max_pkts}" if b.min_pkts is not None else view.DASH,
                      "std": ms(b.lossless_pkts.std), "whole": b.whole, "sent": b.burst_pkts,
                      "implied": ms(b.implied_buffer_s * 1e3 if b.implied_buffer_s is not None else None),
@@ -214,7 +215,8 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     if (not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency
             and not data.comparisons and not data.rfc):
         raise ValueError("no configuration to report")
-    sources = sorted({c.source for c in configs} | ({"softnet"} if data.searches or data.comparisons or data.rfc else set()))
+    softnet_only = data.searches or data.comparisons or data.rfc
+    sources = sorted({c.source for c in configs} | ({"softnet"} if softnet_only else set()))
     names = {c.campaign_id: c.name for c in data.provenance.campaigns} if data.provenance else {}
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
         figs = _Figures(Path(plots_dir) if plots_dir is not None else Path(tmp), plots_dir is not None)

@@ -22,10 +22,9 @@ setup = ["tc qdisc replace dev $SN_OUT root handle 1: tbf rate 9600kbit burst 12
          "tc qdisc replace dev $SN_OUT parent 1:1 handle 10: pfifo limit {QUEUE}"]
 teardown = ["tc qdisc del dev $SN_OUT root"]
 """
-# Every packet over 15 kpps (re)adds the sink's address with a 200 ms timeout; the next rule drops
-# it.
-# The overload (22 kpps: one over every 0.14 ms) keeps the element fresh; after the drop to 10 kpps it expires 196-200 ms
-# (one jiffy at HZ=250) after its last refresh, which is the drop itself.
+# Every packet over 15 kpps (re)adds the sink's address with a 200 ms timeout; the next rule drops it.
+# The overload (22 kpps: one over every 0.14 ms) keeps the element fresh; after the drop to 10 kpps it
+# expires 196-200 ms (one jiffy at HZ=250) after its last refresh, which is the drop itself.
 TIMEOUT_MS, JIFFY_MS = 200, 4
 BLOCK = f"""
 [testbed.custom]

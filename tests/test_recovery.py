@@ -26,14 +26,15 @@ teardown = ["tc qdisc del dev $SN_OUT root"]
 # The overload (22 kpps: one over every 0.14 ms) keeps the element fresh; after the drop to 10 kpps it
 # expires 196-200 ms (one jiffy at HZ=250) after its last refresh, which is the drop itself.
 TIMEOUT_MS, JIFFY_MS = 200, 4
+REFRESH = ("nft add rule inet sn_rec c limit rate over 15000/second burst 200 packets "
+           f"update @blk '{{ ip daddr timeout {TIMEOUT_MS}ms }}'")
 BLOCK = f"""
 [testbed.custom]
 l3 = true
 setup = ["nft add table inet sn_rec",
          "nft add set inet sn_rec blk '{{ type ipv4_addr; flags dynamic,timeout; }}'",
          "nft add chain inet sn_rec c '{{ type filter hook forward priority 0; policy accept; }}'",
-         "nft add rule inet sn_rec c limit rate over 15000/second burst 200 packets "
-         "update @blk '{{ ip daddr timeout {TIMEOUT_MS}ms }}'",
+         "{REFRESH}",
          "nft add rule inet sn_rec c ip daddr @blk drop"]
 teardown = ["nft delete table inet sn_rec"]
 """

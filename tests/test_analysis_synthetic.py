@@ -138,3 +138,19 @@ def test_generator_limited_runs_are_excluded():
     assert a.report.verdict is Verdict.GOOD
     (flag,) = [f for f in a.report.flags if f.kind == "excluded_runs"]
     assert flag.count == 20 and "1.6 Mpps" in flag.message
+
+
+def test_pre_sat_exponent_from_the_spec_shapes_the_loss_below_saturation(tmp_path):
+    """[synthetic] pre_sat_exponent reaches the model: at half the saturation
+    load the loss ratio is plr_at_sat x 0.5 ** exponent (no noise)."""
+    from softnet.campaign.measurers import SyntheticMeasurer
+    from softnet.campaign.spec import load_spec
+
+    losses = {}
+    for k in (2, 8):
+        (tmp_path / "s.toml").write_text(f'name = "s"\n[testbed]\nsut = "synthetic"\n[method]\nloads = ["250kpps"]\n'
+                                         f'[synthetic]\no_sat_pps = 500000\nplr_at_sat = 0.1\npre_sat_exponent = {k}\n'
+                                         'noise = false\n')
+        r = SyntheticMeasurer(load_spec(tmp_path / "s.toml"), 0).measure(250_000, 0, 0)
+        losses[k] = r["lost_pkts"] / r["sent_pkts"]
+    assert losses[2] == pytest.approx(0.1 * 0.5 ** 2, rel=1e-3) and losses[8] == pytest.approx(0.1 * 0.5 ** 8, rel=1e-2)

@@ -34,7 +34,7 @@ class SyntheticMeasurer:
     def __init__(self, spec: CampaignSpec, cell_id: int):
         s = spec.synthetic
         self.spec, self.cell_id = spec, cell_id
-        self.model = LoadLossModel(o_sat_pps=s.o_sat_pps, plr_at_sat=s.plr_at_sat,
+        self.model = LoadLossModel(o_sat_pps=s.o_sat_pps, plr_at_sat=s.plr_at_sat, pre_sat_exponent=s.pre_sat_exponent,
                                    o_trash_pps=s.o_trash_pps if s.o_trash_pps is not None else math.inf,
                                    m_pps=s.m_pps, noise=s.noise)
 

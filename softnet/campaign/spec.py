@@ -239,6 +239,8 @@ class SyntheticSpec(Strict):
     plr_at_sat: float = Field(0.0, ge=0, lt=1)
     o_trash_pps: float | None = None
     m_pps: float = Field(1e6, gt=0)
+    # the loss below saturation: plr_at_sat x (O / o_sat) ** pre_sat_exponent (softnet's addition to Eq. 3)
+    pre_sat_exponent: float = Field(8.0, gt=0, le=100)
     noise: bool = True
     seed: int = 1
 

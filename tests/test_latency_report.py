@@ -26,13 +26,13 @@ def median_of(k: dict) -> float:
     return 160_000 if k["poll_receiver"] else 40_000
 
 
-def store_campaign(store: Store, name: str, seed: int, tmp_path) -> str:
+def store_campaign(store: Store, name: str, seed: int, tmp_path, spec: dict | None = None) -> str:
     rng = np.random.default_rng(seed)
     cid = f"{name}-0000"
     store.register_campaign(cid, name, "hash", {"name": name}, 0.0)
     for cell_id, values in enumerate(itertools.product(*KNOBS.values())):
         knobs = dict(zip(KNOBS, values))
-        store.register_cell(cid, cell_id, {f"latency.{k}": v for k, v in knobs.items()}, {})
+        store.register_cell(cid, cell_id, {f"latency.{k}": v for k, v in knobs.items()}, spec or {})
         for run in range(3):
             records = lognormal_run(rng, median_of(knobs), 0.05, 200)
             path = store.records_path(cid, cell_id, run)
@@ -56,6 +56,17 @@ def results(tmp_path_factory):
         store_campaign(store, "first", 1, d)
         store_campaign(store, "second", 2, d)
     return d
+
+
+def test_a_campaigns_fixed_k_is_the_one_its_clusters_use(tmp_path):
+    """[latency] clusters = 3: k-means with that k (the study fixes 4 and 6),
+    not the silhouette's choice (2 for these two planted groups)."""
+    with Store(tmp_path) as store:
+        store_campaign(store, "fixed", 3, tmp_path, {"latency": {"clusters": 3}})
+        store_campaign(store, "free", 3, tmp_path)
+        fixed = analyze_latency(store, "fixed-0000", n_resamples=100).clustering
+        free = analyze_latency(store, "free-0000", n_resamples=100).clustering
+    assert (fixed.k, fixed.chosen_by) == (3, "fixed") and (free.k, free.chosen_by) == (2, "silhouette")
 
 
 def test_two_runs_of_a_matrix_cluster_alike(results):

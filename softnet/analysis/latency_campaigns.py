@@ -82,6 +82,8 @@ def analyze_latency(store: Store, campaign_id: str, k: int | None = None, n_resa
                     seed: int = 0, runs: Sequence[StoredLatencyRun | dict] | None = None) -> LatencyAnalysis:
     """``runs``: the campaign's stored runs when the caller has read them already."""
     runs = typed_runs(store.latency_runs(campaign_id) if runs is None else runs)
+    if k is None:  # the campaign's own [latency] clusters, else by silhouette
+        k = next((c["spec"].get("latency", {}).get("clusters") for c in store.cells(campaign_id)), None)
     configs = latency_configs(store, campaign_id, runs, n_resamples)
     out = LatencyAnalysis(configs, reruns=reruns(runs, configs))
     if len(configs) < MIN_CLUSTERED:

@@ -312,6 +312,8 @@ class LatencySpec(Strict):
     # the rate of their minimum RTT and as a flood (0: none), rerun_count packets each
     rerun_per_cluster: int = Field(0, ge=0, le=8)
     rerun_count: int = Field(10_000, ge=100, le=10_000_000)
+    # k-means over the configurations: a fixed k (the study uses 4 and 6); None: k by silhouette over 2..8
+    clusters: int | None = Field(None, ge=1, le=64)
 
 
 def is_knob(path: str) -> bool:

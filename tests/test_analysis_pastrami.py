@@ -333,3 +333,34 @@ def test_binary_garbage_is_a_format_error(tmp_path):
     p.write_bytes(b"\xff\xfe\x00[[1")
     with pytest.raises(DataFormatError, match=":0: expected UTF-8"):
         read_pastrami_file(p)
+
+
+@needs_data
+def test_the_nic_discards_say_where_the_loss_happened():
+    """The third field is the NIC's cumulative receive discards from the
+    line's header value: each run's own discards are its delta, and on this
+    Intel NIC they are the loss, run by run (the paper's ring-size knob)."""
+    from softnet.analysis.pastrami_files import discard_shares
+
+    path = PASTRAMI_DATA / "bare-metal" / "clab_tb1_raw_50_k6.8_intel_bare-metal_nic_buf_4096.txt"
+    rows = read_pastrami_file(path)
+    lines = raw_lines(path)
+    at_450k = [r for r in rows if r.offered_load_pps == 450_000]
+    head, first, second = lines[1][0], lines[1][1], lines[1][2]
+    assert at_450k[0].rx_discards_pkts == first[2] - head[1] == 8357  # 8,351 lost (tx - rx)
+    assert at_450k[1].rx_discards_pkts == second[2] - first[2]
+    shares = {d.load_pps: d for d in discard_shares(rows)}
+    assert 300_000 not in shares  # no loss there: nothing to share
+    for d in shares.values():
+        assert d.share == pytest.approx(1.0, abs=0.01), d  # every lost packet a NIC receive discard
+    # a file whose counter never moved while packets were lost says so
+    silent = PASTRAMI_DATA / "bare-metal" / "clab_tb1_raw_50_k5.15_intel_bare-metal_as-is.txt"
+    silent_shares = discard_shares(read_pastrami_file(silent))
+    assert silent_shares and all(d.discarded_pkts == 0 and d.lost_pkts > 0 for d in silent_shares)
+    from softnet.cli.campaign_cmd import discard_line
+
+    assert "stayed at 0" in discard_line(silent_shares) and "100% of the loss" in discard_line(list(shares.values()))
+    from softnet.analysis.campaigns import analyze_path
+
+    (config,) = analyze_path(path)
+    assert [d["lost_pkts"] for d in config.to_dict()["nic_discards"]] == [d.lost_pkts for d in shares.values()]

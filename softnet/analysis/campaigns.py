@@ -12,7 +12,8 @@ from typing import Sequence
 
 from softnet.analysis.loss_stats import RunPolicy
 from softnet.analysis.loss_time import counted_received
-from softnet.analysis.pastrami_files import PastramiName, list_pastrami_files, pastrami_name, read_pastrami_file
+from softnet.analysis.pastrami_files import (DiscardShare, PastramiName, discard_shares, list_pastrami_files,
+                                             pastrami_name, read_pastrami_file)
 from softnet.analysis.saturation import Analysis, analyze_rows
 from softnet.analysis.trial_eval import INFORMATIONAL_FLAGS
 from softnet.errors import InputError
@@ -108,6 +109,7 @@ class SoftnetMeta:
 class PastramiMeta:
     path: str  # the PASTRAMI file
     name: PastramiName  # what its name says
+    discards: list[DiscardShare] = field(default_factory=list)  # per load with loss: the NIC's share of it
 
     def to_dict(self) -> dict:
         return {"path": self.path}
@@ -131,8 +133,11 @@ class Configuration:
         return self.meta.cell_id if isinstance(self.meta, SoftnetMeta) else None
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "knobs": self.knobs, "source": self.source,
-                "meta": self.meta.to_dict() if self.meta is not None else {}, **self.analysis.to_dict()}
+        out = {"label": self.label, "knobs": self.knobs, "source": self.source,
+               "meta": self.meta.to_dict() if self.meta is not None else {}, **self.analysis.to_dict()}
+        if isinstance(self.meta, PastramiMeta) and self.meta.discards:  # where the loss happened, per load
+            out["nic_discards"] = [d.to_dict() for d in self.meta.discards]
+        return out
 
 
 def cell_label(cell: CellRecord) -> str:
@@ -229,10 +234,10 @@ def analyze_pastrami(paths: list[Path], pdr_loss_ratio: float, eta: float, confi
     for path in paths:
         name = pastrami_name(path)
         meta = name.to_meta()
-        analysis = analyze_rows(read_pastrami_file(path), confidence=confidence, meta=meta,
-                                pdr_loss_ratio=pdr_loss_ratio, eta=eta)
+        rows = read_pastrami_file(path)
+        analysis = analyze_rows(rows, confidence=confidence, meta=meta, pdr_loss_ratio=pdr_loss_ratio, eta=eta)
         out.append(Configuration(path.stem, {k: v for k, v in meta.items() if k not in ("path", "file")}, analysis,
-                                 "pastrami", meta=PastramiMeta(str(path), name)))
+                                 "pastrami", meta=PastramiMeta(str(path), name, discard_shares(rows))))
     return out
 
 

@@ -181,6 +181,7 @@ class TrialRow:
     source: str = ""
     line_no: int = 0
     rx_discards_cum: int | None = None
+    rx_discards_pkts: int | None = None  # this run's: the NIC dropped them (receive ring full)
     extra: tuple = ()
     meta: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -195,7 +196,7 @@ def _is_count(v: Any) -> bool:
     return isinstance(v, Integral) and not isinstance(v, bool) and v >= 0
 
 
-def _parse_line(path: Path, line_no: int, text: str) -> tuple[float, list[list]]:
+def _parse_line(path: Path, line_no: int, text: str) -> tuple[float, int | None, list[list]]:
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as e:
@@ -218,7 +219,7 @@ def _parse_line(path: Path, line_no: int, text: str) -> tuple[float, list[list]]
                 path, line_no,
                 f"run {i}: expected [tx_pkts, rx_pkts, ...] with non-negative integer counts, got {run!r}",
             )
-    return float(head[0]), runs
+    return float(head[0]), int(head[1]) if len(head) > 1 and _is_count(head[1]) else None, runs
 
 
 def read_pastrami_file(path: str | os.PathLike, *, check_runs: bool = True) -> list[TrialRow]:
@@ -242,7 +243,7 @@ def read_pastrami_file(path: str | os.PathLike, *, check_runs: bool = True) -> l
     for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        load, runs = _parse_line(p, line_no, line)
+        load, discards, runs = _parse_line(p, line_no, line)
         if load in seen:
             raise DataFormatError(p, line_no, f"offered load {load:g} pps already given on line "
                                               f"{seen[load]}; expected one line per load")
@@ -252,12 +253,46 @@ def read_pastrami_file(path: str | os.PathLike, *, check_runs: bool = True) -> l
                                               f"in the file name), found {len(runs)}")
         for i, run in enumerate(runs):
             three = len(run) == 3 and _is_count(run[2])
+            cum = int(run[2]) if three else None
+            # the run's own discards: the counter is cumulative from the line's header value
+            own = cum - discards if cum is not None and discards is not None and cum >= discards else None
+            discards = cum
             rows.append(TrialRow(
                 offered_load_pps=load, run_index=i, tx_pkts=int(run[0]), rx_pkts=int(run[1]),
                 duration_s=float(name.duration_s), source=str(p), line_no=line_no,
-                rx_discards_cum=int(run[2]) if three else None,
+                rx_discards_cum=cum, rx_discards_pkts=own,
                 extra=() if three else tuple(run[2:]), meta=meta,
             ))
     if not rows:
         raise DataFormatError(p, 0, "expected at least one load line, file has none")
     return rows
+
+
+@dataclass(frozen=True)
+class DiscardShare:
+    """Where one load's loss happened: the packets the NIC's receive side
+    discarded (its ring was full) against all lost (tx - rx), over the runs."""
+
+    load_pps: float
+    lost_pkts: int
+    discarded_pkts: int
+
+    @property
+    def share(self) -> float | None:
+        return self.discarded_pkts / self.lost_pkts if self.lost_pkts > 0 else None
+
+    def to_dict(self) -> dict:
+        return {"load_pps": self.load_pps, "lost_pkts": self.lost_pkts, "nic_discarded_pkts": self.discarded_pkts,
+                "nic_share": self.share}
+
+
+def discard_shares(rows: list[TrialRow]) -> list[DiscardShare]:
+    """Per load with loss, over the runs whose discards are known (files with
+    the third field); none for files without it."""
+    out = []
+    for load in sorted({r.offered_load_pps for r in rows}):
+        known = [r for r in rows if r.offered_load_pps == load and r.rx_discards_pkts is not None]
+        lost = sum(max(r.tx_pkts - r.rx_pkts, 0) for r in known)
+        if known and lost:
+            out.append(DiscardShare(load, lost, sum(r.rx_discards_pkts for r in known)))
+    return out

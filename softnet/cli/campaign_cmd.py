@@ -64,6 +64,23 @@ def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool 
         line = host_stall_line(c.meta)
         if line:
             console.print(f"{c.label}: {line}", highlight=False)
+        if isinstance(c.meta, PastramiMeta) and c.meta.discards:
+            console.print(f"{c.label}: {discard_line(c.meta.discards)}", highlight=False)
+
+
+def discard_line(shares: list) -> str:
+    """Where a PASTRAMI configuration's loss happened: the NIC's receive
+    discards (the files' third field) against all the loss, and the loads
+    where that share differs most."""
+    lost, nic = sum(d.lost_pkts for d in shares), sum(d.discarded_pkts for d in shares)
+    if nic == 0:
+        return (f"the NIC's receive discard counter stayed at 0 while {lost:,} packets were lost: lost past the "
+                "NIC, or a counter that did not count")
+    per = ", ".join(f"{eng(d.load_pps, 'pps')} {d.share:.0%}" for d in shares[:4])
+    more = f" ... ({len(shares)} loads)" if len(shares) > 4 else ""
+    rest = f"; {lost - nic:,} lost past the NIC" if nic < lost else ""
+    return (f"NIC receive discards {nic / lost:.0%} of the loss ({nic:,} discarded, {lost:,} lost; per load: "
+            f"{per}{more}){rest}")
 
 
 def host_stall_line(meta: SoftnetMeta | PastramiMeta | None) -> str | None:

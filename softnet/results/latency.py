@@ -134,6 +134,7 @@ class LatencyConfigKnobs(AsStored):
     baseline_count: int = 0
     rerun_per_cluster: int = 0
     rerun_count: int = 10_000
+    clusters: int | None = None
 
     def to_dict(self) -> dict:
         """knob -> value, as stored (the analysis's configuration identity and label)."""

@@ -14,7 +14,6 @@ the generator falling behind is named and left out.
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -79,7 +78,7 @@ def _spoilt(first: int, last: int, spec: TrialSpec, raw: RawTrial, stalls: list[
     hi = burst_due_ns(raw.generator, spec, last)
     for s in stalls:
         if s.start_ns <= hi and s.end_ns >= lo:
-            return f"host stall on CPU {s.cpu} ({s.role}) {s.duration_ns / 1e6:.2f} ms"
+            return s.words()
     return None
 
 
@@ -89,9 +88,7 @@ def back_to_back_result(raw: RawTrial, spec: TrialSpec) -> BackToBackResult | No
     tl, n = raw.sink_timeline, spec.burst_pkts
     if tl is None or raw.generator.schedule_start_ns is None:
         return None
-    probe = raw.stalls
-    stalls = [] if probe is None or probe.missing else \
-        loss_time.merge(loss_time.probe_stalls(probe, loss_time.cpu_roles(raw.testbed.placement)))
+    stalls = loss_time.data_path_stalls(raw.stalls, raw.testbed.placement)
     gap = loss_time.unlisted_seqs(tl)  # a burst there: its lost runs may not all be listed
     first_burst = -(-tl.first_seq // n)
     bursts, unknown = [], 0
@@ -161,7 +158,7 @@ def summarize_back_to_back(trials: Sequence[StoredTrial], labels: dict[int, str]
         reasons: dict[str, int] = {}
         for b in reads:
             if b.spoilt:
-                kind = b.spoilt.split(" (")[0].split(" by ")[0].split(" on ")[0]
+                kind = b.spoilt.split(" by ")[0].split(" on ")[0]  # "generator late", "host stall"
                 reasons[kind] = reasons.get(kind, 0) + 1
         r0 = results[0]
         mean = MeanCI.of(list(good), confidence)
@@ -172,6 +169,6 @@ def summarize_back_to_back(trials: Sequence[StoredTrial], labels: dict[int, str]
             len(reads) - len(good), sum(r.unknown for r in results), mean,
             int(good.min()) if len(good) else None, int(good.max()) if len(good) else None,
             int((good == r0.burst_pkts).sum()),
-            throughput_pps, implied if implied is None or math.isfinite(implied) else None, corrected, reasons))
+            throughput_pps, implied, corrected, reasons))
     return out
 

@@ -110,6 +110,9 @@ class Stall:
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
 
+    def words(self) -> str:
+        return f"host stall on CPU {self.cpu} ({self.role}) {self.duration_ns / 1e6:.2f} ms"
+
 
 def cpu_roles(placement: RawPlacement) -> dict[int, str]:
     """The CPUs the data path needs and what each does there."""
@@ -140,6 +143,11 @@ def probe_stalls(probe: StallReport, roles: dict[int, str]) -> list[Stall]:
     """The probe's events on the data path's CPUs that are host stalls."""
     return [Stall(e.cpu, roles[e.cpu], e.kind, e.start_ns, e.end_ns, e.by)
             for e in probe.stalls if e.cpu in roles and is_host_stall(e)]
+
+
+def data_path_stalls(probe: StallReport | None, placement: RawPlacement) -> list[Stall]:
+    """The probe's host stalls of the data path's CPUs, one per stall (none without a probe)."""
+    return [] if probe is None or probe.missing else merge(probe_stalls(probe, cpu_roles(placement)))
 
 
 def generator_stalls(gen: GeneratorReport, roles: dict[int, str], threshold_ns: int) -> list[Stall]:

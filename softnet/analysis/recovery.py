@@ -41,12 +41,11 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
     s0 = gen.step_seq
     a = loss_time.due_ns(gen, s0)
     after = [(s, n) for s, n in tl.runs if s + n > s0]
-    out.lost_after_step_pkts = sum(s + n - max(s, s0) for s, n in after) \
-        if (gap := loss_time.unlisted_seqs(tl)) is None or gap[1] <= s0 else None
-    probe = raw.stalls
-    stalls = [] if probe is None or probe.missing else \
-        loss_time.merge(loss_time.probe_stalls(probe, loss_time.cpu_roles(raw.testbed.placement)))
-    if gap is not None and gap[1] > s0:  # the sink's listed runs do not reach back to the step
+    gap = loss_time.unlisted_seqs(tl)
+    listed = gap is None or gap[1] <= s0  # the sink's listed runs reach back to the step
+    out.lost_after_step_pkts = sum(s + n - max(s, s0) for s, n in after) if listed else None
+    stalls = loss_time.data_path_stalls(raw.stalls, raw.testbed.placement)
+    if not listed:
         out.missing = "the sink listed too few lost runs to reach back to the step: the last loss is unknown"
     else:
         # B: the last lost run after A that no host stall explains; later ones the host's, set apart
@@ -76,8 +75,7 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
             out.drain_ms = max(0.0, (end - a) / 1e6)
             for st in stalls:  # a data-path CPU that stopped while the queue drained held the drain up
                 if st.start_ns <= end and st.end_ns >= a and st.duration_ns >= DRAIN_STALL_NS:
-                    out.drain_spoilt = f"host stall on CPU {st.cpu} ({st.role}) {st.duration_ns / 1e6:.2f} ms, " \
-                                       f"{(st.start_ns - a) / 1e6:+.1f} ms from the step"
+                    out.drain_spoilt = f"{st.words()}, {(st.start_ns - a) / 1e6:+.1f} ms from the step"
                     break
     return out
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from rich.table import Table
 
@@ -33,6 +34,14 @@ LOAD_COLS = [Col("load"), Col("K"), Col("excl"), Col("PLR mean"), Col("PLR CI95"
              Col("DR mean", wide=True), Col("T(O)"), Col("TIR next")]
 
 
+def ci_text(m, fmt: Callable[[float], str], floor: float | None = None) -> str:
+    """A MeanCI's interval as "[lo, hi]" ("-" when it has none: one run);
+    ``floor``: the lowest value the quantity takes (a t-interval may dip below it)."""
+    if m.ci_lower != m.ci_lower:
+        return "-"
+    return f"[{fmt(m.ci_lower if floor is None else max(floor, m.ci_lower))}, {fmt(m.ci_upper)}]"
+
+
 def config_table(c: Configuration, wide: bool = False) -> Table:
     """One configuration's per-load PASTRAMI statistics (rates in pps)."""
     a = c.analysis
@@ -41,7 +50,7 @@ def config_table(c: Configuration, wide: bool = False) -> Table:
     for ls in a.stats.loads:
         p = ls.plr_ratio
         rows.append([eng(ls.load_pps, "pps"), str(ls.n_runs), str(ls.n_excluded), sci(p.mean),
-                     "-" if p.ci_lower != p.ci_lower else f"[{sci(p.ci_lower)}, {sci(p.ci_upper)}]",
+                     ci_text(p, sci),
                      sci(ls.plr_delta_ucl), eng(ls.dr_ratio.mean, digits=6), eng(ls.throughput_pps.mean, "pps"),
                      fixed(tir_next.get(ls.load_pps), 3)])
     return table(c.label, LOAD_COLS, rows, wide)
@@ -112,12 +121,8 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     else:
         for _, s in compared:
             compare_cmd.show(s, None, 0.0, False, wide)
-        if rfc and rfc.reset:
-            show_resets(rfc.reset, False, wide)
-        if rfc and rfc.back_to_back:
-            show_back_to_back(rfc.back_to_back, False, wide)
-        if rfc and rfc.recovery:
-            show_recoveries(rfc.recovery, False, wide)
+        if rfc:
+            show_rfc_benchmarks(rfc, False, wide)
         if configs or not (searches or latency or compared or rfc):
             show_analysis(configs, tables, wide)
         if is_store and compares_data_paths(configs):
@@ -335,6 +340,18 @@ def rfc_benchmarks(results_dir: Path, campaign: str | None):
     return out
 
 
+def show_rfc_benchmarks(rfc, as_json: bool, wide: bool = False) -> None:
+    """The reset, back-to-back and recovery summaries (softnet run of such a
+    campaign, softnet analyze of a store): a table for each kind found."""
+    if as_json:
+        print_json([s.to_dict() for s in rfc.reset + rfc.back_to_back + rfc.recovery])
+        return
+    for found, show in ((rfc.reset, show_resets), (rfc.back_to_back, show_back_to_back),
+                        (rfc.recovery, show_recoveries)):
+        if found:
+            show(found, False, wide)
+
+
 RECOVERY_COLS = [Col("configuration", text=True, justify="left"), Col("overload"), Col("then"), Col("runs"),
                  Col("recovery ms"), Col("95% CI"), Col("drain ms"), Col("lost after", wide=True),
                  Col("stalls", wide=True)]
@@ -352,8 +369,7 @@ def show_recoveries(summaries: list, as_json: bool, wide: bool = False) -> None:
 
     rows = [[short_label(s.label), eng(s.overload_pps, "pps"), eng(s.recovery_pps, "pps"),
              f"{s.recovery_ms.n}/{s.runs}", ms3(s.recovery_ms.mean),
-             "-" if s.recovery_ms.ci_lower != s.recovery_ms.ci_lower else
-             f"[{ms3(max(0.0, s.recovery_ms.ci_lower))}, {ms3(s.recovery_ms.ci_upper)}]",
+             ci_text(s.recovery_ms, ms3, floor=0.0),
              ms3(s.drain_ms.mean), ms3(s.lost_after_step_pkts.mean), str(s.stall_runs)] for s in summaries]
     console.print(table("system recovery: from the load's drop to the last loss (RFC 2544 26.5)", RECOVERY_COLS,
                         rows, wide=wide))
@@ -385,8 +401,7 @@ def show_back_to_back(summaries: list, as_json: bool, wide: bool = False) -> Non
     # bursts that went through whole count at the length sent: the mean is then a lower bound
     rows = [[short_label(s.label), eng(s.burst_rate_pps, "pps"), str(s.bursts),
              (">=" if s.whole else "") + num(s.lossless_pkts.mean, ".0f"),
-             "-" if s.lossless_pkts.ci_lower != s.lossless_pkts.ci_lower else
-             f"[{s.lossless_pkts.ci_lower:.0f}, {s.lossless_pkts.ci_upper:.0f}]",
+             ci_text(s.lossless_pkts, lambda v: f"{v:.0f}"),
              f"{s.min_pkts}-{s.max_pkts}" if s.min_pkts is not None else "-",
              num(s.implied_buffer_s * 1e3 if s.implied_buffer_s is not None else None, ".3g"),
              num(s.corrected_buffer_s * 1e3 if s.corrected_buffer_s is not None else None, ".3g"),
@@ -419,8 +434,7 @@ def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:
     from softnet.analysis.data_paths import short_label
 
     rows = [[short_label(s.label), eng(s.load_pps, "pps"), f"{s.runs - s.failed}/{s.runs}", ms3(s.interruption_ms.mean),
-             "-" if s.interruption_ms.ci_lower != s.interruption_ms.ci_lower else  # a t-interval, floored at 0
-             f"[{ms3(max(0.0, s.interruption_ms.ci_lower))}, {ms3(s.interruption_ms.ci_upper)}]",
+             ci_text(s.interruption_ms, ms3, floor=0.0),
              ms3(s.frame_loss_ms.mean), str(s.host_interference)] for s in summaries]
     console.print(table("reset: time the data path did not forward (RFC 6201)", RESET_COLS, rows, wide=wide))
     for s in summaries:

@@ -229,12 +229,8 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         from softnet.cli import compare_cmd
 
         compare_cmd.show(stored_paired(str(results), cid), None, 0.001, as_json, wide)
-    elif s.method.kind == "reset":
-        campaign_cmd.show_resets(campaign_cmd.rfc_benchmarks(results, cid).reset, as_json, wide)
-    elif s.method.kind == "back-to-back":
-        campaign_cmd.show_back_to_back(campaign_cmd.rfc_benchmarks(results, cid).back_to_back, as_json, wide)
-    elif s.method.kind == "recovery":
-        campaign_cmd.show_recoveries(campaign_cmd.rfc_benchmarks(results, cid).recovery, as_json, wide)
+    elif s.method.kind in ("reset", "back-to-back", "recovery"):
+        campaign_cmd.show_rfc_benchmarks(campaign_cmd.rfc_benchmarks(results, cid), as_json, wide)
     else:
         campaign_cmd.analyze(results, cid, s.analysis.pdr_loss_ratio, s.analysis.eta, as_json,
                              tables=not as_json, wide=wide)

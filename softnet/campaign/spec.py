@@ -886,7 +886,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
             else:
                 raise InputError(f"{path}: testbed.sut", "the synthetic SUT has no data path to reset")
         elif cell.method.kind in ("back-to-back", "recovery"):
-            check_back_to_back(cell, path)
+            check_burst_or_recovery(cell, path)
         elif not cell.testbed.inventory:  # latency: the CPUs must exist here (an inventory host's agent checks its own)
             from softnet.testbed.latency import LatencyPlacement
 
@@ -894,7 +894,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
     return spec
 
 
-def check_back_to_back(cell: CampaignSpec, path) -> None:
+def check_burst_or_recovery(cell: CampaignSpec, path) -> None:
     """A back-to-back campaign's burst rates against its throughput, or a
     recovery campaign's shape, on a testbed that has a data path, before
     anything runs."""

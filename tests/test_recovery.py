@@ -59,7 +59,7 @@ runs = 2
 @pytest.mark.netns
 @pytest.mark.usefixtures("host_unchanged")
 def test_a_fifo_recovers_at_once_and_drains_in_the_time_its_queue_predicts(tmp_path):
-    (summary,), trials = run(tmp_path, spec_text("custom", FIFO).replace("runs = 2", "runs = 3"))
+    (summary,), trials = run(tmp_path, spec_text("custom", FIFO).replace("runs = 2", "runs = 5"))
     drain_ms = 2 * QUEUE / OUT_PPS * 1e3  # full queue, draining at 20k - 10k per second
     for t in trials:
         rec = t["recovery"]
@@ -71,13 +71,13 @@ def test_a_fifo_recovers_at_once_and_drains_in_the_time_its_queue_predicts(tmp_p
         assert rec["recovery_ms"] <= 1 and rec["lost_after_step_pkts"] - rec.get("stall_lost_pkts", 0) <= 5, rec
         # a vCPU stall while the queue drains holds its dequeue up (named): later, never sooner
         assert rec["drain_ms"] >= 0.95 * drain_ms, rec
-        if rec.get("drain_spoilt") is None:  # stalls shorter than the probe sees still add a few ms
+        if rec.get("drain_spoilt") is None:  # stalls under a tenth of the drain (or unseen) add a few ms
             assert rec["drain_ms"] <= 1.5 * drain_ms, rec
     clean = sorted(t["recovery"]["drain_ms"] for t in trials if t["recovery"].get("drain_spoilt") is None)
-    assert clean, [t["recovery"] for t in trials]  # three runs: at least one drain no stall held up
+    assert clean, [t["recovery"] for t in trials]  # five runs: at least one drain no stall held up
     # within 10% and one sink bin (22 packets: 2.2 ms at the recovery load)
     assert abs(clean[len(clean) // 2] - drain_ms) <= 0.1 * drain_ms + 2.2, clean
-    assert summary["recovery_ms"]["n"] == 3 and summary["overload_s"] == 1.0
+    assert summary["recovery_ms"]["n"] == 5 and summary["overload_s"] == 1.0
 
 
 @needs_root

@@ -150,8 +150,12 @@ def inprocess_agent(tmp_path):
     host = inv_mod.Host(address="127.0.0.1", port=port, identity=str(tmp_path / "id"), known_hosts=str(kh),
                         softnet=SOFTNET)
     yield host, lease
-    server.close()
-    run(server.wait_closed(), 10)
+
+    async def stop():  # on the session's loop: asyncio servers are not thread-safe
+        server.close()
+        await server.wait_closed()
+
+    run(stop(), 10)
 
 
 @needs_root

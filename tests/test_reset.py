@@ -49,18 +49,26 @@ reset_at_s = 0.5
 @pytest.mark.usefixtures("host_unchanged")
 def test_a_known_interruption_is_measured_within_2_ms(tmp_path):
     """The kernel's own timer is the truth (196-200 ms, one jiffy); the
-    timestamp method measures it within 2 ms of that in every run."""
-    (summary,), trials = run(tmp_path, spec_text("custom", 3, CUSTOM))
-    assert len(trials) == 3
+    timestamp method measures it within 2 ms of that in every run no host
+    stall spoilt; a stall at either end lengthens it, and is named."""
+    (summary,), trials = run(tmp_path, spec_text("custom", 5, CUSTOM))
+    assert len(trials) == 5
     for t in trials:
         reset = t["reset"]
-        assert TIMEOUT_MS - JIFFY_MS - 2 <= reset["interruption_ms"] <= TIMEOUT_MS + 2, reset
+        if reset.get("spoilt") is None:
+            assert TIMEOUT_MS - JIFFY_MS - 2 <= reset["interruption_ms"] <= TIMEOUT_MS + 2, reset
+        else:  # a ring the stall left full lost on: later, never sooner
+            assert reset["interruption_ms"] >= TIMEOUT_MS - JIFFY_MS - 2 and "host stall on CPU" in reset["spoilt"]
         # the times on the generator's schedule: the reset in the window, run when asked
         assert 0 < reset["at_s"] <= reset["started_s"] < reset["ended_s"] < 1.5 and "timeout 200ms" in reset["what"]
         assert reset["frame_loss_ms"] >= reset["interruption_ms"] - 0.1  # all the window's loss counts there
-    assert summary["runs"] == 3 and summary["failed"] == 0
-    assert summary["interruption_ms"]["ci_lower"] <= summary["interruption_ms"]["mean"] \
-        <= summary["interruption_ms"]["ci_upper"]
+    spoilt = sum(t["reset"].get("spoilt") is not None for t in trials)
+    assert spoilt < 5, [t["reset"] for t in trials]  # five runs: at least one no stall touched
+    assert summary["runs"] == 5 and summary["failed"] == 0 and summary["host_interference"] == spoilt
+    mean = summary["interruption_ms"]
+    assert TIMEOUT_MS - JIFFY_MS - 2 <= mean["mean"] <= TIMEOUT_MS + 2 and mean["n"] == 5 - spoilt
+    if mean["n"] > 1:
+        assert mean["ci_lower"] <= mean["mean"] <= mean["ci_upper"]
 
 
 @needs_root

@@ -61,3 +61,34 @@ def test_loss_in_host_stalls_after_the_drop_is_set_apart():
     blind = copy.deepcopy(r)
     blind["stalls"] = {"missing": "no probe"}
     assert evaluate(blind).recovery.recovery_ms == pytest.approx(787.4, abs=0.1)
+
+
+def test_a_stall_inside_the_interruption_changes_nothing():
+    """A 200 ms nft block (truth 196-200 ms) with the SUT CPU taken for
+    20 ms every 150 ms: a stall in the middle of the interruption only
+    delays packets the path drops anyway. Not spoilt, within the truth."""
+    r = raw("custom_50kpps_reset_stall_inside")
+    res = evaluate(r).reset
+    assert res.spoilt is None and 196 - 2 <= res.interruption_ms <= 200 + 2
+    g = RawTrial.model_validate(r)
+    w0 = loss_time.due_ns(g.generator, 0) + int((g.spec["warmup_s"] + res.started_s) * 1e9)
+    inside = [s for s in loss_time.data_path_stalls(g.stalls, g.testbed.placement)
+              if s.duration_ns > 15e6 and w0 + 20e6 < s.start_ns < w0 + 180e6]
+    assert inside  # the injected stall, well inside the interruption
+
+
+def test_a_stall_at_the_interruptions_end_is_named_and_left_out():
+    """The same block, the SUT CPU taken for 30 ms every 90 ms: a stall
+    spans the block's expiry, so packets due before it were forwarded
+    after it, and the measured gap is 183 ms, off the truth. The run names
+    the stall and the summary leaves it out of the mean."""
+    from softnet.analysis.reset import summarize_resets
+    from softnet.results.stored import StoredResult, StoredTrial
+
+    res = evaluate(raw("custom_50kpps_reset_stall_at_end")).reset
+    assert res.interruption_ms < 196 - 2 and res.spoilt.startswith("host stall on CPU 1 (SUT) 30.")
+    trials = [StoredTrial("c", 0, 0, i, StoredResult.parse(evaluate(raw(name)).model_dump(), name), {})
+              for i, name in enumerate(["custom_50kpps_reset_stall_at_end", "custom_50kpps_reset_stall_inside"])]
+    (s,) = summarize_resets(trials, {0: "custom"})
+    assert (s.runs, s.host_interference, s.interruption_ms.n) == (2, 1, 1)
+    assert s.interruption_ms.mean == evaluate(raw("custom_50kpps_reset_stall_inside")).reset.interruption_ms

@@ -150,6 +150,13 @@ def data_path_stalls(probe: StallReport | None, placement: RawPlacement) -> list
     return [] if probe is None or probe.missing else merge(probe_stalls(probe, cpu_roles(placement)))
 
 
+def stall_at(stalls: list[Stall], at_ns: int) -> Stall | None:
+    """The first stall whose window (from just before it to its backlog's
+    drain after it) holds the instant at_ns: a loss that began then is the
+    host's as much as the SUT's."""
+    return next((s for s in stalls if s.start_ns - PRE_NS <= at_ns <= s.end_ns + POST_NS), None)
+
+
 def generator_stalls(gen: GeneratorReport, roles: dict[int, str], threshold_ns: int) -> list[Stall]:
     """The generator's late episodes that lasted the probe's threshold: its CPU
     did not run it (it then catches up back to back, a burst). From the first

@@ -28,7 +28,9 @@ from softnet.results.trial import RecoveryResult, TrialSpec
 TAIL_SHARE = 0.25  # the recovery load's own delay: the median bin delay over the window's last quarter
 DRAIN_OVER_TAIL = 2.0  # drained: a bin's highest delay within twice that...
 DRAIN_MIN_NS = 100_000  # ...or 0.1 ms above it, whichever is more
-DRAIN_STALL_NS = 500_000  # a stall this long while the queue drains makes the drain time the host's too
+# a stall that held the drain up this long (and a tenth of it) makes the drain time the host's too;
+# a shorter one adds its length at most, within the drain's own precision
+DRAIN_STALL_NS, DRAIN_STALL_SHARE = 500_000, 0.1
 
 
 def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
@@ -49,12 +51,10 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
         out.missing = "the sink listed too few lost runs to reach back to the step: the last loss is unknown"
     else:
         # B: the last lost run after A that no host stall explains; later ones the host's, set apart
-        windows = [(st.start_ns - loss_time.PRE_NS, st.end_ns + loss_time.POST_NS) for st in stalls]
         last, apart = None, 0
         for s, n in reversed(after):
             # a run that began in a stall's window is the stall's: a ring it left full loses until drained
-            lo = loss_time.due_ns(gen, s)
-            if any(w0 <= lo <= w1 for w0, w1 in windows):
+            if loss_time.stall_at(stalls, loss_time.due_ns(gen, s)) is not None:
                 apart += s + n - max(s, s0)
                 continue
             last = s + n - 1
@@ -73,8 +73,9 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
         if done.size:
             end = int(bins.due_start[k0 + done[0]])
             out.drain_ms = max(0.0, (end - a) / 1e6)
+            held = max(DRAIN_STALL_NS, DRAIN_STALL_SHARE * (end - a))
             for st in stalls:  # a data-path CPU that stopped while the queue drained held the drain up
-                if st.start_ns <= end and st.end_ns >= a and st.duration_ns >= DRAIN_STALL_NS:
+                if st.start_ns <= end and st.end_ns >= a and min(st.end_ns, end) - max(st.start_ns, a) >= held:
                     out.drain_spoilt = f"{st.words()}, {(st.start_ns - a) / 1e6:+.1f} ms from the step"
                     break
     return out

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from softnet.analysis.loss_stats import MeanCI
-from softnet.analysis.loss_time import due_ns
+from softnet.analysis.loss_time import data_path_stalls, due_ns, stall_at
 from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
 from softnet.results.stored import StoredTrial
@@ -41,7 +41,7 @@ def reset_result(raw: RawTrial, spec: TrialSpec, lost_pkts: int | None) -> Reset
         at = started - (r.started_unix_s - r.at_unix_s)  # asked for: by the controller's clock, shown on this one
     else:
         started, ended, at = rel(r.started_unix_s), rel(r.ended_unix_s), rel(r.at_unix_s)
-    interruption = None
+    interruption, spoilt = None, None
     if tl is not None and window_due is not None and r.started_unix_s is not None and not r.error:
         near = [(s, n) for s, n in tl.runs
                 if started - SLACK_S <= (due_ns(gen, s) - window_due) / 1e9 <= ended + SLACK_S]
@@ -49,12 +49,19 @@ def reset_result(raw: RawTrial, spec: TrialSpec, lost_pkts: int | None) -> Reset
             first, last = near[0][0], max(s + n - 1 for s, n in near)
             # the last packet seen before the first lost one, to the first seen after the last lost one
             interruption = (due_ns(gen, last + 1) - due_ns(gen, first - 1)) / 1e6
+            # a stall in the middle changes nothing (the path drops anyway); one at either end moves that end.
+            # The action's own processes hold the SUT's CPU while it runs: that time is the reset's.
+            action = (r.started_mono_ns or 0, r.ended_mono_ns or 0)
+            stalls = [st for st in data_path_stalls(raw.stalls, raw.testbed.placement)
+                      if not (action[0] <= st.end_ns and st.start_ns <= action[1])]
+            st = stall_at(stalls, due_ns(gen, first)) or stall_at(stalls, due_ns(gen, last))
+            spoilt = st and f"{st.words()}, {(st.start_ns - window_due) / 1e6:.1f} ms into the window"
         elif not tl.runs_truncated:
             interruption = 0.0  # nothing lost around the reset
     return ResetResult(what=r.what, at_s=round(at, 6), started_s=round(started, 6), ended_s=round(ended, 6),
                        interruption_ms=interruption,
                        frame_loss_ms=lost_pkts / spec.rate_pps * 1e3 if lost_pkts is not None else None,
-                       lost_pkts=lost_pkts, error=r.error)
+                       lost_pkts=lost_pkts, error=r.error, spoilt=spoilt)
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,9 @@ class ResetSummary:
     what: str
     runs: int
     failed: int  # runs whose reset action failed (no figure)
-    interruption_ms: MeanCI  # timestamp method, over the runs that have it
+    interruption_ms: MeanCI  # timestamp method, over the runs that have it and no host stall spoilt
     frame_loss_ms: MeanCI
-    host_interference: int  # runs a host stall spoilt (flagged; their figures are kept, and named)
+    host_interference: int  # runs a host stall spoilt (each trial keeps its figure, and names the stall)
 
     def to_dict(self) -> dict:
         return json_safe(asdict(self))  # a single run's interval is NaN: null
@@ -85,7 +92,8 @@ def summarize_resets(trials: Sequence[StoredTrial], labels: dict[int, str],
         out.append(ResetSummary(
             key[0], labels.get(key[0], ""), runs[0].intended_rate_pps, runs[0].reset.what, len(runs),
             len(runs) - len(ok),
-            MeanCI.of([r.reset.interruption_ms for r in ok if r.reset.interruption_ms is not None], confidence),
+            MeanCI.of([r.reset.interruption_ms for r in ok
+                       if r.reset.interruption_ms is not None and r.reset.spoilt is None], confidence),
             MeanCI.of([r.reset.frame_loss_ms for r in ok if r.reset.frame_loss_ms is not None], confidence),
-            sum("host_interference" in r.flags for r in runs)))
+            sum(r.reset.spoilt is not None for r in ok)))
     return out

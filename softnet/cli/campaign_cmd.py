@@ -440,5 +440,6 @@ def show_resets(summaries: list, as_json: bool, wide: bool = False) -> None:
     for s in summaries:
         note = f"{short_label(s.label)}: {s.what}"
         if s.host_interference:
-            note += f"; {s.host_interference} run(s) spoilt by a host stall (flagged host_interference)"
+            note += (f"; {s.host_interference} run(s) a host stall spoilt at the interruption's start or end"
+                     " (left out of the mean; each trial names its stall)")
         console.print(note, markup=False, highlight=False)

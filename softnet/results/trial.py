@@ -513,6 +513,7 @@ class ResetResult(Exact):
     frame_loss_ms: Number | None  # frame-loss method: lost packets / offered rate
     lost_pkts: int | None
     error: str | None = None  # the action failed: the trial's figures say nothing of a reset
+    spoilt: str | None = None  # a data-path stall at the interruption's start or end: its length is the host's too
 
 
 class BurstRead(Exact):

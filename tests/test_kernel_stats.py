@@ -84,11 +84,34 @@ def test_cycles_and_power_are_used_when_the_host_counts_them():
     frame, secs = 1518, 1.0
     pkts = 500e6 / (frame * 8)  # 500 Mbps of frames
     a = {("stat", "idle", 0): 0, ("stat", "idle", 1): 0, ("perf", "cycles", 0): 0, ("perf", "cycles", 1): 0,
-         ("power", "intel-rapl:0", -1): 0}
+         ("power", "intel-rapl:0", -1): 0, ("perf", "cache_misses", 0): 0, ("perf", "cache_misses", 1): 0}
     b = {("stat", "idle", 0): 50, ("stat", "idle", 1): 50, ("perf", "cycles", 0): 182747814,
-         ("perf", "cycles", 1): 926181648, ("power", "intel-rapl:0", -1): 757_000}  # 0.757 J in 1 s
+         ("perf", "cycles", 1): 926181648, ("power", "intel-rapl:0", -1): 757_000,  # 0.757 J in 1 s
+         ("perf", "cache_misses", 0): 30_000, ("perf", "cache_misses", 1): 43_775}
     s = Series(1.0, [0.0, secs], [a, b], marks={"window_start": 0, "window_end": 1})
     n = ks.trial_kernel_stats(s, [0, 1], forwarded_pkts=round(pkts), frame_bytes=frame, freq_hz=1.5e9).normalized
     assert n.cost_basis == "cycles"
     assert round(n.cycles_per_mbps, 4) == 0.1479
     assert n.power_mw_per_mbps == pytest.approx(757 / 500, rel=1e-3)  # Table II's unit: mW per Mbps
+    assert n.cache_misses_per_mbps == pytest.approx(147.55, rel=1e-3)  # Table IV, E2W dual-core at 500 Mbps
+
+
+def test_the_kernel_table_has_tables_i_to_iv_and_the_change_between_configurations():
+    """Table III's E2W rows: 0.1392 and 0.1479 % per Mbps at 500 Mbps, single
+    and dual core: dual is 6.2% above single (the paper prints 6.24%)."""
+    from softnet.report.kernel_plots import KernelLevel
+    from softnet.report.view import kernel_table
+
+    def level(cycles: float, power: float | None, cs: float) -> KernelLevel:
+        return KernelLevel(load_pps=41_000, runs=1, throughput_mbps=500, sut_cpus=[0, 1],
+                           per_cpu={0: {"context_switches_per_s": cs}, 1: {"context_switches_per_s": cs}},
+                           normalized={"utilization_per_mbps": 0.036, "cycles_per_mbps": cycles,
+                                       "power_mw_per_mbps": power}, cost_basis="cycles")
+
+    t = kernel_table([("single-core", [level(0.1392, 1.426, 1680.5)]), ("dual-core", [level(0.1479, 1.514, 2912)])])
+    rows = {(r["label"], r["metric"]): r["cells"][0][0] for r in t["rows"]}
+    assert rows[("dual-core", "% cycles vs single-core")] == "+6.25"
+    assert rows[("dual-core", "% power vs single-core")] == "+6.17"  # Table II: 6.17%
+    assert rows[("single-core", "context switches/s, SUT CPUs")] == "3,361"  # the paper's 3361 and 5824
+    assert rows[("dual-core", "context switches/s, SUT CPUs")] == "5,824"
+    assert ("single-core", "cache misses per Mbps") not in rows  # not counted: no row

@@ -21,14 +21,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from softnet.analysis import power as rapl
 from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
 from softnet.results.live import LiveCpu, LiveSample
 from softnet.results.series import Series
-from softnet.results.trial import (IrqRate, KernelCpu, KernelStats, NormalizedCost, ProfiledTrial, StoredKernel,
-                                   StoredNormalized)
+from softnet.results.trial import (IrqRate, KernelCpu, KernelStats, NormalizedCost, PowerRead, ProfiledTrial,
+                                   StoredKernel, StoredNormalized)
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 U32_SOURCES = ("irq", "softirq", "softnet")  # unsigned int counters in the kernel
+IDLE_EDGE_S = 0.05  # a sample this close to the traffic's start may already see it
 
 
 def normalized_utilization(util_pct: list[float], mbps: float) -> float:
@@ -116,9 +118,12 @@ def host_sysctls() -> dict:
 
 
 def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int, frame_bytes: int,
-                       freq_hz: float | None = None, sysctls: dict | None = None) -> KernelStats:
+                       freq_hz: float | None = None, sysctls: dict | None = None,
+                       idle_s: float = 0.0, warmup_s: float = 0.0) -> KernelStats:
     """Per-CPU rates, IRQ sources, packets per RX softirq, and normalized costs
-    over the SUT's CPUs for one trial's measurement window."""
+    over the SUT's CPUs for one trial's measurement window. ``idle_s``: the
+    sampler ran that long before the traffic (which began ``warmup_s``
+    before the window): the host's idle power is taken over those samples."""
     d, secs = window_deltas(series)
     if secs <= 0:
         raise ValueError("kernel samples: the measurement window has no duration")
@@ -149,6 +154,8 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
         )
         if ("perf", "cycles", c) in d:
             row.cycles_per_s = d[("perf", "cycles", c)] / secs
+        if ("perf", "cache_misses", c) in d:
+            row.cache_misses_per_s = d[("perf", "cache_misses", c)] / secs
         per_cpu[c] = row
     irqs: dict[str, IrqRate] = {}
     for (src, item, c), v in d.items():
@@ -172,8 +179,15 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
             norm.cost_basis = "cpu_time"
             norm.cost_basis_why = series.missing.get("perf.cycles", "no cycle counter") + \
                 "; cycles per Mbps is CPU time (100 x (1 - idle / wall)) per Mbps"
-        energy = [v for (s, _, _), v in d.items() if s == "power"]
-        norm.power_mw_per_mbps = normalized_power_mw(sum(energy) / 1e6 / secs, mbps) if energy else None
+        misses = [per_cpu[c].cache_misses_per_s for c in sut]
+        if all(v is not None for v in misses):
+            norm.cache_misses_per_mbps = sum(misses) / mbps
+    power = power_read(series, d, secs, idle_s, warmup_s)
+    if mbps > 0 and sut:
+        watts = power.watts if power else None
+        norm.power_mw_per_mbps = normalized_power_mw(watts, mbps) if watts is not None else None
+        if power and power.traffic_watts is not None:
+            norm.traffic_power_mw_per_mbps = normalized_power_mw(power.traffic_watts, mbps)
     ctxt = d.get(("stat", "ctxt", -1))
     return KernelStats(
         window_s=secs, interval_s=series.interval_s, samples=len(series.samples),
@@ -184,8 +198,31 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
         # qdisc:qdisc_enqueue tracepoint (the eBPF profiler), not counters.
         qdisc_enqueued_share=None,
         qdisc={k[1]: v for k, v in d.items() if k[0] == "qdisc"},
+        **({"power": power} if power else {}),
         missing=dict(series.missing), sampler=dict(series.sampler),
     )
+
+
+def power_read(series: Series, d: dict, secs: float, idle_s: float, warmup_s: float) -> PowerRead | None:
+    """The window's RAPL power, and the idle power over the samples taken
+    before the traffic when the trial paused for them (None without RAPL)."""
+    energy = {item: v for (src, item, _), v in d.items() if src == "power"}
+    if not energy:
+        return None
+    total, zones = rapl.watts(energy, secs, series.power_zones)
+    out = PowerRead(watts=total, zones_w=zones)
+    if idle_s > 0:
+        traffic_t = series.t_s[series.marks["window_start"]] - warmup_s
+        idle = [i for i, t in enumerate(series.t_s) if t < traffic_t - IDLE_EDGE_S]
+        if len(idle) >= 2 and series.t_s[idle[-1]] - series.t_s[idle[0]] >= idle_s / 2:
+            a, b = series.samples[idle[0]], series.samples[idle[-1]]
+            dt = series.t_s[idle[-1]] - series.t_s[idle[0]]
+            used = {z: b[("power", z, -1)] - a[("power", z, -1)] for z in energy
+                    if ("power", z, -1) in a and ("power", z, -1) in b and b[("power", z, -1)] >= a[("power", z, -1)]}
+            idle_w, _ = rapl.watts(used, dt, series.power_zones) if len(used) == len(energy) else (None, {})
+            if idle_w is not None and total is not None:
+                out.idle_watts, out.idle_s, out.traffic_watts = idle_w, dt, total - idle_w
+    return out
 
 
 def live_sample(series: Series, elapsed_s: float) -> LiveSample | None:
@@ -243,7 +280,9 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
             "normalized": {"utilization_per_mbps": mean_of([n.utilization_per_mbps for n in norms]),
                            "cycles_per_mbps": mean_of([n.cycles_per_mbps for n in norms]),
                            "cpu_time_per_mbps": mean_of([n.cpu_time_per_mbps for n in norms]),
-                           "power_mw_per_mbps": mean_of([n.power_mw_per_mbps for n in norms])},
+                           "power_mw_per_mbps": mean_of([n.power_mw_per_mbps for n in norms]),
+                           "traffic_power_mw_per_mbps": mean_of([n.traffic_power_mw_per_mbps for n in norms]),
+                           "cache_misses_per_mbps": mean_of([n.cache_misses_per_mbps for n in norms])},
             "cost_basis": norms[0].cost_basis, "cost_basis_why": norms[0].cost_basis_why,
             "dev_weight": ks[0].dev_weight,
             "missing": ks[0].missing,

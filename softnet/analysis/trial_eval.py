@@ -450,7 +450,7 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
             series.marks.setdefault("window_start", series.marks["start"])
         if {"window_start", "window_end"} <= set(series.marks):
             kernel = trial_kernel_stats(series, tb.placement.sut_cpus, received, spec.frame_bytes,
-                                        raw.host.cpu_freq_hz, raw.host.sysctls)
+                                        raw.host.cpu_freq_hz, raw.host.sysctls, spec.idle_s, spec.warmup_s)
         else:
             kernel = KernelStats(missing=dict(series.missing), sampler=dict(series.sampler))
         fields.update(kernel=kernel, kernel_samples=series.to_json())

@@ -594,6 +594,9 @@ class CollectSpec(Strict):
     inject_cpu: int | None = Field(None, ge=0)
     # the sink keeps the window's first N delays one by one, in arrival order: RFC 8219's IPDV
     exact_delays: int = Field(0, ge=0, le=1 << 24)
+    # before each trial's traffic the sampler runs this long: the host's idle power (RAPL), subtracted
+    # to give the power the traffic costs; 0: none (power is then the host's whole draw)
+    idle_power_s: float = Field(0.0, ge=0, le=60)
 
     @model_validator(mode="after")
     def injector_period(self):

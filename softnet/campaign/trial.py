@@ -92,6 +92,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         profiler = hosts.profiler(c, spec.profile_per_packet, spec.profile_duty) if spec.profile else None
         prof_start = profiler.read() if profiler else None
         sampler = hosts.sampler(c, spec.sample_interval_s, profiler) if spec.sample_interval_s is not None else None
+        if spec.idle_s and sampler:  # the sampler's samples until the traffic starts: the host at rest
+            time.sleep(spec.idle_s)
         before = hosts.host_reads()
         gens = []
         for rev in directions:

@@ -46,6 +46,19 @@ CLONE_NEWNET = 0x40000000
 POWERCAP = Path("/sys/class/powercap")
 QDISC_FIELDS = ("packets", "bytes", "drops", "requeues", "overlimits", "backlog", "qlen")
 
+def rapl_zones(root: Path = POWERCAP) -> dict[str, str]:
+    """{zone directory: its name} of the RAPL zones whose energy counter reads
+    (reading it needs root on kernels since 5.10)."""
+    out = {}
+    for f in sorted(root.glob("*/energy_uj")):
+        try:
+            int(f.read_text())
+            out[f.parent.name] = (f.parent / "name").read_text().strip()
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 @contextmanager
 def in_netns(ns: str | None):
     """Run the block with this thread in network namespace ``ns`` (setns(2)
@@ -97,8 +110,9 @@ class KernelSampler:
         if self.want_perf:
             self._perf = PerfCounters(self.online)
             s.missing.update({f"perf.{k}": v for k, v in self._perf.missing.items()})
-        if not any(POWERCAP.glob("*/energy_uj")):
-            s.missing["power"] = f"no RAPL energy counters ({POWERCAP}/*/energy_uj absent)"
+        s.power_zones = rapl_zones()
+        if not s.power_zones:
+            s.missing["power"] = f"no RAPL energy counters ({POWERCAP}/*/energy_uj absent or unreadable)"
         for link in self.links:
             # Files and sockets opened inside a namespace stay bound to it: polling
             # them costs a read, far cheaper than a netlink query per interface.
@@ -158,10 +172,10 @@ class KernelSampler:
             for ev, per_cpu in self._perf.read().items():
                 for cpu, v in per_cpu.items():
                     out[("perf", ev, cpu)] = v
-        for f in POWERCAP.glob("*/energy_uj"):
+        for zone in self.series.power_zones:
             try:
-                out[("power", f.parent.name, -1)] = int(f.read_text())
-            except OSError:
+                out[("power", zone, -1)] = int((POWERCAP / zone / "energy_uj").read_text())
+            except (OSError, ValueError):
                 pass
         for name, read in list(self._sources.items()):
             try:

@@ -1,7 +1,6 @@
 """Host-wide probes: nothing to undo (tracefs only in a private mount namespace)."""
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
@@ -180,19 +179,16 @@ def _probe_hw_perf() -> Check:
 
 
 def _probe_rapl() -> Check:
-    zones = sorted(glob.glob("/sys/class/powercap/intel-rapl*"))
+    from softnet.analysis.power import classify
+    from softnet.collect.sampler import POWERCAP, rapl_zones
+
+    zones = classify(rapl_zones())
     if not zones:
-        where = "/sys/class/powercap absent" if not os.path.isdir("/sys/class/powercap") else "no intel-rapl zones"
-        return _check("rapl_power", False, f"{where} (no RAPL; software power estimates only)")
-    readable = []
-    for z in zones:
-        try:
-            readable.append(f"{Path(z).name}={int(Path(z, 'energy_uj').read_text())} uJ")
-        except (OSError, ValueError):
-            continue
-    if not readable:
-        return _check("rapl_power", False, f"{len(zones)} RAPL zones but no readable energy_uj")
-    return _check("rapl_power", True, "energy counters: " + ", ".join(readable))
+        where = f"{POWERCAP} absent" if not POWERCAP.is_dir() else "no readable RAPL energy_uj"
+        return _check("rapl_power", False, f"{where}: trials have no power figures")
+    counted = [z.name or z.zone for z in zones if z.counted]
+    return _check("rapl_power", True, f"power = {' + '.join(counted)} ({len(zones)} zones; the others lie "
+                  "inside these or repeat them)")
 
 
 def _probe_irq_time(config: KernelConfig) -> Check:

@@ -36,6 +36,8 @@ class KernelNormalized(ReadModel):
     cycles_per_mbps: Number | None = None
     cpu_time_per_mbps: Number | None = None
     power_mw_per_mbps: Number | None = None
+    traffic_power_mw_per_mbps: Number | None = None
+    cache_misses_per_mbps: Number | None = None
 
 
 class KernelLevel(ReadModel):

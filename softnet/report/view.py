@@ -585,18 +585,50 @@ def search_plots(summaries: Sequence) -> dict[tuple, tuple[str, list]]:
 
 
 def kernel_table(kernel: Sequence[tuple[str, list[KernelLevel]]]) -> dict:
-    """The WiFi-AP study's Table I per configuration: normalized utilization
-    and cycles (or CPU time) per Mbps, per load level."""
+    """The WiFi-AP study's Tables I-IV per configuration and load level:
+    normalized utilization and cycles (or CPU time), power (mW) and cache
+    misses per Mbps where the host counts them, context switches; then each
+    configuration's change against the first, level by level (Table III's
+    dual vs single core, one direction vs the other)."""
     rows = []
-    for label, levels in kernel:
+
+    def row(label: str, metric: str, values: list, levels: list[KernelLevel], fmt: str = ".4f") -> None:
+        if any(v is not None for v in values):
+            rows.append({"label": label, "metric": metric, "cells": [
+                ("-" if v is None else format(v, fmt), f"{lv.throughput_mbps or 0:,.0f} Mbps")
+                for v, lv in zip(values, levels)]})
+
+    def cost(levels: list[KernelLevel]) -> tuple[str, list]:
         basis = levels[0].cost_basis or "cycles"
-        for name, values in (("utilization", [lv.normalized.utilization_per_mbps for lv in levels]),
-                             ("cycles" if basis == "cycles" else "CPU time (no cycle counter)",
-                              [lv.normalized.cycles_per_mbps for lv in levels])):
-            cells = [("-" if v is None else format(v, ".4f"), f"{lv.throughput_mbps:,.0f} Mbps")
-                     for v, lv in zip(values, levels)]
-            rows.append({"label": label, "metric": name, "cells": cells})
+        return ("cycles, % per Mbps" if basis == "cycles" else "CPU time, % per Mbps (no cycle counter)",
+                [lv.normalized.cycles_per_mbps for lv in levels])
+
+    for label, levels in kernel:
+        row(label, "utilization, % per Mbps", [lv.normalized.utilization_per_mbps for lv in levels], levels)
+        row(label, *cost(levels), levels)
+        row(label, "power, mW per Mbps", [lv.normalized.power_mw_per_mbps for lv in levels], levels, ".3f")
+        row(label, "power above idle, mW per Mbps", [lv.normalized.traffic_power_mw_per_mbps for lv in levels],
+            levels, ".3f")
+        row(label, "cache misses per Mbps", [lv.normalized.cache_misses_per_mbps for lv in levels], levels, ",.1f")
+        row(label, "context switches/s, SUT CPUs", [context_switches(lv) for lv in levels], levels, ",.0f")
+    if len(kernel) > 1:
+        base_label, base = kernel[0]
+        for label, levels in kernel[1:]:
+            for metric, of in ((cost(levels)[0].split(",")[0], lambda lv: lv.normalized.cycles_per_mbps),
+                               ("power", lambda lv: lv.normalized.power_mw_per_mbps)):
+                row(label, f"% {metric} vs {base_label}",
+                    [change_pct(of(lv), of(b)) for lv, b in zip(levels, base)], levels, "+.2f")
     return {"levels": max(len(levels) for _, levels in kernel), "rows": rows}
+
+
+def context_switches(level: KernelLevel) -> float | None:
+    got = [level.per_cpu.get(c, level.per_cpu.get(str(c), {})).get("context_switches_per_s")
+           for c in level.sut_cpus]
+    return sum(got) if got and all(v is not None for v in got) else None
+
+
+def change_pct(value: float | None, base: float | None) -> float | None:
+    return None if value is None or not base else 100 * (value - base) / base
 
 
 def kernel_caption(levels: list[KernelLevel]) -> dict:

@@ -23,20 +23,23 @@ class Series:
     qdiscs: dict[str, str] = field(default_factory=dict)  # role -> root qdisc kind
     missing: dict[str, str] = field(default_factory=dict)
     sampler: dict = field(default_factory=dict)  # its own cost and pinning
+    power_zones: dict[str, str] = field(default_factory=dict)  # RAPL zone directory -> its name
 
     def to_json(self) -> dict:
         keys = sorted({k for s in self.samples for k in s})
         return {"interval_s": self.interval_s, "t_s": self.t_s, "marks": self.marks,
                 "keys": [list(k) for k in keys],
                 "values": [[s.get(k) for s in self.samples] for k in keys],
-                "irq_names": self.irq_names, "qdiscs": self.qdiscs, "missing": self.missing, "sampler": self.sampler}
+                "irq_names": self.irq_names, "qdiscs": self.qdiscs, "missing": self.missing, "sampler": self.sampler,
+                **({"power_zones": self.power_zones} if self.power_zones else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Series":
         j = SeriesJson.model_validate(d)
         keys = [tuple(k) for k in j.keys]
         samples = [{k: col[i] for k, col in zip(keys, j.values) if col[i] is not None} for i in range(len(j.t_s))]
-        return cls(j.interval_s, list(j.t_s), samples, dict(j.marks), j.irq_names, j.qdiscs, j.missing, j.sampler)
+        return cls(j.interval_s, list(j.t_s), samples, dict(j.marks), j.irq_names, j.qdiscs, j.missing, j.sampler,
+                   j.power_zones)
 
 
 class SeriesJson(BaseModel):
@@ -54,3 +57,4 @@ class SeriesJson(BaseModel):
     qdiscs: dict = {}
     missing: dict = {}
     sampler: dict = {}
+    power_zones: dict[str, str] = {}

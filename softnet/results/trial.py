@@ -89,6 +89,8 @@ class TrialSpec:
     # system recovery (RFC 2544 26.5): step_at_s into the window the rate drops to step_rate_pps
     step_at_s: float | None = None
     step_rate_pps: float | None = None
+    # the host's idle power: the sampler runs this long before any traffic (RAPL energy over that time)
+    idle_s: float = 0.0
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -136,6 +138,9 @@ class TrialSpec:
             if not 2 * self.inject_busy_ms <= self.inject_every_ms <= 60000:
                 raise InputError("--inject-stall", f"every {self.inject_every_ms} ms: stalls of "
                                  f"{self.inject_busy_ms} ms need a period of at least twice that, at most 60000 ms")
+        if not 0 <= self.idle_s <= 60 or (self.idle_s and self.sample_interval_s is None):
+            raise InputError("idle_power_s", f"{self.idle_s} s: expected 0 to 60 s, with the sampler on (the "
+                             "idle time before the traffic over which the host's idle power is taken)")
         if not (self.rate_pps > 0 and math.isfinite(self.rate_pps)):
             raise InputError("--rate", f"{self.rate_pps} pps: a positive rate is needed")
         if self.reset_at_s is not None and not 0 < self.reset_at_s < self.duration_s:
@@ -577,6 +582,18 @@ class KernelSamples(Exact):
     qdiscs: dict[str, str]
     missing: dict[str, str]
     sampler: dict[str, Number | str | bool | list[int] | None]
+    power_zones: dict[str, str] = {}  # RAPL zone directory -> its name (package-0, core, dram...)
+
+
+class PowerRead(Exact):
+    """RAPL power over the window (softnet.analysis.power): the host's total
+    counts its packages and DRAM once each; every zone is also shown alone."""
+
+    watts: Number | None
+    zones_w: dict[str, Number]
+    idle_watts: Number | None = None  # the same total before the traffic (collect.idle_power_s)
+    idle_s: Number | None = None
+    traffic_watts: Number | None = None  # watts - idle_watts: what the traffic cost
 
 
 class KernelCpu(Exact):
@@ -595,6 +612,7 @@ class KernelCpu(Exact):
     softnet_dropped: int
     context_switches_per_s: Number | None
     cycles_per_s: Number | None = None  # with a cycle counter only
+    cache_misses_per_s: Number | None = None  # with a hardware cache counter only
 
 
 class IrqRate(Exact):
@@ -614,6 +632,8 @@ class NormalizedCost(Exact):
     cost_basis: str | None = None  # "cycles" | "cpu_time"
     cost_basis_why: str | None = None
     power_mw_per_mbps: Number | None = None
+    traffic_power_mw_per_mbps: Number | None = None  # above the idle power
+    cache_misses_per_mbps: Number | None = None  # per s, over the SUT's CPUs (the study's Table IV)
 
 
 class KernelStats(Exact):
@@ -631,6 +651,7 @@ class KernelStats(Exact):
     normalized: NormalizedCost | None = None
     qdisc_enqueued_share: Number | None = None
     qdisc: dict[str, Number] | None = None
+    power: PowerRead | None = None
     missing: dict[str, str]
     sampler: dict[str, Number | str | bool | list[int] | None]
 
@@ -743,6 +764,8 @@ class StoredNormalized(_StoredView):
     cycles_per_mbps: Number | None = None
     cpu_time_per_mbps: Number | None = None
     power_mw_per_mbps: Number | None = None
+    traffic_power_mw_per_mbps: Number | None = None
+    cache_misses_per_mbps: Number | None = None
     cost_basis: str | None = None
     cost_basis_why: str | None = None
 

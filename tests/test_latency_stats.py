@@ -60,6 +60,19 @@ def test_run_statistics_match_numpy():
     np.testing.assert_array_equal(s.rtt_ns, rtt)
 
 
+def test_a_percentile_needs_a_round_trip_beyond_it():
+    """p90 from 10 round trips, p99 from 100, p99.9 from 1,000: below that
+    no sample lies beyond the percentile, and none is given."""
+    rtt = np.arange(1, 1001) * 1000
+    for n, given in ((9, ()), (10, ("p90_ns",)), (99, ("p90_ns",)), (100, ("p90_ns", "p99_ns")),
+                     (999, ("p90_ns", "p99_ns")), (1000, ls.TAIL)):
+        s = ls.RttSummary.of(rtt[:n])
+        assert {k for k in ls.TAIL if not math.isnan(getattr(s, k))} == set(given), n
+    est = ls.percentile_cis(rtt[:99], ls.PERCENTILES, n_resamples=50)
+    assert math.isnan(est["p99"].value_ns) and est["p99"].method == "too_few" and est["p99"].n == 99
+    assert est["p90"].value_ns == np.percentile(rtt[:99], 90)
+
+
 def test_lost_and_impossible_are_counted_never_used():
     rtt = np.arange(1, 101) * 1000
     r = make_run(rtt)
@@ -155,11 +168,14 @@ def test_seven_statistics_are_averaged_over_runs():
     c = ls.config_stats({"busy_poll": True}, runs, n_resamples=300)
     per_run = [ls.run_stats(r) for r in runs]
     for k in ls.SEVEN + ls.TAIL:
-        assert c.averaged[k] == pytest.approx(np.mean([getattr(s.rtt, k) for s in per_run])), k
+        assert c.averaged[k] == pytest.approx(np.mean([getattr(s.rtt, k) for s in per_run]), nan_ok=True), k
+    assert math.isnan(c.averaged["p999_ns"])  # 300 round trips per run: none lies beyond a p99.9
     assert c.mean_ns == c.averaged["mean_ns"] and c.median_ns == c.averaged["median_ns"]
     pooled = np.concatenate([s.rtt_ns for s in per_run]).astype(float)
     for name, q in ls.PERCENTILES.items():
-        assert c.percentiles[name].value_ns == pytest.approx(np.percentile(pooled, q))
+        if name != "p99.9":  # 900 pooled: none beyond it
+            assert c.percentiles[name].value_ns == pytest.approx(np.percentile(pooled, q))
+    assert math.isnan(c.percentiles["p99.9"].value_ns)
     assert c.accounting == {"sent": 900, "received": 900, "lost": 0, "impossible": 0, "duplicates": 0,
                             "reordered": 0}
     assert c.flags == ()

@@ -92,3 +92,21 @@ def test_a_stall_at_the_interruptions_end_is_named_and_left_out():
     (s,) = summarize_resets(trials, {0: "custom"})
     assert (s.runs, s.host_interference, s.interruption_ms.n) == (2, 1, 1)
     assert s.interruption_ms.mean == evaluate(raw("custom_50kpps_reset_stall_inside")).reset.interruption_ms
+
+
+@pytest.mark.parametrize("where", ["run_start", "drop"])
+def test_a_block_that_began_in_a_host_stall_is_still_the_suts(monkeypatch, where):
+    """A stall planted where the block's lost run began (in the overload),
+    or at the drop: the run goes on 200 ms past the stall, so the stall
+    does not explain it, and the recovery is still the block's."""
+    from softnet.analysis import recovery
+
+    r = raw("custom_22kpps_recovery_block")
+    g = RawTrial.model_validate(r)
+    s0 = g.generator.step_seq
+    first = next(s for s, n in g.sink_timeline.runs if s + n > s0)
+    at = loss_time.due_ns(g.generator, first if where == "run_start" else s0)
+    planted = [loss_time.Stall(1, "SUT", "runq", at - 2_000_000, at + 1_000_000, "kworker")]
+    monkeypatch.setattr(recovery.loss_time, "data_path_stalls", lambda *_: planted)
+    rec = evaluate(r).recovery
+    assert 196 - 2 <= rec.recovery_ms <= 200 + 2 and not rec.stall_lost_pkts

@@ -60,3 +60,31 @@ def test_receiving_side_without_napi_is_refused_before_anything_changes(tmp_path
         load_spec(path)
     # Sending side: allowed (it receives nothing of the test traffic).
     assert spec(side_b={"gro": False}).testbed.side_b.gro is False
+
+
+def test_an_egress_qdisc_queues_what_the_sut_sends(host_unchanged):
+    """side_b.qdisc = fq_codel: the SUT's egress veth gets it as its root,
+    every forwarded packet goes through it (its counters, sampled as for
+    any queueing root), and the result's path names it."""
+    s = spec(side_b={"qdisc": "fq_codel limit 2000"})
+    s = s.model_copy(update={"collect": s.collect.model_copy(update={"sample": True, "sample_interval_s": 0.25})})
+    with TestbedMeasurer(s, 0) as m:
+        shown = hostcmd.in_netns(m.tb.ns["sut"], ["tc", "qdisc", "show", "dev", m.tb.ifs["sut_out"]])
+        r = m.measure(20_000, 0, 0)
+    assert shown.startswith("qdisc fq_codel") and "limit 2000p" in shown, shown
+    assert r["path"]["sides"]["b"]["qdisc"] == "fq_codel limit 2000" and "qdisc" not in r["path"]["sides"]["a"]
+    queued = r["kernel"]["qdisc"]["sut_out.packets"]
+    assert r["received_pkts"] <= queued <= r["received_pkts"] * 1.05 + 50, r["kernel"]["qdisc"]
+
+
+def test_a_qdisc_the_kernel_refuses_is_named_and_the_host_restored(host_unchanged):
+    from softnet.errors import TestbedError
+
+    with pytest.raises(TestbedError, match="qdisc 'fq_codel limit banana' on the SUT's sut_out interface"):
+        with TestbedMeasurer(spec(side_b={"qdisc": "fq_codel limit banana"}), 0):
+            pass
+
+
+def test_an_unknown_qdisc_kind_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"side_b.qdisc[\s\S]*'nonsense 1': expected one of pfifo"):
+        spec(side_b={"qdisc": "nonsense 1"})

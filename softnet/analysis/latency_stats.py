@@ -50,6 +50,7 @@ DEFAULT_CONFIDENCE = 0.95
 
 SEVEN = ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns")
 TAIL = ("p90_ns", "p99_ns", "p999_ns")
+TAIL_MIN_N = {"p90_ns": 10, "p99_ns": 100, "p999_ns": 1000}  # samples a percentile needs: one at or beyond it
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9}
 
 # The round trip cut at XDP hooks and B's userspace read; consecutive, so the
@@ -91,10 +92,12 @@ class RttSummary:
         x = np.asarray(rtt_ns, dtype=float)
         if x.size == 0:
             return cls(0, *([math.nan] * 10))
-        q1, med, q3, p90, p99, p999 = np.percentile(x, [25, 50, 75, 90, 99, 99.9])
+        q1, med, q3, *tail = np.percentile(x, [25, 50, 75, 90, 99, 99.9])
+        # a percentile rests on the samples beyond it: none below 1 / (1 - p) samples (p99 needs 100)
+        p90, p99, p999 = (float(v) if x.size >= TAIL_MIN_N[k] else math.nan for k, v in zip(TAIL, tail))
         std = float(x.std(ddof=1)) if x.size > 1 else math.nan
         return cls(int(x.size), float(x.mean()), float(med), std, float(q1), float(q3),
-                   float(x.min()), float(x.max()), float(p90), float(p99), float(p999))
+                   float(x.min()), float(x.max()), p90, p99, p999)
 
     def to_dict(self) -> dict:
         return {k: _num(v) for k, v in self.__dict__.items()}
@@ -311,6 +314,9 @@ def percentile_cis(rtt_ns, qs: Mapping[str, float], *, confidence: float = DEFAU
     out = {}
     if n == 0:
         return {name: Estimate(math.nan, math.nan, math.nan, 0, "too_few") for name in qs}
+    few = {name for name, q in qs.items() if n * (100 - q) < 100 - 1e-9}  # no sample lies beyond it
+    out.update({name: Estimate(math.nan, math.nan, math.nan, n, "too_few") for name in few})
+    qs = {name: q for name, q in qs.items() if name not in few}
     if n > RESAMPLE_MAX_N:
         for name, q in qs.items():
             p = q / 100.0
@@ -324,6 +330,8 @@ def percentile_cis(rtt_ns, qs: Mapping[str, float], *, confidence: float = DEFAU
             lo = j[min(np.searchsorted(cdf, alpha), j.size - 1)]
             hi = j[min(np.searchsorted(cdf, 1.0 - alpha), j.size - 1)]
             out[name] = Estimate(float(x[k - 1]), float(x[lo - 1]), float(x[hi - 1]), n, "exact")
+        return out
+    if not qs:
         return out
     rng = np.random.default_rng(seed)
     q_all = list(qs.values())

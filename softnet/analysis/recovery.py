@@ -31,6 +31,9 @@ DRAIN_MIN_NS = 100_000  # ...or 0.1 ms above it, whichever is more
 # a stall that held the drain up this long (and a tenth of it) makes the drain time the host's too;
 # a shorter one adds its length at most, within the drain's own precision
 DRAIN_STALL_NS, DRAIN_STALL_SHARE = 500_000, 0.1
+# a ring a stall left full drains at the SUT's capacity in a few ms (1,000 frames at 400 kpps: 2.5 ms);
+# loss that goes on longer after the stall is not the stall's
+STALL_DRAIN_NS = 5_000_000
 
 
 def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
@@ -53,8 +56,10 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
         # B: the last lost run after A that no host stall explains; later ones the host's, set apart
         last, apart = None, 0
         for s, n in reversed(after):
-            # a run that began in a stall's window is the stall's: a ring it left full loses until drained
-            if loss_time.stall_at(stalls, loss_time.due_ns(gen, s)) is not None:
+            # a run that began and ended in a stall's window is the stall's: a ring it left full loses until
+            # drained; one that goes on past the window (a block that began with a stall) is not
+            st = loss_time.stall_at(stalls, loss_time.due_ns(gen, max(s, s0)))
+            if st is not None and loss_time.due_ns(gen, s + n - 1) <= st.end_ns + STALL_DRAIN_NS:
                 apart += s + n - max(s, s0)
                 continue
             last = s + n - 1

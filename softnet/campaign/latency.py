@@ -32,7 +32,7 @@ from softnet.units import format_duration_ns
 
 BIND_RETRIES = 3
 HOST_KNOBS = ("threaded_napi", "napi_defer_hard_irqs", "gro_flush_timeout_ns", "cstate_limit_us",
-              "coalesce_rx_usecs", "irq_suspend_timeout_ns")
+              "coalesce_rx_usecs", "coalesce_tx_usecs", "irq_suspend_timeout_ns")
 
 
 def host_knobs(cell: CampaignSpec) -> LatencyKnobs:

@@ -100,7 +100,7 @@ class TestbedMeasurer:
         self.changes = HostChanges().__enter__()
         try:
             t = self.spec.testbed
-            sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp)
+            sides = {role: SideSettings(gro=t.side(name).gro, xdp=t.side(name).xdp, qdisc=t.side(name).qdisc)
                      for role, name in zip(("sut_in", "sut_out"), t.sides())}
             self.tb = LocalTestbed(self.changes, t.personality(), self.placement, sides,
                                    bidirectional=self.spec.traffic.bidirectional, nic=t.nic.knobs())
@@ -151,7 +151,8 @@ class TestbedMeasurer:
         t = self.spec.testbed
         ingress, egress = t.sides()
         return {"direction": t.direction, "sut_in_side": ingress, "sut_out_side": egress,
-                "sides": {"a": t.side_a.model_dump(), "b": t.side_b.model_dump()},
+                "sides": {n: s.model_dump(exclude={"qdisc"} if s.qdisc is None else set())
+                          for n, s in (("a", t.side_a), ("b", t.side_b))},
                 "placement": t.placement, "ingress_steering": t.ingress_steering()}
 
     def probe_max(self) -> tuple[float, dict]:

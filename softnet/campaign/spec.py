@@ -76,6 +76,9 @@ def _knob_beside_the_spec(path: str, value: Any, folder: Path) -> Any:
     return _file_param_from(value, folder) if path == "testbed.sut" and isinstance(value, str) else value
 
 
+QDISC_KINDS = ("pfifo", "bfifo", "pfifo_fast", "fq_codel", "fq", "cake", "tbf", "htb", "sfq", "red", "codel")
+
+
 class SideSpec(Strict):
     """Settings of one side of the SUT (the interface facing network A or B).
     steering: how packets received on this side reach the SUT's CPUs (None:
@@ -86,6 +89,17 @@ class SideSpec(Strict):
     steering: Literal["threaded", "rps"] | None = None
     gro: bool = True
     xdp: Literal["none", "pass"] = "none"
+    # the root qdisc of the SUT's interface on this side, what it sends through: a kind and its
+    # tc parameters ("fq_codel", "pfifo limit 100", "tbf rate 1gbit burst 32kbit latency 50ms");
+    # None: veth's noqueue, where packets bypass any queue
+    qdisc: str | None = None
+
+    @field_validator("qdisc")
+    @classmethod
+    def known_qdisc(cls, v: str | None) -> str | None:
+        if v is not None and (not v.split() or v.split()[0] not in QDISC_KINDS):
+            raise ValueError(f"'{v}': expected one of {', '.join(QDISC_KINDS)}, then its tc parameters")
+        return v
 
 
 class NicSpec(Strict):
@@ -207,6 +221,10 @@ class TestbedSpec(Strict):
 
         if self.inventory is None and (refused := veth_refuses(self.nic.knobs())):
             raise ValueError(f"nic.{refused[0]}: {refused[1]}")
+        for name in ("a", "b"):
+            if self.inventory is not None and self.side(name).qdisc:
+                raise ValueError(f"side_{name}.qdisc: set on this host's testbed only (an inventory's interfaces "
+                                 "keep their qdiscs)")
         return self
 
     @model_validator(mode="after")
@@ -304,8 +322,10 @@ class LatencySpec(Strict):
     gro_flush_timeout_ns: int | None = Field(None, ge=0, le=10**9)
     cstate_limit_us: int | None = Field(None, ge=0)  # None: the host's C-states; 0: shallowest only
     coalesce_rx_usecs: int | None = Field(None, ge=0)  # NIC coalescing (veth: unsupported)
+    coalesce_tx_usecs: int | None = Field(None, ge=0)
     irq_suspend_timeout_ns: int | None = Field(None, ge=0, le=10**10)  # napi-set, with prefer_busy_poll
-    interval_s: float = Field(1.0, gt=0, le=60)  # between batches (the study: 1 s)
+    # between batches (the study: 1 s; `softnet latency` sends every 10 ms, for percentiles with meaning)
+    interval_s: float = Field(1.0, gt=0, le=60)
     arrivals: Literal["periodic", "poisson"] = "periodic"
     baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per configuration (0: none)
     # the study's second phase: per cluster this many configurations re-run at

@@ -9,6 +9,8 @@ from softnet.cli.output import Col, console, count, eng, print_json, table
 from softnet.results.latency import KnobUnsupported, StoredLatencyRun
 
 US = 1e-9  # ns -> s for eng(..., "s")
+TAIL_NOTE = ("a percentile rests on the round trips beyond it: p99 needs 100 (then 1 lies beyond), p99.9 1,000; "
+             "'-' where there are fewer")
 
 
 def t(ns) -> str:
@@ -17,7 +19,7 @@ def t(ns) -> str:
 
 RUN_COLS = [Col("run"), Col("sent"), Col("back"), Col("lost"), Col("impossible", wide=True), Col("median"),
             Col("p99"), Col("max", wide=True), Col("busy-poll pkts", wide=True), Col("flags", text=True)]
-STAT_COLS = [Col("#"), Col("cl"), Col("mean"), Col("median"), Col("std", wide=True), Col("Q1"),
+STAT_COLS = [Col("#"), Col("cl"), Col("n"), Col("mean"), Col("median"), Col("std", wide=True), Col("Q1"),
              Col("Q3"), Col("min", wide=True), Col("max", wide=True), Col("p99"), Col("p99 95% CI", wide=True),
              Col("flags", text=True)]
 
@@ -30,6 +32,7 @@ def show_runs(runs: list[StoredLatencyRun], wide: bool = False) -> None:
                      count(r.impossible), t(rtt.median_ns), t(rtt.p99_ns), t(rtt.max_ns),
                      count(sum(r.busy_poll_rx_pkts.values())), ", ".join(r.flags) or "-"])
     console.print(table("runs (configuration/run)", RUN_COLS, rows, wide))
+    plain(TAIL_NOTE)
 
 
 def show_configs(analysis, wide: bool = False) -> None:
@@ -40,9 +43,11 @@ def show_configs(analysis, wide: bool = False) -> None:
         ci = "-" if p99.ci_low_ns != p99.ci_low_ns else f"[{t(p99.ci_low_ns)}, {t(p99.ci_high_ns)}]"
         cluster = "-" if cl is None or cl.labels[i] < 0 else str(int(cl.labels[i]))
         # the study's seven statistics, in the columns' order (STAT_COLS)
-        rows.append([str(i), cluster, *(t(a[k]) for k in SEVEN), t(p99.value_ns), ci, ", ".join(c.flags) or "-"])
+        rows.append([str(i), cluster, count(p99.n), *(t(a[k]) for k in SEVEN), t(p99.value_ns), ci,
+                     ", ".join(c.flags) or "-"])
     console.print(table("round-trip time per configuration (the study's statistics, averaged over runs)",
                         STAT_COLS, rows, wide))
+    plain(TAIL_NOTE + "; p99 here: of the n round trips pooled over the runs")
     for i, c in enumerate(configs):
         plain(f"  #{i}: {c.label}")
         for flag, why in c.reasons.items():

@@ -75,10 +75,13 @@ class XskLabOps:
             path = Path(f"/sys/class/net/{name}/{f}")
             if value is not None and path.exists():
                 self.ops.write_file(str(path), str(value))
-        if lk.coalesce_rx_usecs is not None:
+        want = {p: str(v) for p, v in (("rx-usecs", lk.coalesce_rx_usecs), ("tx-usecs", lk.coalesce_tx_usecs))
+                if v is not None}
+        if want:
             current, _ = nic.parse_ethtool("-C", hostcmd.run(["ethtool", "-c", name], check=False))
-            if "rx-usecs" in current:
-                self.ops.ethtool_set(name, "-C", {"rx-usecs": str(lk.coalesce_rx_usecs)}, current)
+            took = {p: v for p, v in want.items() if p in current}
+            if took:
+                self.ops.ethtool_set(name, "-C", took, current)
 
     def _lab(self) -> XskLabHere:
         from softnet.hosts.agent import AgentError

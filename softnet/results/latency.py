@@ -128,6 +128,7 @@ class LatencyConfigKnobs(AsStored):
     gro_flush_timeout_ns: int | None = None
     cstate_limit_us: int | None = None
     coalesce_rx_usecs: int | None = None
+    coalesce_tx_usecs: int | None = None
     irq_suspend_timeout_ns: int | None = None
     interval_s: float = 1.0
     arrivals: Literal["periodic", "poisson"] = "periodic"
@@ -275,6 +276,7 @@ class LatencyHostKnobs(Exact):
     cstate_limit_us: int | None
     coalesce_rx_usecs: int | None
     irq_suspend_timeout_ns: int | None
+    coalesce_tx_usecs: int | None = None
 
 
 class LatencyPlacementFacts(Exact):

@@ -67,12 +67,14 @@ class LatencyKnobs:
     busy_poll_us: int | None = None  # net.core.busy_poll and busy_read (host-wide sysctls)
     cstate_limit_us: int | None = None  # held in /dev/cpu_dma_latency for the run; 0: shallowest state only
     coalesce_rx_usecs: int | None = None  # ethtool -C rx-usecs (veth: unsupported)
+    coalesce_tx_usecs: int | None = None  # ethtool -C tx-usecs
     irq_suspend_timeout_ns: int | None = None  # netdev napi-set irq-suspend-timeout (kernel 6.13+)
 
     def validate(self, where: str = "knobs") -> None:
         for name, lo, hi in (("napi_defer_hard_irqs", 0, 2**31 - 1), ("gro_flush_timeout_ns", 0, 10**9),
                              ("busy_poll_us", 0, 10**6), ("cstate_limit_us", 0, 2**31 - 1),
-                             ("coalesce_rx_usecs", 0, 10**6), ("irq_suspend_timeout_ns", 0, 10**10)):
+                             ("coalesce_rx_usecs", 0, 10**6), ("coalesce_tx_usecs", 0, 10**6),
+                             ("irq_suspend_timeout_ns", 0, 10**10)):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
                 raise InputError(f"{where}.{name}", f"{v!r}: expected an integer in [{lo}, {hi}]")
@@ -214,9 +216,11 @@ class LatencyTestbed(NetnsLab):
                 if k.irq_suspend_timeout_ns is not None:
                     self._try(f"irq_suspend_timeout_ns.{role}", lambda ns=ns, dev=dev: self._irq_suspend(ns, dev),
                               k.irq_suspend_timeout_ns)
-                if k.coalesce_rx_usecs is not None:
-                    self._try(f"coalesce_rx_usecs.{role}", lambda ns=ns, dev=dev: hostcmd.in_netns(
-                        ns, ["ethtool", "-C", dev, "rx-usecs", str(k.coalesce_rx_usecs)]), k.coalesce_rx_usecs)
+                for knob, param in (("coalesce_rx_usecs", "rx-usecs"), ("coalesce_tx_usecs", "tx-usecs")):
+                    value = getattr(k, knob)
+                    if value is not None:
+                        self._try(f"{knob}.{role}", lambda ns=ns, dev=dev, param=param, value=value: hostcmd.in_netns(
+                            ns, ["ethtool", "-C", dev, param, str(value)]), value)
         self.applied["threaded_napi"] = k.threaded_napi
         if k.busy_poll_us is not None:
             for key in ("net.core.busy_poll", "net.core.busy_read"):

@@ -133,6 +133,7 @@ class SideSettings:
 
     gro: bool = True
     xdp: str = "none"  # none | pass
+    qdisc: str | None = None  # root qdisc and its tc parameters (None: veth's noqueue)
 
     def validate(self, field: str, receiving: bool) -> None:
         if self.xdp not in ("none", "pass"):
@@ -262,6 +263,13 @@ class LocalTestbed(NetnsLab):
         state = "on" if side.gro else "off"
         hostcmd.in_netns(ns, ["ethtool", "-K", dev, "gro", state])
         self.changes.record(f"{ns}/{dev}: gro {state}", lambda: None)  # dies with the veth
+        if side.qdisc:
+            try:
+                hostcmd.in_netns(ns, ["tc", "qdisc", "replace", "dev", dev, "root", *side.qdisc.split()])
+            except TestbedError as exc:
+                raise TestbedError(f"qdisc '{side.qdisc}' on the SUT's {role} interface: {exc} "
+                                   "(softnet doctor lists the qdiscs this kernel has)") from None
+            self.changes.record(f"{ns}/{dev}: root qdisc {side.qdisc}", lambda: None)  # dies with the veth
 
     def _apply_nic(self) -> None:
         """The NIC knobs on the SUT's interfaces, read back after."""

@@ -121,6 +121,7 @@ def test_a_trial_pauses_for_the_idle_power_before_its_traffic(tmp_path):
 sut = "ipv4-fwd"
 [method]
 loads = ["20kpps"]
+runs = 1
 duration_s = 1
 warmup_s = 0.2
 [collect]

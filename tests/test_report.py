@@ -404,7 +404,7 @@ def test_kernel_store_report_has_every_section(kernel_dir, tmp_path):
     for head in ("Kernel statistics", "CPU accounting audit (eBPF profile)", "Packet-path stages (eBPF stage clock)",
                  "Campaigns", "Provenance (softnet trials)"):
         assert f"<h2>{head}</h2>" in text or f"<h4>{head}</h4>" in text, head
-    assert "level 12</th>" in text and "CPU time (no cycle counter)" in text
+    assert "level 12</th>" in text and "CPU time, % per Mbps (no cycle counter)" in text
     assert "Packets per RX softirq per CPU (dev_weight 64)" in text
     assert "Predicted capacity (SUT CPUs [1] busy 100%)" in text
     assert "idle " in text and "ksoftirqd " in text  # NET_RX time by context

@@ -110,3 +110,19 @@ def test_a_block_that_began_in_a_host_stall_is_still_the_suts(monkeypatch, where
     monkeypatch.setattr(recovery.loss_time, "data_path_stalls", lambda *_: planted)
     rec = evaluate(r).recovery
     assert 196 - 2 <= rec.recovery_ms <= 200 + 2 and not rec.stall_lost_pkts
+
+
+def test_a_loss_apart_from_the_resets_gap_is_not_part_of_it():
+    """A lost run planted 10 ms before the block (as softnet's own commands
+    on the SUT's CPU cause before the action takes effect), and one within
+    a millisecond of its end: the first is another loss, the second part of
+    the gap."""
+    r = raw("custom_50kpps_reset_stall_inside")
+    before = evaluate(r).reset.interruption_ms
+    runs = r["sink_timeline"]["runs"]
+    k = max(range(len(runs)), key=lambda i: runs[i][1])
+    s, n = runs[k]
+    planted = copy.deepcopy(r)
+    planted["sink_timeline"]["runs"] = sorted(runs[:k] + [[s - 500, 20], [s, n], [s + n + 20, 5]] + runs[k + 1:])
+    got = evaluate(planted).reset.interruption_ms
+    assert got == pytest.approx(before + (20 + 5) * 0.02, abs=1e-6)  # 50 kpps: 0.02 ms a packet

@@ -106,7 +106,9 @@ def test_wifi_ap_levels_campaign_reports_the_papers_panels_and_table(tmp_path, h
         assert (sink_cpu is None) == (placement == "single") and sink_cpu != 1
         assert all("kernel" in t for t in trials)
     html = write_report(tmp_path / "res", tmp_path / "report.html", plots_dir=tmp_path / "plots").read_text()
-    assert "<h2>Kernel statistics</h2>" in html and "CPU time (no cycle counter)" in html
+    assert "<h2>Kernel statistics</h2>" in html and "CPU time, % per Mbps (no cycle counter)" in html
+    # the study's Tables III and the context switches: split against single, level by level
+    assert "context switches/s, SUT CPUs" in html and "% CPU time vs " in html
     assert html.count("kernel statistics: wifi-ap-levels cell") >= 2
     # profile = true: the audit table, a row per configuration, load and CPU.
     audit = html[html.index("<h2>CPU accounting audit (eBPF profile)</h2>"):]

@@ -3,7 +3,8 @@ the two methods of RFC 6201): how long the data path stopped forwarding
 when its personality was reset during the measurement window.
 
 - Timestamp method: from the last packet forwarded before the reset to the
-  first one after it. The sink knows which sequence numbers it never saw
+  first one after it (around the longest lost run near the action; see
+  ``gap_around``). The sink knows which sequence numbers it never saw
   (its lost runs) and the generator's schedule says when each was due, so
   the gap is measured on the schedule, to one packet interval (20 us at
   50 kpps), not to the second a hardware tester reports.
@@ -23,7 +24,25 @@ from softnet.results.raw import RawTrial
 from softnet.results.stored import StoredTrial
 from softnet.results.trial import ResetResult, TrialSpec
 
-SLACK_S = 0.01  # a lost run starting this close to the reset's action is the reset's
+SLACK_S = 0.01  # a lost run starting this close to the reset's action may be the reset's
+MERGE_S = 0.001  # lost runs closer than this are one gap
+
+
+def gap_around(gen, runs: list[tuple[int, int]], near: list[tuple[int, int]]) -> tuple[int, int]:
+    """(first, last) lost sequence of the reset's gap: the longest lost run
+    that began near its action, joined with the runs less than MERGE_S from
+    it on either side (a gap with a few packets through it is one gap).
+    Runs further apart are other losses, such as softnet's own commands
+    starving the SUT's CPU before the action took effect; the frame-loss
+    method counts them, this one not."""
+    core = max(near, key=lambda r: r[1])
+    k = runs.index(core)
+    lo, hi = k, k
+    while lo > 0 and due_ns(gen, runs[lo][0]) - due_ns(gen, sum(runs[lo - 1]) - 1) < MERGE_S * 1e9:
+        lo -= 1
+    while hi + 1 < len(runs) and due_ns(gen, runs[hi + 1][0]) - due_ns(gen, sum(runs[hi]) - 1) < MERGE_S * 1e9:
+        hi += 1
+    return runs[lo][0], sum(runs[hi]) - 1
 
 
 def reset_result(raw: RawTrial, spec: TrialSpec, lost_pkts: int | None) -> ResetResult:
@@ -43,10 +62,10 @@ def reset_result(raw: RawTrial, spec: TrialSpec, lost_pkts: int | None) -> Reset
         started, ended, at = rel(r.started_unix_s), rel(r.ended_unix_s), rel(r.at_unix_s)
     interruption, spoilt = None, None
     if tl is not None and window_due is not None and r.started_unix_s is not None and not r.error:
-        near = [(s, n) for s, n in tl.runs
+        near = [(s, n) for s, n in map(tuple, tl.runs)
                 if started - SLACK_S <= (due_ns(gen, s) - window_due) / 1e9 <= ended + SLACK_S]
         if near:
-            first, last = near[0][0], max(s + n - 1 for s, n in near)
+            first, last = gap_around(gen, [tuple(r) for r in tl.runs], near)
             # the last packet seen before the first lost one, to the first seen after the last lost one
             interruption = (due_ns(gen, last + 1) - due_ns(gen, first - 1)) / 1e6
             # a stall in the middle changes nothing (the path drops anyway); one at either end moves that end.

@@ -367,6 +367,7 @@ class SideSetting(Exact):
     steering: str | None = None
     gro: bool = True
     xdp: str = "none"
+    qdisc: str | None = None  # the interface's root qdisc, as set (None: the driver's default)
 
 
 class TrialPath(Exact):

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import stats
 
 from softnet.analysis.kernel_stats import mean_of
-from softnet.analysis.stages import WIFI_STAGES
+from softnet.analysis.stages import EBPF_STAGES, WIFI_STAGES
 from softnet.results.trial import ProfiledTrial
 
 BUSY_LINEAR_MAX_PCT = 90.0  # per SUT CPU: above, queues and batching bend the cost curve
@@ -30,11 +30,12 @@ def sut_cpus(trial: ProfiledTrial) -> list[int]:
     return list(trial.placement.requested.sut_cpus)
 
 
-def _stage_sums(trial: ProfiledTrial, pct: bool) -> dict[str, float]:
-    """stage -> % of one CPU (``pct``) or ns per packet, summed over the CPUs."""
+def _stage_sums(trial: ProfiledTrial, pct: bool, grouping: str = "wifi_ap") -> dict[str, float]:
+    """stage -> % of one CPU (``pct``) or ns per packet, summed over the CPUs;
+    ``grouping``: the WiFi-AP study's stages or the eBPF profile study's."""
     out: dict[str, float] = {}
     for s in trial.profile.stages.values():
-        for row in s.wifi_ap:
+        for row in getattr(s, grouping):
             v = row.pct_of_cpu if pct else row.ns_per_packet
             if v is not None:
                 out[row.stage] = out.get(row.stage, 0.0) + v
@@ -69,6 +70,7 @@ def stage_levels(trials: list[dict]) -> list[dict]:
     for load, ts in sorted(by_load.items()):
         per_pkt = [_stage_sums(t, pct=False) for t in ts]
         pct = [_stage_sums(t, pct=True) for t in ts]
+        ebpf = [_stage_sums(t, pct=False, grouping="ebpf_profile") for t in ts]
         coverages = [s.coverage for t in ts for s in t.profile.stages.values()
                      if s.coverage is not None and (s.packet_time_pct or 0) >= 1.0]
         out.append({
@@ -77,6 +79,9 @@ def stage_levels(trials: list[dict]) -> list[dict]:
             "loss_ratio": mean_of([t.loss_ratio for t in ts]),
             "stages_ns_per_packet": {s: mean_of([p.get(s) for p in per_pkt]) or 0.0 for s in WIFI_STAGES},
             "stages_pct_of_cpu": {s: mean_of([p.get(s) for p in pct]) or 0.0 for s in WIFI_STAGES},
+            # the eBPF receive-path study's grouping of the same intervals (None: unavailable here)
+            "ebpf_ns_per_packet": {s: mean_of([p.get(s) for p in ebpf]) if ex != "unavailable" else None
+                                   for s, (ex, _) in EBPF_STAGES.items()} if any(ebpf) else {},
             "coverage_min": min(coverages, default=None),
             "sut_busy_pct": mean_of([sut_busy_pct(t) for t in ts]),
             # cross-check: eBPF busy (sched_switch + irq/softirq in idle) against nohz CPU time (/proc/stat)

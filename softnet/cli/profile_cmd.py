@@ -10,7 +10,7 @@ from rich.table import Table
 
 from softnet.analysis.cpu_audit import by_context, summarize_audit
 from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
-from softnet.analysis.stages import WIFI_STAGES
+from softnet.analysis.stages import EBPF_STAGES, WIFI_STAGES
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
 from softnet.cli.output import Col, chunks, console, eng, pct, print_json, sci, table
@@ -35,6 +35,7 @@ class StageLevel(Part):
     loss_ratio: Number | None
     stages_ns_per_packet: dict[str, Number]
     stages_pct_of_cpu: dict[str, Number]
+    ebpf_ns_per_packet: dict[str, Number | None] = {}  # a store written before the grouping was kept: none
     coverage_min: Number | None
     sut_busy_pct: Number | None
     sut_nohz_cpu_time_pct: Number | None
@@ -171,6 +172,16 @@ def stage_table(levels: list[StageLevel], wide: bool) -> Table:
                  wide)
 
 
+def ebpf_stage_table(levels: list[StageLevel], wide: bool) -> Table:
+    """The same intervals grouped as the eBPF receive-path study groups them;
+    a stage this host cannot time is named, not shown as 0."""
+    cols = [Col("stage", text=True), Col("timing", text=True, wide=True)]
+    cols += [Col(eng(lv.load_pps, "pps")) for lv in levels]
+    rows = [[s, exactness, *("n/a" if exactness == "unavailable" else eng(lv.ebpf_ns_per_packet.get(s) or 0)
+                             for lv in levels)] for s, (exactness, _) in EBPF_STAGES.items()]
+    return table("the same time in the eBPF receive-path study's stages (ns per packet)", cols, rows, wide)
+
+
 def show(c: ProfileCell, wide: bool = False) -> None:
     levels, models = c.levels, c.models
     if not levels:
@@ -178,6 +189,10 @@ def show(c: ProfileCell, wide: bool = False) -> None:
         return
     for part in chunks(levels, len(levels) if wide else LOADS_PER_TABLE):
         console.print(stage_table(part, wide))
+    if any(lv.ebpf_ns_per_packet for lv in levels):
+        for part in chunks(levels, len(levels) if wide else LOADS_PER_TABLE):
+            console.print(ebpf_stage_table(part, wide))
+        console.print(f"[dim]n/a: {EBPF_STAGES['IP to transport'][1]}[/]", highlight=False)
     console.print(f"[dim]stage events attached {100 * (levels[0].duty or 1):.0f}% of the time; "
                   "coverage: named stage time / softirq and NAPI-thread time measured independently[/]")
     show_audit(c.audit, wide)

@@ -64,6 +64,7 @@ class StageLevel(ReadModel):
     sut_busy_pct: Number
     sut_nohz_cpu_time_pct: Number | None
     duty: Number | None = None
+    ebpf_ns_per_packet: dict[str, Number | None] = {}  # the eBPF receive-path study's grouping
 
 
 def kernel_levels(levels: Sequence) -> list[KernelLevel]:

@@ -17,7 +17,7 @@ from softnet.analysis.cpu_audit import by_context
 from softnet.analysis.data_paths import capacity_disagrees, compare, short_label
 from softnet.analysis.latency_stats import knob_label
 from softnet.analysis.stage_models import pdr_text
-from softnet.analysis.stages import WIFI_STAGES
+from softnet.analysis.stages import EBPF_STAGES, WIFI_STAGES
 from softnet.results.readers import ResultsProvenance, StoredProvenance, StoredResult
 from softnet.units import format_duration_ns
 
@@ -661,8 +661,16 @@ def stages(label: str, levels: list[StageLevel], models: CostModels) -> dict:
     busy = ", ".join(f"{format_rate(lv.load_pps)}: {lv.sut_busy_pct:.1f}% / "
                      + ("-" if lv.sut_nohz_cpu_time_pct is None else f"{lv.sut_nohz_cpu_time_pct:.1f}%")
                      for lv in levels)
+    ebpf = None
+    if any(lv.ebpf_ns_per_packet for lv in levels):
+        ebpf = {"loads": [format_rate(lv.load_pps) for lv in levels],
+                "rows": [(st, ex, ["n/a" if ex == "unavailable" else f"{lv.ebpf_ns_per_packet.get(st) or 0:,.0f}"
+                                   for lv in levels]) for st, (ex, _) in EBPF_STAGES.items()],
+                "unavailable": "; ".join(f"{st}: {why}" for st, (ex, why) in EBPF_STAGES.items()
+                                         if ex == "unavailable")}
     if not models.stages:
-        return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": None}
+        return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": None,
+                "ebpf": ebpf}
     rows = list(models.stages.items()) + ([("SUT CPUs busy (eBPF)", models.sut_busy)] if models.sut_busy else [])
     pdr, pred, ratio = models.measured_pdr, models.predicted_capacity_pps, models.predicted_over_pdr
     fit = {
@@ -672,7 +680,7 @@ def stages(label: str, levels: list[StageLevel], models: CostModels) -> dict:
         "pdr_name": f"PDR{100 * pdr['loss_ratio']:g}%", "pdr": pdr_text(pdr, format_rate),
         "ratio": f" (predicted / PDR lower bound: {ratio:.2f})" if ratio else "",
         "max_forwarded": format_rate(models.max_forwarded_pps)}
-    return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": fit}
+    return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": fit, "ebpf": ebpf}
 
 
 def latency(name: str, analysis) -> dict:

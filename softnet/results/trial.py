@@ -799,6 +799,7 @@ class StoredStageRow(_StoredView):
 
 class StoredStages(_StoredView):
     wifi_ap: list[StoredStageRow] = []
+    ebpf_profile: list[StoredStageRow] = []
     coverage: Number | None = None
     packet_time_pct: Number | None = None
 

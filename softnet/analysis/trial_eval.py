@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from softnet.analysis import counters, latency_hist, loss_time
+from softnet.analysis.victim_check import victim_check
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
@@ -454,8 +455,12 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         else:
             kernel = KernelStats(missing=dict(series.missing), sampler=dict(series.sampler))
         fields.update(kernel=kernel, kernel_samples=series.to_json())
-    if raw.profile is not None:
-        fields.update(profile=profile(raw.profile, tb.interface_ids, window, received))
+    prof = profile(raw.profile, tb.interface_ids, window, received) if raw.profile is not None else None
+    if prof is not None:
+        fields.update(profile=prof)
+    if raw.victim is not None:
+        fields.update(victim=victim_check(raw, tuple(prof.window_monotonic_ns) if prof else None,
+                                          prof.per_cpu.get(raw.victim.cpu) if prof else None))
     if "arrivals" in raw.spec:  # a raw trial from before traffic shapes evaluates as it always did
         fields.update(traffic_shape(spec, sink, sent, received, span_s))
     fields.update(provenance=raw.provenance)

@@ -617,6 +617,15 @@ class CollectSpec(Strict):
     # before each trial's traffic the sampler runs this long: the host's idle power (RAPL), subtracted
     # to give the power the traffic costs; 0: none (power is then the host's whole draw)
     idle_power_s: float = Field(0.0, ge=0, le=60)
+    # the eBPF profile study's cross-check: a CPU-bound victim pinned to the first SUT CPU, its lost
+    # share against the profiler's softirq + irq time there (needs profile = true)
+    victim: Literal["python", "c"] | None = None
+
+    @model_validator(mode="after")
+    def victim_needs_the_profiler(self):
+        if self.victim is not None and not self.profile:
+            raise ValueError("victim: needs profile = true (its lost CPU share is checked against the profiler's)")
+        return self
 
     @model_validator(mode="after")
     def injector_period(self):

@@ -56,6 +56,8 @@ def _overdue(gens, expected_s: float, started: float) -> bool:
     return False
 
 
+VICTIM_BASELINE_S = 1.5  # the victim alone on its CPU before the traffic: its baseline rate
+
 def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
             exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None) -> dict:
     """Run one trial on built hosts and return its raw reads; every piece the
@@ -92,8 +94,11 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         profiler = hosts.profiler(c, spec.profile_per_packet, spec.profile_duty) if spec.profile else None
         prof_start = profiler.read() if profiler else None
         sampler = hosts.sampler(c, spec.sample_interval_s, profiler) if spec.sample_interval_s is not None else None
-        if spec.idle_s and sampler:  # the sampler's samples until the traffic starts: the host at rest
-            time.sleep(spec.idle_s)
+        # the host at rest before the traffic: the sampler's idle power, the victim's baseline rate
+        pause = max(spec.idle_s if sampler else 0.0, VICTIM_BASELINE_S if spec.victim else 0.0)
+        victim = hosts.victim(c, spec.victim, pause + expected_s + 5) if spec.victim else None
+        if pause:
+            time.sleep(pause)
         before = hosts.host_reads()
         gens = []
         for rev in directions:
@@ -124,6 +129,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         stalls = probe.read() if probe else {"missing": probe_missing}
         injected = injector.read() if injector else None
         reset_read = reset.read() if reset else None
+        victim_read = victim.read() if victim else None
         series = sampler.finish() if sampler else None
         after = hosts.host_reads()
     raw = {
@@ -143,6 +149,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
                           "src_ip_first": first_source(hosts.ip_version, s0, one.src_ips)}
     if reset_read is not None:
         raw["reset"] = reset_read
+    if victim_read is not None:
+        raw["victim"] = victim_read
     if profiler:
         raw["profile"] = {"reads": {"start": prof_start, "window_start": edges.get("profile_start"),
                                     "window_end": edges.get("profile_end")},

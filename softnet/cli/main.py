@@ -532,6 +532,8 @@ def profile(
     placement: str = typer.Option("single", help="single: egress-side processing on the SUT CPU; split: apart"),
     duty: float = typer.Option(0.02, help="share of time the per-packet stage events are attached (1: every packet)"),
     pdr: float = typer.Option(0.005, help="loss ratio of the PDR the prediction is compared with"),
+    victim: str = typer.Option(None, help="python or c: a CPU-bound victim pinned to the SUT CPU, its lost share "
+                               "checked against the profiler's softirq + irq time (the eBPF study's sec. V)"),
     name: str = typer.Option("profile", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
     as_json: bool = typer.Option(False, "--json"),
@@ -546,7 +548,8 @@ def profile(
         "traffic": {"frame_bytes": size},
         "method": {"kind": "sweep", "loads": [x.strip() for x in loads.split(",") if x.strip()], "runs": runs,
                    "duration_s": duration, "warmup_s": warmup},
-        "collect": {"profile": True, "profile_duty": duty}}, PROFILE_OPTIONS)
+        "collect": {"profile": True, "profile_duty": duty, **({"victim": victim} if victim else {})}},
+        PROFILE_OPTIONS)
     try:
         spec.loads_pps(-1.0)  # rates parse before anything runs
     except InputError as exc:
@@ -574,7 +577,7 @@ SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.
 PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
                    "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
                    "testbed.placement": "--placement", "traffic.frame_bytes": "--size",
-                   "collect.profile_duty": "--duty", "name": "--name"}
+                   "collect.profile_duty": "--duty", "collect.victim": "--victim", "name": "--name"}
 
 
 def load_inventory(path: Path):

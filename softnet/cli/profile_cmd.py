@@ -11,9 +11,11 @@ from rich.table import Table
 from softnet.analysis.cpu_audit import by_context, summarize_audit
 from softnet.analysis.stage_models import cost_models, pdr_text, stage_levels
 from softnet.analysis.stages import EBPF_STAGES, WIFI_STAGES
+from softnet.analysis.victim_check import summarize_victims
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import campaign_cmd
 from softnet.cli.output import Col, chunks, console, eng, pct, print_json, sci, table
+from softnet.results import readers
 from softnet.results.store import Store
 from softnet.results.trial import Number
 
@@ -104,11 +106,12 @@ class ProfileCell(Part):
     levels: list[StageLevel]
     models: CostModels | None
     audit: list[AuditRow]
+    victim: list[dict] = []  # victim_check.VictimSummary per load, with a pinned victim
 
     def to_json(self) -> dict:
         return {"cell_id": self.cell_id, "knobs": self.knobs, "levels": [lv.model_dump() for lv in self.levels],
                 "models": {} if self.models is None else self.models.model_dump(),
-                "audit": [a.model_dump() for a in self.audit]}
+                "audit": [a.model_dump() for a in self.audit], "victim": self.victim}
 
 
 def profile_cells(results: Path, cid: str, pdr_loss_ratio: float) -> list[ProfileCell]:
@@ -119,8 +122,10 @@ def profile_cells(results: Path, cid: str, pdr_loss_ratio: float) -> list[Profil
             cell = StoredCell.model_validate(c)
             trials = store.trial_results(cid, cell.cell_id)
             models = cost_models(trials, pdr_loss_ratio)
+            victims = summarize_victims(readers.stored_trials(store, cid, cell.cell_id), {})
             out.append(ProfileCell(cell_id=cell.cell_id, knobs=cell.knobs, levels=stage_levels(trials),
-                                   models=models or None, audit=summarize_audit(trials)))
+                                   models=models or None, audit=summarize_audit(trials),
+                                   victim=[v.to_dict() for v in victims]))
     return out
 
 
@@ -152,6 +157,30 @@ def show_audit(rows: list[AuditRow], wide: bool = False) -> None:
             pct(r.reported_softirq_pct), by_context(r.net_rx_pct_by_context)] for r in rows]
     console.print(table("CPU accounting audit: eBPF-measured against /proc/stat ticks (mean over runs)",
                         AUDIT_COLS, out, wide))
+
+
+VICTIM_COLS = [Col("load"), Col("runs"), Col("victim lost %"), Col("eBPF %"), Col("gap %"), Col("gap 95% CI"),
+               Col("us/irq")]
+
+
+def show_victim(rows: list[dict], wide: bool = False) -> None:
+    """The eBPF profile study's cross-check: what the pinned victim lost
+    against what the profiler measured on its CPU."""
+    if not rows:
+        return
+
+    def ci(m: dict) -> str:
+        return "-" if m["ci_lower"] is None else f"[{m['ci_lower']:+.1f}, {m['ci_upper']:+.1f}]"
+
+    def num(m: dict, fmt: str = ".1f") -> str:
+        return "-" if m["mean"] is None else format(m["mean"], fmt)
+
+    out = [[eng(r["load_pps"], "pps"), str(r["runs"]), num(r["stolen_victim_pct"]), num(r["stolen_ebpf_pct"]),
+            num(r["gap_pct"], "+.1f"), ci(r["gap_pct"]), num(r["gap_us_per_interrupt"])] for r in rows]
+    console.print(table(f"victim cross-check: a {rows[0]['kind']} victim on CPU {rows[0]['cpu']} against the "
+                        "profiler's softirq + irq time there (% of the CPU)", VICTIM_COLS, out, wide))
+    console.print("[dim]gap: victim lost minus eBPF; per interrupt (us/irq), what in-guest tracing cannot see "
+                  "(interrupt delivery, VM exits)[/]")
 
 
 def stage_table(levels: list[StageLevel], wide: bool) -> Table:
@@ -196,6 +225,7 @@ def show(c: ProfileCell, wide: bool = False) -> None:
     console.print(f"[dim]stage events attached {100 * (levels[0].duty or 1):.0f}% of the time; "
                   "coverage: named stage time / softirq and NAPI-thread time measured independently[/]")
     show_audit(c.audit, wide)
+    show_victim(c.victim, wide)
     if models is None or not models.stages:
         console.print("[yellow]fewer than 3 loads below saturation (SUT CPUs under 90% busy): no cost-vs-load fit[/]")
         return

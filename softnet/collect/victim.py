@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from softnet.analysis.victim_check import rate  # noqa: F401 - the benchmark's import
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import tool
 
@@ -50,6 +51,7 @@ class Victim:
         changes.record(f"victim workload on CPU {cpu}", self.stop)
         argv = ([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)] if kind == "python"
                 else [str(tool("victim")), "--cpu", str(cpu), "--seconds", str(int(seconds + 0.999))])
+        self.kind, self.cpu = kind, cpu
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.started = time.monotonic()
 
@@ -63,8 +65,11 @@ class Victim:
         out, _ = self.proc.communicate(timeout=timeout)
         return np.array([[float(a), float(b)] for a, b in (line.split() for line in out.splitlines())])
 
-
-def rate(series: np.ndarray, t0: float, t1: float) -> float:
-    """Iterations per second between two instants (interpolated)."""
-    n0, n1 = np.interp([t0, t1], series[:, 0], series[:, 1])
-    return (n1 - n0) / (t1 - t0)
+    def read(self) -> dict:
+        """Stop it now (a trial is over) and give its progress as the raw trial keeps it."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        rows = [line.split() for line in out.splitlines()]
+        return {"kind": self.kind, "cpu": self.cpu, "started_mono_s": self.started,
+                "series": [[float(a), float(b)] for a, b, *_ in rows if a and b]}

@@ -247,6 +247,10 @@ class RemoteTestbed:
     def reset(self, changes, at_unix_s):
         raise no_remote_reset()
 
+    def victim(self, changes, kind, seconds):
+        raise InputError("--victim", "the victim cross-check runs on the local testbed only for now (on an "
+                         "inventory's hosts the SUT host's agent would have to run it)")
+
     def sampler(self, changes, interval_s, profiler) -> _Sampler:
         u, names = self.sut_agent, [self.ports[r].iface.name for r in ("sut_in", "sut_out")]
         handle = u.ask(Started, "start", tool="sampler", interval_s=interval_s, avoid_cpus=self.placement.sut_cpus,

@@ -16,6 +16,7 @@ from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
+from softnet.collect.victim import Victim
 from softnet.errors import InputError
 from softnet.hosts.trial_hosts import EdgeSchedule, GenPlan, SinkShape
 from softnet.provenance import provenance
@@ -180,6 +181,9 @@ class ThisHost:
 
     def injector(self, changes, cpu, busy_ms, every_ms) -> StallInjector:
         return StallInjector(changes, cpu if cpu is not None else self.tb.placement.sut_cpus[0], busy_ms, every_ms)
+
+    def victim(self, changes, kind: str, seconds: float) -> Victim:
+        return Victim(changes, self.tb.placement.sut_cpus[0], seconds, kind)
 
     def reset(self, changes, at_unix_s: float) -> "_Reset":
         return _Reset(changes, at_unix_s, lambda: self.tb.personality.reset(self.tb))

@@ -25,6 +25,7 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.victim_check import summarize_victims
 from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_campaigns import stability as latency_stability
@@ -57,6 +58,7 @@ class SoftnetData:
     search_trials: dict[tuple[str, int, int], list[StoredTrial]] = field(default_factory=dict)  # (campaign, cell, run)
     kernel: list[tuple[str, list[KernelLevel]]] = field(default_factory=list)  # (label, its loads)
     audits: list[tuple[str, list[view.AuditRow]]] = field(default_factory=list)  # (label, its audit rows)
+    victims: list[tuple[str, list]] = field(default_factory=list)  # (label, victim_check.VictimSummary rows)
     stages: list[tuple[str, StageData]] = field(default_factory=list)  # (label, its stages)
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
@@ -90,6 +92,9 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         audit = view.audit_rows_read(summarize_audit(docs))
         if audit:
             data.audits.append((label, audit))
+        victims = summarize_victims(cell.trials, {})
+        if victims:
+            data.victims.append((label, victims))
         stage_lv = kernel_plots.stage_levels_read(stage_levels(docs))
         if stage_lv:
             data.stages.append((label, StageData(stage_lv, view.CostModels.model_validate(
@@ -235,6 +240,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "rfc": rfc_rows(data.rfc, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "audit": view.audit_rows(audits),
+            "victims": view.victim_rows(data.victims),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
             "latency": [{**view.latency(name, a), "figures": figs.latency(name, a)} for name, a in data.latency],
             "latency_stability": view.latency_stability(latency_stability(data.latency)),

@@ -649,6 +649,18 @@ def audit_rows(audits: Sequence[tuple[str, list[AuditRow]]]) -> list[dict]:
             for label, rows in audits for r in rows]
 
 
+def victim_rows(victims: Sequence[tuple[str, list]]) -> list[dict]:
+    """The eBPF profile study's cross-check per configuration and load."""
+    def mean(m, fmt: str = ".1f") -> str:
+        return "-" if m.mean != m.mean else format(m.mean, fmt)
+
+    return [{"label": label, "load": rate_pair(v.load_pps), "victim": f"{v.kind} on CPU {v.cpu}", "runs": v.runs,
+             "lost": mean(v.stolen_victim_pct), "ebpf": mean(v.stolen_ebpf_pct), "gap": mean(v.gap_pct, "+.1f"),
+             "ci": "-" if v.gap_pct.ci_lower != v.gap_pct.ci_lower
+             else f"[{v.gap_pct.ci_lower:+.1f}, {v.gap_pct.ci_upper:+.1f}]",
+             "per_irq": mean(v.gap_us_per_interrupt)} for label, rows in victims for v in rows]
+
+
 def stage_timings() -> list[tuple[str, str, str]]:
     return [(s, ex, why) for s, (ex, why) in WIFI_STAGES.items()]
 

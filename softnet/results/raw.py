@@ -269,6 +269,15 @@ class ReverseReads(Exact):
     src_ip_first: str | None = None  # raw trials before several sources lack it
 
 
+class RawVictim(Exact):
+    """The pinned victim's progress: [CLOCK_MONOTONIC s, iterations so far] every 50 ms."""
+
+    kind: str
+    cpu: int
+    started_mono_s: Number
+    series: list[list[Number]]
+
+
 class RawReset(Exact):
     """The SUT's reset as the trial ran it (unix times, the controller's clock)."""
 
@@ -308,6 +317,7 @@ class RawTrial(Exact):
     provenance: Provenance
     path: TrialPath | None = None
     reset: RawReset | None = None
+    victim: RawVictim | None = None
 
 
 def check_raw(raw: dict, where: str = "raw trial") -> RawTrial:

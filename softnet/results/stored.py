@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from softnet.errors import InputError
 from softnet.results.trial import (BackToBackResult, HostStalls, KernelSamples, LossAttribution, Number, ResetResult,
-                                  RecoveryResult, Rfc8219Latency, StallLoss)
+                                  RecoveryResult, Rfc8219Latency, StallLoss, VictimCheck)
 
 
 class LatencyAt(BaseModel):
@@ -88,6 +88,7 @@ class StoredResult(BaseModel):
     loss_attribution: LossAttribution | None = None
     host_stalls: HostStalls | None = None  # schema 4: the stall probe's findings
     reset: ResetResult | None = None  # a reset trial's interruption
+    victim: VictimCheck | None = None  # the profiler's cross-check against a pinned victim
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts
     recovery: RecoveryResult | None = None  # a recovery trial's
     kernel: dict | None = None  # per-CPU tables keyed by the host's CPUs (softnet.analysis.kernel_stats)

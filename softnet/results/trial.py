@@ -91,6 +91,8 @@ class TrialSpec:
     step_rate_pps: float | None = None
     # the host's idle power: the sampler runs this long before any traffic (RAPL energy over that time)
     idle_s: float = 0.0
+    # the profiler's cross-check: a CPU-bound victim ("python" or "c") pinned to the first SUT CPU
+    victim: str | None = None
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -138,6 +140,9 @@ class TrialSpec:
             if not 2 * self.inject_busy_ms <= self.inject_every_ms <= 60000:
                 raise InputError("--inject-stall", f"every {self.inject_every_ms} ms: stalls of "
                                  f"{self.inject_busy_ms} ms need a period of at least twice that, at most 60000 ms")
+        if self.victim is not None and (self.victim not in ("python", "c") or not self.profile):
+            raise InputError("--victim", f"{self.victim!r}: expected python or c, with the profiler on (the "
+                             "victim's lost CPU share is checked against the profiler's time)")
         if not 0 <= self.idle_s <= 60 or (self.idle_s and self.sample_interval_s is None):
             raise InputError("idle_power_s", f"{self.idle_s} s: expected 0 to 60 s, with the sampler on (the "
                              "idle time before the traffic over which the host's idle power is taken)")
@@ -520,6 +525,22 @@ class ResetResult(Exact):
     lost_pkts: int | None
     error: str | None = None  # the action failed: the trial's figures say nothing of a reset
     spoilt: str | None = None  # a data-path stall at the interruption's start or end: its length is the host's too
+
+
+class VictimCheck(Exact):
+    """The pinned victim's lost CPU share against the profiler's time on its
+    CPU (softnet.analysis.victim_check)."""
+
+    kind: str  # python | c
+    cpu: int
+    baseline_rate: Number | None = None  # iterations per second before the traffic
+    window_rate: Number | None = None  # over the measurement window
+    stolen_victim_pct: Number | None = None
+    stolen_ebpf_pct: Number | None = None  # softirq + hardirq + system vectors, eBPF-measured
+    gap_pct: Number | None = None
+    interrupts_per_s: Number | None = None
+    gap_us_per_interrupt: Number | None = None
+    missing: str | None = None
 
 
 class BurstRead(Exact):
@@ -977,6 +998,7 @@ class TrialResult(BaseModel):
     hosts: dict[str, RemoteHost] | None = None
     window_skew_ms: Number | None = None
     reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
+    victim: VictimCheck | None = None  # with a pinned victim (TrialSpec.victim)
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts (TrialSpec.burst_rate_pps)
     recovery: RecoveryResult | None = None  # a recovery trial's (TrialSpec.step_at_s)
 

@@ -1,0 +1,95 @@
+"""The eBPF profile study's cross-check (sec. V): a CPU-bound victim pinned
+to the SUT's CPU loses the CPU time packet processing takes there; the
+profiler measures the same time as softirq, hardirq and system-vector time.
+The two agree when the profiler sees all of it; the gap (victim loss minus
+eBPF time) per interrupt the CPU took is what in-guest tracing cannot see
+(interrupt delivery by the hypervisor, VM exits: 9-11 us per interrupt on
+this VM, docs/measurements.md).
+
+The victim's baseline is its rate over the pause before the traffic (from
+0.2 s after it started to 50 ms before the first packet was due), its load
+rate the rate over the measurement window.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from softnet.analysis.loss_stats import MeanCI
+from softnet.jsonsafe import json_safe
+from softnet.results.raw import RawTrial
+from softnet.results.stored import StoredTrial
+from softnet.results.trial import CpuProfile, VictimCheck
+
+SETTLE_S, EDGE_S = 0.2, 0.05
+
+
+def rate(series: np.ndarray, t0: float, t1: float) -> float:
+    """Iterations per second between two instants (interpolated)."""
+    n0, n1 = np.interp([t0, t1], series[:, 0], series[:, 1])
+    return (n1 - n0) / (t1 - t0)
+
+
+def victim_check(raw: RawTrial, window_mono_ns: tuple[int, int] | None, cpu: CpuProfile | None) -> VictimCheck:
+    """The victim's share of its CPU lost over the window against the
+    profiler's softirq + hardirq + system-vector time on that CPU."""
+    v, gen = raw.victim, raw.generator
+    out = VictimCheck(kind=v.kind, cpu=v.cpu)
+    series = np.asarray(v.series, dtype=float)
+    first_due = gen.schedule_start_ns / 1e9 if gen.schedule_start_ns is not None else None
+    if series.ndim != 2 or len(series) < 4 or first_due is None or window_mono_ns is None:
+        out.missing = "too few victim samples, or no schedule or profiler window to place them"
+        return out
+    b0, b1 = v.started_mono_s + SETTLE_S, first_due - EDGE_S
+    w0, w1 = (t / 1e9 for t in window_mono_ns)
+    if b1 - b0 < 0.5 or series[0, 0] > b0 or series[-1, 0] < w1:
+        out.missing = "the victim's samples do not cover a 0.5 s baseline before the traffic and the window"
+        return out
+    out.baseline_rate, out.window_rate = rate(series, b0, b1), rate(series, w0, w1)
+    out.stolen_victim_pct = 100 * (1 - out.window_rate / out.baseline_rate)
+    if cpu is not None:
+        out.stolen_ebpf_pct = cpu.softirq_pct + cpu.hardirq_pct + cpu.sysvec_pct
+        out.gap_pct = out.stolen_victim_pct - out.stolen_ebpf_pct
+        out.interrupts_per_s = cpu.interrupts_per_s
+        if cpu.interrupts_per_s:
+            out.gap_us_per_interrupt = out.gap_pct / 100 / cpu.interrupts_per_s * 1e6
+    return out
+
+
+@dataclass(frozen=True)
+class VictimSummary:
+    """One configuration and load over its runs: means with t-intervals."""
+
+    cell_id: int
+    label: str
+    load_pps: float
+    kind: str
+    cpu: int
+    runs: int
+    stolen_victim_pct: MeanCI
+    stolen_ebpf_pct: MeanCI
+    gap_pct: MeanCI
+    gap_us_per_interrupt: MeanCI
+
+    def to_dict(self) -> dict:
+        return json_safe(asdict(self))
+
+
+def summarize_victims(trials: Sequence[StoredTrial], labels: dict[int, str],
+                      confidence: float = 0.95) -> list[VictimSummary]:
+    out = []
+    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.victim is not None}):
+        vs = [t.result for t in trials if (t.cell_id, t.load_index) == key and t.result.victim is not None]
+        ok = [r.victim for r in vs if r.valid and r.victim.stolen_victim_pct is not None]
+        if not ok:
+            continue
+
+        def ci(name: str) -> MeanCI:
+            return MeanCI.of([getattr(v, name) for v in ok if getattr(v, name) is not None], confidence)
+
+        out.append(VictimSummary(key[0], labels.get(key[0], ""), vs[0].intended_rate_pps, ok[0].kind, ok[0].cpu,
+                                 len(ok), ci("stolen_victim_pct"), ci("stolen_ebpf_pct"), ci("gap_pct"),
+                                 ci("gap_us_per_interrupt")))
+    return out

@@ -1,0 +1,98 @@
+"""The profiler's cross-check against a pinned CPU-bound victim (the eBPF
+profile study, sec. V): the analysis on a trial captured on this VM
+(ipv4-fwd, RPS onto CPU 1, 50 kpps, softnet-victim on CPU 1), a planted
+truth in its own timeline, and `softnet profile --victim` end to end."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softnet.analysis.trial_eval import evaluate
+from softnet.analysis.victim_check import summarize_victims
+from softnet.campaign.spec import CampaignSpec
+from softnet.errors import InputError
+from softnet.results.stored import StoredResult, StoredTrial
+from softnet.results.trial import TrialSpec
+from tests.conftest import needs_root, softnet_cmd
+
+CAPTURED = Path(__file__).parent / "data" / "raw_trials" / "ipv4fwd_50kpps_rps_victim.json"
+
+
+def raw() -> dict:
+    return json.loads(CAPTURED.read_text())["raw"]
+
+
+def test_the_captured_trial_re_evaluates_to_its_stored_victim_figures():
+    r = raw()
+    v = evaluate(r).victim
+    assert v.model_dump(exclude_none=True) == json.loads(CAPTURED.read_text())["result"]["victim"]
+    cpu = evaluate(r).profile.per_cpu[1]
+    assert v.stolen_ebpf_pct == pytest.approx(cpu.softirq_pct + cpu.hardirq_pct + cpu.sysvec_pct)
+    # this VM: the victim loses far more than the profiler sees, about 9-11 us per interrupt
+    assert v.stolen_victim_pct > v.stolen_ebpf_pct > 0 and 5 < v.gap_us_per_interrupt < 20
+
+
+def test_a_planted_slowdown_in_the_window_is_found():
+    """The victim's own timestamps, its progress rewritten: 1e9 iterations
+    a second until the window, 0.75e9 in it. The victim lost 25%."""
+    r = copy.deepcopy(raw())
+    prof = evaluate(r).profile
+    w0, w1 = (t / 1e9 for t in prof.window_monotonic_ns)
+    t = np.array([row[0] for row in r["victim"]["series"]])
+    n = np.where(t < w0, t, w0 + 0.75 * (np.minimum(t, w1) - w0) + (np.maximum(t, w1) - w1)) * 1e9
+    r["victim"]["series"] = [[a, b] for a, b in zip(t.tolist(), n.tolist())]
+    v = evaluate(r).victim
+    assert v.baseline_rate == pytest.approx(1e9, rel=1e-9)
+    # the victim reports every 50 ms: each window edge is interpolated between two reports, so the
+    # window's rate is known to 2 x 50 ms of the 25% difference over the window
+    edge = 2 * 0.05 / (w1 - w0) * 25
+    assert v.stolen_victim_pct == pytest.approx(25.0, abs=edge) and v.window_rate < 0.76e9
+
+
+def test_a_victim_that_did_not_cover_the_baseline_says_so():
+    r = copy.deepcopy(raw())
+    r["victim"]["series"] = r["victim"]["series"][-5:]  # only the end
+    v = evaluate(r).victim
+    assert v.stolen_victim_pct is None and "baseline" in v.missing
+
+
+def test_runs_summarize_with_an_interval():
+    r = raw()
+    res = evaluate(r).model_dump(exclude_unset=True)
+    trials = [StoredTrial("c", 0, 0, i, StoredResult.parse(res, "t"), res) for i in range(3)]
+    (s,) = summarize_victims(trials, {0: "ipv4-fwd"})
+    assert s.runs == 3 and s.kind == "c" and s.cpu == 1 and s.gap_pct.mean == pytest.approx(res["victim"]["gap_pct"])
+
+
+def test_a_victim_needs_the_profiler_and_a_known_kind():
+    with pytest.raises(Exception, match="victim: needs profile = true"):
+        CampaignSpec.model_validate({"name": "v", "method": {"loads": ["10kpps"]}, "collect": {"victim": "c"}})
+    with pytest.raises(Exception, match="victim"):
+        CampaignSpec.model_validate({"name": "v", "method": {"loads": ["10kpps"]},
+                                     "collect": {"victim": "java", "profile": True}})
+    with pytest.raises(InputError) as exc:
+        TrialSpec(rate_pps=1e4, victim="c").validate(4)
+    assert exc.value.field == "--victim"
+
+
+@needs_root
+@pytest.mark.netns
+def test_profile_with_a_victim_reports_the_cross_check(tmp_path, host_unchanged):
+    r = subprocess.run(softnet_cmd("profile", "--loads", "25kpps,50kpps", "--runs", "1", "--duration", "1",
+                                   "--warmup", "0.2", "--steering", "rps", "--victim", "c", "--results",
+                                   str(tmp_path), "--json"), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["cells"][0]["victim"]
+    assert [x["load_pps"] for x in rows] == [25_000, 50_000]
+    for x in rows:
+        assert x["kind"] == "c" and x["cpu"] == 1 and x["runs"] == 1
+        assert 0 < x["stolen_ebpf_pct"]["mean"] < x["stolen_victim_pct"]["mean"] < 100
+    from softnet.report.html import write_report
+
+    html = write_report(tmp_path, tmp_path / "r.html").read_text()
+    assert "Victim cross-check (the eBPF profile study, sec. V)" in html and "c on CPU 1" in html

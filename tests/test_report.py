@@ -348,6 +348,8 @@ def _kernel_result(load: float, run: int, rng) -> dict:
             "net_rx_softirqs_per_s": fwd / 48, "net_tx_softirqs_per_s": 10.0 + rng.random(),
             "pkts_per_rx_softirq": 48.0 + rng.random(), "softirq_tick_pct": busy * 0.7}}
     kernel = {"per_cpu": per_cpu, "dev_weight": 64, "missing": {"power": "no RAPL energy counter (VM)"},
+              "window_s": 2.0, "nic": {"sut_in": {"changed": {"rx_queue_0_drops": load / 100},
+                                                  "losses": {"rx_queue_0_drops": load / 100}, "queues": {}}},
               "normalized": {"cpus": [1], "throughput_mbps": mbps, "utilization_per_mbps": busy * 0.8 / mbps,
                              "cpu_time_per_mbps": busy / mbps, "cycles_per_mbps": busy / mbps,
                              "power_mw_per_mbps": None, "cost_basis": "cpu_time"}}
@@ -410,6 +412,8 @@ def test_kernel_store_report_has_every_section(kernel_dir, tmp_path):
     # the eBPF receive-path study's grouping of the same stage time, the stage this host cannot time named
     assert "the same time in the eBPF receive-path study's stages" in text and "<td>n/a</td>" in text
     assert "<td>IP processing</td><td>approximate</td><td>1,000</td>" in text  # 50 kpps: 950 + 50
+    # ethtool -S loss counters per second: 500 drops over the 2 s window at 50 kpps
+    assert "<td>ethtool sut_in.rx_queue_0_drops/s</td><td>250<br>" in text
     assert "Packets per RX softirq per CPU (dev_weight 64)" in text
     assert "Predicted capacity (SUT CPUs [1] busy 100%)" in text
     assert "idle " in text and "ksoftirqd " in text  # NET_RX time by context

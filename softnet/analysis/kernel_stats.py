@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from softnet.analysis import power as rapl
+from softnet.analysis.nic_counters import nic_counters
 from softnet.analysis.counters import IDLE_TICKS, SOFTNET_GAUGES, STAT_FIELDS, busy_ratio, counter_delta, tick_total
 from softnet.results.live import LiveCpu, LiveSample
 from softnet.results.series import Series
@@ -199,6 +200,7 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
         qdisc_enqueued_share=None,
         qdisc={k[1]: v for k, v in d.items() if k[0] == "qdisc"},
         **({"power": power} if power else {}),
+        **({"nic": nic} if (nic := nic_counters({k[1]: v for k, v in d.items() if k[0] == "ethtool"})) else {}),
         missing=dict(series.missing), sampler=dict(series.sampler),
     )
 
@@ -272,6 +274,8 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
             metrics = {m for r in rows for m, v in r.items() if isinstance(v, (int, float))}
             per_cpu[c] = {m: mean_of([r.get(m) for r in rows]) for m in sorted(metrics)}
         norms = [k.normalized or StoredNormalized() for k in ks]
+        nic = [{f"{role}.{c}": v / k.window_s for role, n in (k.nic or {}).items() for c, v in n.losses.items()}
+               if k.window_s else {} for k in ks]
         out.append({
             "load_pps": load, "runs": len(ks),
             "throughput_mbps": mean_of([n.throughput_mbps for n in norms]),
@@ -284,6 +288,9 @@ def summarize_by_load(trials: list[dict]) -> list[dict]:
                            "traffic_power_mw_per_mbps": mean_of([n.traffic_power_mw_per_mbps for n in norms]),
                            "cache_misses_per_mbps": mean_of([n.cache_misses_per_mbps for n in norms])},
             "cost_basis": norms[0].cost_basis, "cost_basis_why": norms[0].cost_basis_why,
+            # ethtool -S loss counters per second, by "role.counter", mean over the runs (0 where one did not move)
+            "nic_losses_per_s": {key: sum(rates.get(key, 0.0) for rates in nic) / len(nic)
+                                 for key in sorted({k for rates in nic for k in rates})},
             "dev_weight": ks[0].dev_weight,
             "missing": ks[0].missing,
         })

@@ -551,6 +551,9 @@ def show_kernel(k: KernelStats, wide: bool = False) -> None:
         console.print(f"normalized cost over SUT CPUs {n.cpus} at {eng(n.throughput_mbps * 1e6, 'bps')}: "
                       f"utilization {eng(n.utilization_per_mbps)} %/Mbps, {n.cost_basis} "
                       f"{eng(n.cycles_per_mbps)} %/Mbps (dev_weight {k.dev_weight})", highlight=False)
+    losses = [f"{role}.{c} {eng(v)}" for role, n in sorted((k.nic or {}).items()) for c, v in n.losses.items()]
+    if losses:
+        console.print(f"ethtool -S loss counters over the window: {', '.join(losses)}", highlight=False)
     if k.missing:
         console.print(f"[dim]not sampled: {'; '.join(f'{s}: {why}' for s, why in sorted(k.missing.items()))}[/]",
                       highlight=False)

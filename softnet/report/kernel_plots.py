@@ -52,6 +52,7 @@ class KernelLevel(ReadModel):
     cost_basis: str | None = None
     dev_weight: Number | None = None
     missing: dict[str, str] = {}  # source -> why it was not read
+    nic_losses_per_s: dict[str, Number] = {}  # ethtool -S "role.counter" -> per s
 
 
 class StageLevel(ReadModel):

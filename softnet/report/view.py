@@ -611,6 +611,8 @@ def kernel_table(kernel: Sequence[tuple[str, list[KernelLevel]]]) -> dict:
             levels, ".3f")
         row(label, "cache misses per Mbps", [lv.normalized.cache_misses_per_mbps for lv in levels], levels, ",.1f")
         row(label, "context switches/s, SUT CPUs", [context_switches(lv) for lv in levels], levels, ",.0f")
+        for key in sorted({k for lv in levels for k in lv.nic_losses_per_s}):
+            row(label, f"ethtool {key}/s", [lv.nic_losses_per_s.get(key, 0.0) for lv in levels], levels, ",.0f")
     if len(kernel) > 1:
         base_label, base = kernel[0]
         for label, levels in kernel[1:]:

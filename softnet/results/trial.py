@@ -658,6 +658,15 @@ class NormalizedCost(Exact):
     cache_misses_per_mbps: Number | None = None  # per s, over the SUT's CPUs (the study's Table IV)
 
 
+class NicCounters(Exact):
+    """One interface's ethtool -S counters that moved over the window
+    (softnet.analysis.nic_counters)."""
+
+    changed: dict[str, Number]
+    losses: dict[str, Number]  # drops, discards, misses, errors, buffer shortages
+    queues: dict[str, dict[str, Number]]  # "rx0" -> counter -> change
+
+
 class KernelStats(Exact):
     """The kernel sampler's figures over the window; without window marks only
     why (missing) and how it sampled."""
@@ -674,6 +683,7 @@ class KernelStats(Exact):
     qdisc_enqueued_share: Number | None = None
     qdisc: dict[str, Number] | None = None
     power: PowerRead | None = None
+    nic: dict[str, NicCounters] | None = None  # role -> its driver counters that moved
     missing: dict[str, str]
     sampler: dict[str, Number | str | bool | list[int] | None]
 
@@ -792,9 +802,15 @@ class StoredNormalized(_StoredView):
     cost_basis_why: str | None = None
 
 
+class StoredNic(_StoredView):
+    losses: dict[str, Number] = {}
+
+
 class StoredKernel(_StoredView):
+    window_s: Number | None = None
     per_cpu: dict[int, StoredKernelCpu] = {}
     normalized: StoredNormalized | None = None
+    nic: dict[str, StoredNic] | None = None
     dev_weight: int | None = None
     missing: dict[str, str] = {}
 

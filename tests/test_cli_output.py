@@ -129,6 +129,22 @@ def test_pastrami_analysis_fits_80_columns():
     assert_nothing_cut(r.stdout)
 
 
+def test_a_loss_ratios_interval_is_clipped_at_zero_unless_the_paper_is_asked_for():
+    """At 300 kpps this file's PLR mean is 5.3e-7 and its t-interval reaches
+    -5.3e-7: shown as [0, ...] with the footnote, and as PASTRAMI computes
+    it with --paper-ci."""
+    data = Path("/work/shared/data/pastrami/bare-metal",
+                "clab_tb1_raw_50_k6.8_intel_bare-metal_as-is_4th_exec_after-reboot.txt")
+    env = dict(os.environ, COLUMNS="80")
+    r = subprocess.run(softnet_cmd("analyze", str(data)), capture_output=True, text=True, timeout=300, env=env)
+    row = next(line for line in r.stdout.splitlines() if line.startswith("│  300 kpps"))
+    assert "[0, 1.6e-6]" in row and "lower end clipped at 0" in r.stdout
+    r = subprocess.run(softnet_cmd("analyze", str(data), "--paper-ci"), capture_output=True, text=True, timeout=300,
+                       env=env)
+    row = next(line for line in r.stdout.splitlines() if line.startswith("│  300 kpps"))
+    assert "[-5.3e-7, 1.6e-6]" in row and "as PASTRAMI computes it" in r.stdout
+
+
 def profile_cell(n_loads: int) -> profile_cmd.ProfileCell:
     loads = [50_000 * 1.4 ** i for i in range(n_loads)]
     levels = [{"load_pps": x, "runs": 3, "forwarded_pps": 0.98 * x,

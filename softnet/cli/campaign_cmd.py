@@ -42,30 +42,37 @@ def ci_text(m, fmt: Callable[[float], str], floor: float | None = None) -> str:
     return f"[{fmt(m.ci_lower if floor is None else max(floor, m.ci_lower))}, {fmt(m.ci_upper)}]"
 
 
-def config_table(c: Configuration, wide: bool = False) -> Table:
-    """One configuration's per-load PASTRAMI statistics (rates in pps)."""
+def config_table(c: Configuration, wide: bool = False, paper_ci: bool = False) -> Table:
+    """One configuration's per-load PASTRAMI statistics (rates in pps).
+    The PLR's t-interval is clipped at 0 (a loss ratio is not negative)
+    unless ``paper_ci``: PASTRAMI's interval as the paper computes it."""
     a = c.analysis
     tir_next = {s.from_load_pps: s.tir for s in a.stats.tir_steps}
     rows = []
     for ls in a.stats.loads:
         p = ls.plr_ratio
         rows.append([eng(ls.load_pps, "pps"), str(ls.n_runs), str(ls.n_excluded), sci(p.mean),
-                     ci_text(p, sci),
+                     ci_text(p, sci, floor=None if paper_ci else 0.0),
                      sci(ls.plr_delta_ucl), eng(ls.dr_ratio.mean, digits=6), eng(ls.throughput_pps.mean, "pps"),
                      fixed(tir_next.get(ls.load_pps), 3)])
     return table(c.label, LOAD_COLS, rows, wide)
 
 
-def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool = False) -> None:
+def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool = False,
+                  paper_ci: bool = False) -> None:
     rows = []
     for c in configs:
         r = c.analysis.report
         if tables:
-            console.print(config_table(c, wide))
+            console.print(config_table(c, wide, paper_ci))
         flags = "; ".join(f.message for f in r.flags)
         rows.append([c.label, f"[{verdict_style(r.verdict.value)}]{r.verdict.value}[/]",
                      eng(r.pdr_point_load_pps, "pps"), eng(r.ndr_load_pps, "pps"),
                      r.reason + (f" | flags: {flags}" if flags else "")])
+    if tables and configs:
+        console.print("[dim]PLR CI95: Student-t over the K runs, " + (
+            "as PASTRAMI computes it (its lower end may fall below 0)" if paper_ci
+            else "its lower end clipped at 0 (--paper-ci: PASTRAMI's own)") + "[/]", highlight=False)
     cols = [Col("configuration", text=True), Col("verdict", justify="left"), Col("PDR point"), Col("NDR"),
             Col("reason / flags", text=True)]
     console.print(table("PASTRAMI verdicts", cols, rows, wide))
@@ -98,7 +105,7 @@ def host_stall_line(meta: SoftnetMeta | PastramiMeta | None) -> str | None:
 
 
 def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: bool, tables: bool,
-            wide: bool = False) -> list:
+            wide: bool = False, paper_ci: bool = False) -> list:
     """PASTRAMI analysis of sweeps and the summaries of searches. JSON: a list of
     sweep configurations, plus one object per search goal (``"search": true``)."""
     from softnet.results.store import DB_NAME
@@ -124,7 +131,7 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
         if rfc:
             show_rfc_benchmarks(rfc, False, wide)
         if configs or not (searches or latency or compared or rfc):
-            show_analysis(configs, tables, wide)
+            show_analysis(configs, tables, wide, paper_ci)
         if is_store and compares_data_paths(configs):
             show_data_paths(data_path_rows(path, configs), wide)
         if searches:

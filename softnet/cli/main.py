@@ -623,6 +623,8 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             pdr: float = typer.Option(0.005, help="PDR loss threshold X as a ratio (0.005 = 0.5%)"),
             eta: float = typer.Option(0.1, help="TIR saturation threshold"),
             tables: bool = typer.Option(True, help="print per-load tables"),
+            paper_ci: bool = typer.Option(False, "--paper-ci", help="PLR intervals as PASTRAMI computes them "
+                                          "(Student-t, unclipped: may go below 0)"),
             as_json: bool = typer.Option(False, "--json"),
             wide: bool = wide_option()) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
@@ -633,7 +635,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
     check_store(path)
     from softnet.cli import campaign_cmd  # after the input is checked, so errors come fast
 
-    campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide)
+    campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide, paper_ci)
 
 
 @app.command()

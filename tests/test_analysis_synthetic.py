@@ -154,3 +154,34 @@ def test_pre_sat_exponent_from_the_spec_shapes_the_loss_below_saturation(tmp_pat
         r = SyntheticMeasurer(load_spec(tmp_path / "s.toml"), 0).measure(250_000, 0, 0)
         losses[k] = r["lost_pkts"] / r["sent_pkts"]
     assert losses[2] == pytest.approx(0.1 * 0.5 ** 2, rel=1e-3) and losses[8] == pytest.approx(0.1 * 0.5 ** 8, rel=1e-2)
+
+
+def test_the_report_draws_the_model_and_the_measured_means(tmp_path):
+    """A sweep of the paper's Fig. 4 model (O^sat 1 Mpps, 1% at saturation,
+    O^trash 1.5 Mpps, M 1 Mpps): the curve is eq. 3-5, the ideal one Fig. 3's,
+    and each measured mean lies on the model within its binomial noise; the
+    report has the figure."""
+    from softnet.analysis.synthetic import model_curve
+    from softnet.campaign.runner import run_campaign
+    from softnet.campaign.spec import load_spec
+    from softnet.report.html import synthetic_curve, write_report
+    from softnet.results import readers
+
+    (tmp_path / "s.toml").write_text(
+        'name = "fig4"\n[testbed]\nsut = "synthetic"\n[synthetic]\no_sat_pps = 1000000\nplr_at_sat = 0.01\n'
+        'o_trash_pps = 1500000\nm_pps = 1000000\n[method]\nloads = ["400kpps", "1Mpps", "1.2Mpps", "1.8Mpps"]\n'
+        'runs = 3\nduration_s = 1\n')
+    cid = run_campaign(load_spec(tmp_path / "s.toml"), tmp_path / "r")
+    with readers.open_results(tmp_path / "r") as store:
+        (cell,) = readers.sweep_cells(store, [cid])
+    curve = synthetic_curve("fig4", cell)
+    model = LoadLossModel(o_sat_pps=1e6, plr_at_sat=0.01, o_trash_pps=1.5e6, m_pps=1e6)
+    for o, plr in curve.measured:
+        n = 3 * o  # packets over the three 1 s runs
+        assert abs(plr - model.plr(o)) <= 5 * math.sqrt(max(model.plr(o), 1 / n) / n), (o, plr)
+    i = curve.loads_pps.index(min(curve.loads_pps, key=lambda x: abs(x - 1.8e6)))
+    assert curve.plr[i] == pytest.approx(model.plr(curve.loads_pps[i]))
+    assert curve.ideal_plr[i] == pytest.approx(1 - 1e6 / curve.loads_pps[i])
+    assert curve == model_curve("fig4", model, curve.measured)
+    html = write_report(tmp_path / "r", tmp_path / "r.html").read_text()
+    assert "The synthetic SUT's model (PASTRAMI Figs. 3-5)" in html

@@ -295,15 +295,17 @@ def test_synthetic_store_report(store_dir):
     # the second cell: BAD, its knob with markup is escaped in text and did not break the plots
     assert '<span class="badge v-BAD">BAD</span>' in text
     assert "&lt;b&gt;early&lt;/b&gt; &amp; $x$" in text and "<b>early</b>" not in text
-    assert len(re.findall(r'src="data:image/png;base64,', text)) == 3
+    assert len(re.findall(r'src="data:image/png;base64,', text)) == 3 + 1  # and the model (Figs. 3-5)
     assert 'src="http' not in text and "<link" not in text
 
 
 def test_report_keeps_plots_when_asked(store_dir, tmp_path):
     out = write_report(store_dir, tmp_path / "r.html", plots_dir=tmp_path / "figs")
     names = sorted(p.name for p in (tmp_path / "figs").iterdir())
-    assert names == sorted(f"group01-{k}.{x}" for k in ("loss", "delivery", "throughput") for x in ("png", "svg"))
-    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
+    # the three load curves, and the synthetic SUT's model (PASTRAMI Figs. 3-5)
+    assert names == sorted([f"group01-{k}.{x}" for k in ("loss", "delivery", "throughput") for x in ("png", "svg")]
+                           + ["model.png", "model.svg"])
+    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == 3 + 1
 
 
 def test_report_survives_empty_and_single_run_configurations():

@@ -65,7 +65,8 @@ def test_the_comparison_is_no_load_sweep_elsewhere(mixed_dir, tmp_path):
     d, cid = mixed_dir
     text = write_report(d, tmp_path / "r.html").read_text(encoding="utf-8")
     assert text.count('class="config') == 1  # the sweep's one configuration, not the comparison's cells
-    assert text.count("data:image/png;base64,") == 3 + 1  # the sweep's three figures and the forest plot
+    # the sweep's three figures, its synthetic SUT's model and the forest plot
+    assert text.count("data:image/png;base64,") == 3 + 1 + 1
     before = text[:text.index("<h2>Paired comparisons</h2>")]
     assert "o_sat_pps=475000" not in before and cid not in before
     assert f"({cid})" in text[text.index("<h2>Campaigns</h2>"):]  # still in the provenance

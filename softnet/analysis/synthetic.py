@@ -100,3 +100,26 @@ def simulate_sweep(sut, loads_pps: Sequence[float], runs: int, duration_s: float
             rows.append(TrialRow(float(load), i, tx, rx, float(duration_s),
                                  source="synthetic", line_no=line_no, meta=meta))
     return rows
+
+
+@dataclass(frozen=True)
+class ModelCurve:
+    """The model's expected curves over a load grid (the paper's Figs. 3-5)
+    and, beside them, the means a campaign measured at its loads."""
+
+    label: str
+    loads_pps: list[float]
+    plr: list[float]  # PLR(O), eq. 3
+    delivery: list[float]  # DR(O) = T(O) / O
+    ideal_plr: list[float]  # Fig. 3: no loss up to O^sat, then 1 - O^sat / O
+    measured: list[tuple[float, float]]  # (load, mean PLR over its runs)
+
+
+def model_curve(label: str, model: LoadLossModel, measured: Sequence[tuple[float, float]],
+                points: int = 400) -> ModelCurve:
+    """The model from 0 to past the highest load measured (or 2 O^sat)."""
+    top = max([model.o_sat_pps * 2, *(o for o, _ in measured)]) * 1.05
+    grid = np.linspace(top / points, top, points)
+    plr = [model.plr(float(o)) for o in grid]
+    ideal = [max(0.0, 1.0 - model.o_sat_pps / o) for o in grid]
+    return ModelCurve(label, grid.tolist(), plr, [1.0 - p for p in plr], ideal, sorted(measured))

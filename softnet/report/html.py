@@ -25,6 +25,7 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.synthetic import LoadLossModel, ModelCurve, model_curve
 from softnet.analysis.victim_check import summarize_victims
 from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
@@ -59,6 +60,7 @@ class SoftnetData:
     kernel: list[tuple[str, list[KernelLevel]]] = field(default_factory=list)  # (label, its loads)
     audits: list[tuple[str, list[view.AuditRow]]] = field(default_factory=list)  # (label, its audit rows)
     victims: list[tuple[str, list]] = field(default_factory=list)  # (label, victim_check.VictimSummary rows)
+    models: list = field(default_factory=list)  # synthetic.ModelCurve of each synthetic SUT's cell
     stages: list[tuple[str, StageData]] = field(default_factory=list)  # (label, its stages)
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
@@ -95,11 +97,29 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         victims = summarize_victims(cell.trials, {})
         if victims:
             data.victims.append((label, victims))
+        if cell.synthetic is not None:
+            data.models.append(synthetic_curve(label, cell))
         stage_lv = kernel_plots.stage_levels_read(stage_levels(docs))
         if stage_lv:
             data.stages.append((label, StageData(stage_lv, view.CostModels.model_validate(
                 cost_models(docs, pdr_loss_ratio)))))
     return data
+
+
+MAX_MODELS = 4
+
+
+def synthetic_curve(label: str, cell) -> "ModelCurve":
+    """The cell's model (its spec's [synthetic]) and its measured mean PLR per load."""
+    m = cell.synthetic
+    model = LoadLossModel(o_sat_pps=m.o_sat_pps, plr_at_sat=m.plr_at_sat, m_pps=m.m_pps,
+                          o_trash_pps=m.o_trash_pps if m.o_trash_pps is not None else float("inf"),
+                          pre_sat_exponent=m.pre_sat_exponent)
+    by_load: dict[float, list[float]] = {}
+    for t in cell.trials:
+        if t.result.valid and t.result.loss_ratio is not None:
+            by_load.setdefault(t.result.intended_rate_pps, []).append(t.result.loss_ratio)
+    return model_curve(label, model, [(o, sum(v) / len(v)) for o, v in by_load.items()])
 
 
 class _Figures:
@@ -136,6 +156,15 @@ class _Figures:
                                       self.folder / f"search{i + 1:02d}", formats=self.formats)
             out.append({**self.embed(files, title), "campaign_id": cid})
         return out
+
+    def models(self, curves: list) -> dict | None:
+        if not curves:
+            return None
+        shown = curves[:MAX_MODELS]  # a row each: the figure stays a page high
+        fig = plots.model_figure(shown)
+        more = f" (the first {MAX_MODELS} of {len(curves)} configurations)" if len(curves) > MAX_MODELS else ""
+        return self.embed(plots.save_figure(fig, self.folder / "model", self.formats),
+                          f"the synthetic SUT's load-loss model and the measured means{more}")
 
     def kernel(self, kernel: Sequence[tuple[str, list[KernelLevel]]]) -> list[dict]:
         out = []
@@ -239,6 +268,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "comparisons": figs.comparisons(data.comparisons, names),
             "rfc": rfc_rows(data.rfc, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
+            "model": figs.models(data.models),
             "audit": view.audit_rows(audits),
             "victims": view.victim_rows(data.victims),
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,

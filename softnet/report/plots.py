@@ -476,3 +476,37 @@ def compact_png(path: Path) -> bytes:
 def png_data_uri(path: Path) -> str:
     """A written PNG as a data: URI (compacted), for a self-contained page."""
     return "data:image/png;base64," + base64.b64encode(compact_png(path)).decode("ascii")
+
+
+def model_figure(curves: Sequence, floor: float = 1e-6) -> Figure:
+    """The synthetic SUT's load-loss model as the paper draws it, one row per
+    configuration: (a) PLR and delivery ratio against the offered load,
+    linear (Figs. 3 and 4), (b) PLR on a log scale from ``floor`` (Fig. 5);
+    the campaign's measured mean PLR at each load on both."""
+    fig = Figure(figsize=(8.0, 3.2 * len(curves) + 0.6), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(curves), 2, squeeze=False)
+    div, unit = load_unit(max(max(c.loads_pps) for c in curves))
+    for (lin, log), c in zip(axes, curves):
+        x = np.asarray(c.loads_pps) / div
+        mx = np.array([o for o, _ in c.measured]) / div
+        my = np.array([p for _, p in c.measured])
+        lin.plot(x, c.ideal_plr, color="tab:blue", linewidth=1.2, linestyle=(0, (4, 3)), label="ideal PLR (Fig. 3)")
+        lin.plot(x, c.plr, color="tab:green", linewidth=1.6, label="model PLR")
+        lin.plot(x, c.delivery, color="tab:red", linewidth=1.6, label="model delivery ratio")
+        lin.plot(mx, my, linestyle="none", marker="o", markersize=4, color="black", label="measured mean PLR")
+        lin.set_ylim(-0.02, 1.02)
+        lin.set_title(wrap_title(_mpl_text(f"(a) {c.label}"), 3.6, STYLE["axes.titlesize"]), loc="left")
+        log.plot(x, np.maximum(c.ideal_plr, floor), color="tab:blue", linewidth=1.2, linestyle=(0, (4, 3)))
+        log.plot(x, np.maximum(c.plr, floor), color="tab:green", linewidth=1.6)
+        log.plot(mx, np.maximum(my, floor), linestyle="none", marker="o", markersize=4, color="black")
+        log.set_yscale("log")
+        log.set_ylim(floor * 0.7, 1.5)
+        log.set_title("(b) PLR, log scale (Fig. 5)", loc="left")
+        for ax in (lin, log):
+            ax.set_xlabel(f"offered load ({unit})")
+            ax.grid(True, which="major")
+        lin.set_ylabel("ratio")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)
+    return fig

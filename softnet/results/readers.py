@@ -43,6 +43,16 @@ class TestbedPart(_SpecPart):
     sut: str | None = None
 
 
+class SyntheticPart(_SpecPart):
+    """The synthetic SUT's model parameters (PASTRAMI eq. 3-5), as the cell's spec has them."""
+
+    o_sat_pps: float = 500_000
+    plr_at_sat: float = 0.0
+    o_trash_pps: float | None = None
+    m_pps: float = 1e6
+    pre_sat_exponent: float = 8.0
+
+
 class MethodPart(_SpecPart):
     kind: str = "sweep"
     host_stall_loss: str = "set_apart"
@@ -68,6 +78,7 @@ class CellSpec(_SpecPart):
     method: MethodPart = MethodPart()
     traffic: TrafficPart = TrafficPart()
     analysis: AnalysisPart | None = None
+    synthetic: SyntheticPart = SyntheticPart()
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,7 @@ class SweepCell:
     name: str  # the cell spec's name (the campaign id when it has none)
     knobs: dict
     trials: list[StoredTrial]
+    synthetic: SyntheticPart | None = None  # the model, when the cell's SUT is the synthetic one
 
 
 def is_results_dir(path: str | Path) -> bool:
@@ -251,8 +263,10 @@ def sweep_cells(store: Store, campaign_ids: list[str]) -> list[SweepCell]:
             if cell.method_kind != "sweep":
                 continue
             name = cell.settings.name
+            s = cell.settings
             out.append(SweepCell(cid, cell.cell_id, cid if name is None else name, cell.knobs,
-                                 stored_trials(store, cid, cell.cell_id)))
+                                 stored_trials(store, cid, cell.cell_id),
+                                 s.synthetic if s.testbed.sut == "synthetic" else None))
     return out
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from softnet.analysis.latency_eval import evaluate_run
@@ -127,3 +128,46 @@ def test_receive_mode_per_role_overrides_poll():
     assert socket_options(spec, "reflect", 0).rx_mode == "poll"
     assert socket_options(spec, "forward", 1).rx_mode == "epoll"
     assert socket_options(spec, "ping", 0).rx_mode == "busy"
+
+
+def test_side_stamps_fill_the_records_empty_hop_slots():
+    """Planted: ten records, B's and C's stamps for some of them beside the
+    frames (one for a sequence number never sent, one past the hops, two for
+    one slot, one where the frame carried its own)."""
+    from softnet.results.latency import HOPS, RECORD_DTYPE, SIDE_STAMP_DTYPE, merge_side_stamps
+
+    records = np.zeros(10, dtype=RECORD_DTYPE)
+    records["seq"] = np.arange(10)
+    records["hop_ns"][3, 0] = 111  # this slot travelled in the frame
+    stamps = np.array([(3, 0, 0, 999), (3, 1, 0, 300), (7, 5, 0, 705), (7, 5, 0, 799), (42, 0, 0, 1),
+                       (2, len(HOPS), 0, 1), (9, 8, 0, 908)], dtype=SIDE_STAMP_DTYPE)
+    assert merge_side_stamps(records, stamps) == 3
+    assert records["hop_ns"][3, 0] == 111 and records["hop_ns"][3, 1] == 300
+    assert records["hop_ns"][7, 5] == 705 and records["hop_ns"][9, 8] == 908  # the first of two wins
+    assert records["hop_ns"].sum() == 111 + 300 + 705 + 908
+
+
+@needs_root
+@pytest.mark.netns
+def test_64_byte_frames_get_their_per_hop_breakdown(tmp_path, host_unchanged):
+    """The study's 64 B frames carry no hop slot: B and C keep their nine
+    stamps per round trip beside them and the run merges them; every packet
+    then has the whole path, in order, and the segments add up to the RTT."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "lat64"\n[traffic]\nframe_bytes = 64\n[method]\nkind = "latency"\nruns = 1\n'
+                    'duration_s = 1\n[latency]\ninterval_s = 0.01\n')
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--json"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (path,) = (tmp_path / "r" / "raw").glob("*/*-latency-run*.json")
+    d = json.loads(path.read_text())
+    back = d["result"]["received"]
+    assert back >= 90 and d["raw"]["side_stamps"] == 9 * back and d["result"]["impossible"] == 0
+    records = read_records(d["raw"]["records_path"])
+    got = records[records["t3_ns"] > 0]
+    assert (got["hop_ns"] > 0).all() and (np.diff(got["hop_ns"], axis=1) >= 0).all()
+    breakdown = json.loads(r.stdout)["configurations"][0]["breakdown"]
+    assert [s["name"] for s in breakdown["segments"]] == ["a_send", "b_xdp_to_user", "b_transmit", "c_reflect",
+                                                          "return", "a_receive"]
+    assert breakdown["n_packets"] == back and breakdown["n_left_out"] == 0
+    assert sum(s["mean_ns"] for s in breakdown["segments"]) == pytest.approx(breakdown["rtt_mean_ns"], rel=1e-6)

@@ -201,15 +201,22 @@ void sn_catch_stop_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 }
 
-void sn_serve_reads(void (*read)(void *), void *arg)
+void sn_serve_commands(void (*read)(void *), void (*other)(char *line, void *), void *arg)
 {
-	char line[64];
+	char line[4096];
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "read", 4))
 			read(arg);
 		else if (!strncmp(line, "quit", 4))
 			break;
+		else if (other)
+			other(line, arg);
 	}
+}
+
+void sn_serve_reads(void (*read)(void *), void *arg)
+{
+	sn_serve_commands(read, NULL, arg);
 }
 
 void sn_parse_mac(const char *opt, const char *val, unsigned char *mac)

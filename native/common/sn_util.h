@@ -88,6 +88,8 @@ void sn_catch_stop_signals(void);
 /* The tools' stdin protocol: "read" calls read(arg) (which prints one JSON
  * line), "quit", end of input or a stop signal returns. */
 void sn_serve_reads(void (*read)(void *), void *arg);
+/* The same, handing any other line (newline included) to other(line, arg). */
+void sn_serve_commands(void (*read)(void *), void (*other)(char *line, void *), void *arg);
 /* A runtime failure: "<tool>: message" on stderr, exit 2. */
 void sn_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -22,7 +22,8 @@ from softnet.analysis.latency_stats import knob_key
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import TestbedError
 from softnet.provenance import provenance
-from softnet.results.latency import LatencyRunResult, RawLatencyRun, XskHellos
+from softnet.results.latency import (FULL_FRAME_BYTES, LatencyRunResult, RawLatencyRun, XskHellos,
+                                     merge_side_stamps)
 from softnet.results.store import Store
 from softnet.hosts.xsk_lab import XskLab, XskLabHere
 from softnet.testbed.latency import LatencyKnobs, LatencyPlacement
@@ -129,6 +130,12 @@ def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)
             if "busy" not in str(exc).lower() or attempt == BIND_RETRIES - 1:
                 raise
             time.sleep(0.5)
+    side = None
+    if cell.traffic.frame_bytes < FULL_FRAME_BYTES and knobs.stamp:
+        # 64 B frames carry no hop slot: B and C kept their stamps beside them, by sequence number
+        side = sum(merge_side_stamps(records, lab.stamps(role, records_path.with_suffix(f".{role}.bin")))
+                   for role in ("forward", "reflect"))
+        records.tofile(records_path)
     after = {h: lab.netstat(h) for h in ("b", "c")}
     observed = lab.observe()
     baseline = None
@@ -146,7 +153,7 @@ def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)
         reflect_counters=lab.read("reflect"), netstat_before=before, netstat_after=after,
         kernel_baseline=baseline, observed=observed, requested_cpus={h: lab.hosts[h].cpu for h in ("a", "b", "c")},
         applied=testbed.applied, testbed=testbed, started_unix_s=started, records_path=str(records_path),
-        provenance=prov, run=name)
+        provenance=prov, run=name, **({"side_stamps": side} if side is not None else {}))
     return raw, records
 
 

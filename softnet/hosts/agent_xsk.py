@@ -112,6 +112,11 @@ class XskLabOps:
     def op_xsk_read(self, role: str) -> dict:
         return {"read": self._lab().read(role).model_dump()}
 
+    def op_xsk_stamps(self, role: str) -> dict:
+        """The hop stamps the role kept beside frames too short for them."""
+        stamps = self._lab().stamps(role, self.state_dir / f"xsk-stamps-{role}.bin")
+        return {"stamps_b64": base64.b64encode(stamps.tobytes()).decode()}
+
     def op_xsk_netstat(self, host: str) -> dict:
         return {"netstat": self._lab().netstat(host)}
 
@@ -136,5 +141,6 @@ def online_cpus(path: Path = Path("/sys/devices/system/cpu/online")) -> list[int
 
 XSK_OPS = {"xsk_build": XskLabOps.op_xsk_build, "xsk_start": XskLabOps.op_xsk_start,
            "xsk_ping": XskLabOps.op_xsk_ping, "xsk_read": XskLabOps.op_xsk_read,
+           "xsk_stamps": XskLabOps.op_xsk_stamps,
            "xsk_netstat": XskLabOps.op_xsk_netstat, "xsk_observe": XskLabOps.op_xsk_observe,
            "xsk_kernel_ping": XskLabOps.op_xsk_kernel_ping, "xsk_describe": XskLabOps.op_xsk_describe}

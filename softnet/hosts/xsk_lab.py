@@ -17,8 +17,8 @@ import numpy as np
 
 from softnet.collect import procfs
 from softnet.errors import TestbedError
-from softnet.results.latency import (Observed, PingSummary, RawKernelBaseline, RawLatencyTestbed, XskCounters,
-                                     XskHello)
+from softnet.results.latency import (SIDE_STAMP_DTYPE, Observed, PingSummary, RawKernelBaseline, RawLatencyTestbed,
+                                     XskCounters, XskHello)
 from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement, LatencyTestbed
 from softnet.tools.changes import HostChanges
 from softnet.traffic.ping import kernel_ping
@@ -40,6 +40,8 @@ class XskLab(Protocol):
              records_path: Path) -> tuple[PingSummary, XskHello, np.ndarray]: ...  # summary, hello, records
 
     def read(self, role: str) -> XskCounters: ...  # forward | reflect
+
+    def stamps(self, role: str, path: Path) -> np.ndarray: ...  # forward | reflect: SIDE_STAMP_DTYPE, then none kept
 
     def netstat(self, host: str) -> dict[str, int]: ...  # /proc/net/netstat of a host's namespace
 
@@ -82,11 +84,21 @@ class XskLabHere:
         self.hellos.update(out)
         return out
 
-    def read(self, role: str) -> XskCounters:
+    def _tool(self, role: str) -> Forward | Reflect:
         tool = self.forward if role == "forward" else self.reflect if role == "reflect" else None
         if tool is None:
             raise TestbedError(f"no {role} tool runs on this machine")
-        return XskCounters.model_validate(tool.read())
+        return tool
+
+    def read(self, role: str) -> XskCounters:
+        return XskCounters.model_validate(self._tool(role).read())
+
+    def stamps(self, role: str, path: Path) -> np.ndarray:
+        self._tool(role).stamps(path)
+        try:
+            return np.fromfile(path, dtype=SIDE_STAMP_DTYPE)
+        finally:
+            Path(path).unlink(missing_ok=True)
 
     def ping(self, knobs: XskKnobs, count: int, interval_ns: int, arrivals: str, frame_bytes: int,
              records_path: Path) -> tuple[PingSummary, XskHello, np.ndarray]:

@@ -19,8 +19,9 @@ import numpy as np
 from softnet.errors import HostNotRestored
 from softnet.hosts.inventory import Inventory
 from softnet.hosts.session import AgentSession, open_sessions, reserve
-from softnet.results.latency import (LatencyPlacementFacts, Observed, PingSummary, RawKernelBaseline,
-                                     RawLatencyTestbed, RemoteLab, XskCounters, XskHello, read_records)
+from softnet.results.latency import (SIDE_STAMP_DTYPE, LatencyPlacementFacts, Observed, PingSummary,
+                                     RawKernelBaseline, RawLatencyTestbed, RemoteLab, XskCounters, XskHello,
+                                     read_records)
 from softnet.testbed.latency import Host, LatencyKnobs, LatencyPlacement
 from softnet.traffic.xsk import XskKnobs
 
@@ -101,6 +102,11 @@ class XskLabRemote:
     def read(self, role: str) -> XskCounters:
         host = "b" if role == "forward" else "c"
         return XskCounters.model_validate(self._of(host).call("xsk_read", role=role)["read"])
+
+    def stamps(self, role: str, path: Path) -> np.ndarray:
+        host = "b" if role == "forward" else "c"
+        data = base64.b64decode(self._of(host).call("xsk_stamps", role=role, timeout=60)["stamps_b64"])
+        return np.frombuffer(data, dtype=SIDE_STAMP_DTYPE).copy()
 
     def netstat(self, host: str) -> dict[str, int]:
         return self._of(host).call("xsk_netstat", host=host)["netstat"]

@@ -45,6 +45,33 @@ RECORD_DTYPE = np.dtype([
 assert RECORD_DTYPE.itemsize == 112
 
 
+# Frames too short for their hop slots (64 B carry the sequence number only): B and C keep
+# those stamps beside the frames, by sequence number, and give them on request (softnet-xsk
+# "stamps PATH"); the run merges them into the ping's records.
+SIDE_STAMP_DTYPE = np.dtype([("seq", "<u8"), ("hop", "<u4"), ("_pad", "<u4"), ("ns", "<u8")])
+assert SIDE_STAMP_DTYPE.itemsize == 24
+# the smallest frame that carries T0 and every hop slot, FCS included (native/xsk/xsk.h): 146 B
+FULL_FRAME_BYTES = 14 + 20 + 8 + 4 + 8 + 8 + 8 * len(HOPS) + 4
+
+
+def merge_side_stamps(records: np.ndarray, stamps: np.ndarray) -> int:
+    """Hop stamps kept beside the frames into the records' empty hop slots
+    (a slot the frame carried wins; of two for one slot, the first). Returns
+    how many were merged."""
+    if not len(records) or not len(stamps):
+        return 0
+    seqs = records["seq"]
+    pos = np.searchsorted(seqs, stamps["seq"])
+    ok = (pos < len(seqs)) & (stamps["hop"] < len(HOPS))
+    ok[ok] &= seqs[pos[ok]] == stamps["seq"][ok]
+    pos, hop, ns = pos[ok], stamps["hop"][ok].astype(np.intp), stamps["ns"][ok]
+    _, first = np.unique(pos * len(HOPS) + hop, return_index=True)
+    pos, hop, ns = pos[first], hop[first], ns[first]
+    empty = records["hop_ns"][pos, hop] == 0
+    records["hop_ns"][pos[empty], hop[empty]] = ns[empty]
+    return int(empty.sum())
+
+
 def read_records(path: str | Path) -> np.ndarray:
     """The records of one run; a file that is not a whole number of records is an error."""
     path = Path(path)
@@ -341,6 +368,8 @@ class RawLatencyRun(Exact):
     provenance: Provenance
     run: str = "run"  # "cell <i> run <j>": names the run in accounting errors
     other_runs: list[str] = []  # other softnet runs seen during this one
+    # frames too short for the hop slots: the hop stamps B and C kept beside them, merged into the records
+    side_stamps: int | None = None
 
 
 class ToolReports(AsStored):

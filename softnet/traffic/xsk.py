@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from softnet.errors import TestbedError
-from softnet.results.latency import read_records
+from softnet.results.latency import FULL_FRAME_BYTES, read_records  # noqa: F401 - the tool's users read it here
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import quit_tool, read_json_line, read_tool, terminate, tool
 
 RX_MODES = ("busy", "poll", "recvfrom", "epoll")
 TX_KICKS = ("wakeup", "always")
 XDP_MODES = ("native", "skb")
-FULL_FRAME_BYTES = 146  # the smallest frame that carries T0 and every hop slot (native/xsk/xsk.h)
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,18 @@ class _Server:
 
     def read(self) -> dict:
         return read_tool(self.proc, "softnet-xsk")
+
+    def stamps(self, path: Path) -> dict:
+        """The hop stamps it kept beside frames too short for them, written to
+        ``path`` (SIDE_STAMP_DTYPE), and none kept after."""
+        if self.proc.poll() is not None:
+            raise TestbedError(f"softnet-xsk died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
+        self.proc.stdin.write(f"stamps {path}\n")
+        self.proc.stdin.flush()
+        got = read_json_line(self.proc, "softnet-xsk stamps", 10)
+        if got.get("error"):
+            raise TestbedError(f"softnet-xsk could not write {path}: {got['error']}")
+        return got
 
     def close(self) -> None:
         quit_tool(self.proc)

@@ -23,6 +23,7 @@ TOOLS = {
              ["--count", "-5"]),
     "profile": (["no-per-packet", "duty", "period-ms", "cpu", "verbose", "help"], ["--duty", "2"]),
     "victim": (["cpu", "seconds", "help"], ["--seconds", "0"]),
+    "udprelay": (["bind", "to", "netns", "cpu", "rcvbuf", "help"], ["--bind", "nowhere"]),
 }
 
 

@@ -411,8 +411,9 @@ def test_kernel_store_report_has_every_section(kernel_dir, tmp_path):
                  "Campaigns", "Provenance (softnet trials)"):
         assert f"<h2>{head}</h2>" in text or f"<h4>{head}</h4>" in text, head
     assert "level 12</th>" in text and "CPU time, % per Mbps (no cycle counter)" in text
-    # the eBPF receive-path study's grouping of the same stage time, the stage this host cannot time named
-    assert "the same time in the eBPF receive-path study's stages" in text and "<td>n/a</td>" in text
+    # the eBPF receive-path study's grouping of the same stage time (no local delivery here: IP to transport 0)
+    assert "the same time in the eBPF receive-path study's stages" in text
+    assert "<td>IP to transport</td><td>approximate</td><td>0</td>" in text  # forwarded: no local delivery
     assert "<td>IP processing</td><td>approximate</td><td>1,000</td>" in text  # 50 kpps: 950 + 50
     # ethtool -S loss counters per second: 500 drops over the 2 s window at 50 kpps
     assert "<td>ethtool sut_in.rx_queue_0_drops/s</td><td>250<br>" in text

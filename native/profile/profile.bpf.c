@@ -405,6 +405,7 @@ PP_EVENT(qdisc_enqueue, EV_ENQ)
 PP_EVENT(qdisc_dequeue, EV_DEQ)
 PP_EVENT(net_dev_start_xmit, EV_START_XMIT)
 PP_EVENT(net_dev_xmit, EV_XMIT)
+PP_EVENT(sk_data_ready, EV_SK_READY)
 
 /* A packet event that is also counted (over the sampled periods). */
 #define PP_COUNTED_EVENT(tp, field, ev)                      \

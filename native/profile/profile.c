@@ -33,7 +33,8 @@ static const char *const ctx_names[PROF_NCTX] = { "idle", "ksoftirqd", "napi_thr
 static const char *const ev_names[PROF_NEV] = {
 	"none", "softirq_rx", "softirq_tx", "softirq_exit", "thread_in", "thread_out", "ksoftirqd_in",
 	"irq", "rx_irq", "irq_exit", "gro", "gro_exit", "rcv", "rcv_exit", "list", "list_exit", "netif_rx",
-	"core", "fib", "queue", "enqueue", "dequeue", "start_xmit", "xmit", "napi_poll", "consume", "kfree" };
+	"core", "fib", "queue", "enqueue", "dequeue", "start_xmit", "xmit", "napi_poll", "consume", "kfree",
+	"sk_ready" };
 
 static void print_drop_reasons(void)
 {
@@ -127,7 +128,7 @@ static void set_sampling(struct profiler *p, int on)
 	if (on) { /* attach first, then open the generation: no sampled interval misses a boundary */
 		p->nlinks = 0;
 		bpf_object__for_each_program(prog, p->skel->obj)
-			if (!strncmp(bpf_program__name(prog), "sn_pp_", 6) && p->nlinks < 64) {
+			if (!strncmp(bpf_program__name(prog), "sn_pp_", 6) && bpf_program__autoload(prog) && p->nlinks < 64) {
 				p->links[p->nlinks] = bpf_program__attach(prog);
 				if (!p->links[p->nlinks])
 					sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
@@ -314,11 +315,13 @@ int main(int argc, char **argv)
 	/* The x86 system-vector tracepoints exist only there: left out elsewhere. */
 	struct btf *vmlinux = btf__load_vmlinux_btf();
 	int has_sysvec = vmlinux && btf__find_by_name(vmlinux, "btf_trace_call_function_single_entry") > 0;
+	/* sock:sk_data_ready (kernel 6.4+) closes the IP-to-transport stage of local delivery */
+	int has_sk_ready = vmlinux && btf__find_by_name(vmlinux, "btf_trace_sk_data_ready") > 0;
 	btf__free(vmlinux);
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, skel->obj) {
 		const char *name = bpf_program__name(prog);
-		if ((!has_sysvec && !strncmp(name, "sn_sv_", 6)) ||
+		if ((!has_sysvec && !strncmp(name, "sn_sv_", 6)) || (!has_sk_ready && !strcmp(name, "sn_pp_sk_data_ready")) ||
 		    (!o.per_packet && !strncmp(name, "sn_pp_", 6)))
 			bpf_program__set_autoload(prog, false);
 		else if (!strncmp(name, "sn_pp_", 6))

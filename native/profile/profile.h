@@ -78,6 +78,7 @@ enum prof_event {
 	EV_NAPI_POLL,    /* napi:napi_poll: a driver poll returned */
 	EV_CONSUME,      /* skb:consume_skb */
 	EV_KFREE,        /* skb:kfree_skb */
+	EV_SK_READY,     /* sock:sk_data_ready: a socket got data (local delivery: IP to transport done) */
 	PROF_NEV
 };
 

@@ -79,7 +79,7 @@ def stage_levels(trials: list[dict]) -> list[dict]:
             "loss_ratio": mean_of([t.loss_ratio for t in ts]),
             "stages_ns_per_packet": {s: mean_of([p.get(s) for p in per_pkt]) or 0.0 for s in WIFI_STAGES},
             "stages_pct_of_cpu": {s: mean_of([p.get(s) for p in pct]) or 0.0 for s in WIFI_STAGES},
-            # the eBPF receive-path study's grouping of the same intervals (None: unavailable here)
+            # the eBPF receive-path study's grouping of the same intervals (None: a stage it cannot time)
             "ebpf_ns_per_packet": {s: mean_of([p.get(s) for p in ebpf]) if ex != "unavailable" else None
                                    for s, (ex, _) in EBPF_STAGES.items()} if any(ebpf) else {},
             "coverage_min": min(coverages, default=None),

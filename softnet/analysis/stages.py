@@ -57,8 +57,8 @@ EBPF_STAGES = {
     "skb-IP preparation": ("approximate", "the handoff's end (GRO flush, list batching) to "
                            "__netif_receive_skb_core"),
     "IP processing": ("approximate", "__netif_receive_skb_core to the transmit (forwarding) or delivery"),
-    "IP to transport": ("unavailable", "needs ip_local_deliver and udp_rcv boundaries: no tracepoints there, and "
-                        "fentry/kprobes are not permitted on this kernel; forwarding has no local delivery"),
+    "IP to transport": ("approximate", "fib_table_lookup to sock:sk_data_ready: ip_local_deliver, udp_rcv and the "
+                        "socket's queue; only where packets end at a local socket (udp-relay), 0 when forwarded"),
     "transmit path": ("approximate", "Init Xmit + TX SoftIRQ + TX Qdisc + TX Reclaim"),
     "context switch time": ("approximate", "NAPI thread and Init ksoftirqd: the threads' own wake-up and "
                             "sleep paths, not the scheduler's switch itself"),
@@ -82,7 +82,7 @@ def stage_of(frm: str, to: str) -> str | None:
         return "Init ksoftirqd"
     if frm == "thread_in" or to == "thread_out" or frm == "softirq_exit" or (frm == "napi_poll" and to in SOFTIRQ):
         return "NAPI thread"  # the last three happen only inside a NAPI kthread
-    if frm == "fib" or (frm == "core" and to != "core") or (frm == "xmit" and to == "queue"):
+    if frm in ("fib", "sk_ready") or (frm == "core" and to != "core") or (frm == "xmit" and to == "queue"):
         return "IP Stack"  # up to the transmit, or to a drop in the stack
     if frm == "queue":
         return "Init Xmit"  # to the driver's return, the qdisc, or a drop there
@@ -106,6 +106,8 @@ def ebpf_stage_of(frm: str, to: str, stage: str | None) -> str | None:
     end (GRO flush, list batching) up to __netif_receive_skb_core apart."""
     if stage == "Poll Function" and to == "core":
         return "skb-IP preparation"
+    if stage == "IP Stack" and (frm == "sk_ready" or (frm == "fib" and to == "sk_ready")):
+        return "IP to transport"  # local delivery: from the route lookup to the socket's wake-up
     return _EBPF_OF.get(stage)
 
 

@@ -221,7 +221,7 @@ def show(c: ProfileCell, wide: bool = False) -> None:
     if any(lv.ebpf_ns_per_packet for lv in levels):
         for part in chunks(levels, len(levels) if wide else LOADS_PER_TABLE):
             console.print(ebpf_stage_table(part, wide))
-        console.print(f"[dim]n/a: {EBPF_STAGES['IP to transport'][1]}[/]", highlight=False)
+        console.print("[dim]IP to transport: " + EBPF_STAGES["IP to transport"][1] + "[/]", highlight=False)
     console.print(f"[dim]stage events attached {100 * (levels[0].duty or 1):.0f}% of the time; "
                   "coverage: named stage time / softirq and NAPI-thread time measured independently[/]")
     show_audit(c.audit, wide)

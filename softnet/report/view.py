@@ -681,7 +681,8 @@ def stages(label: str, levels: list[StageLevel], models: CostModels) -> dict:
                 "rows": [(st, ex, ["n/a" if ex == "unavailable" else f"{lv.ebpf_ns_per_packet.get(st) or 0:,.0f}"
                                    for lv in levels]) for st, (ex, _) in EBPF_STAGES.items()],
                 "unavailable": "; ".join(f"{st}: {why}" for st, (ex, why) in EBPF_STAGES.items()
-                                         if ex == "unavailable")}
+                                         if ex == "unavailable"),
+                "transport": EBPF_STAGES["IP to transport"][1]}
     if not models.stages:
         return {"coverage": cov, "busy": busy, "duty": f"{100 * (levels[0].duty or 1):.0f}", "fit": None,
                 "ebpf": ebpf}

@@ -1,0 +1,48 @@
+"""The udp-relay personality: the test frames end at a UDP socket on the SUT
+(the eBPF receive-path study's path) and a relay application sends each on
+to the sink. Its counters prove the socket got them; the profiler times the
+IP-to-transport stage that forwarding never takes; teardown leaves nothing."""
+from __future__ import annotations
+
+import pytest
+
+from softnet.errors import InputError
+from softnet.testbed.personalities import parse_sut
+from tests.conftest import needs_root, run_spec
+
+SPEC = """name = "relay"
+[testbed]
+sut = "udp-relay"
+[method]
+loads = ["20kpps"]
+runs = 1
+duration_s = 1
+warmup_s = 0.2
+[collect]
+profile = true
+profile_duty = 1
+"""
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.usefixtures("host_unchanged")
+def test_frames_end_at_a_socket_and_the_profiler_times_ip_to_transport(tmp_path):
+    _, (t,) = run_spec(tmp_path, SPEC)
+    assert t["sent_pkts"] > 0 and t["received_pkts"] >= 0.95 * t["sent_pkts"]  # relayed to the sink
+    c = t["path_counters"]
+    # every packet the sink counted went through the socket: read by the relay, counted by UDP's MIB
+    assert c["relay_received_pkts"] >= t["received_pkts"] and c["relay_sent_pkts"] >= t["received_pkts"]
+    assert c["udp_in_datagrams"] >= c["relay_received_pkts"] and c["udp_no_ports"] == 0
+    sut = t["placement"]["requested"]["sut_cpus"][0]
+    ebpf = {r["stage"]: r for r in t["profile"]["stages"][str(sut)]["ebpf_profile"]}
+    wifi = {r["stage"]: r for r in t["profile"]["stages"][str(sut)]["wifi_ap"]}
+    assert ebpf["IP to transport"]["ns_per_packet"] > 50  # ip_local_deliver, udp_rcv, the queue
+    assert wifi["IP Stack"]["ns_per_packet"] >= ebpf["IP to transport"]["ns_per_packet"]
+
+
+def test_the_relay_is_one_way_and_local_only():
+    p = parse_sut("udp-relay")
+    assert not p.bidirectional and "one socket" in p.one_way_why
+    with pytest.raises(InputError, match="local testbed only"):
+        p.require_remote("testbed.sut")

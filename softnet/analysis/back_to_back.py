@@ -23,7 +23,7 @@ from softnet.analysis import loss_time
 from softnet.analysis.loss_stats import MeanCI
 from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
-from softnet.results.stored import StoredTrial
+from softnet.results.stored import StoredTrial, by_cell_load
 from softnet.results.trial import BackToBackResult, BurstRead, TrialSpec
 
 # a lag the generator keeps (its late episodes) from this long: the burst was not at its rate
@@ -150,9 +150,8 @@ def summarize_back_to_back(trials: Sequence[StoredTrial], labels: dict[int, str]
                            throughput_pps: float | None = None,
                            confidence: float = 0.95) -> list[BackToBackSummary]:
     out = []
-    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.back_to_back is not None}):
-        results = [t.result.back_to_back for t in trials if (t.cell_id, t.load_index) == key
-                   and t.result.back_to_back is not None]
+    for key, stored in by_cell_load(trials, "back_to_back"):
+        results = [r.back_to_back for r in stored]
         reads = [b for r in results for b in r.bursts]
         good = np.array([b.lossless_pkts for b in reads if b.spoilt is None], dtype=float)
         reasons: dict[str, int] = {}

@@ -22,7 +22,7 @@ from softnet.analysis import loss_time
 from softnet.analysis.loss_stats import MeanCI
 from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
-from softnet.results.stored import StoredTrial
+from softnet.results.stored import StoredTrial, by_cell_load
 from softnet.results.trial import RecoveryResult, TrialSpec
 
 TAIL_SHARE = 0.25  # the recovery load's own delay: the median bin delay over the window's last quarter
@@ -109,8 +109,8 @@ class RecoverySummary:
 def summarize_recoveries(trials: Sequence[StoredTrial], labels: dict[int, str],
                          confidence: float = 0.95) -> list[RecoverySummary]:
     out = []
-    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.recovery is not None}):
-        rs = [t.result.recovery for t in trials if (t.cell_id, t.load_index) == key and t.result.recovery]
+    for key, stored in by_cell_load(trials, "recovery"):
+        rs = [r.recovery for r in stored]
         good = [r for r in rs if r.recovery_ms is not None]
         out.append(RecoverySummary(
             key[0], labels.get(key[0], ""), float(rs[0].overload_pps), float(rs[0].recovery_pps),

@@ -21,7 +21,7 @@ from softnet.analysis.loss_stats import MeanCI
 from softnet.analysis.loss_time import data_path_stalls, due_ns, stall_at
 from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
-from softnet.results.stored import StoredTrial
+from softnet.results.stored import StoredTrial, by_cell_load
 from softnet.results.trial import ResetResult, TrialSpec
 
 SLACK_S = 0.01  # a lost run starting this close to the reset's action may be the reset's
@@ -105,8 +105,7 @@ def summarize_resets(trials: Sequence[StoredTrial], labels: dict[int, str],
                      confidence: float = 0.95) -> list[ResetSummary]:
     """Per cell and load: the interruption's mean and t-interval over the runs."""
     out = []
-    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.reset is not None}):
-        runs = [t.result for t in trials if (t.cell_id, t.load_index) == key and t.result.reset is not None]
+    for key, runs in by_cell_load(trials, "reset"):
         ok = [r for r in runs if not r.reset.error]
         out.append(ResetSummary(
             key[0], labels.get(key[0], ""), runs[0].intended_rate_pps, runs[0].reset.what, len(runs),

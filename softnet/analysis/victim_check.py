@@ -20,7 +20,7 @@ import numpy as np
 from softnet.analysis.loss_stats import MeanCI
 from softnet.jsonsafe import json_safe
 from softnet.results.raw import RawTrial
-from softnet.results.stored import StoredTrial
+from softnet.results.stored import StoredTrial, by_cell_load
 from softnet.results.trial import CpuProfile, VictimCheck
 
 SETTLE_S, EDGE_S = 0.2, 0.05
@@ -80,8 +80,7 @@ class VictimSummary:
 def summarize_victims(trials: Sequence[StoredTrial], labels: dict[int, str],
                       confidence: float = 0.95) -> list[VictimSummary]:
     out = []
-    for key in sorted({(t.cell_id, t.load_index) for t in trials if t.result.victim is not None}):
-        vs = [t.result for t in trials if (t.cell_id, t.load_index) == key and t.result.victim is not None]
+    for key, vs in by_cell_load(trials, "victim"):
         ok = [r.victim for r in vs if r.valid and r.victim.stolen_victim_pct is not None]
         if not ok:
             continue

@@ -8,6 +8,7 @@ is what the methods, the store's columns and the report read of all of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -153,3 +154,14 @@ class StoredTrial:
     def is_latency_trial(self) -> bool:
         """A latency-under-load trial taken after a search, not one of its own."""
         return self.result.latency_at is not None
+
+
+def by_cell_load(trials: Sequence[StoredTrial], part: str) -> list[tuple[tuple[int, int], list[StoredResult]]]:
+    """The results that have ``part`` (a result field: reset, recovery...),
+    grouped by (cell, load), in that order: a benchmark summarizes each."""
+    groups: dict[tuple[int, int], list[StoredResult]] = {}
+    for t in trials:
+        if getattr(t.result, part) is not None:
+            groups.setdefault((t.cell_id, t.load_index), []).append(t.result)
+    return sorted(groups.items())
+

@@ -8,11 +8,9 @@ quiet host: .venv/bin/python bench/sink_cost.py [RUNS]
 Prints one JSON document (per run and summary)."""
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,28 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
+from softnet.tools.bpf_stats import enable_bpf_stats, prog_stats  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink, timeline_bin_pkts  # noqa: E402
 
-BPF_ENABLE_STATS, BPF_STATS_RUN_TIME, SYS_BPF = 32, 0, 321  # linux/bpf.h; x86-64 syscall number
 CASES = [(1e6, 2_000_000), (12e6, 4_000_000)]  # (rate_pps, packets): paced, and flat out
-
-
-def enable_bpf_stats() -> int:
-    """Run-time statistics for every BPF program while the returned fd is open
-    (the kernel turns them off when it closes, however this process ends)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = (ctypes.c_uint32 * 32)(BPF_STATS_RUN_TIME)
-    fd = libc.syscall(SYS_BPF, BPF_ENABLE_STATS, attr, ctypes.sizeof(attr))
-    if fd < 0:
-        raise OSError(ctypes.get_errno(), "BPF_ENABLE_STATS")
-    return fd
-
-
-def prog_stats(prog_id: int) -> tuple[int, int]:
-    out = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)], capture_output=True,
-                                    text=True, check=True).stdout)
-    return out.get("run_cnt", 0), out.get("run_time_ns", 0)
 
 
 def drain(sink: Sink) -> dict:

@@ -1,0 +1,100 @@
+"""Where the eBPF profiler's cost goes: each of its programs' own run time
+per forwarded packet (the kernel's BPF run-time statistics, on only while
+this runs), at the default plan (duty 2%) and with every packet timed.
+
+Kernel IPv4 forwarding on CPU 1, 200 kpps (no loss), a profiled trial per
+plan; the programs are read every 0.2 s while the trial runs (they unload
+with it). The programs split into the always-attached ones (softirq, irq,
+sched_switch, napi_poll: once per softirq, interrupt, context switch or
+poll, in and out of the sampled windows) and the per-packet ones (sn_pp_*,
+attached only in the sampled windows).
+
+Writes bench/results/profile_prog_cost-<UTC>.json (ignored by git).
+Run as root: .venv/bin/python bench/profile_prog_cost.py [--rate PPS] [--seconds S]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
+from softnet.provenance import provenance  # noqa: E402
+from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
+from softnet.tools.bpf_stats import enable_bpf_stats, programs  # noqa: E402
+from softnet.tools.changes import HostChanges  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def profiler_programs() -> dict[int, dict]:
+    # the trial runs no stall probe: the tracing programs named sn_* are the profiler's
+    return {p["id"]: p for p in programs() if p.get("type") == "tracing" and p.get("name", "").startswith("sn_")}
+
+
+def one(tb, ep, changes, rate: float, seconds: float, duty: float) -> dict:
+    last: dict[int, dict] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            last.update(profiler_programs())
+            time.sleep(0.2)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=seconds, warmup_s=0.5, profile=True,
+                                        profile_duty=duty, sample_interval_s=None, stall_probe=False), changes)
+    finally:
+        done.set()
+        t.join()
+    pkts = r["received_pkts"] / seconds * (seconds + 0.5)  # forwarded over the profiler's life, about
+    progs = sorted(({"name": p["name"], "runs": p.get("run_cnt", 0), "ns": p.get("run_time_ns", 0)}
+                    for p in last.values()), key=lambda x: -x["ns"])
+    for p in progs:
+        p["ns_per_pkt"] = p["ns"] / pkts
+        p["runs_per_pkt"] = p["runs"] / pkts
+        p["ns_per_run"] = p["ns"] / p["runs"] if p["runs"] else None
+    always = sum(p["ns_per_pkt"] for p in progs if not p["name"].startswith("sn_pp_"))
+    per_pkt = sum(p["ns_per_pkt"] for p in progs if p["name"].startswith("sn_pp_"))
+    return {"duty": duty, "rate_pps": rate, "loss_ratio": r["loss_ratio"], "programs": progs,
+            "always_attached_ns_per_pkt": always, "per_packet_ns_per_pkt": per_pkt}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rate", type=float, default=200e3)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    a = ap.parse_args()
+    fd = enable_bpf_stats()
+    out = []
+    try:
+        with HostChanges() as ch:
+            tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
+            ep = tb.build()
+            for duty in (0.02, 1.0):
+                out.append(one(tb, ep, ch, a.rate, a.seconds, duty))
+    finally:
+        os.close(fd)
+    for o in out:
+        print(f"duty {o['duty']:g}: always-attached {o['always_attached_ns_per_pkt']:.0f} ns/pkt, "
+              f"per-packet {o['per_packet_ns_per_pkt']:.0f} ns/pkt (loss {o['loss_ratio']:.1e})")
+        for p in o["programs"][:8]:
+            print(f"  {p['name']:<32} {p['ns_per_pkt']:7.1f} ns/pkt  {p['runs_per_pkt']:5.2f} runs/pkt  "
+                  f"{p['ns_per_run'] or 0:6.0f} ns/run")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"profile_prog_cost-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
+    path.write_text(json.dumps({"provenance": provenance(None), "runs": out}, indent=1))
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

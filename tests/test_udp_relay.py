@@ -41,8 +41,21 @@ def test_frames_end_at_a_socket_and_the_profiler_times_ip_to_transport(tmp_path)
     assert wifi["IP Stack"]["ns_per_packet"] >= ebpf["IP to transport"]["ns_per_packet"]
 
 
+@needs_root
+@pytest.mark.netns
+@pytest.mark.usefixtures("host_unchanged")
+def test_more_destination_ports_than_the_relay_binds_are_refused(tmp_path):
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    r = subprocess.run(softnet_cmd("trial", "--sut", "udp-relay", "--rate", "10kpps", "--duration", "0.5",
+                                   "--dst-ports", "2"), capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "dst_ports" in r.stderr and "at most 1" in r.stderr, r.stderr
+
+
 def test_the_relay_is_one_way_and_local_only():
     p = parse_sut("udp-relay")
-    assert not p.bidirectional and "one socket" in p.one_way_why
+    assert not p.bidirectional and "one socket" in p.one_way_why and p.max_dst_ports == 1
     with pytest.raises(InputError, match="local testbed only"):
         p.require_remote("testbed.sut")

@@ -125,6 +125,10 @@ class ThisHost:
             raise InputError("bidirectional", "this testbed was built for one direction (build it bidirectional)")
         if spec.reset_at_s is not None:
             self.tb.personality.check_reset()
+        most = self.tb.personality.max_dst_ports
+        if most is not None and spec.dst_ports > most:
+            raise InputError("dst_ports", f"{spec.dst_ports}: {self.tb.personality.name} takes at most {most} "
+                             "destination port(s)")
 
     def generator_cpus(self, spec) -> list[int]:
         """One generator per CPU: spec.gen_cpus, else the placement's gen_cpu;

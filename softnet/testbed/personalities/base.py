@@ -79,6 +79,7 @@ class Personality:
     remote_why: ClassVar[str] = ""  # why not, when it does not
     sink_mtu: ClassVar[int] = 0  # an MTU the sink's port needs (0: as it is)
     bidirectional: ClassVar[bool] = True  # forwards traffic from the sink's side too
+    max_dst_ports: ClassVar[int | None] = None  # the destination ports it can take (None: any)
     one_way_why: ClassVar[str] = ""
 
     def __init__(self, values: dict[str, Any], extra: dict | None = None):

@@ -30,6 +30,7 @@ class UdpRelay(L3Forwarding):
     remote = False
     remote_why = "the relay application is started in the local SUT namespace"
     bidirectional = False
+    max_dst_ports = 1  # the relay binds port 7 only
     one_way_why = "the relay reads one socket, bound to the SUT's address on the generator's side"
 
     def __init__(self, values, extra=None):

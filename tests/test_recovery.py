@@ -67,8 +67,9 @@ def test_a_fifo_recovers_at_once_and_drains_in_the_time_its_queue_predicts(tmp_p
         # the rate stepped on one schedule: every packet of both parts sent, at the mean rate
         assert t["intended_pkts"] == t["sent_pkts"] == 32_000 and "generator_limited" not in t["flags"]
         assert t["lost_pkts"] > 1000  # the overload overflowed the queue...
-        # ...and nothing after the drop but a frame or two meeting the full queue at the drop itself
-        assert rec["recovery_ms"] <= 1 and rec["lost_after_step_pkts"] - rec.get("stall_lost_pkts", 0) <= 5, rec
+        # ...and nothing after the drop but the frames meeting the full queue at the drop itself: within
+        # the first ms (10 frames at the recovery load), and a frame at its edge
+        assert rec["recovery_ms"] <= 1 and rec["lost_after_step_pkts"] - rec.get("stall_lost_pkts", 0) <= 11, rec
         # a vCPU stall while the queue drains holds its dequeue up (named): later, never sooner
         assert rec["drain_ms"] >= 0.95 * drain_ms, rec
         if rec.get("drain_spoilt") is None:  # stalls under a tenth of the drain (or unseen) add a few ms

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -140,8 +141,9 @@ def test_a_real_campaign_live_then_finished_in_the_browser(browser, tmp_path):
         page.wait_for_selector("#live-chart .point", timeout=20_000)  # the first samples of a trial
         assert page.locator("#now").inner_text().startswith("running: ")
         before = page.locator("#live-chart .point").count()
+        # more samples pushed (every 0.5 s while a trial runs; the next trial's testbed takes seconds)
         page.wait_for_function(f"document.querySelectorAll('#live-chart .point').length > {before}",
-                               timeout=5_000)  # more samples pushed (every 0.5 s)
+                               timeout=15_000)
         live_shot = page.screenshot(full_page=True)
         assert proc.wait(timeout=180) == 0, proc.communicate()[1]
         page.wait_for_function("document.getElementById('now').textContent === 'done'", timeout=5_000)
@@ -154,8 +156,13 @@ def test_a_real_campaign_live_then_finished_in_the_browser(browser, tmp_path):
         assert not_blank(page.screenshot(full_page=True)) and not errors, errors
     finally:
         s.stop()
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # Ctrl-C, as a user would: the run restores the host before it ends
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _boxes_apart(page, chart: str) -> list[str]:

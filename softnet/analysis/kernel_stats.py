@@ -19,6 +19,7 @@ Two CPU measures are kept apart on purpose:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from softnet.analysis import power as rapl
@@ -217,11 +218,10 @@ def power_read(series: Series, d: dict, secs: float, idle_s: float, warmup_s: fl
         traffic_t = series.t_s[series.marks["window_start"]] - warmup_s
         idle = [i for i, t in enumerate(series.t_s) if t < traffic_t - IDLE_EDGE_S]
         if len(idle) >= 2 and series.t_s[idle[-1]] - series.t_s[idle[0]] >= idle_s / 2:
-            a, b = series.samples[idle[0]], series.samples[idle[-1]]
-            dt = series.t_s[idle[-1]] - series.t_s[idle[0]]
-            used = {z: b[("power", z, -1)] - a[("power", z, -1)] for z in energy
-                    if ("power", z, -1) in a and ("power", z, -1) in b and b[("power", z, -1)] >= a[("power", z, -1)]}
-            idle_w, _ = rapl.watts(used, dt, series.power_zones) if len(used) == len(energy) else (None, {})
+            # the same counter differences as the window's (wraps left out), over the idle samples
+            d_idle, dt = window_deltas(replace(series, marks={"a": idle[0], "b": idle[-1]}), "a", "b")
+            used = {item: v for (src, item, _), v in d_idle.items() if src == "power"}
+            idle_w, _ = rapl.watts(used, dt, series.power_zones) if used.keys() == energy.keys() else (None, {})
             if idle_w is not None and total is not None:
                 out.idle_watts, out.idle_s, out.traffic_watts = idle_w, dt, total - idle_w
     return out

@@ -33,13 +33,14 @@ def bpf_object(name: str) -> Path:
     return path
 
 
-def read_tool(proc: subprocess.Popen, name: str) -> dict:
-    """Ask a native tool that reads commands on stdin for its counters ("read")."""
+def read_tool(proc: subprocess.Popen, name: str, command: str = "read", timeout: float = 5) -> dict:
+    """Send a native tool that reads commands on stdin one command (its
+    counters: "read") and return its JSON answer."""
     if proc.poll() is not None:
         raise TestbedError(f"{name} died (exit {proc.returncode}): {proc.stderr.read().strip()}")
-    proc.stdin.write("read\n")
+    proc.stdin.write(command + "\n")
     proc.stdin.flush()
-    return read_json_line(proc, f"{name} read", 5)
+    return read_json_line(proc, f"{name} {command.split()[0]}", timeout)
 
 
 def quit_tool(proc: subprocess.Popen | None) -> None:

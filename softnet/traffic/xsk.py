@@ -84,11 +84,7 @@ class _Server:
     def stamps(self, path: Path) -> dict:
         """The hop stamps it kept beside frames too short for them, written to
         ``path`` (SIDE_STAMP_DTYPE), and none kept after."""
-        if self.proc.poll() is not None:
-            raise TestbedError(f"softnet-xsk died (exit {self.proc.returncode}): {self.proc.stderr.read().strip()}")
-        self.proc.stdin.write(f"stamps {path}\n")
-        self.proc.stdin.flush()
-        got = read_json_line(self.proc, "softnet-xsk stamps", 10)
+        got = read_tool(self.proc, "softnet-xsk", f"stamps {path}", timeout=10)
         if got.get("error"):
             raise TestbedError(f"softnet-xsk could not write {path}: {got['error']}")
         return got

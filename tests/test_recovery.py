@@ -15,10 +15,12 @@ from softnet.errors import InputError
 from tests.conftest import needs_root, run_spec as run
 
 QUEUE, OUT_PPS = 500, 20_000
+# The bucket holds 25 frames: with a 2-frame bucket every late qdisc timer on this VM lost its tokens
+# for good, and the queue drained at 18.5k, not 20k, a second (79 ms, not 50 ms, in one CI run)
 FIFO = f"""
 [testbed.custom]
 l3 = true
-setup = ["tc qdisc replace dev $SN_OUT root handle 1: tbf rate 9600kbit burst 120 limit 100000",
+setup = ["tc qdisc replace dev $SN_OUT root handle 1: tbf rate 9600kbit burst 1500 limit 100000",
          "tc qdisc replace dev $SN_OUT parent 1:1 handle 10: pfifo limit {QUEUE}"]
 teardown = ["tc qdisc del dev $SN_OUT root"]
 """
@@ -67,13 +69,18 @@ def test_a_fifo_recovers_at_once_and_drains_in_the_time_its_queue_predicts(tmp_p
         # the rate stepped on one schedule: every packet of both parts sent, at the mean rate
         assert t["intended_pkts"] == t["sent_pkts"] == 32_000 and "generator_limited" not in t["flags"]
         assert t["lost_pkts"] > 1000  # the overload overflowed the queue...
-        # ...and nothing after the drop but the frames meeting the full queue at the drop itself: within
-        # the first ms (10 frames at the recovery load), and a frame at its edge
-        assert rec["recovery_ms"] <= 1 and rec["lost_after_step_pkts"] - rec.get("stall_lost_pkts", 0) <= 11, rec
+        # ...and, the queue draining, at most a few ms of loss after the drop (a block holds it 200 ms)
+        assert rec["recovery_ms"] < 10, rec
         # a vCPU stall while the queue drains holds its dequeue up (named): later, never sooner
         assert rec["drain_ms"] >= 0.95 * drain_ms, rec
         if rec.get("drain_spoilt") is None:  # stalls under a tenth of the drain (or unseen) add a few ms
             assert rec["drain_ms"] <= 1.5 * drain_ms, rec
+    # nothing after the drop but the frames meeting the full queue at the drop itself: within the first
+    # ms (10 frames at the recovery load), and a frame at its edge. Per run, a vCPU stall shorter than the
+    # stall probe's 4 ms period can go unseen and hold the queue full a few ms longer: the median is the truth
+    recs = [t["recovery"] for t in trials]
+    assert sorted(r["recovery_ms"] for r in recs)[2] <= 1, recs
+    assert sorted(r["lost_after_step_pkts"] - r.get("stall_lost_pkts", 0) for r in recs)[2] <= 11, recs
     clean = sorted(t["recovery"]["drain_ms"] for t in trials if t["recovery"].get("drain_spoilt") is None)
     assert clean, [t["recovery"] for t in trials]  # five runs: at least one drain no stall held up
     # within 10% and one sink bin (22 packets: 2.2 ms at the recovery load)

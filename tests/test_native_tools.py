@@ -21,7 +21,7 @@ TOOLS = {
             ["--rate", "fast"]),
     "sink": (["netns", "ifname", "count", "warmup", "exact", "bin-pkts", "streams", "verbose", "help"],
              ["--count", "-5"]),
-    "profile": (["no-per-packet", "duty", "period-ms", "cpu", "verbose", "help"], ["--duty", "2"]),
+    "profile": (["no-per-packet", "duty", "base-duty", "period-ms", "cpu", "verbose", "help"], ["--duty", "2"]),
     "victim": (["cpu", "seconds", "help"], ["--seconds", "0"]),
     "udprelay": (["bind", "to", "netns", "cpu", "rcvbuf", "help"], ["--bind", "nowhere"]),
 }
@@ -140,3 +140,9 @@ def test_failed_load_shows_libbpf_reason_without_verbose():
             prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
     assert r.returncode != 0
     assert "libbpf: " in r.stderr and "softnet-sink: load BPF program" in r.stderr, r.stderr
+
+
+def test_profile_refuses_a_base_duty_below_the_per_packet_one():
+    # the per-packet events need the others attached: refused before anything loads
+    r = run("profile", "--duty", "0.5", "--base-duty", "0.2")
+    assert r.returncode != 0 and "--base-duty 0.2" in r.stderr and "--duty 0.5" in r.stderr, r.stderr

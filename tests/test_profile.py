@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -52,6 +53,69 @@ def test_captured_reads_give_the_sut_cpus_packet_work():
     assert gen.busy_pct > 90 and sut.busy_pct < 50  # the generator spins; the SUT is mostly idle
     assert sum(sut.napi_work_hist) == round(sut.napi_polls_per_s * d.wall_ns / 1e9)
     assert all(c.unmatched_exits == 0 for c in d.cpus)
+
+
+def test_counters_summed_over_part_of_the_window_are_scaled_to_it():
+    # The captured window's counters as the loader gives them with the base programs attached half the time:
+    # every counter halved, the idle CPU's busy and idle time seen only from its first event (a third short).
+    a, b = (ProfileRead.model_validate(CAPTURED[k]) for k in ("read_window_start", "read_window_end"))
+    exact = delta(a, b)
+    half = exact.wall_ns // 2
+
+    def halved(c):
+        seen = {"busy_ns": c.busy_ns / 3, "idle_ns": c.idle_ns / 3, "napi_thread_ns": c.napi_thread_ns / 3}
+        upd = {k: v // 2 for k, v in c.model_dump(include={"hardirq_ns", "sysvec_ns", "ctx_switches", "napi_polls",
+                                                             "napi_work", "rx_skbs"}).items()}
+        return c.model_copy(update=upd | {k: round(v) for k, v in seen.items()} | {
+            "napi_work_hist": [n // 2 for n in c.napi_work_hist],
+            "softirq_ns": {v: {x: [ns // 2, n // 2] for x, (ns, n) in by.items()} for v, by in c.softirq_ns.items()}})
+
+    zero = a.model_copy(update={"cpus": [c.model_copy(update={k: 0 for k in c.model_dump(exclude={"softirq_ns",
+                        "napi_work_hist", "transitions"})} | {"napi_work_hist": [0] * len(c.napi_work_hist),
+                        "softirq_ns": {v: {x: [0, 0] for x in by} for v, by in c.softirq_ns.items()}})
+                        for c in a.cpus], "base_ns": 0})
+    part = b.model_copy(update={"cpus": [halved(c) for c in exact.cpus], "base_ns": half})
+    d = delta(zero, part)
+    assert d.base_share == pytest.approx(0.5, abs=1e-6) and exact.base_share is None
+    for got, want in zip(d.cpus, exact.cpus):
+        for k in ("hardirq_ns", "sysvec_ns", "ctx_switches", "napi_polls", "napi_work"):
+            assert getattr(got, k) == pytest.approx(getattr(want, k), abs=2), k
+        # busy and idle stretched over the period, in their own proportion, then to the window
+        assert got.busy_ns + got.idle_ns == pytest.approx(exact.wall_ns, rel=1e-6)
+        assert got.busy_ns / exact.wall_ns == pytest.approx(want.busy_ns / (want.busy_ns + want.idle_ns), abs=1e-6)
+        assert got.rx_skbs == want.rx_skbs // 2  # counted only while the per-packet events were: not scaled
+    sut = cpu_profile(d, 1)
+    assert sut.napi_polls_per_s == pytest.approx(cpu_profile(exact, 1).napi_polls_per_s, rel=1e-3)
+    assert sut.net_softirq_pct == pytest.approx(cpu_profile(exact, 1).net_softirq_pct, rel=1e-3)
+
+
+@needs_root
+@pytest.mark.netns
+@pytest.mark.parametrize("base_duty", [1.0, 0.2])
+def test_base_programs_measure_a_known_load_attached_all_along_or_part_time(base_duty, host_unchanged):
+    """A task on CPU 1 sleeps 1 ms at a time and counts its wake-ups: each
+    one is a timer interrupt and two context switches (to idle and back).
+    Attached 20% of the time, the scaled estimates find the same."""
+    from softnet.tools.changes import HostChanges
+    from softnet.collect.profiler import Profiler
+    sleeper = ("import os, time\nos.sched_setaffinity(0, {1})\nn, end = 0, time.monotonic() + 3\n"
+               "while time.monotonic() < end:\n    time.sleep(0.001)\n    n += 1\nprint(n)")
+    with HostChanges() as ch:
+        prof = Profiler(ch, per_packet=False, base_duty=base_duty, avoid_cpus=[1])
+        p = subprocess.Popen(["python3", "-c", sleeper], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        a = ProfileRead.model_validate(prof.read())
+        time.sleep(2.0)
+        b = ProfileRead.model_validate(prof.read())
+        wakeups_per_s = int(p.communicate(timeout=10)[0]) / 3
+    d = delta(a, b)
+    assert (d.base_share is None) == (base_duty == 1)
+    if base_duty < 1:
+        assert 0.15 < d.base_share < 0.35
+    cpu1 = cpu_profile(d, 1)
+    assert 1.9 * wakeups_per_s < cpu1.context_switches_per_s < 2.6 * wakeups_per_s, (cpu1, wakeups_per_s)
+    assert 0.9 * wakeups_per_s < cpu1.interrupts_per_s < 1.6 * wakeups_per_s, (cpu1, wakeups_per_s)
+    assert cpu1.busy_pct < 40 and d.cpus[1].busy_ns + d.cpus[1].idle_ns == pytest.approx(d.wall_ns, rel=0.1)
 
 
 def test_stage_names_follow_the_data_path():
@@ -264,10 +328,12 @@ def test_profiler_times_are_a_series_at_every_sample(host_unchanged):
     r = split_trial(50_000, duration_s=1.5, warmup_s=0.2, profile=True, sample_interval_s=0.5)
     raw = r["kernel_samples"]
     keys = {tuple(k): v for k, v in zip(raw["keys"], raw["values"])}
-    busy = keys[("ebpf", "busy_ns", 1)]
+    busy, idle, attached = (keys[("ebpf", k, 1)] for k in ("busy_ns", "idle_ns", "attached_ns"))
     got = [v for v in busy if v is not None]
     assert len(got) >= 4 and got == sorted(got)  # cumulative, read at every sample from the profiler's start
+    # the base programs attached a fifth of the time (the default): sums over those periods, and their time
     m = raw["marks"]
-    window_busy = 100 * (busy[m["window_end"]] - busy[m["window_start"]]) / (r["profile"]["window_s"] * 1e9)
-    assert window_busy == pytest.approx(r["profile"]["per_cpu"][1]["busy_pct"], abs=3)
+    span = [x[m["window_end"]] - x[m["window_start"]] for x in (busy, idle, attached)]
+    assert 0.15 < span[2] / (r["profile"]["window_s"] * 1e9) < 0.35
+    assert 100 * span[0] / (span[0] + span[1]) == pytest.approx(r["profile"]["per_cpu"][1]["busy_pct"], abs=3)
     assert ("ebpf", "softirq_NET_RX_ns", 1) in keys and "ebpf" not in r["kernel"]["missing"]

@@ -196,9 +196,14 @@ int BPF_PROG(sn_softirq_entry, unsigned int vec)
 	if (!c || vec >= PROF_NVEC)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	struct task_struct *cur = bpf_get_current_task_btf();
 	c->sirq_start = now;
 	c->sirq_vec = vec;
-	c->sirq_ctx = task_ctx(bpf_get_current_task_btf());
+	c->sirq_ctx = task_ctx(cur);
+	if (!c->last_switch) { /* attached since the last switch: busy or idle time counts from here */
+		c->last_switch = now;
+		c->cur_idle = cur->pid == 0;
+	}
 	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ) {
 		if (c->clk == CLK_ARMED && c->ev == EV_IRQ_EXIT)
 			c->clk = CLK_OFF; /* that interrupt raised another softirq first: not taken as an RX IRQ */

@@ -11,7 +11,14 @@
  * default SAMPLE_PERIOD_MS) and detaches them for the rest; the stage
  * clock keeps only intervals inside one attached period (profile.h), and the
  * counters over those periods are summed apart ("sampled") so that user space
- * can scale the stages and measure their coverage over the same time. */
+ * can scale the stages and measure their coverage over the same time.
+ *
+ * The other programs (softirq, interrupt, system vector, sched_switch,
+ * napi_poll) run once per softirq, interrupt, switch or poll: at a low load
+ * that is nearly once per packet too. With --base-duty B < 1 they are
+ * attached for B of every period as well (the per-packet ones inside that
+ * time) and their counters are the sums over those periods, with the time
+ * they cover ("base_ns"): user space scales them to the window. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -66,18 +73,27 @@ static void u64s(const char *name, const __u64 *v, int n)
 #define SETTLE_MS 3
 #define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
 
+/* The programs attached together: the per-packet ones (sn_pp_*) or the rest. */
+struct tier {
+	int per_packet;
+	struct bpf_link *links[64];
+	int nlinks;
+};
+
 struct profiler {
 	struct profile_bpf *skel;
 	int ncpu;
-	double duty;
+	double duty, base_duty;
 	long period_ms;
 	pthread_mutex_t mu;      /* the sampler thread against reads */
 	volatile int stop;
 	int on;                  /* the per-packet programs are attached */
 	__u64 on_since, sampled_ns;
 	struct prof_stats *at_on, *sampled; /* per CPU: counters when attached, sums over attached periods */
-	struct bpf_link *links[64];
-	int nlinks;
+	struct tier pp, base;
+	int base_on;             /* base_duty < 1: the other programs are attached */
+	__u64 base_since, base_ns;
+	struct prof_stats *base_at_on, *base_sum; /* ... and the same for them */
 };
 
 /* The counters now (and the stage matrix if m), returning the instant. busy,
@@ -120,25 +136,66 @@ static void nap_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+static void attach_tier(struct profiler *p, struct tier *t)
+{
+	struct bpf_program *prog;
+
+	t->nlinks = 0;
+	bpf_object__for_each_program(prog, p->skel->obj)
+		if ((strncmp(bpf_program__name(prog), "sn_pp_", 6) == 0) == t->per_packet && bpf_program__autoload(prog) &&
+		    t->nlinks < 64) {
+			t->links[t->nlinks] = bpf_program__attach(prog);
+			if (!t->links[t->nlinks])
+				sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
+			t->nlinks++;
+		}
+	/* Right after attaching, the CPUs process packets faster than the
+	 * offered rate, as after a stall: let them catch up first
+	 * (docs/measurements.md). */
+	nap_ms(SETTLE_MS);
+}
+
+static void detach_tier(struct tier *t)
+{
+	for (int i = 0; i < t->nlinks; i++)
+		bpf_link__destroy(t->links[i]);
+	t->nlinks = 0;
+}
+
+/* The base programs on or off (base_duty < 1). While they are off nothing
+ * runs, so the per-CPU state is zeroed before they attach again: an exit
+ * whose entry came before is then unmatched (lost, not guessed), and no
+ * interval spans the time they were off. */
+static void set_base(struct profiler *p, int on)
+{
+	struct prof_stats now[p->ncpu];
+
+	if (on) {
+		struct cpu_state zero[p->ncpu];
+		__u32 k = 0;
+		memset(zero, 0, sizeof(zero));
+		if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.state), &k, zero, BPF_ANY))
+			sn_die("reset the per-CPU state: %s", strerror(errno));
+		attach_tier(p, &p->base);
+	}
+	__u64 t = read_maps(p, now, NULL);
+	if (on) {
+		memcpy(p->base_at_on, now, sizeof(now));
+		p->base_since = t;
+	} else {
+		add_delta(p->base_sum, p->base_at_on, now, p->ncpu);
+		p->base_ns += t - p->base_since;
+		detach_tier(&p->base);
+	}
+	p->base_on = on;
+}
+
 static void set_sampling(struct profiler *p, int on)
 {
 	struct prof_stats now[p->ncpu];
-	struct bpf_program *prog;
 
-	if (on) { /* attach first, then open the generation: no sampled interval misses a boundary */
-		p->nlinks = 0;
-		bpf_object__for_each_program(prog, p->skel->obj)
-			if (!strncmp(bpf_program__name(prog), "sn_pp_", 6) && bpf_program__autoload(prog) && p->nlinks < 64) {
-				p->links[p->nlinks] = bpf_program__attach(prog);
-				if (!p->links[p->nlinks])
-					sn_die("attach %s: %s", bpf_program__name(prog), strerror(errno));
-				p->nlinks++;
-			}
-		/* Right after attaching, the CPUs process packets faster than the
-		 * offered rate, as after a stall: let them catch up first
-		 * (docs/measurements.md). */
-		nap_ms(SETTLE_MS);
-	}
+	if (on) /* attach first, then open the generation: no sampled interval misses a boundary */
+		attach_tier(p, &p->pp);
 	__u64 t = read_maps(p, now, NULL);
 	p->skel->bss->sample_gen++;
 	p->skel->bss->sampling = on;
@@ -148,31 +205,49 @@ static void set_sampling(struct profiler *p, int on)
 	} else {
 		add_delta(p->sampled, p->at_on, now, p->ncpu);
 		p->sampled_ns += t - p->on_since;
-		for (int i = 0; i < p->nlinks; i++)
-			bpf_link__destroy(p->links[i]);
-		p->nlinks = 0;
+		detach_tier(&p->pp);
 	}
 	p->on = on;
 }
 
+static void locked(struct profiler *p, void (*set)(struct profiler *, int), int on)
+{
+	pthread_mutex_lock(&p->mu);
+	set(p, on);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void nap_unless_stopped(struct profiler *p, long ms)
+{
+	for (long t = 0; t < ms && !p->stop; t += 10) /* "quit" is answered within 10 ms */
+		nap_ms(ms - t < 10 ? ms - t : 10);
+}
+
+/* Every period: the base programs on for base_duty of it (when < 1), the
+ * per-packet ones for duty of it, inside that time. */
 static void *sampler_main(void *arg)
 {
 	struct profiler *p = arg;
-	long on_ms = (long)(p->duty * p->period_ms + 0.5);
-	if (on_ms < 1)
+	long on_ms = p->duty > 0 ? (long)(p->duty * p->period_ms + 0.5) : 0;
+	if (p->duty > 0 && on_ms < 1)
 		on_ms = 1;
-	long off_ms = p->period_ms - on_ms;
+	long base_ms = p->base_duty < 1 ? (long)(p->base_duty * p->period_ms + 0.5) : on_ms;
+	if (base_ms < on_ms)
+		base_ms = on_ms;
 
 	while (!p->stop) {
-		pthread_mutex_lock(&p->mu);
-		set_sampling(p, 1);
-		pthread_mutex_unlock(&p->mu);
-		nap_ms(on_ms);
-		pthread_mutex_lock(&p->mu);
-		set_sampling(p, 0);
-		pthread_mutex_unlock(&p->mu);
-		for (long t = 0; t < off_ms && !p->stop; t += 10) /* "quit" is answered within 10 ms */
-			nap_ms(off_ms - t < 10 ? off_ms - t : 10);
+		if (p->base_duty < 1)
+			locked(p, set_base, 1);
+		if (on_ms) {
+			locked(p, set_sampling, 1);
+			nap_ms(on_ms);
+			locked(p, set_sampling, 0);
+		}
+		if (p->base_duty < 1) {
+			nap_unless_stopped(p, base_ms - on_ms);
+			locked(p, set_base, 0);
+		}
+		nap_unless_stopped(p, p->period_ms - base_ms);
 	}
 	return NULL;
 }
@@ -208,10 +283,19 @@ static void print_stats(struct profiler *p)
 	pthread_mutex_lock(&p->mu);
 	__u64 now = read_maps(p, s, m);
 	memcpy(sampled, p->sampled, sizeof(sampled));
-	__u64 sampled_ns = p->sampled_ns;
+	__u64 sampled_ns = p->sampled_ns, base_ns = p->base_ns;
 	if (p->on) { /* the attached period in progress */
 		add_delta(sampled, p->at_on, s, ncpu);
 		sampled_ns += now - p->on_since;
+	}
+	if (p->base_duty < 1) { /* the counters are the sums over the base periods */
+		struct prof_stats at[ncpu];
+		memcpy(at, s, sizeof(at));
+		memcpy(s, p->base_sum, sizeof(at));
+		if (p->base_on) {
+			add_delta(s, p->base_at_on, at, ncpu);
+			base_ns += now - p->base_since;
+		}
 	}
 	pthread_mutex_unlock(&p->mu);
 
@@ -231,7 +315,10 @@ static void print_stats(struct profiler *p)
 				}
 		printf("]}");
 	}
-	printf("], \"sampled_ns\": %llu, \"sampled_cpus\": [", (unsigned long long)sampled_ns);
+	printf("], \"sampled_ns\": %llu, ", (unsigned long long)sampled_ns);
+	if (p->base_duty < 1)
+		printf("\"base_ns\": %llu, ", (unsigned long long)base_ns);
+	printf("\"sampled_cpus\": [");
 	for (int c = 0; c < ncpu; c++) {
 		printf("%s", c ? ", " : "");
 		print_cpu(&sampled[c]);
@@ -262,13 +349,15 @@ static void read_cb(void *arg)
 	print_stats(arg);
 }
 
-enum { OPT_NO_PER_PACKET = 256, OPT_PERIOD_MS, OPT_CPU };
+enum { OPT_NO_PER_PACKET = 256, OPT_PERIOD_MS, OPT_CPU, OPT_BASE_DUTY };
 
 static const struct sn_option options[] = {
 	/* without the tracepoints hit once per packet: cheaper, but no stages and no drop reasons */
 	SN_OPTION("no-per-packet", OPT_NO_PER_PACKET, NULL, "leave out the once-per-packet tracepoints"),
 	SN_OPTION("duty", 'd', "F", "per-packet tracepoints' duty cycle, 0.01-1 (default 1)"),
-	SN_OPTION("period-ms", OPT_PERIOD_MS, "N", "sampling period of --duty, 20-10000 ms (default " STR(SAMPLE_PERIOD_MS) ")"),
+	SN_OPTION("base-duty", OPT_BASE_DUTY, "B", "other tracepoints' duty cycle, 0.01-1, >= F (default 1)"),
+	SN_OPTION("period-ms", OPT_PERIOD_MS, "N", "period of the duty cycles, 20-10000 ms (default "
+		  STR(SAMPLE_PERIOD_MS) ")"),
 	SN_OPTION("cpu", OPT_CPU, "N", "pin this loader to CPU N (keep it off the SUT's CPUs)"),
 	{ 0 } };
 
@@ -285,7 +374,7 @@ static const struct sn_tool tool = {
 
 struct opts {
 	int per_packet, cpu;
-	double duty;
+	double duty, base_duty;
 	long period_ms;
 };
 
@@ -295,6 +384,7 @@ static void on_option(int key, const char *val, void *arg)
 	switch (key) {
 	case OPT_NO_PER_PACKET: o->per_packet = 0; break;
 	case 'd': o->duty = sn_parse_double("duty", val, 0.01, 1.0); break;
+	case OPT_BASE_DUTY: o->base_duty = sn_parse_double("base-duty", val, 0.01, 1.0); break;
 	case OPT_PERIOD_MS: o->period_ms = (long)sn_parse_u64("period-ms", val, 20, 10000); break;
 	case OPT_CPU: o->cpu = (int)sn_parse_u64("cpu", val, 0, 4095); break;
 	}
@@ -302,8 +392,11 @@ static void on_option(int key, const char *val, void *arg)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .per_packet = 1, .cpu = -1, .duty = 1.0, .period_ms = SAMPLE_PERIOD_MS };
+	struct opts o = { .per_packet = 1, .cpu = -1, .duty = 1.0, .base_duty = 1.0, .period_ms = SAMPLE_PERIOD_MS };
 	sn_parse_args(&tool, argc, argv, on_option, &o);
+	if (o.per_packet && o.base_duty < o.duty)
+		sn_die("--base-duty %g is below --duty %g: the per-packet events need the others attached", o.base_duty,
+		       o.duty);
 	if (o.cpu >= 0)
 		sn_pin_cpu(o.cpu); /* its threads too: the sampler's attach/detach work stays off the SUT */
 	sn_die_with_parent();
@@ -324,30 +417,32 @@ int main(int argc, char **argv)
 		if ((!has_sysvec && !strncmp(name, "sn_sv_", 6)) || (!has_sk_ready && !strcmp(name, "sn_pp_sk_data_ready")) ||
 		    (!o.per_packet && !strncmp(name, "sn_pp_", 6)))
 			bpf_program__set_autoload(prog, false);
-		else if (!strncmp(name, "sn_pp_", 6))
-			bpf_program__set_autoattach(prog, false); /* attached by set_sampling */
+		else if (!strncmp(name, "sn_pp_", 6) || o.base_duty < 1)
+			bpf_program__set_autoattach(prog, false); /* attached by set_sampling or set_base */
 	}
 	if (profile_bpf__load(skel))
 		sn_die("load BPF programs: %s", strerror(errno));
 	if (profile_bpf__attach(skel))
 		sn_die("attach tracepoints (tp_btf): %s", strerror(errno));
 	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = o.per_packet ? o.duty : 0,
-				.period_ms = o.period_ms };
+			      .base_duty = o.base_duty, .period_ms = o.period_ms, .pp = { .per_packet = 1 } };
 	pthread_mutex_init(&p.mu, NULL);
 	p.at_on = calloc(p.ncpu, sizeof(struct prof_stats));
 	p.sampled = calloc(p.ncpu, sizeof(struct prof_stats));
-	if (!p.at_on || !p.sampled)
+	p.base_at_on = calloc(p.ncpu, sizeof(struct prof_stats));
+	p.base_sum = calloc(p.ncpu, sizeof(struct prof_stats));
+	if (!p.at_on || !p.sampled || !p.base_at_on || !p.base_sum)
 		sn_die("out of memory");
 	pthread_t sampler;
-	int threaded = o.per_packet && o.duty < 1.0;
+	int threaded = (o.per_packet && o.duty < 1.0) || o.base_duty < 1.0;
 	if (o.per_packet && !threaded)
 		set_sampling(&p, 1); /* always on */
 	if (threaded && pthread_create(&sampler, NULL, sampler_main, &p))
 		sn_die("start the sampling thread: %s", strerror(errno));
 
 	printf("{\"ready\": true, \"ncpu\": %d, \"plan\": \"tracepoints (tp_btf)%s%s\", \"duty\": %g, "
-	       "\"period_ms\": %ld, ", p.ncpu, has_sysvec ? "" : " without x86 system vectors",
-	       o.per_packet ? "" : " without per-packet ones", p.duty, p.period_ms);
+	       "\"base_duty\": %g, \"period_ms\": %ld, ", p.ncpu, has_sysvec ? "" : " without x86 system vectors",
+	       o.per_packet ? "" : " without per-packet ones", p.duty, p.base_duty, p.period_ms);
 	print_drop_reasons();
 	printf(", \"events\": [");
 	for (int e = 0; e < PROF_NEV; e++)
@@ -362,6 +457,7 @@ int main(int argc, char **argv)
 	}
 	if (p.on)
 		set_sampling(&p, 0);
+	detach_tier(&p.base);
 	profile_bpf__destroy(skel);
 	return 0;
 }

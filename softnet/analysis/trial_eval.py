@@ -194,6 +194,7 @@ def profile(prof: RawProfile, interface_ids: list, window: ProcSnapshot, packets
         # packets polled then against in all (not by time: the CPU drains a backlog faster in sampled periods)
         drops=name_drops(d.drops, prof.drop_reasons, devices, polled / polled_sampled if polled_sampled else 0.0),
         sampled_time_share=d.sampled_ns / d.wall_ns if d.wall_ns else None,
+        base_time_share=d.base_share,
         sampled_packet_share=polled_sampled / polled if polled else None,
         drop_keys_full=sum(c.drop_keys_full for c in d.cpus),
         audit={cpu: audit_cpu(m, window.cpu_ticks[cpu]) for cpu, m in per_cpu.items()},

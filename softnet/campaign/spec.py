@@ -605,6 +605,8 @@ class CollectSpec(Strict):
     profile: bool = False  # eBPF packet-path profiler and CPU accounting audit (softnet-profile)
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
     profile_duty: float = Field(0.02, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
+    # ... and the other programs (softirq, irq, switch, poll: their times estimated from it below 1)
+    profile_base_duty: float = Field(0.2, ge=0.01, le=1)
     stall_probe: bool = True  # softnet-stalls: the data path's CPU stalls, to set host-stall loss apart
     stall_period_us: int = Field(2000, ge=100, le=1_000_000)  # its clock on a busy CPU (cost vs shortest gap)
     # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for

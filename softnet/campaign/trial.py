@@ -91,7 +91,9 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         injector = None
         if spec.inject_busy_ms:  # a host change like any other: recorded, undone when the trial ends
             injector = hosts.injector(c, spec.inject_cpu, spec.inject_busy_ms, spec.inject_every_ms)
-        profiler = hosts.profiler(c, spec.profile_per_packet, spec.profile_duty) if spec.profile else None
+        # the victim cross-check compares against the eBPF times on its CPU: measured all along, not scaled
+        base_duty = 1.0 if spec.victim else spec.profile_base_duty
+        profiler = hosts.profiler(c, spec.profile_per_packet, spec.profile_duty, base_duty) if spec.profile else None
         prof_start = profiler.read() if profiler else None
         sampler = hosts.sampler(c, spec.sample_interval_s, profiler) if spec.sample_interval_s is not None else None
         # the host at rest before the traffic: the sampler's idle power, the victim's baseline rate
@@ -155,7 +157,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         raw["profile"] = {"reads": {"start": prof_start, "window_start": edges.get("profile_start"),
                                     "window_end": edges.get("profile_end")},
                           "plan": profiler.plan, "events": profiler.events, "drop_reasons": profiler.drop_reasons,
-                          "duty": profiler.duty, "period_ms": profiler.period_ms}
+                          "duty": profiler.duty, "period_ms": profiler.period_ms,
+                          **({"base_duty": profiler.base_duty} if profiler.base_duty < 1 else {})}
     raw["provenance"] = hosts.provenance(spec, trial_changes)
     # As JSON from here on: the result is the same whether evaluated now or
     # re-evaluated from the stored file. Either kind of hosts gives one shape.

@@ -98,6 +98,8 @@ def version() -> None:
     print(__version__)
 
 
+BASE_DUTY_HELP = ("share of time the other programs (softirq, irq, switch, poll) are attached, at least --duty; "
+                  "below 1 their figures are estimates scaled from that time")
 # the panels of `softnet trial`, `search` and `compare --help`
 P_LOAD, P_TRAFFIC, P_PLACEMENT, P_COLLECT, P_REAL, P_OUTPUT = (
     "Load", "Traffic shape", "Placement", "Collect", "Real hosts and NICs", "Output")
@@ -132,6 +134,8 @@ def trial(
                                  rich_help_panel=P_COLLECT),
     duty: float = typer.Option(0.02, help="with --profile: share of time the per-packet stage events are attached",
                                rich_help_panel=P_COLLECT),
+    base_duty: float = typer.Option(0.2, help=f"with --profile: {BASE_DUTY_HELP}",
+                                    rich_help_panel=P_COLLECT),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
@@ -181,7 +185,7 @@ def trial(
     placement = trial_cmd.build_placement(gen_cpu, sut_cpus, sink_cpu, steering, remote=remote)
     traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=remote, shape=trial_cmd.ShapeOptions(
         dst_ips, dst_ports, mix, arrivals, burst_pkts=burst, on_duty=duty_on, seed=seed, bidirectional=bidirectional))
-    collect = trial_cmd.CollectOptions(sample_interval or None, profile, duty, trial_cmd.parse_inject(
+    collect = trial_cmd.CollectOptions(sample_interval or None, profile, duty, base_duty, trial_cmd.parse_inject(
         inject_stall, inject_cpu, stall_probe, stall_period_us, remote=remote))
     spec = trial_cmd.validate_inputs(sut, load, collect, traffic, raw, remote=remote)
     req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer, nic=trial_cmd.parse_nic(nic, remote=remote),
@@ -531,6 +535,7 @@ def profile(
     steering: str = typer.Option("threaded", help="threaded (NAPI kthread) or rps"),
     placement: str = typer.Option("single", help="single: egress-side processing on the SUT CPU; split: apart"),
     duty: float = typer.Option(0.02, help="share of time the per-packet stage events are attached (1: every packet)"),
+    base_duty: float = typer.Option(0.2, help=BASE_DUTY_HELP),
     pdr: float = typer.Option(0.005, help="loss ratio of the PDR the prediction is compared with"),
     victim: str = typer.Option(None, help="python or c: a CPU-bound victim pinned to the SUT CPU, its lost share "
                                "checked against the profiler's softirq + irq time (the eBPF study's sec. V)"),
@@ -548,7 +553,8 @@ def profile(
         "traffic": {"frame_bytes": size},
         "method": {"kind": "sweep", "loads": [x.strip() for x in loads.split(",") if x.strip()], "runs": runs,
                    "duration_s": duration, "warmup_s": warmup},
-        "collect": {"profile": True, "profile_duty": duty, **({"victim": victim} if victim else {})}},
+        "collect": {"profile": True, "profile_duty": duty, "profile_base_duty": base_duty,
+                    **({"victim": victim} if victim else {})}},
         PROFILE_OPTIONS)
     try:
         spec.loads_pps(-1.0)  # rates parse before anything runs
@@ -577,7 +583,8 @@ SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.
 PROFILE_OPTIONS = {"method.loads": "--loads", "method.runs": "--runs", "method.duration_s": "--duration",
                    "method.warmup_s": "--warmup", "testbed.sut": "--sut", "testbed.steering": "--steering",
                    "testbed.placement": "--placement", "traffic.frame_bytes": "--size",
-                   "collect.profile_duty": "--duty", "collect.victim": "--victim", "name": "--name"}
+                   "collect.profile_duty": "--duty", "collect.profile_base_duty": "--base-duty",
+                   "collect.victim": "--victim", "name": "--name"}
 
 
 def load_inventory(path: Path):

@@ -82,6 +82,7 @@ class CollectOptions:
     sample_interval_s: float | None = 1.0  # None: off
     profile: bool = False
     profile_duty: float = 0.02
+    profile_base_duty: float = TrialSpec.profile_base_duty
     stalls: StallOptions = StallOptions()
 
 
@@ -210,7 +211,8 @@ def validate_inputs(sut: str, load: LoadOptions, collect: CollectOptions, traffi
     spec = TrialSpec(rate_pps=parse_rate(load.rate, frame_size(load.frame_bytes, traffic), load.rate_layer),
                      duration_s=load.duration_s, warmup_s=load.warmup_s, frame_bytes=load.frame_bytes,
                      flows=load.flows, sample_interval_s=collect.sample_interval_s, profile=collect.profile,
-                     profile_duty=collect.profile_duty, **asdict(collect.stalls), src_ips=traffic.src_ips,
+                     profile_duty=collect.profile_duty, profile_base_duty=collect.profile_base_duty,
+                     **asdict(collect.stalls), src_ips=traffic.src_ips,
                      gen_cpus=traffic.gen_cpus, **asdict(traffic.shape))
     v = personality.ip_version
     try:  # the local testbed's source addresses (the remote ones refuse src_ips > 1 before this)
@@ -574,6 +576,9 @@ def show_profile(p: ProfileResult, wide: bool = False) -> None:
                      eng(m.napi_polls_per_s), eng(m.napi_work_per_poll)])
     console.print(table(f"eBPF profile over the {p.window_s:.2f} s window ({p.plan}) and the CPU accounting "
                         "audit", PROFILE_COLS, rows, wide))
+    if p.base_time_share is not None:
+        console.print(f"[dim]eBPF figures: {100 * p.base_time_share:.0f}% of the window, scaled "
+                      "(--base-duty 1: all of it)[/]", highlight=False)
     for cpu, a in sorted(p.audit.items()):
         console.print(f"audit CPU {cpu}: {a.verdict}", highlight=False)
     for d in p.drops[:5]:

@@ -409,10 +409,11 @@ class Agent(XskLabOps):
 
     def _start_profiler(self, a: ProfilerStart) -> dict:
         self._changes()
-        prof = Profiler(self.closers, a.per_packet, a.duty, avoid_cpus=a.avoid_cpus)
+        prof = Profiler(self.closers, a.per_packet, a.duty, a.base_duty, avoid_cpus=a.avoid_cpus)
         handle = self._add_tool(prof, prof.proc, "profiler")
         return {"handle": handle, "start": prof.read(), "plan": prof.plan, "events": prof.events,
-                "drop_reasons": prof.drop_reasons, "duty": prof.duty, "period_ms": prof.period_ms}
+                "drop_reasons": prof.drop_reasons, "duty": prof.duty, "base_duty": prof.base_duty,
+                "period_ms": prof.period_ms}
 
     def _start_sampler(self, a: SamplerStart) -> dict:
         self._changes()

@@ -95,6 +95,7 @@ class StallsStart(ToolStart):
 class ProfilerStart(ToolStart):
     per_packet: bool = True
     duty: float = 0.02
+    base_duty: float = 1.0
     avoid_cpus: list[int] | None = None
 
 
@@ -160,6 +161,7 @@ class ProfilerStarted(Started):
     events: Any = None
     drop_reasons: Any = None
     duty: Any = None
+    base_duty: Any = None
     period_ms: Any = None
 
 

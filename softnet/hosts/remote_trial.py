@@ -90,7 +90,7 @@ class _Profiler(_Tool):
     def __init__(self, session, started: ProfilerStarted, changes):
         super().__init__(session, started.handle, changes, "profiler")
         self.plan, self.events, self.drop_reasons = started.plan, started.events, started.drop_reasons
-        self.duty, self.period_ms = started.duty, started.period_ms
+        self.duty, self.base_duty, self.period_ms = started.duty, started.base_duty, started.period_ms
 
 
 class _Sampler(_Tool):
@@ -270,9 +270,10 @@ class RemoteTestbed:
         handle = u.ask(Started, "start", tool="injector", cpu=cpu, busy_ms=busy_ms, every_ms=every_ms).handle
         return _Tool(u, handle, changes, f"stall injector on CPU {cpu}")
 
-    def profiler(self, changes, per_packet, duty) -> _Profiler:
+    def profiler(self, changes, per_packet, duty, base_duty) -> _Profiler:
         u = self.sut_agent
         return _Profiler(u, u.ask(ProfilerStarted, "start", tool="profiler", per_packet=per_packet, duty=duty,
+                                  base_duty=base_duty,
                                   avoid_cpus=self.placement.sut_cpus, timeout=120), changes)
 
     # ---- reads -------------------------------------------------------------------

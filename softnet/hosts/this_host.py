@@ -192,8 +192,8 @@ class ThisHost:
     def reset(self, changes, at_unix_s: float) -> "_Reset":
         return _Reset(changes, at_unix_s, lambda: self.tb.personality.reset(self.tb))
 
-    def profiler(self, changes, per_packet, duty) -> Profiler:
-        return Profiler(changes, per_packet, duty, avoid_cpus=self.tb.placement.sut_cpus)
+    def profiler(self, changes, per_packet, duty, base_duty) -> Profiler:
+        return Profiler(changes, per_packet, duty, base_duty, avoid_cpus=self.tb.placement.sut_cpus)
 
     # ---- reads ---------------------------------------------------------------------
     def host_reads(self) -> dict:

@@ -234,8 +234,9 @@ class ProfileCpu(_ToolReport):
 class ProfileRead(_ToolReport):
     """One read of softnet-profile's maps."""
 
-    cpus: list[ProfileCpu]
+    cpus: list[ProfileCpu]  # with base_ns: summed over the periods the other programs were attached
     sampled_ns: int
+    base_ns: int | None = None  # the time those periods took (none: attached all along)
     sampled_cpus: list[ProfileCpu]  # the same counters over the periods the stage events were attached
     drops: list[list[int]]  # [reason, ifindex, netns inode, count]
     monotonic_ns: int
@@ -256,6 +257,7 @@ class RawProfile(Exact):
     drop_reasons: dict[int, str]  # the kernel's skb drop reason -> its name
     duty: Number
     period_ms: Number
+    base_duty: Number = 1  # the other programs' share of time (older trials: attached all along)
 
 
 class ReverseReads(Exact):

@@ -56,6 +56,9 @@ class TrialSpec:
     profile: bool = False  # eBPF packet-path profiler (softnet-profile) and the CPU accounting audit
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons); off: cheaper
     profile_duty: float = 0.02  # share of time the stage events are attached (1: every packet)
+    # share of time the other programs (softirq, irq, switch, poll) are attached, at least profile_duty;
+    # below 1 their figures are estimates scaled from that time
+    profile_base_duty: float = 0.2
     stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
     # its clock on a busy CPU: gaps from period + 0.2 ms are seen; each tick costs 5-10 us here
     # (2 ms: about 1% of a busy CPU, docs/host-stalls.md)
@@ -128,6 +131,8 @@ class TrialSpec:
         lo, hi = INTERVAL_RANGE_S
         if not 0.01 <= self.profile_duty <= 1:
             raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
+        if not 0.01 <= self.profile_base_duty <= 1:
+            raise InputError("--base-duty", f"{self.profile_base_duty} is not a share between 0.01 and 1")
         if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
             raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
         if not STALL_PERIOD_RANGE_US[0] <= self.stall_period_us <= STALL_PERIOD_RANGE_US[1]:
@@ -768,6 +773,8 @@ class ProfileResult(Exact):
     drops: list[DropRow]
     sampled_time_share: Number | None
     sampled_packet_share: Number | None
+    # the share of the window the per-CPU times and counts were measured in (none: all of it), scaled from it
+    base_time_share: Number | None = None
     drop_keys_full: int
     audit: dict[int, CpuAudit]
     transitions: dict[int, list[list[str | int]]]  # CPU -> [from event, to event, ns, count]

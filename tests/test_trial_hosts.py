@@ -86,6 +86,7 @@ PATHS = {
     "tc-router": (64, "router_redirected", False),
     "custom": (64, "forwarded", True),
     "vxlan": (64, "vxlan_tx_packets", True),
+    "udp-relay": (64, "relay_sent_pkts", False),  # delivered to a socket, sent anew: the IP stack forwards none
 }
 
 
@@ -232,3 +233,17 @@ def test_a_knob_the_sut_host_refuses_names_knob_interface_and_driver(inventory):
             pass
     assert err.value.field == "testbed.nic.rx_ring"
     assert "host dut: eth1 (veth) does not take rx_ring; it takes: rx_channels, tx_channels" in err.value.message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_victim_cross_check(hosts_of, kind):
+    """The pinned victim runs on the SUT host's first SUT CPU, beside the
+    profiler, on either kind of host."""
+    spec = TrialSpec(rate_pps=20e3, duration_s=1.0, warmup_s=0.2, profile=True, victim="c",
+                     sample_interval_s=None, stall_probe=False)
+    r = run(hosts_of, kind, spec)
+    v = r["victim"]
+    assert v["kind"] == "c" and v["cpu"] == 1 and not v.get("missing"), v
+    assert v["baseline_rate"] > 0 and 0 <= v["stolen_victim_pct"] <= 100 and v["stolen_ebpf_pct"] > 0, v
+    assert r["profile"].get("base_time_share") is None  # the programs it is checked against ran all along
+    assert len(r["raw_trial"]["victim"]["series"]) > 20  # a sample every 50 ms over 2.7 s or more

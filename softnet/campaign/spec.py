@@ -676,8 +676,6 @@ class CampaignSpec(Strict):
         if self.compare is not None and "search" in self.compare.metrics and self.method.max_trial_seconds is None:
             raise ValueError("compare.metrics has search: give method.max_trial_seconds, each search's budget "
                              "(the comparison's budget is counted from it)")
-        if self.collect.victim is not None and self.testbed.inventory is not None:
-            raise ValueError("collect.victim: the victim cross-check runs on this host's testbed only for now")
         return self
 
     @model_validator(mode="before")

@@ -60,6 +60,8 @@ class Victim:
             self.proc.kill()
             self.proc.wait()
 
+    close = stop  # as the agent ends its tools
+
     def series(self, timeout: float) -> np.ndarray:
         """Wait for it to end; [[t_s, iterations], ...]."""
         out, _ = self.proc.communicate(timeout=timeout)

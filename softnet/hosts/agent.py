@@ -36,10 +36,11 @@ from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stalls import StallProbe
+from softnet.collect.victim import Victim
 from softnet.errors import InputError, SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.agent_protocol import (GenStart, InjectorStart, ProfilerStart, Request, SamplerStart, SinkStart,
-                                          StallsStart, ToolStart)
+                                          StallsStart, ToolStart, VictimStart)
 from softnet.hosts.safety import PortSpec
 from softnet.hosts.host_ops import HostOps, anchor_names
 from softnet.provenance import cpu_model, provenance
@@ -415,6 +416,11 @@ class Agent(XskLabOps):
                 "drop_reasons": prof.drop_reasons, "duty": prof.duty, "base_duty": prof.base_duty,
                 "period_ms": prof.period_ms}
 
+    def _start_victim(self, a: VictimStart) -> dict:
+        self._changes()
+        v = Victim(self.closers, a.cpu, a.seconds, a.kind)
+        return {"handle": self._add_tool(v, v.proc, f"victim on CPU {a.cpu}")}
+
     def _start_sampler(self, a: SamplerStart) -> dict:
         self._changes()
         links = [LinkRef(role, self._ns_of(ifname), ifname) for role, ifname in a.links]
@@ -589,6 +595,7 @@ START: dict[str, tuple[type[ToolStart], Callable[[Agent, Any], dict]]] = {
     "sink": (SinkStart, Agent._start_sink), "gen": (GenStart, Agent._start_gen),
     "stalls": (StallsStart, Agent._start_stalls), "injector": (InjectorStart, Agent._start_injector),
     "profiler": (ProfilerStart, Agent._start_profiler), "sampler": (SamplerStart, Agent._start_sampler),
+    "victim": (VictimStart, Agent._start_victim),
 }
 
 

@@ -99,6 +99,12 @@ class ProfilerStart(ToolStart):
     avoid_cpus: list[int] | None = None
 
 
+class VictimStart(ToolStart):
+    kind: str
+    cpu: int
+    seconds: float
+
+
 class SamplerStart(ToolStart):
     interval_s: float
     avoid_cpus: list[int] | None = None

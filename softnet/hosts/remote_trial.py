@@ -247,9 +247,11 @@ class RemoteTestbed:
     def reset(self, changes, at_unix_s):
         raise no_remote_reset()
 
-    def victim(self, changes, kind, seconds):
-        raise InputError("--victim", "the victim cross-check runs on the local testbed only for now (on an "
-                         "inventory's hosts the SUT host's agent would have to run it)")
+    def victim(self, changes, kind, seconds) -> _Tool:
+        u = self.sut_agent  # on the first SUT CPU, as on this host: the profiler's clock is the SUT host's too
+        handle = u.ask(Started, "start", tool="victim", kind=kind, cpu=self.placement.sut_cpus[0],
+                       seconds=seconds).handle
+        return _Tool(u, handle, changes, "victim")
 
     def sampler(self, changes, interval_s, profiler) -> _Sampler:
         u, names = self.sut_agent, [self.ports[r].iface.name for r in ("sut_in", "sut_out")]

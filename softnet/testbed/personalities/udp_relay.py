@@ -27,8 +27,6 @@ PORT = 7  # the generator's test-frame port (native/common/sn_proto.h SN_UDP_DPO
 class UdpRelay(L3Forwarding):
     name = "udp-relay"
     summary = "a UDP socket application: frames delivered to a socket on the SUT, sent on to the sink"
-    remote = False
-    remote_why = "the relay application is started in the local SUT namespace"
     bidirectional = False
     max_dst_ports = 1  # the relay binds port 7 only
     one_way_why = "the relay reads one socket, bound to the SUT's address on the generator's side"

@@ -54,6 +54,8 @@ class SyntheticMeasurer:
         """``live``: unused, the model has no kernel to sample."""
         m = self.spec.method
         duration = duration_s or m.duration_s
+        if self.spec.synthetic.trial_wall_s:  # a simulated testbed's trial takes its time
+            time.sleep(self.spec.synthetic.trial_wall_s)
         tx, rx = self.model(rate_pps, duration, self._rng(load_index, run_index))
         return {
             "sut": "synthetic", "ip_version": None, "frame_bytes": self.spec.traffic.frame_bytes,

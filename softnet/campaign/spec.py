@@ -261,6 +261,17 @@ class SyntheticSpec(Strict):
     pre_sat_exponent: float = Field(8.0, gt=0, le=100)
     noise: bool = True
     seed: int = 1
+    # each trial takes this long on the wall (a simulated testbed: the fleet's scale bench)
+    trial_wall_s: float = Field(0.0, ge=0, le=3600)
+
+
+class FleetSpec(Strict):
+    """Where a cell may run when the campaign runs on a fleet of testbeds
+    (softnet run --scheduler; docs/fleet.md). Matrix knobs like the others."""
+
+    testbed: str | None = None  # this testbed only (default: testbed.name, when an inventory's testbed is named)
+    driver: str | None = None  # a testbed whose SUT host's NICs have this driver (the inventory check's)
+    kernel: str | None = None  # a testbed whose SUT host runs this kernel release
 
 
 class TrafficSpec(Strict):
@@ -341,7 +352,7 @@ def is_knob(path: str) -> bool:
     (or "section.table.field" of a table in it: "testbed.nic.rx_ring")."""
     section, *keys = path.split(".")
     model = {"testbed": TestbedSpec, "traffic": TrafficSpec, "synthetic": SyntheticSpec,
-             "latency": LatencySpec}.get(section)
+             "latency": LatencySpec, "fleet": FleetSpec}.get(section)
     for i, key in enumerate(keys):
         if model is None or key not in model.model_fields:
             return False
@@ -659,6 +670,7 @@ class CampaignSpec(Strict):
     testbed: TestbedSpec = TestbedSpec()
     synthetic: SyntheticSpec = SyntheticSpec()
     traffic: TrafficSpec = TrafficSpec()
+    fleet: FleetSpec = FleetSpec()
     method: MethodSpec
     analysis: AnalysisSpec = AnalysisSpec()
     collect: CollectSpec = CollectSpec()
@@ -709,8 +721,8 @@ class CampaignSpec(Strict):
     def knobs_exist(cls, matrix):
         for path, values in matrix.items():
             if not is_knob(path):
-                raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.*, synthetic.* or "
-                                 "latency.* fields")
+                raise ValueError(f"unknown knob '{path}': knobs are testbed.*, traffic.*, synthetic.*, "
+                                 "latency.* or fleet.* fields")
             if not values:
                 raise ValueError(f"knob '{path}' has no values")
         n = math.prod(len(v) for v in matrix.values())

@@ -14,14 +14,20 @@ from softnet.cli import compare_cmd, latency_cmd
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
 
-def run(spec: CampaignSpec, results_dir: Path, as_json: bool) -> str:
-    """Run the campaign with its progress on stderr (none in --json mode)."""
+def run(spec: CampaignSpec, results_dir: Path, as_json: bool, scheduler: str | None = None) -> str:
+    """Run the campaign with its progress on stderr (none in --json mode);
+    ``scheduler``: on a fleet's testbeds (softnet.fleet)."""
     with Progress(spec.name, off=as_json) as progress:
         def on_event(e: Event) -> None:
             progress.update(e.done, e.total, e.message if e.kind == "start" else None)
-            if e.kind in ("plan", "probe", "search") or (e.kind == "trial" and not progress.live):
+            if e.kind in ("plan", "probe", "search", "fleet") or (e.kind in ("trial", "start") and scheduler) or (
+                    e.kind == "trial" and not progress.live):
                 progress.log(e.message)
 
+        if scheduler is not None:
+            from softnet.fleet.controller import run_on_fleet
+
+            return run_on_fleet(spec, results_dir, scheduler, on_event)
         return run_campaign(spec, results_dir, on_event)
 
 

@@ -211,19 +211,23 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
         as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done"),
         wide: bool = wide_option(),
-        wait: float = wait_option()) -> None:
+        wait: float = wait_option(),
+        scheduler: str = typer.Option(None, "--scheduler", help="tcp://HOST:PORT: run the cells on the testbeds of "
+                                      "a fleet, through its Dask scheduler (docs/fleet.md)")) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
     from softnet.campaign.spec import load_spec
 
     s = load_spec(spec)
     check_store(results)
+    if scheduler is not None and not re.match(r"^(tcp|tls)://[^/\s]+:\d+$", scheduler):
+        raise InputError("--scheduler", f"'{scheduler}': expected tcp://HOST:PORT (or tls://)")
     from softnet.cli import campaign_cmd  # scipy, DuckDB: after the input is checked, so errors come fast
     real = s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix)
-    if real and not s.testbed.inventory:
+    if real and not s.testbed.inventory and scheduler is None:
         need_root()
-    # On an inventory's hosts each agent holds its own host's lock; this host is not measured.
-    with measuring(results, wait, real and not s.testbed.inventory):
-        cid = campaign_cmd.run(s, results, as_json)
+    # On an inventory's hosts each agent holds its own host's lock; this host is not measured (nor on a fleet).
+    with measuring(results, wait, real and not s.testbed.inventory and scheduler is None):
+        cid = campaign_cmd.run(s, results, as_json, scheduler)
     if s.method.kind == "latency":
         from softnet.cli import latency_cmd
 
@@ -813,6 +817,35 @@ def inventory_check(path: Path = typer.Argument(..., help="inventory (TOML)"),
     from softnet.cli import hosts_cmd
 
     raise typer.Exit(hosts_cmd.inventory_check(path, doctor, as_json))
+
+
+fleet_app = typer.Typer(no_args_is_help=True, help="A fleet of testbeds on Dask: its scheduler and workers.")
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("scheduler")
+def fleet_scheduler(host: str = typer.Option("127.0.0.1", help="address to listen on (the lab's, for other hosts)"),
+                    port: int = typer.Option(8786, help="port")) -> None:
+    """Start the fleet's Dask scheduler (no dashboard) in the foreground."""
+    from softnet.fleet.worker import scheduler_argv
+
+    argv = scheduler_argv(host, port)
+    os.execv(argv[0], argv)
+
+
+@fleet_app.command("worker")
+def fleet_worker(scheduler: str = typer.Option(..., "--scheduler", help="tcp://HOST:PORT of the fleet's scheduler"),
+                 testbed: str = typer.Option(..., "--testbed", help="the testbed this worker stands for"),
+                 inventory: Path = typer.Option(None, "--inventory", help="the inventory naming the testbed "
+                                                "(checked first); none: a testbed without hosts (synthetic)"),
+                 host: str = typer.Option("127.0.0.1", help="address the worker listens on (the lab's, when the "
+                                          "scheduler is on another host)")) -> None:
+    """Start one Dask worker for one testbed: checked first, then one cell at a time."""
+    if not re.match(r"^(tcp|tls)://[^/\s]+:\d+$", scheduler):
+        raise InputError("--scheduler", f"'{scheduler}': expected tcp://HOST:PORT (or tls://)")
+    from softnet.fleet.worker import start
+
+    start(scheduler, testbed, str(inventory) if inventory else None, host)
 
 
 host_app = typer.Typer(no_args_is_help=True, help="Prepare the hosts of an inventory.")

@@ -1,0 +1,173 @@
+"""A campaign's controller on a fleet: it plans the cells still to measure
+(from the store, as `softnet run` always does), submits each to the Dask
+scheduler with the resources it needs, and stores each cell's trials as the
+cell returns. Dask runs a cell again when its worker dies; the controller
+stores a trial once (by its key); a lost scheduler is waited for, and the
+cells not stored yet are submitted again when it is back. Killed, the
+controller resumes on `softnet run` like any campaign."""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from softnet.campaign.runner import Event, _register, campaign_id, trial_text
+from softnet.campaign.spec import CampaignSpec
+from softnet.errors import InputError, SoftnetError
+from softnet.fleet.resources import cell_resources, describe, satisfies, testbed_of
+from softnet.fleet.task import CellDone, run_cell
+from softnet.results.store import Store
+from softnet.results.stored import StoredResult
+
+CHECK_PREFIX = "softnet-check-"  # a dataset the worker launcher leaves when its testbed failed its check
+RECONNECT_S = 2.0
+
+
+class SchedulerLost(SoftnetError):
+    pass
+
+
+@dataclass(frozen=True)
+class Testbeds:
+    """The fleet as the scheduler knows it now."""
+
+    workers: dict[str, dict[str, float]]  # worker address -> its resources
+    left_out: dict[str, str]  # testbed -> why it is not in the fleet (its check failed)
+
+    def names(self) -> dict[str, str]:
+        return {a: testbed_of(r) or a for a, r in self.workers.items()}
+
+
+def testbeds(client) -> Testbeds:
+    info = client.scheduler_info()
+    workers = {a: dict(w.get("resources") or {}) for a, w in info.get("workers", {}).items()}
+    left = {}
+    for name in client.list_datasets():
+        if str(name).startswith(CHECK_PREFIX):
+            left[str(name)[len(CHECK_PREFIX):]] = str(client.get_dataset(name))
+    running = {testbed_of(r) for r in workers.values()}
+    return Testbeds(workers, {tb: why for tb, why in left.items() if tb not in running})
+
+
+def connect(address: str, timeout_s: float = 10.0):
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=timeout_s, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerLost(f"no Dask scheduler at {address}: {exc}") from None
+
+
+def pending_cells(store: Store, cid: str, spec: CampaignSpec) -> list[tuple[int, dict, CampaignSpec, list]]:
+    done = store.done_keys(cid)
+    out = []
+    for cell_id, (knobs, cell) in enumerate(spec.cells()):
+        todo = [(li, ri) for li in range(cell.n_loads()) for ri in range(cell.method.runs)
+                if (cell_id, li, ri) not in done]
+        if todo:
+            out.append((cell_id, knobs, cell, todo))
+    return out
+
+
+def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Callable[[Event], None]) -> str:
+    """A sweep campaign's pending cells over the fleet at ``scheduler``."""
+    if spec.method.kind not in ("sweep", "back-to-back", "recovery", "reset"):
+        raise InputError("--scheduler", f"a {spec.method.kind} campaign runs on one testbed; on a fleet: sweeps "
+                         "and the RFC benchmarks (kind = sweep, back-to-back, recovery, reset)")
+    cid = campaign_id(spec)
+    with Store(results_dir) as store:
+        _register(store, cid, spec, spec.cells())
+        total = sum(c.n_loads() * c.method.runs for _, c in spec.cells())
+    while True:
+        try:
+            client = connect(scheduler)
+        except SchedulerLost as exc:
+            on_event(Event("fleet", 0, total, f"{exc}; waiting for it (Ctrl-C stops; softnet run resumes)"))
+            time.sleep(RECONNECT_S)
+            continue
+        try:
+            if _submit_and_store(client, spec, cid, results_dir, total, on_event):
+                return cid
+        except SchedulerLost as exc:
+            on_event(Event("fleet", 0, total, f"{exc}; waiting for it (Ctrl-C stops; softnet run resumes)"))
+        finally:
+            client.close()
+
+
+def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
+    """True when every cell is stored; raises SchedulerLost when the scheduler goes."""
+    from distributed import wait
+
+    with Store(results_dir) as store:
+        plan = pending_cells(store, cid, spec)
+        count = len(store.done_keys(cid))
+    fleet = testbeds(client)
+    names = fleet.names()
+    on_event(Event("plan", count, total, f"{cid}: {len(plan)} cell(s) to measure on "
+                   f"{len(fleet.workers)} testbed(s): {', '.join(sorted(names.values())) or 'none yet'}"
+                   + "".join(f"; {tb} left out: {why}" for tb, why in sorted(fleet.left_out.items()))))
+    futures = {}
+    for cell_id, knobs, cell, todo in plan:
+        need = cell_resources(cell)
+        if fleet.workers and not any(satisfies(r, need) for r in fleet.workers.values()):
+            raise InputError("fleet", f"cell {cell_id} ({describe(need)}): no testbed of the fleet has it "
+                             f"({', '.join(sorted(names.values()))})")
+        with Store(results_dir) as store:
+            probe = store.probe(cid, cell_id) if cell.needs_probe() else None
+        key = f"softnet-{cid}-cell{cell_id}-{uuid.uuid4().hex[:8]}"
+        fut = client.submit(run_cell, cell.model_dump(mode="json"), cell_id, todo, probe, key=key,
+                            resources=need, pure=False, retries=2)
+        futures[fut] = (cell_id, knobs, need)
+    seen: dict[str, str] = {}
+    pending = set(futures)
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        if client.status not in ("running", "connecting"):
+            raise SchedulerLost(f"the Dask scheduler {client.scheduler.address} is gone")
+        count = _tell_starts(client, futures, names, seen, count, total, on_event)
+        for fut in done:
+            cell_id, knobs, _ = futures[fut]
+            if fut.status == "cancelled":
+                raise SchedulerLost(f"the Dask scheduler at {client.scheduler.address} dropped cell {cell_id} "
+                                    "(lost?)")
+            if fut.status == "error":
+                exc = fut.exception()
+                raise SoftnetError(f"cell {cell_id} failed on the fleet: {type(exc).__name__}: {exc}")
+            count = _store(results_dir, cid, knobs, fut.result(), count, total, on_event)
+    return True
+
+
+def _tell_starts(client, futures, names, seen, count, total, on_event) -> int:
+    """Which testbed took which cell: the scheduler's processing table."""
+    try:
+        processing = client.processing()
+    except (OSError, TimeoutError):
+        return count
+    by_key = {f.key: info for f, info in futures.items()}
+    for worker, keys in processing.items():
+        for k in keys:
+            if k in by_key and seen.get(k) != worker:
+                seen[k] = worker
+                cell_id, _, need = by_key[k]
+                on_event(Event("start", count, total, f"{names.get(worker, worker)}: cell {cell_id} "
+                               f"({describe(need)})"))
+    return count
+
+
+def _store(results_dir, cid: str, knobs: dict, done: CellDone, count: int, total: int, on_event) -> int:
+    with Store(results_dir) as store:
+        have = store.done_keys(cid)
+        if done.probe_pps is not None and store.probe(cid, done.cell_id) is None:
+            store.set_probe(cid, done.cell_id, done.probe_pps, done.probe_result or {})
+        for li, ri, result in done.trials:
+            if (done.cell_id, li, ri) in have:  # a cell run twice (its first worker died after sending)
+                continue
+            store.add_trial(cid, done.cell_id, li, ri, knobs, result)
+            count += 1
+            on_event(Event("trial", count, total, f"{done.testbed}: cell {done.cell_id} run {ri}: "
+                           f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+    return count

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from softnet.errors import InputError
 from softnet.testbed.personalities import parse_sut
 from tests.conftest import needs_root, run_spec
 

@@ -827,10 +827,9 @@ app.add_typer(fleet_app, name="fleet")
 def fleet_scheduler(host: str = typer.Option("127.0.0.1", help="address to listen on (the lab's, for other hosts)"),
                     port: int = typer.Option(8786, help="port")) -> None:
     """Start the fleet's Dask scheduler (no dashboard) in the foreground."""
-    from softnet.fleet.worker import scheduler_argv
+    from softnet.fleet.worker import run_scheduler
 
-    argv = scheduler_argv(host, port)
-    os.execv(argv[0], argv)
+    raise typer.Exit(run_scheduler(host, port))
 
 
 @fleet_app.command("worker")
@@ -845,7 +844,7 @@ def fleet_worker(scheduler: str = typer.Option(..., "--scheduler", help="tcp://H
         raise InputError("--scheduler", f"'{scheduler}': expected tcp://HOST:PORT (or tls://)")
     from softnet.fleet.worker import start
 
-    start(scheduler, testbed, str(inventory) if inventory else None, host)
+    raise typer.Exit(start(scheduler, testbed, str(inventory) if inventory else None, host))
 
 
 host_app = typer.Typer(no_args_is_help=True, help="Prepare the hosts of an inventory.")

@@ -7,8 +7,13 @@ cells not stored yet are submitted again when it is back. Killed, the
 controller resumes on `softnet run` like any campaign."""
 from __future__ import annotations
 
+import contextlib
+import queue
 import time
 import uuid
+from concurrent.futures import CancelledError
+
+from distributed.comm.core import CommClosedError
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,7 +59,7 @@ def connect(address: str, timeout_s: float = 10.0):
     from distributed import Client
 
     try:
-        return Client(address, timeout=timeout_s, set_as_default=False)
+        return Client(address, timeout=timeout_s)  # the default client: distributed.wait uses it
     except (OSError, TimeoutError) as exc:
         raise SchedulerLost(f"no Dask scheduler at {address}: {exc}") from None
 
@@ -91,8 +96,12 @@ def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Call
                 return cid
         except SchedulerLost as exc:
             on_event(Event("fleet", 0, total, f"{exc}; waiting for it (Ctrl-C stops; softnet run resumes)"))
+        except (CommClosedError, ConnectionError, CancelledError, TimeoutError) as exc:  # a call to it failed
+            on_event(Event("fleet", 0, total, f"the Dask scheduler at {scheduler} is gone ({type(exc).__name__}); "
+                           "waiting for it (Ctrl-C stops; softnet run resumes)"))
         finally:
-            client.close()
+            with contextlib.suppress(Exception):  # closing a client whose scheduler is gone may fail too
+                client.close(timeout=2)
 
 
 def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
@@ -108,27 +117,42 @@ def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
                    f"{len(fleet.workers)} testbed(s): {', '.join(sorted(names.values())) or 'none yet'}"
                    + "".join(f"; {tb} left out: {why}" for tb, why in sorted(fleet.left_out.items()))))
     futures = {}
+    topic, started = f"softnet-{cid}", queue.SimpleQueue()
+    client.subscribe_topic(topic, lambda event: started.put(event[1]))  # run_cell tells when it starts
+    waiting = []
     for cell_id, knobs, cell, todo in plan:
         need = cell_resources(cell)
         if fleet.workers and not any(satisfies(r, need) for r in fleet.workers.values()):
             raise InputError("fleet", f"cell {cell_id} ({describe(need)}): no testbed of the fleet has it "
                              f"({', '.join(sorted(names.values()))})")
-        with Store(results_dir) as store:
-            probe = store.probe(cid, cell_id) if cell.needs_probe() else None
-        key = f"softnet-{cid}-cell{cell_id}-{uuid.uuid4().hex[:8]}"
-        fut = client.submit(run_cell, cell.model_dump(mode="json"), cell_id, todo, probe, key=key,
-                            resources=need, pure=False, retries=2)
-        futures[fut] = (cell_id, knobs, need)
-    seen: dict[str, str] = {}
-    pending = set(futures)
-    while pending:
+        waiting.append((cell_id, knobs, cell, todo, need))
+    pending: set = set()
+    while pending or waiting:
+        # At most one cell per testbed that can take it in flight: Dask hands a cell with resources to a
+        # worker at once, so more would queue behind each other there, and another controller's cells
+        # behind all of them; this way the testbeds take the campaigns' cells in turn.
+        workers = list(testbeds(client).workers.values())
+        for item in list(waiting):
+            need = item[4]
+            able = [r for r in workers if satisfies(r, need)]
+            busy = sum(1 for f in pending if futures[f][2] == need)
+            if len(pending) < len(workers) and busy < len(able):
+                waiting.remove(item)
+                pending.add(_submit(client, results_dir, cid, topic, futures, *item))
+        if not pending:
+            time.sleep(RECONNECT_S)  # no worker yet
+            continue
         try:
             done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
         except TimeoutError:
             done = set()
+        except CancelledError:  # distributed's FuturesCancelledError: the scheduler went
+            raise SchedulerLost(f"the Dask scheduler at {client.scheduler.address} is gone") from None
         if client.status not in ("running", "connecting"):
             raise SchedulerLost(f"the Dask scheduler {client.scheduler.address} is gone")
-        count = _tell_starts(client, futures, names, seen, count, total, on_event)
+        while not started.empty():
+            s = started.get()
+            on_event(Event("start", count, total, f"{s['testbed']}: cell {s['cell']} ({s['trials']} trials)"))
         for fut in done:
             cell_id, knobs, _ = futures[fut]
             if fut.status == "cancelled":
@@ -141,21 +165,14 @@ def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
     return True
 
 
-def _tell_starts(client, futures, names, seen, count, total, on_event) -> int:
-    """Which testbed took which cell: the scheduler's processing table."""
-    try:
-        processing = client.processing()
-    except (OSError, TimeoutError):
-        return count
-    by_key = {f.key: info for f, info in futures.items()}
-    for worker, keys in processing.items():
-        for k in keys:
-            if k in by_key and seen.get(k) != worker:
-                seen[k] = worker
-                cell_id, _, need = by_key[k]
-                on_event(Event("start", count, total, f"{names.get(worker, worker)}: cell {cell_id} "
-                               f"({describe(need)})"))
-    return count
+def _submit(client, results_dir, cid, topic, futures, cell_id, knobs, cell, todo, need):
+    with Store(results_dir) as store:
+        probe = store.probe(cid, cell_id) if cell.needs_probe() else None
+    key = f"softnet-{cid}-cell{cell_id}-{uuid.uuid4().hex[:8]}"
+    fut = client.submit(run_cell, cell.model_dump(mode="json"), cell_id, todo, probe, topic, key=key,
+                        resources=need, pure=False, retries=2)
+    futures[fut] = (cell_id, knobs, need)
+    return fut
 
 
 def _store(results_dir, cid: str, knobs: dict, done: CellDone, count: int, total: int, on_event) -> int:

@@ -21,7 +21,7 @@ def _res(kind: str, value: str, field: str) -> str:
     return f"{kind}-{value}"
 
 
-def testbed_resources(name: str, drivers: list[str] = (), kernel: str | None = None) -> dict[str, int]:
+def worker_resources(name: str, drivers: list[str] = (), kernel: str | None = None) -> dict[str, int]:
     """A worker's resources for the testbed ``name``."""
     out = {ANY: 1, _res("testbed", name, "--testbed"): 1}
     out |= {_res("driver", d, "driver"): 1 for d in sorted(set(drivers))}

@@ -41,8 +41,10 @@ def on_this_testbed(cell: CampaignSpec, testbed: str, inventory: str | None) -> 
     return cell.model_copy(update={"testbed": tb})
 
 
-def run_cell(cell_doc: dict, cell_id: int, todo: list[tuple[int, int]], probe_pps: float | None) -> CellDone:
-    """Measure ``todo`` of the cell on this worker's testbed."""
+def run_cell(cell_doc: dict, cell_id: int, todo: list[tuple[int, int]], probe_pps: float | None,
+             topic: str = "softnet") -> CellDone:
+    """Measure ``todo`` of the cell on this worker's testbed; its start and
+    each trial are told on ``topic`` (the controller's progress)."""
     from distributed import get_worker
 
     w = get_worker()
@@ -50,6 +52,7 @@ def run_cell(cell_doc: dict, cell_id: int, todo: list[tuple[int, int]], probe_pp
     cell = on_this_testbed(CampaignSpec.model_validate(cell_doc), testbed, os.environ.get(ENV_INVENTORY))
     t0 = time.monotonic()
     out = CellDone(cell_id, testbed, str(w.name), probe_pps, None)
+    w.log_event(topic, {"cell": cell_id, "testbed": testbed, "trials": len(todo)})
     with measurer_for(cell, cell_id) as m:
         if cell.needs_probe() and out.probe_pps is None:
             out.probe_pps, out.probe_result = m.probe_max()

@@ -2,17 +2,25 @@
 testbed is checked first (`softnet inventory check` on its hosts); one that
 fails is left out: no worker starts, and the reason is left with the
 scheduler (a dataset) for every controller's progress to show. Otherwise
-the worker starts with the testbed's resources (softnet.fleet.resources)
-and runs one cell at a time."""
+the worker runs with the testbed's resources (softnet.fleet.resources), one
+cell at a time, and is started again when it ends (killed, or its scheduler
+lost and back)."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 from softnet.errors import InputError
-from softnet.fleet.controller import CHECK_PREFIX, connect
-from softnet.fleet.resources import resources_arg, testbed_resources
+from softnet.fleet.controller import CHECK_PREFIX, SchedulerLost, connect
+from softnet.fleet.resources import resources_arg, worker_resources
 from softnet.fleet.task import ENV_INVENTORY, ENV_TESTBED
+
+RETRY_S = 2.0
 
 
 def inventory_facts(inventory: str, testbed: str) -> tuple[list[str], str | None, list[str]]:
@@ -28,35 +36,85 @@ def inventory_facts(inventory: str, testbed: str) -> tuple[list[str], str | None
     mine = {tb.traffic, tb.sut}
     sub = inv.model_copy(update={"hosts": {n: h for n, h in inv.hosts.items() if n in mine},
                                  "testbeds": {testbed: tb}})
-    found = check_inventory(sub)
-    sut = found["hosts"].get(tb.sut, {})
-    drivers = [f.get("driver") for f in (sut.get("interfaces") or {}).values() if isinstance(f, dict)]
-    kernel = (sut.get("host") or {}).get("kernel")
+    found = check_inventory(sub)  # the interfaces' drivers are the inventory's, verified by the check
+    drivers = [i.driver for i in inv.hosts[tb.sut].interfaces if i.role in ("sut_in", "sut_out")]
+    kernel = (found["hosts"].get(tb.sut, {}).get("host") or {}).get("kernel") or None
     problems = [f"{p['field']}: {p['error']}" for p in found["problems"]]
-    return [d for d in drivers if d], kernel, problems
+    return drivers, kernel, problems
 
 
-def start(scheduler: str, testbed: str, inventory: str | None, host: str) -> None:
-    """Check, then exec `dask worker` (never returns unless the check fails)."""
+def start(scheduler: str, testbed: str, inventory: str | None, host: str) -> int:
+    """Check, then run `dask worker` for the testbed, again whenever it ends
+    (a Dask worker stops when its scheduler goes: this one waits for it and
+    joins again); SIGTERM or SIGINT stop both. A failed check returns 2."""
     drivers, kernel, problems = inventory_facts(inventory, testbed) if inventory else ([], None, [])
-    client = connect(scheduler)
+    env = dict(os.environ, **{ENV_TESTBED: testbed}, **({ENV_INVENTORY: os.path.abspath(inventory)} if inventory else {}))
+    scratch = tempfile.mkdtemp(prefix=f"softnet-fleet-{testbed}-")  # the worker's spill space, removed after
+    env["DASK_TEMPORARY_DIRECTORY"] = scratch
+    argv = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nworkers", "1", "--nthreads", "1",
+            "--resources", resources_arg(worker_resources(testbed, drivers, kernel)), "--name", f"softnet-{testbed}",
+            "--host", host]
+    argv += ["--local-directory", scratch]
+    try:
+        return _supervise(scheduler, testbed, problems, argv, env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _supervise(scheduler: str, testbed: str, problems: list[str], argv: list[str], env: dict) -> int:
+    stop = []
+    child: list[subprocess.Popen] = []
+
+    def on_signal(signum, frame):
+        stop.append(signum)
+        if child and child[0].poll() is None:
+            child[0].terminate()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    while not stop:
+        try:
+            _announce(scheduler, testbed, problems)
+        except SchedulerLost as exc:
+            print(f"softnet fleet worker {testbed}: {exc}; waiting for it", file=sys.stderr, flush=True)
+            time.sleep(RETRY_S)
+            continue
+        if problems:
+            raise InputError("--testbed", f"{testbed} failed its check, left out of the fleet: {'; '.join(problems)}")
+        child[:] = [subprocess.Popen(argv, env=env)]
+        child[0].wait()
+        if not stop:
+            print(f"softnet fleet worker {testbed}: the Dask worker ended (scheduler lost?); joining again",
+                  file=sys.stderr, flush=True)
+            time.sleep(RETRY_S)
+    return 0
+
+
+def _announce(scheduler: str, testbed: str, problems: list[str]) -> None:
+    """Leave the check's verdict with the scheduler: a failed testbed's reason, for the controllers."""
+    client = connect(scheduler, timeout_s=5)
     try:
         name = f"{CHECK_PREFIX}{testbed}"
         if name in client.list_datasets():
             client.unpublish_dataset(name)
         if problems:
             client.publish_dataset(**{name: "; ".join(problems)})
-            raise InputError("--testbed", f"{testbed} failed its check, left out of the fleet: {'; '.join(problems)}")
     finally:
         client.close()
-    env = dict(os.environ, **{ENV_TESTBED: testbed}, **({ENV_INVENTORY: os.path.abspath(inventory)} if inventory else {}))
-    argv = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nworkers", "1", "--nthreads", "1",
-            "--resources", resources_arg(testbed_resources(testbed, drivers, kernel)), "--name", f"softnet-{testbed}",
-            "--host", host]
-    os.execve(sys.executable, argv, env)
 
 
-def scheduler_argv(host: str, port: int) -> list[str]:
-    """`dask scheduler` on ``host`` (127.0.0.1 unless told otherwise), no dashboard."""
-    return [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
+def run_scheduler(host: str, port: int) -> int:
+    """`dask scheduler` on ``host`` (127.0.0.1 unless told otherwise), no
+    dashboard, its scratch space removed when it ends (SIGTERM, SIGINT)."""
+    scratch = tempfile.mkdtemp(prefix="softnet-fleet-scheduler-")
+    argv = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
             "--no-dashboard"]
+    proc = subprocess.Popen(argv, env=dict(os.environ, DASK_TEMPORARY_DIRECTORY=scratch))
+
+    def forward(signum, frame):
+        proc.send_signal(signal.SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    try:
+        return proc.wait()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,309 @@
+"""Campaigns over a fleet: a real Dask scheduler and real workers (processes
+on this machine over localhost TCP), each worker a simulated testbed (the
+synthetic SUT, each trial taking a set wall time). Every cell runs where its
+knobs pin it, every trial is stored once, and a worker, the scheduler or a
+controller lost mid-campaign loses nothing."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import psutil
+import pytest
+
+from softnet.campaign.spec import CampaignSpec
+from softnet.errors import InputError
+from softnet.fleet.resources import cell_resources, describe, resources_arg, satisfies, worker_resources
+from tests.conftest import softnet_cmd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Fleet:
+    """A scheduler and one worker per testbed, as `softnet fleet` starts them."""
+
+    def __init__(self, tmp: Path, testbeds: list[str]):
+        self.port, self.tmp = free_port(), tmp
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
+        self.workers: dict[str, subprocess.Popen] = {}
+        for tb in testbeds:
+            self.start_worker(tb)
+        self.wait_workers(len(testbeds))
+
+    def _start(self, log: str, *args: str) -> subprocess.Popen:
+        out = open(self.tmp / f"{log}.log", "ab")
+        return subprocess.Popen(softnet_cmd(*args), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start_worker(self, tb: str, *extra: str) -> subprocess.Popen:
+        self.workers[tb] = self._start(f"worker-{tb}", "fleet", "worker", "--scheduler", self.address,
+                                       "--testbed", tb, *extra)
+        return self.workers[tb]
+
+    def restart_scheduler(self) -> None:
+        self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
+
+    def wait_workers(self, n: int, timeout: float = 60) -> None:
+        from distributed import Client
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(OSError, TimeoutError):
+                with Client(self.address, timeout=5, set_as_default=False) as c:
+                    if len(c.scheduler_info()["workers"]) >= n:
+                        return
+            time.sleep(0.5)
+        raise AssertionError(f"{n} workers did not join {self.address}: " + "".join(
+            p.read_text()[-2000:] for p in self.tmp.glob("*.log")))
+
+    def kill_worker_process(self, tb: str) -> None:
+        """SIGKILL the Dask worker (its nanny and the process it runs): `softnet
+        fleet worker` starts another."""
+        for child in psutil.Process(self.workers[tb].pid).children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+
+    def close(self) -> None:
+        """SIGTERM, as a lab stops them (they remove their scratch space); SIGKILL what is left."""
+        for p in [*self.workers.values(), self.scheduler]:
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+        for p in [*self.workers.values(), self.scheduler]:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=20)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    made = []
+    before = {p.name for p in Path(tempfile.gettempdir()).glob("*dask*")}
+
+    def make(testbeds: list[str]) -> Fleet:
+        made.append(Fleet(tmp_path, testbeds))
+        return made[-1]
+    yield make
+    for f in made:
+        f.close()
+    assert {p.name for p in Path(tempfile.gettempdir()).glob("*dask*")} == before  # scratch spaces removed
+    assert not list(Path(tempfile.gettempdir()).glob("softnet-fleet-*"))
+
+
+SPEC = """name = "{name}"
+[testbed]
+sut = "synthetic"
+[synthetic]
+trial_wall_s = {wall}
+[method]
+loads = ["100kpps", "300kpps", "500kpps"]
+runs = 2
+duration_s = 1
+[matrix]
+{matrix}
+"""
+
+
+def spec_file(tmp: Path, name: str, matrix: str, wall: float = 0.05) -> Path:
+    p = tmp / f"{name}.toml"
+    p.write_text(SPEC.format(name=name, wall=wall, matrix=matrix))
+    return p
+
+
+def run(spec: Path, results: Path, fleet: Fleet, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(softnet_cmd("run", str(spec), "--results", str(results), "--scheduler", fleet.address),
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def stored(results: Path) -> list[tuple]:
+    """(campaign, cell, load, run, the cell's pinned testbed, the testbed that measured it) per stored trial."""
+    with duckdb.connect(str(results / "softnet.duckdb"), read_only=True) as c:
+        return c.execute("""SELECT campaign_id, cell_id, load_index, run_index,
+                                   json_extract_string(knobs_json, '$."fleet.testbed"'),
+                                   json_extract_string(result_json, '$.provenance.fleet.testbed')
+                            FROM trials ORDER BY ALL""").fetchall()
+
+
+def test_cells_run_where_their_knobs_pin_them_and_each_trial_is_stored_once(tmp_path, fleet):
+    f = fleet(["sim1", "sim2", "sim3"])
+    # two pinned cells, and four any testbed may take
+    spec = spec_file(tmp_path, "spread", '"fleet.testbed" = ["sim1", "sim3"]\n"traffic.frame_bytes" = [64, 512]')
+    free = spec_file(tmp_path, "free", '"traffic.frame_bytes" = [64, 128, 256, 512]', wall=0.2)
+    for s in (spec, free):
+        r = run(s, tmp_path / "r", f)
+        assert r.returncode == 0, r.stderr[-3000:]
+    rows = stored(tmp_path / "r")
+    assert len(rows) == len({r[:4] for r in rows}) == 4 * 6 + 4 * 6  # every trial once
+    for cid, cell, li, ri, pinned, ran in rows:
+        assert ran in ("sim1", "sim2", "sim3")
+        assert pinned is None or pinned == ran, (cid, cell, pinned, ran)
+        assert len({x[5] for x in rows if x[:2] == (cid, cell)}) == 1  # a cell on one testbed
+    assert len({r[5] for r in rows if r[0].startswith("free")}) >= 2  # the free cells spread
+    assert "3 testbed(s): sim1, sim2, sim3" in r.stderr
+
+
+def test_a_worker_killed_mid_cell_loses_nothing_and_stores_nothing_twice(tmp_path, fleet):
+    f = fleet(["sim1", "sim2"])
+    spec = spec_file(tmp_path, "kill", '"fleet.testbed" = ["sim1", "sim2"]', wall=0.4)
+    p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address),
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen = []
+    for line in p.stderr:  # kill sim1's worker in the middle of its cell (6 trials of 0.4 s)
+        seen.append(line)
+        if "sim1: cell 0 (6 trials)" in line:
+            time.sleep(1.0)
+            f.kill_worker_process("sim1")
+            break
+    seen += p.stderr.readlines()
+    assert p.wait(timeout=300) == 0, "".join(seen)[-3000:]
+    rows = stored(tmp_path / "r")
+    assert len(rows) == len({r[:4] for r in rows}) == 12, rows
+    assert sum("sim1: cell 0 (6 trials)" in line for line in seen) == 2, "".join(seen)  # started again, whole
+
+
+def test_two_controllers_share_the_fleet(tmp_path, fleet):
+    f = fleet(["sim1", "sim2"])
+    a = spec_file(tmp_path, "alice", '"traffic.frame_bytes" = [64, 128, 256, 512]', wall=0.1)
+    b = spec_file(tmp_path, "bob", '"traffic.frame_bytes" = [64, 128, 256, 512]', wall=0.1)
+    t0 = time.monotonic()
+    pa = subprocess.Popen(softnet_cmd("run", str(a), "--results", str(tmp_path / "ra"), "--scheduler", f.address),
+                          stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    pb = subprocess.Popen(softnet_cmd("run", str(b), "--results", str(tmp_path / "rb"), "--scheduler", f.address),
+                          stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    errs = [p.communicate(timeout=300)[1] for p in (pa, pb)]
+    wall = time.monotonic() - t0
+    assert pa.returncode == pb.returncode == 0, errs
+    ra, rb = stored(tmp_path / "ra"), stored(tmp_path / "rb")
+    assert len(ra) == len(rb) == 24
+    # both used both testbeds: their cells interleaved on the free ones
+    assert {r[5] for r in ra} == {r[5] for r in rb} == {"sim1", "sim2"}
+    assert wall < 48 * 0.1 + 15  # not one after the other on one testbed (48 trials of 0.1 s, plus start-up)
+
+
+def test_the_scheduler_lost_is_waited_for_and_the_campaign_resumes(tmp_path, fleet):
+    f = fleet(["sim1"])
+    spec = spec_file(tmp_path, "lost", '"traffic.frame_bytes" = [64, 128, 256]', wall=0.3)
+    p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address),
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "sim1: cell 1 (" in line:  # cell 0 stored: the scheduler dies
+            for child in psutil.Process(f.scheduler.pid).children(recursive=True):
+                child.kill()
+            f.scheduler.wait()
+            break
+    time.sleep(3)
+    f.restart_scheduler()  # the worker finds it again by itself
+    seen += p.stderr.readlines()
+    assert p.wait(timeout=300) == 0, "".join(seen)[-3000:]
+    text = "".join(seen)
+    assert "waiting for it" in text, text[-3000:]
+    rows = stored(tmp_path / "r")
+    assert len(rows) == len({r[:4] for r in rows}) == 18
+
+
+def test_a_testbed_that_fails_its_check_is_left_out_with_the_reason(tmp_path, fleet):
+    f = fleet(["sim1"])
+    inv = tmp_path / "inv.toml"
+    inv.write_text("""[hosts.gone]
+address = "127.0.0.1"
+port = 1
+[[hosts.gone.interfaces]]
+name = "eth1"
+mac = "02:00:00:00:00:01"
+driver = "veth"
+role = "gen_out"
+allow_physical = true
+link = "l1"
+[[hosts.gone.interfaces]]
+name = "eth2"
+mac = "02:00:00:00:00:02"
+driver = "veth"
+role = "sink_in"
+allow_physical = true
+link = "l2"
+[[hosts.gone.interfaces]]
+name = "eth3"
+mac = "02:00:00:00:00:03"
+driver = "veth"
+role = "sut_in"
+allow_physical = true
+link = "l1"
+[[hosts.gone.interfaces]]
+name = "eth4"
+mac = "02:00:00:00:00:04"
+driver = "veth"
+role = "sut_out"
+allow_physical = true
+link = "l2"
+[testbeds.tb9]
+traffic = "gone"
+sut = "gone"
+""")
+    w = f.start_worker("tb9", "--inventory", str(inv))
+    assert w.wait(timeout=120) != 0
+    log = (tmp_path / "worker-tb9.log").read_text()
+    assert "tb9 failed its check, left out of the fleet" in log, log
+    r = run(spec_file(tmp_path, "left", '"traffic.frame_bytes" = [64]'), tmp_path / "r", f)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "tb9 left out: hosts.gone" in r.stderr, r.stderr
+
+
+def test_a_cell_no_testbed_can_take_is_refused_by_name(tmp_path, fleet):
+    f = fleet(["sim1"])
+    r = run(spec_file(tmp_path, "nowhere", '"fleet.testbed" = ["sim7"]'), tmp_path / "r", f)
+    assert r.returncode != 0 and "cell 0 (testbed sim7): no testbed of the fleet has it (sim1)" in r.stderr, r.stderr
+
+
+# ---- without a fleet ---------------------------------------------------------------------------
+
+def test_resources_name_the_testbed_and_what_pins_a_cell():
+    tb = worker_resources("tb1", ["mlx5_core", "mlx5_core"], "6.18.44")
+    assert tb == {"testbed": 1, "testbed-tb1": 1, "driver-mlx5_core": 1, "kernel-6.18.44": 1}
+    assert resources_arg(tb) == "testbed=1,testbed-tb1=1,driver-mlx5_core=1,kernel-6.18.44=1"
+    base = {"name": "x", "method": {"loads": ["10kpps"]}, "testbed": {"sut": "synthetic"}}
+    free = CampaignSpec.model_validate(base)
+    assert cell_resources(free) == {"testbed": 1} and describe(cell_resources(free)) == "any testbed"
+    pinned = CampaignSpec.model_validate({**base, "fleet": {"testbed": "tb1", "driver": "mlx5_core"}})
+    assert satisfies(tb, cell_resources(pinned)) and describe(cell_resources(pinned)) == \
+        "testbed tb1 and driver mlx5_core"
+    assert not satisfies(worker_resources("tb2"), cell_resources(pinned))
+    with pytest.raises(InputError) as e:
+        cell_resources(CampaignSpec.model_validate({**base, "fleet": {"testbed": "a,b"}}))
+    assert e.value.field == "fleet.testbed"
+    spec = CampaignSpec.model_validate({**base, "matrix": {"fleet.testbed": ["tb1", "tb2"]}})
+    assert [k for k, _ in spec.cells()] == [{"fleet.testbed": "tb1"}, {"fleet.testbed": "tb2"}]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:8786", "http://h:1", "tcp://h"])
+def test_a_bad_scheduler_address_is_refused_by_name(tmp_path, address):
+    spec = spec_file(tmp_path, "bad", '"traffic.frame_bytes" = [64]')
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", address),
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--scheduler" in r.stderr and "tcp://HOST:PORT" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_no_scheduler_there_is_said_and_waited_for(tmp_path):
+    spec = spec_file(tmp_path, "none", '"traffic.frame_bytes" = [64]')
+    p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler",
+                                     f"tcp://127.0.0.1:{free_port()}"), stderr=subprocess.PIPE, text=True)
+    time.sleep(15)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=30)[1]
+    assert "no Dask scheduler at tcp://127.0.0.1:" in err and "waiting for it" in err, err
+    assert p.returncode == 130, err

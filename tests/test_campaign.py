@@ -102,12 +102,34 @@ def test_raw_file_without_row_is_recovered_not_rerun(tmp_path):
 
 def test_export_csv_and_parquet(tmp_path):
     run_campaign(CampaignSpec.model_validate(SYNTH), tmp_path)
-    for fmt in ("csv", "parquet"):
+    for fmt, source in (("csv", "read_csv_auto('{d}/trials.csv')"),
+                        ("parquet", "read_parquet('{d}/trials/**/*.parquet', hive_partitioning = true)")):
         r = subprocess.run(softnet_cmd("export", str(tmp_path), "--format", fmt), capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        reader = "read_csv_auto" if fmt == "csv" else "read_parquet"
-        n = duckdb.connect().execute(f"SELECT count(*) FROM {reader}('{tmp_path}/export/trials.{fmt}')").fetchone()[0]
+        n = duckdb.connect().execute(f"SELECT count(*) FROM {source.format(d=tmp_path / 'export')}").fetchone()[0]
         assert n == 50
+
+
+def test_the_stores_of_a_lab_export_into_one_parquet_tree(tmp_path):
+    """Two stores (two controllers, or two labs) export into one folder,
+    partitioned by testbed and campaign; DuckDB reads them as one table; a
+    campaign exported again replaces its partition, not adds to it."""
+    out = tmp_path / "lab"
+    for name, n in (("a", 2), ("b", 3)):
+        run_campaign(CampaignSpec.model_validate({**SYNTH, "name": name, "method": {**SYNTH["method"], "runs": n}}),
+                     tmp_path / name)
+        r = subprocess.run(softnet_cmd("export", str(tmp_path / name), "--out", str(out)), capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run(softnet_cmd("export", str(tmp_path / "a"), "--out", str(out)), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    trials = f"read_parquet('{out}/trials/**/*.parquet', hive_partitioning = true)"
+    rows = duckdb.connect().execute(f"SELECT testbed, split_part(campaign_id, '-', 1), count(*) FROM {trials} "
+                                    "GROUP BY ALL ORDER BY ALL").fetchall()
+    assert rows == [("local", "a", 10 * 2), ("local", "b", 10 * 3)]
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["testbed=local"]
+    camps = duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{out}/campaigns/**/*.parquet')").fetchone()
+    assert camps == (2,)
 
 
 def test_analyze_cli_on_published_pastrami_file_json():

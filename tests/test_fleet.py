@@ -5,12 +5,9 @@ knobs pin it, every trial is stored once, and a worker, the scheduler or a
 controller lost mid-campaign loses nothing."""
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,70 +19,8 @@ import pytest
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.fleet.resources import cell_resources, describe, resources_arg, satisfies, worker_resources
+from softnet.fleet.local import LocalFleet as Fleet, free_port
 from tests.conftest import softnet_cmd
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Fleet:
-    """A scheduler and one worker per testbed, as `softnet fleet` starts them."""
-
-    def __init__(self, tmp: Path, testbeds: list[str]):
-        self.port, self.tmp = free_port(), tmp
-        self.address = f"tcp://127.0.0.1:{self.port}"
-        self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
-        self.workers: dict[str, subprocess.Popen] = {}
-        for tb in testbeds:
-            self.start_worker(tb)
-        self.wait_workers(len(testbeds))
-
-    def _start(self, log: str, *args: str) -> subprocess.Popen:
-        out = open(self.tmp / f"{log}.log", "ab")
-        return subprocess.Popen(softnet_cmd(*args), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def start_worker(self, tb: str, *extra: str) -> subprocess.Popen:
-        self.workers[tb] = self._start(f"worker-{tb}", "fleet", "worker", "--scheduler", self.address,
-                                       "--testbed", tb, *extra)
-        return self.workers[tb]
-
-    def restart_scheduler(self) -> None:
-        self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
-
-    def wait_workers(self, n: int, timeout: float = 60) -> None:
-        from distributed import Client
-
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with contextlib.suppress(OSError, TimeoutError):
-                with Client(self.address, timeout=5, set_as_default=False) as c:
-                    if len(c.scheduler_info()["workers"]) >= n:
-                        return
-            time.sleep(0.5)
-        raise AssertionError(f"{n} workers did not join {self.address}: " + "".join(
-            p.read_text()[-2000:] for p in self.tmp.glob("*.log")))
-
-    def kill_worker_process(self, tb: str) -> None:
-        """SIGKILL the Dask worker (its nanny and the process it runs): `softnet
-        fleet worker` starts another."""
-        for child in psutil.Process(self.workers[tb].pid).children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.kill()
-
-    def close(self) -> None:
-        """SIGTERM, as a lab stops them (they remove their scratch space); SIGKILL what is left."""
-        for p in [*self.workers.values(), self.scheduler]:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-        for p in [*self.workers.values(), self.scheduler]:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=20)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
 
 
 @pytest.fixture
@@ -219,41 +154,12 @@ def test_the_scheduler_lost_is_waited_for_and_the_campaign_resumes(tmp_path, fle
 def test_a_testbed_that_fails_its_check_is_left_out_with_the_reason(tmp_path, fleet):
     f = fleet(["sim1"])
     inv = tmp_path / "inv.toml"
-    inv.write_text("""[hosts.gone]
-address = "127.0.0.1"
-port = 1
-[[hosts.gone.interfaces]]
-name = "eth1"
-mac = "02:00:00:00:00:01"
-driver = "veth"
-role = "gen_out"
-allow_physical = true
-link = "l1"
-[[hosts.gone.interfaces]]
-name = "eth2"
-mac = "02:00:00:00:00:02"
-driver = "veth"
-role = "sink_in"
-allow_physical = true
-link = "l2"
-[[hosts.gone.interfaces]]
-name = "eth3"
-mac = "02:00:00:00:00:03"
-driver = "veth"
-role = "sut_in"
-allow_physical = true
-link = "l1"
-[[hosts.gone.interfaces]]
-name = "eth4"
-mac = "02:00:00:00:00:04"
-driver = "veth"
-role = "sut_out"
-allow_physical = true
-link = "l2"
-[testbeds.tb9]
-traffic = "gone"
-sut = "gone"
-""")
+    ports = "".join(f'[[hosts.gone.interfaces]]\nname = "eth{i}"\nmac = "02:00:00:00:00:0{i}"\ndriver = "veth"\n'
+                    f'role = "{role}"\nallow_physical = true\nlink = "l{1 + i % 2}"\n'
+                    for i, role in enumerate(("gen_out", "sink_in", "sut_in", "sut_out"), 1))
+    # a host nothing listens for: its check cannot reach it
+    inv.write_text(f'[hosts.gone]\naddress = "127.0.0.1"\nport = 1\n{ports}[testbeds.tb9]\ntraffic = "gone"\n'
+                   'sut = "gone"\n')
     w = f.start_worker("tb9", "--inventory", str(inv))
     assert w.wait(timeout=120) != 0
     log = (tmp_path / "worker-tb9.log").read_text()
@@ -307,3 +213,54 @@ def test_no_scheduler_there_is_said_and_waited_for(tmp_path):
     err = p.communicate(timeout=30)[1]
     assert "no Dask scheduler at tcp://127.0.0.1:" in err and "waiting for it" in err, err
     assert p.returncode == 130, err
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_a_campaign_over_two_emulated_testbeds(tmp_path, fleet):
+    """Real testbeds (each host a namespace with its own sshd, driven by its
+    agent): each worker checks its testbed, then runs the cells pinned to it."""
+    from softnet.testbed import lock
+    from softnet.testbed.emulated_hosts import EmulatedHosts
+    from softnet.tools.changes import HostChanges
+    from tests.conftest import host_state, wait_host_state
+
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+        with HostChanges() as changes:
+            eh = EmulatedHosts(changes, testbeds=2)
+            eh.build()
+            f = fleet([])
+            for tb in ("tb1", "tb2"):
+                f.start_worker(tb, "--inventory", str(eh.inventory))
+            f.wait_workers(2, timeout=180)
+            spec = tmp_path / "real.toml"
+            spec.write_text(f"""name = "real"
+[testbed]
+sut = "ipv4-fwd"
+inventory = "{eh.inventory}"
+testbeds = ["tb1", "tb2"]
+[method]
+loads = ["20kpps"]
+runs = 2
+duration_s = 0.3
+warmup_s = 0.1
+[collect]
+sample = false
+stall_probe = false
+[matrix]
+"traffic.frame_bytes" = [64, 128]
+""")
+            r = run(spec, tmp_path / "r", f)
+            f.close()
+        assert r.returncode == 0, r.stderr[-3000:]
+        rows = stored(tmp_path / "r")
+        assert len(rows) == 8
+        with duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True) as c:
+            got = c.execute("""SELECT json_extract_string(knobs_json, '$."testbed.name"'),
+                                      json_extract_string(result_json, '$.provenance.fleet.testbed'),
+                                      received_pkts FROM trials""").fetchall()
+        assert all(pinned == ran for pinned, ran, _ in got), got  # each cell on the testbed it names
+        assert {ran for _, ran, _ in got} == {"tb1", "tb2"}
+        assert all(n > 0.9 * 20_000 * 0.3 for *_, n in got), got  # real packets through each testbed
+        assert wait_host_state(before) == before

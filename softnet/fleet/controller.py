@@ -27,6 +27,7 @@ from softnet.results.stored import StoredResult
 
 CHECK_PREFIX = "softnet-check-"  # a dataset the worker launcher leaves when its testbed failed its check
 RECONNECT_S = 2.0
+LOOK_S = 2.0  # how often the controller asks the scheduler which workers there are
 
 
 class SchedulerLost(SoftnetError):
@@ -106,11 +107,15 @@ def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Call
 
 def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
     """True when every cell is stored; raises SchedulerLost when the scheduler goes."""
+    with Store(results_dir) as store:  # held while the cells run, as a campaign on one testbed holds it
+        return _run_cells(client, store, spec, cid, total, on_event)
+
+
+def _run_cells(client, store: Store, spec, cid, total, on_event) -> bool:
     from distributed import wait
 
-    with Store(results_dir) as store:
-        plan = pending_cells(store, cid, spec)
-        count = len(store.done_keys(cid))
+    plan = pending_cells(store, cid, spec)
+    count = len(store.done_keys(cid))
     fleet = testbeds(client)
     names = fleet.names()
     on_event(Event("plan", count, total, f"{cid}: {len(plan)} cell(s) to measure on "
@@ -127,20 +132,23 @@ def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
                              f"({', '.join(sorted(names.values()))})")
         waiting.append((cell_id, knobs, cell, todo, need))
     pending: set = set()
+    workers, looked = list(fleet.workers.values()), time.monotonic()
     while pending or waiting:
         # At most one cell per testbed that can take it in flight: Dask hands a cell with resources to a
         # worker at once, so more would queue behind each other there, and another controller's cells
         # behind all of them; this way the testbeds take the campaigns' cells in turn.
-        workers = list(testbeds(client).workers.values())
+        if waiting and time.monotonic() - looked > LOOK_S:  # workers come and go
+            workers, looked = list(testbeds(client).workers.values()), time.monotonic()
         for item in list(waiting):
             need = item[4]
             able = [r for r in workers if satisfies(r, need)]
             busy = sum(1 for f in pending if futures[f][2] == need)
             if len(pending) < len(workers) and busy < len(able):
                 waiting.remove(item)
-                pending.add(_submit(client, results_dir, cid, topic, futures, *item))
+                pending.add(_submit(client, store, cid, topic, futures, *item))
         if not pending:
             time.sleep(RECONNECT_S)  # no worker yet
+            looked = 0.0
             continue
         try:
             done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
@@ -161,13 +169,12 @@ def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
             if fut.status == "error":
                 exc = fut.exception()
                 raise SoftnetError(f"cell {cell_id} failed on the fleet: {type(exc).__name__}: {exc}")
-            count = _store(results_dir, cid, knobs, fut.result(), count, total, on_event)
+            count = _store(store, cid, knobs, fut.result(), count, total, on_event)
     return True
 
 
-def _submit(client, results_dir, cid, topic, futures, cell_id, knobs, cell, todo, need):
-    with Store(results_dir) as store:
-        probe = store.probe(cid, cell_id) if cell.needs_probe() else None
+def _submit(client, store: Store, cid, topic, futures, cell_id, knobs, cell, todo, need):
+    probe = store.probe(cid, cell_id) if cell.needs_probe() else None
     key = f"softnet-{cid}-cell{cell_id}-{uuid.uuid4().hex[:8]}"
     fut = client.submit(run_cell, cell.model_dump(mode="json"), cell_id, todo, probe, topic, key=key,
                         resources=need, pure=False, retries=2)
@@ -175,16 +182,15 @@ def _submit(client, results_dir, cid, topic, futures, cell_id, knobs, cell, todo
     return fut
 
 
-def _store(results_dir, cid: str, knobs: dict, done: CellDone, count: int, total: int, on_event) -> int:
-    with Store(results_dir) as store:
-        have = store.done_keys(cid)
-        if done.probe_pps is not None and store.probe(cid, done.cell_id) is None:
-            store.set_probe(cid, done.cell_id, done.probe_pps, done.probe_result or {})
-        for li, ri, result in done.trials:
-            if (done.cell_id, li, ri) in have:  # a cell run twice (its first worker died after sending)
-                continue
-            store.add_trial(cid, done.cell_id, li, ri, knobs, result)
-            count += 1
-            on_event(Event("trial", count, total, f"{done.testbed}: cell {done.cell_id} run {ri}: "
-                           f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+def _store(store: Store, cid: str, knobs: dict, done: CellDone, count: int, total: int, on_event) -> int:
+    have = store.done_keys(cid)
+    if done.probe_pps is not None and store.probe(cid, done.cell_id) is None:
+        store.set_probe(cid, done.cell_id, done.probe_pps, done.probe_result or {})
+    for li, ri, result in done.trials:
+        if (done.cell_id, li, ri) in have:  # a cell run twice (its first worker died after sending)
+            continue
+        store.add_trial(cid, done.cell_id, li, ri, knobs, result)
+        count += 1
+        on_event(Event("trial", count, total, f"{done.testbed}: cell {done.cell_id} run {ri}: "
+                       f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
     return count

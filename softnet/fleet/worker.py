@@ -48,13 +48,15 @@ def start(scheduler: str, testbed: str, inventory: str | None, host: str) -> int
     (a Dask worker stops when its scheduler goes: this one waits for it and
     joins again); SIGTERM or SIGINT stop both. A failed check returns 2."""
     drivers, kernel, problems = inventory_facts(inventory, testbed) if inventory else ([], None, [])
-    env = dict(os.environ, **{ENV_TESTBED: testbed}, **({ENV_INVENTORY: os.path.abspath(inventory)} if inventory else {}))
+    env = dict(os.environ, **{ENV_TESTBED: testbed})
+    if inventory:
+        env[ENV_INVENTORY] = os.path.abspath(inventory)
     scratch = tempfile.mkdtemp(prefix=f"softnet-fleet-{testbed}-")  # the worker's spill space, removed after
     env["DASK_TEMPORARY_DIRECTORY"] = scratch
+    # --preload: softnet is imported before the worker joins, not at its first cell (seconds on a busy host)
     argv = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nworkers", "1", "--nthreads", "1",
             "--resources", resources_arg(worker_resources(testbed, drivers, kernel)), "--name", f"softnet-{testbed}",
-            "--host", host]
-    argv += ["--local-directory", scratch]
+            "--host", host, "--preload", "softnet.fleet.task", "--local-directory", scratch]
     try:
         return _supervise(scheduler, testbed, problems, argv, env)
     finally:

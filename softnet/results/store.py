@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +88,10 @@ CREATE TABLE IF NOT EXISTS latency_runs (
     flags VARCHAR[], valid BOOLEAN, started_unix_s DOUBLE, records_path VARCHAR, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, run_index));
 """
+EXPORTED = ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons")
+# the testbed that measured a trial: a fleet's (its provenance), else the inventory's testbed it names, else this host
+TRIAL_TESTBED = ("coalesce(json_extract_string(result_json, '$.provenance.fleet.testbed'), "
+                 "json_extract_string(knobs_json, '$.\"testbed.name\"'), 'local')")
 LATENCY_STATS = ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns", "p90_ns", "p99_ns",
                  "p999_ns")
 
@@ -421,17 +427,42 @@ class Store:
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def export(self, out_dir: str | Path, fmt: str) -> list[Path]:
+        """CSV: one file per table. Parquet: one Hive-partitioned tree per
+        table, by campaign (trials by the testbed that measured them first),
+        so that the stores of a lab export into one folder and DuckDB reads
+        them all (read_parquet('DIR/trials/**/*.parquet', hive_partitioning =
+        true)); a campaign exported again replaces its partitions."""
         if fmt not in ("csv", "parquet"):
             raise ValueError(f"format '{fmt}': accepted csv, parquet")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []
         have = {r[0] for r in self.db.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        for table in ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons"):
+        for table in EXPORTED:
             if table not in have:  # a store written before that table existed
                 continue
-            path = out / f"{table}.{fmt}"
-            opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
-            self.db.execute(f"COPY {table} TO '{path}' {opts}")
+            if fmt == "csv":
+                path = out / f"{table}.csv"
+                self.db.execute(f"COPY {table} TO '{path}' (HEADER, DELIMITER ',')")
+            else:
+                path = self._export_partitioned(table, out)
             paths.append(path)
         return paths
+
+    def _export_partitioned(self, table: str, out: Path) -> Path:
+        tree = out / table
+        staging = Path(tempfile.mkdtemp(prefix=f".{table}-", dir=out))
+        try:
+            query, by = (f"SELECT *, {TRIAL_TESTBED} AS testbed FROM trials", "testbed, campaign_id") \
+                if table == "trials" else (f"SELECT * FROM {table}", "campaign_id")
+            self.db.execute(f"COPY ({query}) TO '{staging / table}' (FORMAT parquet, PARTITION_BY ({by}))")
+            for part in sorted((staging / table).rglob("campaign_id=*")):
+                dest = tree / part.relative_to(staging / table)
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(part, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        tree.mkdir(exist_ok=True)
+        return tree

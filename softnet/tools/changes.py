@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -71,8 +72,7 @@ class HostChanges:
         # Signals must not interrupt the undo itself: they wait for its end, then
         # go to the handler they would have met (a Ctrl-C during a teardown is not lost).
         pending: list[int] = []
-        old_int = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-        old_term = signal.signal(signal.SIGTERM, lambda signum, frame: pending.append(signum))
+        old = _install(lambda signum, frame: pending.append(signum))
         try:
             while self.changes:
                 change = self.changes.pop()
@@ -82,8 +82,7 @@ class HostChanges:
                     self.undo_errors.append(f"undo '{change.what}': {exc}")
                     log.error("undo '%s' failed: %s", change.what, exc)
         finally:
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
+            _restore(old)
         for signum in pending[:1]:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.raise_signal(signum)
@@ -102,17 +101,30 @@ class HostChanges:
         # Installed explicitly: a process started in the background by a
         # non-interactive shell inherits SIGINT ignored, and Ctrl-C must still
         # undo what we changed.
-        self._old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._old = _install(on_signal)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.undo_all()
         finally:
-            for sig, handler in self._old.items():
-                signal.signal(sig, handler)
+            _restore(self._old)
         if exc_type is not None and issubclass(exc_type, (KeyboardInterrupt, Terminated)):
             self.signalled = None  # it reached us
         self._raise_signalled()  # one that was swallowed on its way
         if self.undo_errors and exc_type is None:  # a failed undo is never silent: the command exits non-zero
             raise HostNotRestored(self.undo_errors)
+
+
+def _install(handler) -> dict:
+    """SIGINT and SIGTERM to ``handler``; the old handlers. Only the main
+    thread may: in another (a fleet worker's cell) the process's owner
+    handles signals, and a lost worker's hosts are restored by their agents."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore(old: dict) -> None:
+    for sig, handler in old.items():
+        signal.signal(sig, handler)

@@ -73,11 +73,15 @@ static void u64s(const char *name, const __u64 *v, int n)
 #define SETTLE_MS 3
 #define NSTAT (sizeof(struct prof_stats) / sizeof(__u64))
 
-/* The programs attached together: the per-packet ones (sn_pp_*) or the rest. */
+/* The programs attached together: the per-packet ones (sn_pp_*) or the rest;
+ * when attached part of the time, their counters summed over those periods. */
 struct tier {
 	int per_packet;
 	struct bpf_link *links[64];
 	int nlinks;
+	int on;                             /* attached now */
+	__u64 since, ns;                    /* when the period in progress began; all periods' time */
+	struct prof_stats *at_on, *sum;     /* per CPU: counters when it began; sums over the periods */
 };
 
 struct profiler {
@@ -87,13 +91,7 @@ struct profiler {
 	long period_ms;
 	pthread_mutex_t mu;      /* the sampler thread against reads */
 	volatile int stop;
-	int on;                  /* the per-packet programs are attached */
-	__u64 on_since, sampled_ns;
-	struct prof_stats *at_on, *sampled; /* per CPU: counters when attached, sums over attached periods */
-	struct tier pp, base;
-	int base_on;             /* base_duty < 1: the other programs are attached */
-	__u64 base_since, base_ns;
-	struct prof_stats *base_at_on, *base_sum; /* ... and the same for them */
+	struct tier pp, base;    /* base: only its sums count when base_duty < 1 */
 };
 
 /* The counters now (and the stage matrix if m), returning the instant. busy,
@@ -162,6 +160,30 @@ static void detach_tier(struct tier *t)
 	t->nlinks = 0;
 }
 
+/* A period of the tier begins (on) or ends at instant t, the counters then being now. */
+static void mark_period(struct profiler *p, struct tier *w, int on, const struct prof_stats *now, __u64 t)
+{
+	if (on) {
+		memcpy(w->at_on, now, p->ncpu * sizeof(*now));
+		w->since = t;
+	} else {
+		add_delta(w->sum, w->at_on, now, p->ncpu);
+		w->ns += t - w->since;
+	}
+	w->on = on;
+}
+
+/* The tier's sums over its periods up to now (s: the counters now) into out; their time. */
+static __u64 period_sums(struct profiler *p, const struct tier *w, const struct prof_stats *s, __u64 now,
+			 struct prof_stats *out)
+{
+	memcpy(out, w->sum, p->ncpu * sizeof(*out));
+	if (!w->on)
+		return w->ns;
+	add_delta(out, w->at_on, s, p->ncpu);
+	return w->ns + now - w->since;
+}
+
 /* The base programs on or off (base_duty < 1). While they are off nothing
  * runs, so the per-CPU state is zeroed before they attach again: an exit
  * whose entry came before is then unmatched (lost, not guessed), and no
@@ -178,16 +200,9 @@ static void set_base(struct profiler *p, int on)
 			sn_die("reset the per-CPU state: %s", strerror(errno));
 		attach_tier(p, &p->base);
 	}
-	__u64 t = read_maps(p, now, NULL);
-	if (on) {
-		memcpy(p->base_at_on, now, sizeof(now));
-		p->base_since = t;
-	} else {
-		add_delta(p->base_sum, p->base_at_on, now, p->ncpu);
-		p->base_ns += t - p->base_since;
+	mark_period(p, &p->base, on, now, read_maps(p, now, NULL));
+	if (!on)
 		detach_tier(&p->base);
-	}
-	p->base_on = on;
 }
 
 static void set_sampling(struct profiler *p, int on)
@@ -199,15 +214,9 @@ static void set_sampling(struct profiler *p, int on)
 	__u64 t = read_maps(p, now, NULL);
 	p->skel->bss->sample_gen++;
 	p->skel->bss->sampling = on;
-	if (on) {
-		memcpy(p->at_on, now, sizeof(now));
-		p->on_since = t;
-	} else {
-		add_delta(p->sampled, p->at_on, now, p->ncpu);
-		p->sampled_ns += t - p->on_since;
+	mark_period(p, &p->pp, on, now, t);
+	if (!on)
 		detach_tier(&p->pp);
-	}
-	p->on = on;
 }
 
 static void locked(struct profiler *p, void (*set)(struct profiler *, int), int on)
@@ -282,20 +291,11 @@ static void print_stats(struct profiler *p)
 		sn_die("out of memory");
 	pthread_mutex_lock(&p->mu);
 	__u64 now = read_maps(p, s, m);
-	memcpy(sampled, p->sampled, sizeof(sampled));
-	__u64 sampled_ns = p->sampled_ns, base_ns = p->base_ns;
-	if (p->on) { /* the attached period in progress */
-		add_delta(sampled, p->at_on, s, ncpu);
-		sampled_ns += now - p->on_since;
-	}
+	__u64 sampled_ns = period_sums(p, &p->pp, s, now, sampled), base_ns = 0;
 	if (p->base_duty < 1) { /* the counters are the sums over the base periods */
 		struct prof_stats at[ncpu];
 		memcpy(at, s, sizeof(at));
-		memcpy(s, p->base_sum, sizeof(at));
-		if (p->base_on) {
-			add_delta(s, p->base_at_on, at, ncpu);
-			base_ns += now - p->base_since;
-		}
+		base_ns = period_sums(p, &p->base, at, now, s);
 	}
 	pthread_mutex_unlock(&p->mu);
 
@@ -427,12 +427,14 @@ int main(int argc, char **argv)
 	struct profiler p = { .skel = skel, .ncpu = libbpf_num_possible_cpus(), .duty = o.per_packet ? o.duty : 0,
 			      .base_duty = o.base_duty, .period_ms = o.period_ms, .pp = { .per_packet = 1 } };
 	pthread_mutex_init(&p.mu, NULL);
-	p.at_on = calloc(p.ncpu, sizeof(struct prof_stats));
-	p.sampled = calloc(p.ncpu, sizeof(struct prof_stats));
-	p.base_at_on = calloc(p.ncpu, sizeof(struct prof_stats));
-	p.base_sum = calloc(p.ncpu, sizeof(struct prof_stats));
-	if (!p.at_on || !p.sampled || !p.base_at_on || !p.base_sum)
-		sn_die("out of memory");
+	struct tier *tiers[] = { &p.pp, &p.base };
+	for (int i = 0; i < 2; i++) {
+		struct tier *t = tiers[i];
+		t->at_on = calloc(p.ncpu, sizeof(struct prof_stats));
+		t->sum = calloc(p.ncpu, sizeof(struct prof_stats));
+		if (!t->at_on || !t->sum)
+			sn_die("out of memory");
+	}
 	pthread_t sampler;
 	int threaded = (o.per_packet && o.duty < 1.0) || o.base_duty < 1.0;
 	if (o.per_packet && !threaded)
@@ -455,7 +457,7 @@ int main(int argc, char **argv)
 		p.stop = 1;
 		pthread_join(sampler, NULL);
 	}
-	if (p.on)
+	if (p.pp.on)
 		set_sampling(&p, 0);
 	detach_tier(&p.base);
 	profile_bpf__destroy(skel);

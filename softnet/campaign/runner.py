@@ -60,19 +60,12 @@ def run_sweep_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Even
     with Store(results_dir) as store:
         recovered = _register(store, cid, spec, cells)
         done = store.done_keys(cid)
-        plan = []
-        for cell_id, (knobs, cell) in enumerate(cells):
-            n_loads = cell.n_loads()
-            todo = [(li, ri) for li in range(n_loads) for ri in range(cell.method.runs)
-                    if (cell_id, li, ri) not in done]
-            plan.append((cell_id, knobs, cell, todo))
+        plan = pending_cells(done, cells)
         total = len(done) + sum(len(t) for *_, t in plan)
         count = len(done)
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s), {total} trials, {count} already stored"
                        + (f" ({recovered} recovered from raw files)" if recovered else "")))
         for cell_id, knobs, cell, todo in plan:
-            if not todo:
-                continue
             with measurer_for(cell, cell_id) as m:
                 probe = None
                 if cell.needs_probe():
@@ -91,6 +84,17 @@ def run_sweep_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Even
                     on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
                                    f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
     return cid
+
+
+def pending_cells(done: set[tuple[int, int, int]], cells) -> list[tuple[int, dict, CampaignSpec, list]]:
+    """(cell id, knobs, cell, its (load, run) keys not stored yet) of every cell with some."""
+    plan = []
+    for cell_id, (knobs, cell) in enumerate(cells):
+        todo = [(li, ri) for li in range(cell.n_loads()) for ri in range(cell.method.runs)
+                if (cell_id, li, ri) not in done]
+        if todo:
+            plan.append((cell_id, knobs, cell, todo))
+    return plan
 
 
 def trial_text(result: StoredResult) -> str:

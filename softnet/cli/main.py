@@ -219,8 +219,8 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
 
     s = load_spec(spec)
     check_store(results)
-    if scheduler is not None and not re.match(r"^(tcp|tls)://[^/\s]+:\d+$", scheduler):
-        raise InputError("--scheduler", f"'{scheduler}': expected tcp://HOST:PORT (or tls://)")
+    if scheduler is not None:
+        check_scheduler(scheduler)
     from softnet.cli import campaign_cmd  # scipy, DuckDB: after the input is checked, so errors come fast
     real = s.testbed.sut != "synthetic" or any(k.startswith("testbed.") for k in s.matrix)
     if real and not s.testbed.inventory and scheduler is None:
@@ -819,6 +819,12 @@ def inventory_check(path: Path = typer.Argument(..., help="inventory (TOML)"),
     raise typer.Exit(hosts_cmd.inventory_check(path, doctor, as_json))
 
 
+def check_scheduler(address: str) -> None:
+    """A Dask scheduler's address, before anything connects or changes."""
+    if not re.match(r"^(tcp|tls)://[^/\s]+:\d+$", address):
+        raise InputError("--scheduler", f"'{address}': expected tcp://HOST:PORT (or tls://)")
+
+
 fleet_app = typer.Typer(no_args_is_help=True, help="A fleet of testbeds on Dask: its scheduler and workers.")
 app.add_typer(fleet_app, name="fleet")
 
@@ -840,8 +846,7 @@ def fleet_worker(scheduler: str = typer.Option(..., "--scheduler", help="tcp://H
                  host: str = typer.Option("127.0.0.1", help="address the worker listens on (the lab's, when the "
                                           "scheduler is on another host)")) -> None:
     """Start one Dask worker for one testbed: checked first, then one cell at a time."""
-    if not re.match(r"^(tcp|tls)://[^/\s]+:\d+$", scheduler):
-        raise InputError("--scheduler", f"'{scheduler}': expected tcp://HOST:PORT (or tls://)")
+    check_scheduler(scheduler)
     from softnet.fleet.worker import start
 
     raise typer.Exit(start(scheduler, testbed, str(inventory) if inventory else None, host))

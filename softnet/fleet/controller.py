@@ -17,7 +17,7 @@ from distributed.comm.core import CommClosedError
 from dataclasses import dataclass
 from typing import Callable
 
-from softnet.campaign.runner import Event, _register, campaign_id, trial_text
+from softnet.campaign.runner import Event, _register, campaign_id, pending_cells, trial_text
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError, SoftnetError
 from softnet.fleet.resources import cell_resources, describe, satisfies, testbed_of
@@ -65,17 +65,6 @@ def connect(address: str, timeout_s: float = 10.0):
         raise SchedulerLost(f"no Dask scheduler at {address}: {exc}") from None
 
 
-def pending_cells(store: Store, cid: str, spec: CampaignSpec) -> list[tuple[int, dict, CampaignSpec, list]]:
-    done = store.done_keys(cid)
-    out = []
-    for cell_id, (knobs, cell) in enumerate(spec.cells()):
-        todo = [(li, ri) for li in range(cell.n_loads()) for ri in range(cell.method.runs)
-                if (cell_id, li, ri) not in done]
-        if todo:
-            out.append((cell_id, knobs, cell, todo))
-    return out
-
-
 def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Callable[[Event], None]) -> str:
     """A sweep campaign's pending cells over the fleet at ``scheduler``."""
     if spec.method.kind not in ("sweep", "back-to-back", "recovery", "reset"):
@@ -114,8 +103,8 @@ def _submit_and_store(client, spec, cid, results_dir, total, on_event) -> bool:
 def _run_cells(client, store: Store, spec, cid, total, on_event) -> bool:
     from distributed import wait
 
-    plan = pending_cells(store, cid, spec)
-    count = len(store.done_keys(cid))
+    done = store.done_keys(cid)
+    plan, count = pending_cells(done, spec.cells()), len(done)
     fleet = testbeds(client)
     names = fleet.names()
     on_event(Event("plan", count, total, f"{cid}: {len(plan)} cell(s) to measure on "

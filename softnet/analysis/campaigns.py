@@ -20,7 +20,7 @@ from softnet.errors import InputError
 from softnet.results import readers
 from softnet.results.readers import CellRecord, StoredResult, StoredTrial
 from softnet.results.stored import knobs_label
-from softnet.results.store import DB_NAME, Store
+from softnet.results.store import DB_NAME, Store, is_store_dir
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,9 @@ class Configuration:
         return self.meta.cell_id if isinstance(self.meta, SoftnetMeta) else None
 
     def to_dict(self) -> dict:
-        out = {"label": self.label, "knobs": self.knobs, "source": self.source,
-               "meta": self.meta.to_dict() if self.meta is not None else {}, **self.analysis.to_dict()}
+        analysis = self.analysis.to_dict()  # its meta: what a PASTRAMI file's name says
+        out = {"label": self.label, "knobs": self.knobs, "source": self.source, **analysis,
+               "meta": {**analysis.get("meta", {}), **(self.meta.to_dict() if self.meta is not None else {})}}
         if isinstance(self.meta, PastramiMeta) and self.meta.discards:  # where the loss happened, per load
             out["nic_discards"] = [d.to_dict() for d in self.meta.discards]
         return out
@@ -245,14 +246,20 @@ def analyze_path(path: str | Path, campaign_id: str | None = None, pdr_loss_rati
                  eta: float = 0.1, confidence: float = 0.95) -> list[Configuration]:
     """A softnet results directory, a PASTRAMI file, or a folder of PASTRAMI files."""
     path = Path(path)
-    if (path / DB_NAME).exists():
-        with Store(path, read_only=True) as store:
-            ids = [c.campaign_id for c in readers.campaigns(store)]
+    if is_store_dir(path):
+        with readers.open_results(path) as store:
+            names = {c.campaign_id: c.name for c in readers.campaigns(store)}
+            ids = list(names)
             if campaign_id:
                 if campaign_id not in ids:
                     raise InputError("--campaign", f"'{campaign_id}' not in {path}; there: {', '.join(ids)}")
                 ids = [campaign_id]
-            return [c for cid in ids for c in analyze_campaign(store, cid)]
+            out = [c for cid in ids for c in analyze_campaign(store, cid)]
+            labels = [c.label for c in out]
+            for c in out:  # several campaigns (a lab's exports) with like cells: name the campaign
+                if labels.count(c.label) > 1:
+                    c.label = f"{names[c.campaign_id] or c.campaign_id}: {c.label}"
+            return out
     if path.is_file():
         return analyze_pastrami([path], pdr_loss_ratio, eta, confidence)
     if path.is_dir():

@@ -436,8 +436,10 @@ def _latency_runs(store, campaign_id: str, cell_id: int) -> list[_LatencyRun]:
 
 
 def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float = 0.02,
-                   loss_margin: float = 0.001) -> ComparisonSummary:
-    """The first results directory (its newest campaign) against each of the
+                   loss_margin: float = 0.001, campaign_ids: Sequence[str] = ()) -> ComparisonSummary:
+    """The first results directory (its newest campaign, or the first of
+    ``campaign_ids``, which name one per path in order; a lab's Parquet
+    export may be given twice) against each of the
     others, configuration by configuration and load by load. The groups were
     measured apart, so the differences are unpaired (Welch) and any drift of
     the host between the runs is in them."""
@@ -448,9 +450,13 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
 
     if len(paths) < 2:
         raise InputError("PATHS", "give a baseline results directory and at least one candidate")
+    if campaign_ids and len(campaign_ids) != len(paths):
+        raise InputError("--campaign", f"give one per results directory ({len(paths)}), in their order; "
+                         f"got {len(campaign_ids)}")
     with ExitStack() as stack:
         stores = [stack.enter_context(open_results(p)) for p in paths]
-        camps = [latest_campaign(s, str(p)) for s, p in zip(stores, paths)]
+        camps = [latest_campaign(s, str(p), (list(campaign_ids) or [None] * len(paths))[i])
+                 for i, (s, p) in enumerate(zip(stores, paths))]
         base = camps[0]
         for c in camps[1:]:
             if c.kind != base.kind:

@@ -114,10 +114,10 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
             wide: bool = False, paper_ci: bool = False) -> list:
     """PASTRAMI analysis of sweeps and the summaries of searches. JSON: a list of
     sweep configurations, plus one object per search goal (``"search": true``)."""
-    from softnet.results.store import DB_NAME
+    from softnet.results.store import is_store_dir
 
     configs = analyze_path(path, campaign, pdr_loss_ratio=pdr, eta=eta)
-    is_store = (Path(path) / DB_NAME).exists()
+    is_store = is_store_dir(path)
     searches = search_summaries(path, campaign) if is_store else []
     latency = latency_campaigns(path, campaign) if is_store else []
     compared = comparisons(path, campaign) if is_store else []

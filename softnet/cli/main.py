@@ -367,7 +367,9 @@ def parse_variant(text: str, option: str = "--variant") -> dict:
 @app.command()
 def compare(
     paths: list[Path] = typer.Argument(None, help="stored results: a baseline directory and candidates, or one "
-                                       "directory holding a paired comparison"),
+                                       "directory holding a paired comparison; also Parquet exports"),
+    campaign: list[str] = typer.Option(None, "--campaign", help="with PATHS: the campaign of each, in their "
+                                       "order (default: each one's newest)", rich_help_panel=P_OUTPUT),
     sut: list[str] = typer.Option(None, "--sut", help="a variant's SUT personality (give 2 or more; the first is "
                                   "the baseline)", rich_help_panel=P_VARIANTS),
     variant: list[str] = typer.Option(None, "--variant", help="a variant as KNOB=VALUE;... (e.g. "
@@ -427,8 +429,8 @@ def compare(
             if not p.exists():
                 raise InputError(str(p), "no such results directory")
             check_store(p)
-        summary = (stored_paired(str(paths[0])) if len(paths) == 1 else
-                   compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin))
+        summary = (stored_paired(str(paths[0]), (campaign or [None])[0]) if len(paths) == 1 else
+                   compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin, campaign or ()))
         raise typer.Exit(compare_cmd.show(summary, gate, loss_threshold, as_json, wide))
     variants = [{"testbed.sut": s} for s in sut or []] + [parse_variant(v) for v in variant or []]
     loads = [x.strip() for x in load.split(",") if x.strip()] if load else []

@@ -205,6 +205,9 @@ class Results:
     def raw_folder(self, store: int, campaign_id: str) -> Path:
         self._known(store, campaign_id)
         folder = self.dirs[store] / "raw" / campaign_id
+        if not folder.is_dir() and readers.is_export_dir(self.dirs[store]):
+            raise HttpError(404, f"results store {store} is a Parquet export: the raw trial files stay in the "
+                            "results directory it was exported from")
         if not folder.is_dir():
             raise HttpError(404, f"no campaign {campaign_id} in results store {store}")
         return folder

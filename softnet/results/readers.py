@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from softnet.errors import InputError
 from softnet.results.search import SearchGoalRow
-from softnet.results.store import DB_NAME, Store
+from softnet.results.store import DB_NAME, Store, is_export_dir, is_store_dir
 from softnet.results.stored import LatencyAt, StoredProvenance, StoredResult, StoredTrial
 from softnet.results.trial import check_schema
 
@@ -132,21 +132,25 @@ class SweepCell:
 
 
 def is_results_dir(path: str | Path) -> bool:
-    return (Path(path) / DB_NAME).exists()
+    """A results directory, or a Parquet export of one or more (softnet export)."""
+    return is_store_dir(path)
 
 
 def open_results(results_dir: str | Path) -> Store:
     """A read-only Store of ``results_dir``; an InputError naming the file
     when it is missing, not a DuckDB database, or not softnet's tables."""
     db = Path(results_dir) / DB_NAME
-    if not db.is_file():
-        raise InputError(str(results_dir), f"no {DB_NAME} here (not a softnet results directory)")
+    if not db.is_file() and not is_export_dir(results_dir):
+        raise InputError(str(results_dir), f"no {DB_NAME} here, nor the Parquet trees of `softnet export` "
+                         "(not a softnet results directory)")
     try:
         store = Store(results_dir, read_only=True)
     except duckdb.Error as exc:
-        raise InputError(str(db), f"cannot be read as a DuckDB database ({_first_line(exc)})") from None
+        what = "a DuckDB database" if db.is_file() else "softnet's Parquet export"
+        raise InputError(str(db if db.is_file() else results_dir),
+                         f"cannot be read as {what} ({_first_line(exc)})") from None
     try:
-        _check_tables(store, db)
+        _check_tables(store, store.source)
     except BaseException:
         store.close()
         raise
@@ -157,7 +161,7 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _check_tables(store: Store, db: Path) -> None:
+def _check_tables(store: Store, db: str) -> None:
     have: dict[str, set] = {}
     for table, column in store.db.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall():
         have.setdefault(table, set()).add(column)
@@ -168,7 +172,7 @@ def _check_tables(store: Store, db: Path) -> None:
 
 
 def _where(store: Store, campaign_id, cell_id, load_index, run_index) -> str:
-    return (f"{store.dir / DB_NAME} (campaign {campaign_id}, cell {cell_id}, load {load_index}, "
+    return (f"{store.source} (campaign {campaign_id}, cell {cell_id}, load {load_index}, "
             f"run {run_index})")
 
 

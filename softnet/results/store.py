@@ -128,15 +128,54 @@ class TrialRecord:
         return (self.cell_id, self.load_index, self.run_index)
 
 
+def is_export_dir(path: str | Path) -> bool:
+    """A folder `softnet export --format parquet` wrote (one store's or a
+    lab's many): its Parquet trees, and no database."""
+    p = Path(path)
+    return not (p / DB_NAME).exists() and (p / "trials").is_dir() and (p / "campaigns").is_dir()
+
+
+def is_store_dir(path: str | Path) -> bool:
+    """A results directory (its database) or a Parquet export of one or more."""
+    return (Path(path) / DB_NAME).exists() or is_export_dir(path)
+
+
 class Store:
+    """A results directory's database; read-only, also a Parquet export
+    folder: its trees are the tables (views in an in-memory database), so
+    every reader works on a lab's exports as on one store."""
+
     def __init__(self, results_dir: str | Path, read_only: bool = False):
         self.dir = Path(results_dir)
+        self.source = str(self.dir / DB_NAME)  # what errors name
+        if read_only and is_export_dir(self.dir):
+            self.source = f"{self.dir} (Parquet export)"
+            self.db = duckdb.connect(":memory:")
+            self.db.execute(SCHEMA)
+            self._attach_export()
+            return
         if read_only and not (self.dir / DB_NAME).exists():
             raise FileNotFoundError(f"{self.dir}: no {DB_NAME} here (not a softnet results directory)")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db = duckdb.connect(str(self.dir / DB_NAME), read_only=read_only)
         if not read_only:
             self.db.execute(SCHEMA)
+
+    def _attach_export(self) -> None:
+        """Each exported tree as a view with its table's columns (the
+        partition keys come back from the folder names, kept as text); a
+        table no export holds rows of stays empty. Raw trial files stay in
+        the stores; what needs them says so."""
+        for table in EXPORTED:
+            if not any((self.dir / table).rglob("*.parquet")):
+                continue
+            cols = [r[0] for r in self.db.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [table]).fetchall()] + (["testbed"] if table == "trials" else [])
+            files = str(self.dir / table / "**" / "*.parquet").replace("'", "''")
+            self.db.execute(f"DROP TABLE {table}")
+            self.db.execute(f"CREATE VIEW {table} AS SELECT {', '.join(cols)} FROM read_parquet('{files}', "
+                            "hive_partitioning = true, hive_types_autocast = false, union_by_name = true)")
 
     def close(self) -> None:
         self.db.close()
@@ -303,7 +342,7 @@ class Store:
         rows = self.db.execute(sql + " ORDER BY load_index, run_index", args).fetchall()
         results = [json.loads(r[0]) for r in rows]
         for r in results:
-            check_schema(r, f"{self.dir / DB_NAME}: campaign {campaign_id} cell {cell_id}")
+            check_schema(r, f"{self.source}: campaign {campaign_id} cell {cell_id}")
         return results
 
     def kernel_samples(self, campaign_id: str, cell_id: int, load_index: int, run_index: int) -> list[dict]:
@@ -339,7 +378,7 @@ class Store:
         out = []
         for row in cur.fetchall():
             columns = dict(zip(names, row))
-            check_search_schema(json.loads(columns.pop("result_json")), f"{self.dir / DB_NAME}: search {campaign_id}")
+            check_search_schema(json.loads(columns.pop("result_json")), f"{self.source}: search {campaign_id}")
             out.append(SearchGoalRow.model_validate(columns))
         return out
 
@@ -362,7 +401,7 @@ class Store:
                               [campaign_id]).fetchone()
         if row is None or (finished_only and not row[1]):
             return None
-        return ComparisonSummary.from_dict(json.loads(row[0]), f"{self.dir / DB_NAME}")
+        return ComparisonSummary.from_dict(json.loads(row[0]), self.source)
 
     # ---- latency runs (the AF_XDP lab) -------------------------------------
     def records_path(self, campaign_id: str, cell_id: int, run_index: int) -> Path:
@@ -401,7 +440,7 @@ class Store:
         for cell_id, run_index, j in rows:
             d = json.loads(j)
             if d.get("schema_version") != LATENCY_SCHEMA_VERSION:
-                raise InputError(f"{self.dir / DB_NAME}", f"latency result schema version "
+                raise InputError(self.source, f"latency result schema version "
                                  f"{d.get('schema_version')!r}: this softnet reads {LATENCY_SCHEMA_VERSION}")
             out.append({"cell_id": cell_id, "run_index": run_index, **LatencyRunResult.model_validate(d).to_dict()})
         return out
@@ -434,6 +473,8 @@ class Store:
         true)); a campaign exported again replaces its partitions."""
         if fmt not in ("csv", "parquet"):
             raise ValueError(f"format '{fmt}': accepted csv, parquet")
+        if self.source != str(self.dir / DB_NAME):
+            raise InputError(self.source, "is an export already: export the results directories it came from")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = []

@@ -57,6 +57,7 @@ REPEATS = 3
 DURATION_S, WARMUP_S = 2.0, 0.5
 PROBE_DURATION_S, PROBE_WARMUP_S = 1.0, 0.2
 SAMPLE_PERIOD_S = 0.01
+START_TIMEOUT_S = 5.0  # a generator whose first frame has not reached the sink by then failed to start
 SLOW_READ_S = 0.0005  # a sink read slower than this has an uncertain timestamp: dropped
 SAMPLER_RT_PRIORITY = 10
 TOLERANCE = 0.005  # +-0.5%
@@ -79,7 +80,7 @@ def summary(values) -> dict:
 
 
 def sample_sink(sink: Sink, keep_going) -> list[tuple[float, int, float]]:
-    """(monotonic s, sink rx_test_pkts, read duration s) every SAMPLE_PERIOD_S while keep_going().
+    """(monotonic s, sink rx_test_pkts, read duration s) every SAMPLE_PERIOD_S while keep_going(samples).
 
     The sink CPU is busy with receive processing (the NAPI kthread), so a
     read could wait milliseconds for it. For the length of the sampling only,
@@ -93,7 +94,7 @@ def sample_sink(sink: Sink, keep_going) -> list[tuple[float, int, float]]:
         pass
     samples, due = [], time.monotonic()
     try:
-        while keep_going():
+        while keep_going(samples):
             t0 = time.monotonic()
             n = sink.read()["rx_test_pkts"]
             t1 = time.monotonic()
@@ -120,9 +121,10 @@ def window_figures(samples, intended_pps: float, warmup_s: float, duration_s: fl
     first = t[np.argmax(c > 0)] if c.size and c[-1] > 0 else None
     lo = first + warmup_s if first is not None else 0.0
     hi = min(lo + duration_s, t[-1]) if first is not None else 0.0
-    if hi - lo < duration_s / 2:  # the generator stopped early or never started
+    if hi - lo < duration_s / 2:  # the generator stopped early or never started, or no read was timely
         return {"sink_rate_pps": None, "sink_ratio": None, "window_s": max(hi - lo, 0.0), "intervals": 0,
-                "cv_per_10ms": None, "peak_to_mean_per_10ms": None, "idle_intervals_ratio": None}
+                "cv_per_10ms": None, "peak_to_mean_per_10ms": None, "idle_intervals_ratio": None,
+                "samples": len(samples), "slow_reads_dropped": int(slow.sum())}
     rate = (np.interp(hi, t, c) - np.interp(lo, t, c)) / (hi - lo)
     grid = np.arange(lo, hi + 1e-9, SAMPLE_PERIOD_S)
     per_bin = np.diff(np.interp(grid, t, c))  # deliveries per 10 ms
@@ -187,7 +189,7 @@ def gen_sampled(ep, ch, rate_pps: float) -> dict:
     sink = Sink(ch, ep.sink_ns, ep.sink_if, total, warmup)
     job = GeneratorJob.start(ch, ep, rate_pps, total, warmup, FRAME_BYTES, 1, GEN_CPU)
     try:
-        samples = sample_sink(sink, lambda: job.proc.poll() is None)
+        samples = sample_sink(sink, lambda _: job.proc.poll() is None)
         report = job.wait(timeout=10)
         received = sink.drain()[0]["rx_test_pkts"]
     finally:
@@ -227,9 +229,15 @@ def trafgen_run(ep, ch, rate_pps: float | None, duration_s=DURATION_S, warmup_s=
     """One trafgen run, sink sampled every 10 ms; rate_pps=None: fast path (TX_RING)."""
     sink = Sink(ch, ep.sink_ns, ep.sink_if, 1, 1)  # every trafgen frame has seq 0: see trafgen.py
     job = trafgen.TrafgenJob.start(ch, ep, rate_pps, GEN_CPU, FRAME_BYTES)
+    def keep_going(samples) -> bool:
+        # the window runs from the first frame at the sink: trafgen may take a
+        # while to start sending, which a window from its start would miss
+        first = next((t for t, n, _ in samples if n > 0), None)
+        end = (job.started + START_TIMEOUT_S) if first is None else first + warmup_s + duration_s + 0.3
+        return time.monotonic() < end and job.running()
+
     try:
-        t_end = job.started + warmup_s + duration_s + 0.3
-        samples = sample_sink(sink, lambda: time.monotonic() < t_end and job.running())
+        samples = sample_sink(sink, keep_going)
     finally:
         report = job.stop()
     try:
@@ -256,7 +264,12 @@ def bench_trafgen(ep, ch) -> dict:
     console.print(f"trafgen: probing the maximum at -b {UNREACHABLE_PPS / 1e6:.0f} Mpps")
     probe = trafgen_run(ep, ch, UNREACHABLE_PPS)
     if not probe["sink_rate_pps"]:
-        return {"version": version, "failed": "trafgen sent nothing at -b 20 Mpps", "max_probe": probe}
+        why = (f"the sink counted {probe['received_pkts']:,} of {probe['sent_pkts'] or 0:,} frames sent, but "
+               f"over a window of {probe['window_s']:.2f} s (of {DURATION_S} s): {probe['slow_reads_dropped']} of "
+               f"{probe['samples']} sink reads were slower than {SLOW_READ_S * 1e3:.1f} ms and dropped"
+               if probe["received_pkts"] else "trafgen's frames did not reach the sink")
+        return {"version": version, "failed": f"no maximum at -b {UNREACHABLE_PPS / 1e6:.0f} Mpps: {why}",
+                "max_probe": probe}
 
     def measure(rate: float) -> dict:
         runs = [trafgen_run(ep, ch, rate) for _ in range(REPEATS)]
@@ -326,8 +339,15 @@ def print_table(result: dict) -> None:
             table.add_row(name, label, f"{r['intended_rate_pps']:,.0f}", fmt(r["achieved_ratio"], ".5f"),
                           fmt(r["received_ratio"], ".4f"), lag, fmt(r["cv_per_10ms"], ".3f"),
                           fmt(r["peak_to_mean_per_10ms"], ".2f"))
+    for name in ("softnet_gen", "trafgen"):  # a generator that could not be measured has its row too
+        if "rates" not in result[name]:
+            why = result[name].get("failed") or result[name].get("skipped") or "not measured"
+            table.add_row(name, "-", "-", f"[red]failed: {why}[/]", "", "", "", "")
     console.print(table)
     for name in ("softnet_gen", "trafgen"):
+        if "rates" not in result[name]:
+            console.print(f"[red]FAIL[/] {name}: not measured: "
+                          f"{result[name].get('failed') or result[name].get('skipped')}")
         if "max_rate_pps" in result[name]:
             paced = result[name]["max_paced_rate_pps"]
             paced_text = f"{paced:,.0f} pps" if paced else "no rate"
@@ -405,7 +425,8 @@ def main() -> int:
     if not act["host_quiet"]:
         console.print("[yellow]warning:[/] the host was busy with other work during this run: figures may be disturbed")
     console.print(f"results: {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
-    return 0
+    # a peer that could not be measured fails the bench: the comparison is its point
+    return 0 if all("rates" in result[n] for n in ("softnet_gen", "trafgen")) else 1
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -191,3 +192,11 @@ def test_render_table_shows_every_check_literally():
     assert "[Errno 1] [bold]not markup[/bold]" in text
     for word in ("yes", "no", "unknown", "e1", "e2", "e3"):
         assert word in text
+
+
+def test_the_command_sums_up_on_one_screen():
+    r = subprocess.run([sys.executable, "-m", "softnet", "doctor"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "80"})
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0].startswith("softnet doctor: ") and len(lines) <= 40, r.stdout + r.stderr
+    assert max(len(x) for x in lines) <= 80 and "--verbose" in r.stdout

@@ -208,9 +208,15 @@ def test_no_scheduler_there_is_said_and_waited_for(tmp_path):
     spec = spec_file(tmp_path, "none", '"traffic.frame_bytes" = [64]')
     p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler",
                                      f"tcp://127.0.0.1:{free_port()}"), stderr=subprocess.PIPE, text=True)
-    time.sleep(15)
+    seen = []
+    for line in p.stderr:  # said, and waiting (not ended): Ctrl-C
+        seen.append(line)
+        if "waiting for it" in line:
+            break
+    time.sleep(0.5)
+    assert p.poll() is None, "".join(seen)
     p.send_signal(signal.SIGINT)
-    err = p.communicate(timeout=30)[1]
+    err = "".join(seen) + p.communicate(timeout=30)[1]
     assert "no Dask scheduler at tcp://127.0.0.1:" in err and "waiting for it" in err, err
     assert p.returncode == 130, err
 

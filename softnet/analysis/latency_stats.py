@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 from softnet.results.latency import (
     FLAG_DUPLICATE, FLAG_IMPOSSIBLE, FLAG_RECEIVED, FLAG_REORDERED, HOPS, RECORD_DTYPE, RecordColumns,
@@ -326,6 +325,8 @@ def percentile_cis(rtt_ns, qs: Mapping[str, float], *, confidence: float = DEFAU
                 continue
             sd = math.sqrt(n * p * (1 - p)) + 1.0
             j = np.arange(max(1, int(k - 12 * sd)), min(n, int(k + 12 * sd) + 2) + 1)
+            from scipy import stats  # here: its import is 0.6 s, paid only where it is used
+
             cdf = stats.binom.sf(k - 1, n, j / n)  # P(the resample's k-th value <= x_(j))
             lo = j[min(np.searchsorted(cdf, alpha), j.size - 1)]
             hi = j[min(np.searchsorted(cdf, 1.0 - alpha), j.size - 1)]

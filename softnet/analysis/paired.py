@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from softnet.results.comparison import Better, PairedDifference, Scale, Verdict
 
@@ -63,6 +62,8 @@ def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float 
     xa, xb = np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], float)
     d = np.log(xb / xa) if scale == "ratio" else xb - xa
     mean, lo, hi = hodges_lehmann(d, confidence)
+    from scipy import stats  # here: its import is 0.6 s, paid only where it is used
+
     p = float(stats.wilcoxon(d).pvalue) if n >= 2 and np.any(d != 0) else (1.0 if n >= 2 else None)
     to_change = (lambda v: math.expm1(v)) if scale == "ratio" else (lambda v: v)
     ci = None if lo is None else (to_change(lo), to_change(hi))
@@ -100,6 +101,8 @@ def hodges_lehmann(d: np.ndarray, confidence: float) -> tuple[float, float | Non
         k = int(np.searchsorted(cdf, alpha / 2, side="right"))  # P(W <= k - 1) <= alpha / 2
     else:
         mu, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        from scipy import stats
+
         k = max(0, int(math.floor(mu - stats.norm.ppf(1 - alpha / 2) * sd)))
     if k < 1:  # too few pairs to reach this confidence at all
         return est, None, None
@@ -203,6 +206,8 @@ def unpaired_difference(metric: str, a: Sequence[float | None], b: Sequence[floa
             ci, p = (to_change(mean), to_change(mean)), (1.0 if mean == 0 else 0.0)
         else:
             dof = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+            from scipy import stats
+
             half = float(stats.t.ppf(1 - (1 - confidence) / 2, dof)) * se
             ci = (to_change(mean - half), to_change(mean + half))
             p = float(2 * stats.t.sf(abs(mean) / se, dof))

@@ -28,6 +28,20 @@ from softnet.results.store import Store
 UNSTABLE_CV = 0.05
 
 
+@dataclass(frozen=True)
+class LossAtOrBelow:
+    """A goal's trials at or below their search's lower bound, counting all
+    their loss: how many lost more than the goal allows. With host-stall
+    loss set apart (the search's default reading) those trials still met the
+    goal; a tester counting all loss (RFC 2544) would put the bound lower."""
+
+    trials: int
+    over_goal: int  # counting all their loss
+    over_goal_as_read: int  # counting the loss the search counts (host-stall loss apart when it sets it apart)
+    max_loss_ratio: float | None  # the largest all-loss ratio among them
+    host_stall_loss: str  # how the search read loss: "set_apart" or "count"
+
+
 @dataclass
 class SearchSummary:
     campaign_id: str
@@ -41,11 +55,30 @@ class SearchSummary:
     repeats: list[SearchGoalRow] = field(default_factory=list)
     trials: list[list[StoredTrial]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
     latency: list["LatencyAtFraction"] = field(default_factory=list)  # at fractions of this goal's lower bound
+    at_or_below: LossAtOrBelow | None = None
 
     def to_dict(self) -> dict:
         return {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "label": self.label, "goal": self.goal,
                 "loss_ratio": self.loss_ratio, "verdict": self.verdict, "value_pps": self.value_pps, "cv": self.cv,
-                "repeats": [r.model_dump() for r in self.repeats], "latency": [x.to_dict() for x in self.latency]}
+                "repeats": [r.model_dump() for r in self.repeats], "latency": [x.to_dict() for x in self.latency],
+                "at_or_below_lower_bound": None if self.at_or_below is None else asdict(self.at_or_below)}
+
+
+def loss_at_or_below(rows: list[SearchGoalRow], trials: dict[tuple[int, int], list[StoredTrial]],
+                     host_stall_loss: str) -> LossAtOrBelow | None:
+    """Over a goal's repeats: the trials at loads up to each one's lower
+    bound, and those whose whole loss (lost / sent) exceeds the goal's."""
+    sel = [t.result for r in rows if r.lower_bound_pps is not None
+           for t in trials.get((r.cell_id, r.run_index), [])
+           if t.result.intended_rate_pps <= r.lower_bound_pps * (1 + 1e-9) and t.result.sent_pkts]
+    if not sel:
+        return None
+    goal = rows[0].loss_ratio
+    ratios = [(t.lost_pkts or 0) / t.sent_pkts for t in sel]
+    own = [((t.sut_lost_pkts if host_stall_loss == "set_apart" and t.sut_lost_pkts is not None else t.lost_pkts)
+            or 0) / t.sent_pkts for t in sel]
+    return LossAtOrBelow(len(sel), sum(x > goal for x in ratios), sum(x > goal for x in own), max(ratios),
+                         host_stall_loss)
 
 
 def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False) -> list[SearchSummary]:
@@ -53,6 +86,7 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
     rows = readers.search_goals(store, campaign_id)
     cells = {c.cell_id: c for c in readers.cells(store, campaign_id)}
     latency = search_latency(store, campaign_id)
+    by_repeat = readers.search_trials(store, campaign_id)
     out = []
     for key in dict.fromkeys((r.cell_id, r.goal) for r in rows):
         sel = [r for r in rows if (r.cell_id, r.goal) == key]
@@ -71,7 +105,8 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
                                  sel[0].loss_ratio, verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,
                                  cv, list(sel), trials,
-                                 [x for x in latency if (x.cell_id, x.goal) == key]))
+                                 [x for x in latency if (x.cell_id, x.goal) == key],
+                                 loss_at_or_below(sel, by_repeat, cell.settings.method.host_stall_loss)))
     return out
 
 

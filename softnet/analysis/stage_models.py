@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from softnet.analysis.kernel_stats import mean_of
 from softnet.analysis.stages import EBPF_STAGES, WIFI_STAGES
@@ -106,6 +105,8 @@ class Fit:
 def _fit(x: np.ndarray, y: np.ndarray, loads: int) -> Fit | None:
     if loads < MIN_LOADS:
         return None
+    from scipy import stats  # here: its import is 0.6 s, paid only where it is used
+
     f = stats.linregress(x, y)
     return Fit(float(f.slope), float(f.intercept), float(f.rvalue ** 2), float(f.stderr), int(len(x)))
 

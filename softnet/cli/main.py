@@ -870,15 +870,18 @@ def host_prepare(path: Path = typer.Argument(..., help="inventory (TOML)"),
 
 
 @app.command()
-def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
+def doctor(as_json: bool = typer.Option(False, "--json"),
+           verbose: bool = typer.Option(False, "--verbose", "-v", help="every check: what was found, what it "
+                                        "enables")) -> None:
     """What this host can do, and what each answer enables or disables."""
     from softnet import doctor as doc
+    from softnet.doctor.summary import render_summary
 
     checks = doc.run_probes()
     if as_json:
         print_json([c.to_dict() for c in checks])
     else:
-        console.print(doc.render_table(checks))
+        console.print(doc.render_table(checks) if verbose else render_summary(checks))
 
 
 def main() -> None:

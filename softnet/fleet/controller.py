@@ -56,7 +56,7 @@ def testbeds(client) -> Testbeds:
     return Testbeds(workers, {tb: why for tb, why in left.items() if tb not in running})
 
 
-def connect(address: str, timeout_s: float = 10.0):
+def connect(address: str, timeout_s: float = 5.0):
     from distributed import Client
 
     try:

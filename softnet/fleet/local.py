@@ -71,13 +71,15 @@ class LocalFleet:
                 child.kill()
 
     def close(self) -> None:
-        """SIGTERM, as a lab stops them (they remove their scratch space); SIGKILL what is left."""
-        for p in [*self.workers.values(), self.scheduler]:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-        for p in [*self.workers.values(), self.scheduler]:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=20)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        """SIGTERM, as a lab stops them (they remove their scratch space); SIGKILL what is left.
+        The workers first: one whose scheduler is already gone waits seconds to say goodbye."""
+        for group in (list(self.workers.values()), [self.scheduler]):
+            for p in group:
+                with contextlib.suppress(ProcessLookupError):
+                    p.terminate()
+            for p in group:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=20)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

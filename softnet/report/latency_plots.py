@@ -28,7 +28,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
-from scipy import stats
 
 from softnet.analysis.latency_clusters import Clustering, is_on
 from softnet.analysis.latency_stats import SEGMENTS, ConfigStats
@@ -140,6 +139,8 @@ def kde_figure(configs: Sequence[ConfigStats], clustering: Clustering | None = N
             style = dict(color=cluster_color(i if own else lab), linewidth=1.0, alpha=0.85,
                          linestyle=":" if lab < 0 else "-")
             if x.size >= 2 and np.ptp(np.log10(x)) > 0:
+                from scipy import stats  # here: its import is 0.6 s, paid only where it is used
+
                 dens = stats.gaussian_kde(np.log10(x))(grid)
                 ax.plot(10 ** grid, dens, **style)
                 top[lab >= 0] = max(top[lab >= 0], float(dens.max()))

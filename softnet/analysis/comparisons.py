@@ -15,7 +15,7 @@ A trial gives:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -474,6 +474,7 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
             pairs = common_cells(base, cand)
             for ca, cb in pairs:
                 prefix = f"{config_key(ca.knobs)} " if len(pairs) > 1 else ""
+                first = len(diffs)
                 if base.kind == "sweep":
                     diffs += sweep_differences(prefix, trial_results(stores[0], base.campaign_id, ca.cell_id),
                                                trial_results(stores[i], cand.campaign_id, cb.cell_id),
@@ -485,6 +486,7 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
                     diffs += latency_differences(prefix, _latency_runs(stores[0], base.campaign_id, ca.cell_id),
                                                  _latency_runs(stores[i], cand.campaign_id, cb.cell_id),
                                                  confidence, margin)
+                diffs[first:] = [replace(d, configuration=prefix.strip()) for d in diffs[first:]]
             if not diffs:
                 raise InputError(cand.path, f"shares configurations with {base.path} but no load measured in both")
             out.differences[names[i]] = diffs

@@ -261,9 +261,12 @@ def show_searches(summaries: list, wide: bool = False) -> None:
             notes.append(f"{s.label} {s.goal} run {r.run_index}: {r.diagnosis}")
     # One table per configuration, named in its title: a configuration column
     # would leave the numbers no room in 80 columns.
+    # one search per goal: no run column (its room lets "budget exhausted" wrap between its words)
+    keep = [i for i in range(1, len(SEARCH_COLS)) if i != 2 or any(len(s.repeats) > 1 for s in summaries)]
     for label in dict.fromkeys(r[0] for r in rows):
         title = f"NDR/PDR searches: {label}" if label else "NDR/PDR searches"
-        console.print(table(title, SEARCH_COLS[1:], [r[1:] for r in rows if r[0] == label], wide))
+        console.print(table(title, [SEARCH_COLS[i] for i in keep], [[r[i] for i in keep] for r in rows
+                                                                    if r[0] == label], wide))
     for n in notes:
         console.print(f"  {n}", highlight=False)
     for s in summaries:

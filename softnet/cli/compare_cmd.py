@@ -2,6 +2,8 @@
 against each other; the table, the JSON and the exit code a CI job gates on."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.box import SIMPLE_HEAD
 
 from softnet.analysis.paired import regressions
@@ -98,8 +100,14 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
         return REGRESSION_EXIT if bad else 0
     gate = {id(d) for d in bad}
     for cand in summary.candidates:
-        title = f"B = {cand}\nA = {summary.baseline}"
-        console.print(table(title, COLS, rows(summary.differences.get(cand, []), gate), wide, box=SIMPLE_HEAD, pad_edge=False))
+        ds = summary.differences.get(cand, [])
+        # one table per configuration of stored campaigns, named in its title: as a column it leaves none for numbers
+        for config in dict.fromkeys(d.configuration for d in ds):
+            title = f"B = {cand}\nA = {summary.baseline}" + (f"\n{config}" if config else "")
+            pairs = [(d, replace(d, metric=d.metric.removeprefix(f"{config} ")) if config else d) for d in ds
+                     if d.configuration == config]
+            console.print(table(title, COLS, rows([x for _, x in pairs], {id(x) for d, x in pairs if id(d) in gate}),
+                                wide, box=SIMPLE_HEAD, pad_edge=False))
     for cand, rows_ in summary.explain.items():
         shown = sorted(rows_, key=lambda d: (not d.significant, -abs(d.estimate or 0)))[:EXPLAIN_ROWS]
         if shown:

@@ -40,6 +40,7 @@ class PairedDifference:
     significant: bool = False  # the interval excludes zero (also when equivalent: a change inside the margin)
     dropped_pairs: int = 0  # rounds where either side had no value (an invalid trial, a missing counter)
     kind: str = ""  # the metric's family as specs name it: capacity, cpu, loss, latency, search
+    configuration: str = ""  # stored campaigns of several cells: the cell's knobs, which prefix the metric
 
     # read back from stored JSON by pydantic: a key this softnet does not write is an error
     __pydantic_config__ = ConfigDict(extra="forbid")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 
 from softnet.analysis import power as rapl
 from softnet.analysis.nic_counters import nic_counters
@@ -62,17 +61,6 @@ def frame_mbps(pkts: float, frame_bytes: int, seconds: float) -> float:
     return pkts * frame_bytes * 8 / seconds / 1e6
 
 
-def _sysctl_int(name: str) -> int | None:
-    try:
-        return int(Path("/proc/sys/net/core", name).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def dev_weight() -> int | None:
-    return _sysctl_int("dev_weight")
-
-
 def pkts_per_rx_softirq(processed: float, net_rx: float, budget: int | None) -> float | None:
     """Packets through the stack per NET_RX softirq (the paper's 73000/1140).
     None when the softirqs cannot have carried them: one NET_RX run handles at
@@ -82,19 +70,6 @@ def pkts_per_rx_softirq(processed: float, net_rx: float, budget: int | None) -> 
     if net_rx <= 0 or (budget and processed / net_rx > budget):
         return None
     return processed / net_rx
-
-
-def cpu_freq_hz() -> float | None:
-    """Nominal CPU frequency for the cycles normalization (the paper uses the
-    core's 1.5 GHz): cpufreq's maximum, else /proc/cpuinfo's 'cpu MHz'."""
-    try:
-        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) * 1e3
-    except (OSError, ValueError):
-        pass
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("cpu MHz"):
-            return float(line.split(":")[1]) * 1e6
-    return None
 
 
 def window_deltas(series: Series, start: str = "window_start", end: str = "window_end") -> tuple[dict, float]:
@@ -114,11 +89,6 @@ def window_deltas(series: Series, start: str = "window_start", end: str = "windo
     return out, series.t_s[j] - series.t_s[i]
 
 
-def host_sysctls() -> dict:
-    """The net.core sysctls trial_kernel_stats needs, as this host has them now."""
-    return {"dev_weight": dev_weight(), "netdev_budget": _sysctl_int("netdev_budget")}
-
-
 def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int, frame_bytes: int,
                        freq_hz: float | None = None, sysctls: dict | None = None,
                        idle_s: float = 0.0, warmup_s: float = 0.0) -> KernelStats:
@@ -130,7 +100,8 @@ def trial_kernel_stats(series: Series, sut_cpus: list[int], forwarded_pkts: int,
     if secs <= 0:
         raise ValueError("kernel samples: the measurement window has no duration")
     cpus = sorted({k[2] for k in d if k[0] == "stat" and k[2] >= 0})
-    sysctls = host_sysctls() if sysctls is None else sysctls  # a raw trial carries its own (sysctl name -> value)
+    # a raw trial carries its host's (sysctl name -> value); without them, unknown: analysis reads no host
+    sysctls = {"dev_weight": None, "netdev_budget": None} if sysctls is None else sysctls
     weight, budget = sysctls["dev_weight"], sysctls["netdev_budget"]
     per_cpu = {}
     for c in cpus:

@@ -172,3 +172,33 @@ def thread_runtime_ns(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+# ---- host facts a trial's kernel statistics are normalised by ------------------------------------
+def _sysctl_int(name: str) -> int | None:
+    try:
+        return int(Path("/proc/sys/net/core", name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def dev_weight() -> int | None:
+    return _sysctl_int("dev_weight")
+
+
+def cpu_freq_hz() -> float | None:
+    """Nominal CPU frequency for the cycles normalization (the paper uses the
+    core's 1.5 GHz): cpufreq's maximum, else /proc/cpuinfo's 'cpu MHz'."""
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) * 1e3
+    except (OSError, ValueError):
+        pass
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("cpu MHz"):
+            return float(line.split(":")[1]) * 1e6
+    return None
+
+
+def host_sysctls() -> dict:
+    """The net.core sysctls trial_kernel_stats needs, as this host has them now."""
+    return {"dev_weight": dev_weight(), "netdev_budget": _sysctl_int("netdev_budget")}

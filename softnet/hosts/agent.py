@@ -31,7 +31,7 @@ from pydantic import ValidationError, validate_call
 from pyroute2 import IPRoute
 
 from softnet import __version__
-from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
+from softnet.collect.procfs import cpu_freq_hz, host_sysctls
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler

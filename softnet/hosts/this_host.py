@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from softnet.analysis.kernel_stats import cpu_freq_hz, host_sysctls
+from softnet.collect.procfs import cpu_freq_hz, host_sysctls
 from softnet.analysis.loss_time import cpu_roles
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler

@@ -1,6 +1,6 @@
 """How long `softnet agent --stdio` takes from its start to its `hello`
 answer, over a pipe on this host: the cost an agent per local testbed would
-add (docs/remote-hosts.md says why this host's trials call their pieces
+add (docs/how-to/remote-hosts.md says why this host's trials call their pieces
 directly).
 
 Run:  .venv/bin/python bench/agent_start.py [--repeats N]

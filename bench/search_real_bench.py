@@ -16,7 +16,7 @@ MLRsearch gets the simulated bench's settings (search_bench.mlrsearch_config:
 default). At 21 s MLRsearch spends 110-200 one-second trials per search on
 this VM, so 10 interleaved repeats take about 70 minutes, not the issue's
 40; ``--repeats 5`` takes about 35. ``--mlr-duration-sum 3`` is the issue's
-first comparison (its CV there is 14-16%, see docs/search.md).
+first comparison (its CV there is 14-16%, see docs/explanation/search.md).
 softnet gets its library defaults. Repeat i runs softnet first when i is even, MLRsearch first
 otherwise.
 
@@ -239,7 +239,8 @@ def main() -> None:
     ap.add_argument("--mlr-duration-sum", type=float, default=21.0,
                     help="MLRsearch's duration_sum (21: its documented default; 3: the issue's first comparison)")
     ap.add_argument("--plot", type=Path, help="plot traces from this result file instead of measuring")
-    ap.add_argument("--plot-out", type=Path, default=Path("docs/figures/search-real-trace.png"))
+    ap.add_argument("--plot-out", type=Path,
+                    default=Path(__file__).resolve().parent / "results" / "search-real-trace.png")
     ap.add_argument("--plot-repeats", default="0,1")
     ap.add_argument("--replay", type=Path, nargs="+", help="host sweeps (bench/search_host_sweep.py), their "
                     "trials pooled: run both tools on a ResampledSut of them, --repeats seeds each, instead of "

@@ -6,7 +6,7 @@ interleaved runs with and without stamping".
 On the AF_XDP lab's testbed (softnet/testbed/latency.py: A pings, B forwards,
 C reflects, each role pinned as LatencyPlacement.default() places it), N
 pairs of runs, one with stamping on and one with `--no-stamp` on all three
-roles (docs/xsk.md, "Without stamps"). Everything else is the same: poll mode
+roles (docs/reference/xsk.md, "Without stamps"). Everything else is the same: poll mode
 everywhere, 146 B frames (every hop slot exists when stamping is on), COUNT
 packets at RATE. Each run starts its own forward and reflect processes, so
 the two arms differ only in the flag. The order within a pair alternates

@@ -1,6 +1,6 @@
 """Loss in time, on the real local testbed: the sink's timeline (which
 sequence numbers were lost, the largest delay per bin) and the generator's
-late episodes (docs/generator.md, "Loss in time")."""
+late episodes (docs/explanation/generator.md, "Loss in time")."""
 from __future__ import annotations
 
 import json

@@ -137,7 +137,7 @@ def test_two_generators_send_every_seq_once(host_unchanged):
     with threaded NAPI its kthread would queue behind the generator spinning on
     the same CPU (both CPUs have one here) and the 256-packet ring overflow
     within a scheduler slice (12-15% lost, measured). A host stall can still
-    overflow a ring now and then (the VM's, docs/host-stalls.md): then the loss
+    overflow a ring now and then (the VM's, docs/explanation/host-stalls.md): then the loss
     must be exactly the kernel's ring drops (warm-up included), and the trial
     is run again, up to 5 times. A CI run saw ring drops in 3 attempts in a
     row; then every seq still arrived once or was one of those drops."""

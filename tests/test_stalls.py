@@ -219,7 +219,7 @@ def check_found(injected: list[list[int]], read: dict, cpu: int, tasks: set[int]
 
 
 def check_format(read: dict, cpus: list[int]) -> None:
-    """A read as docs/native-tools.md describes it."""
+    """A read as docs/reference/native-tools.md describes it."""
     assert read["cpus"] == cpus
     for key in ("samples_per_cpu", "timers_per_cpu", "switches_per_cpu", "unseen_switches_per_cpu"):
         assert sorted(read[key]) == [str(c) for c in cpus], key

@@ -205,7 +205,7 @@ def test_no_stamp_round_trips_have_rtts_and_no_hop_stamps(host_unchanged, abc, t
 @needs_root
 @pytest.mark.netns
 def test_zero_copy_on_veth_is_unsupported_and_falls_back_to_copy(host_unchanged, abc, tmp_path):
-    """Decision (docs/xsk.md): a refused zero-copy bind is reported and the
+    """Decision (docs/reference/xsk.md): a refused zero-copy bind is reported and the
     role carries on in copy mode; a 64 B frame carries no hop slots."""
     from softnet.traffic.xsk import XskKnobs
 

@@ -23,7 +23,7 @@
  * (an interface holds one XDP program). The report's counts are this
  * process's; softnet.traffic.native.GeneratorGroup merges them.
  *
- * Traffic shapes (docs/traffic.md): flows over ports and addresses, frame
+ * Traffic shapes (docs/how-to/traffic.md): flows over ports and addresses, frame
  * mixes and arrival processes are tables built here, read per packet by the
  * program; with none of them the program is the constant single-size one. */
 #define _GNU_SOURCE
@@ -595,7 +595,7 @@ int main(int argc, char **argv)
 	 * bounds the delay a stamped frame waits (~1 us at 16); at high rates up
 	 * to 256 frames sit in the peer's ring, and a pool that small recycles few
 	 * of them: every send then allocates and initialises a fresh page
-	 * (docs/measurements.md: how far behind a small batch falls). */
+	 * (docs/reference/measurements.md: how far behind a small batch falls). */
 	double stream_rate = o.rate / (double)o.streams; /* what this process sends */
 	if (!o.batch)
 		o.batch = stream_rate < 500e3 ? 16 : stream_rate < 2e6 ? 64 : 256;

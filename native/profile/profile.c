@@ -6,7 +6,7 @@
  * skb_drop_reason, read from the kernel's BTF).
  *
  * The once-per-packet programs (sn_pp_*: the stage clock's packet events and
- * kfree_skb) cost time on every packet (docs/measurements.md has figures). With
+ * kfree_skb) cost time on every packet (docs/reference/measurements.md has figures). With
  * --duty F < 1 a thread attaches them for F of every period (--period-ms,
  * default SAMPLE_PERIOD_MS) and detaches them for the rest; the stage
  * clock keeps only intervals inside one attached period (profile.h), and the
@@ -149,7 +149,7 @@ static void attach_tier(struct profiler *p, struct tier *t)
 		}
 	/* Right after attaching, the CPUs process packets faster than the
 	 * offered rate, as after a stall: let them catch up first
-	 * (docs/measurements.md). */
+	 * (docs/reference/measurements.md). */
 	nap_ms(SETTLE_MS);
 }
 

@@ -171,7 +171,7 @@ struct bin_loss {
 };
 
 /* One JSON line: the runs of unseen seqs in [warmup, sent) and the timeline
- * (README of this format: docs/generator.md, "Loss in time"). */
+ * (README of this format: docs/explanation/generator.md, "Loss in time"). */
 static void print_timeline(const struct reader *r, __u64 sent)
 {
 	__u64 first = r->warmup, n = r->bin_pkts, lost = 0, runs_total = 0, hist[64] = {};

@@ -8,7 +8,7 @@
 /* The default cpu-clock period: a busy CPU silent for longer than this plus
  * the threshold did not run. Each timer interrupt costs a vCPU 5-10 us here
  * (VM exits): at 1 ms the probe took 1.0-1.9% of a busy CPU, at 4 ms (the
- * 250 Hz tick's own period) 0.2-0.4% (docs/native-tools.md). */
+ * 250 Hz tick's own period) 0.2-0.4% (docs/reference/native-tools.md). */
 #define STALLS_PERIOD_US 4000
 
 #define STALL_RUNQ 1 /* a task waited on the runqueue (woken or preempted) before it ran */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* softnet-xsk: the AF_XDP latency lab's tool (docs/xsk.md). One binary, three
+/* softnet-xsk: the AF_XDP latency lab's tool (docs/reference/xsk.md). One binary, three
  * roles on the path A -> B -> C -> B -> A:
  *   ping    (A) sends numbered test frames on a schedule, stamps T0 just
  *           before the TX ring submit and T3 when it reads the reply, and
@@ -1100,7 +1100,7 @@ static const struct sn_option options[] = {
 static const struct sn_tool tool = {
 	.name = "softnet-xsk",
 	.about = "AF_XDP round-trip latency: ping (A) -> forward (B) -> reflect (C) -> B -> A,\n"
-		 "stamped at each XDP hook (metadata) and in each application (docs/xsk.md).",
+		 "stamped at each XDP hook (metadata) and in each application (docs/reference/xsk.md).",
 	.footer = "All roles print {\"ready\": true, ...} once bound, with the knobs the kernel\n"
 		  "took, and \"unsupported\": [{\"knob\": ..., \"unsupported\": ...}] for the refused.\n"
 		  "ping then sends --count packets, waits --drain-ms for late replies, writes\n"

@@ -15,7 +15,7 @@ ticks are charged to nothing, and the tick-sampled busy share falls short.
 ``misaccounted_pct`` = measured busy % - reported busy %; the cause named
 is the softirq time spent inside the idle task when that explains it, else
 the tick's sampling of short bursts (a kthread woken often for short
-work is mostly missed by the tick; example in docs/measurements.md).
+work is mostly missed by the tick; example in docs/reference/measurements.md).
 """
 from __future__ import annotations
 

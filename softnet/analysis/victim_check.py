@@ -4,7 +4,7 @@ profiler measures the same time as softirq, hardirq and system-vector time.
 The two agree when the profiler sees all of it; the gap (victim loss minus
 eBPF time) per interrupt the CPU took is what in-guest tracing cannot see
 (interrupt delivery by the hypervisor, VM exits: 9-11 us per interrupt on
-this VM, docs/measurements.md).
+this VM, docs/reference/measurements.md).
 
 The victim's baseline is its rate over the pause before the traffic (from
 0.2 s after it started to 50 ms before the first packet was due), its load

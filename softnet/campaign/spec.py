@@ -151,7 +151,7 @@ class TestbedSpec(Strict):
     side_a: SideSpec = SideSpec()
     side_b: SideSpec = SideSpec()
     nic: NicSpec = NicSpec()  # the SUT's interfaces; matrix knobs as "testbed.nic.rx_ring"
-    # Real hosts: an inventory (docs/remote-hosts.md) and the testbed of it to
+    # Real hosts: an inventory (docs/how-to/remote-hosts.md) and the testbed of it to
     # run on; `testbeds = [...]` runs the campaign on each (a matrix knob over
     # `name`). gen_cpu is then the traffic host's CPU, sut_cpus the SUT host's.
     inventory: str | None = None
@@ -267,7 +267,7 @@ class SyntheticSpec(Strict):
 
 class FleetSpec(Strict):
     """Where a cell may run when the campaign runs on a fleet of testbeds
-    (softnet run --scheduler; docs/fleet.md). Matrix knobs like the others."""
+    (softnet run --scheduler; docs/how-to/fleet.md). Matrix knobs like the others."""
 
     testbed: str | None = None  # this testbed only (default: testbed.name, when an inventory's testbed is named)
     driver: str | None = None  # a testbed whose SUT host's NICs have this driver (the inventory check's)
@@ -278,7 +278,7 @@ class TrafficSpec(Strict):
     frame_bytes: int = Field(64, ge=64, le=1518)
     flows: int = Field(1, ge=1, le=64511)
     rate_layer: Literal["l1", "l2"] = "l1"
-    # traffic shapes (docs/traffic.md; TrialSpec's fields of the same names): matrix knobs like the others
+    # traffic shapes (docs/how-to/traffic.md; TrialSpec's fields of the same names): matrix knobs like the others
     src_ips: int = Field(1, ge=1, le=65536)
     dst_ips: int = Field(1, ge=1, le=65536)
     dst_ports: int = Field(1, ge=1, le=1024)

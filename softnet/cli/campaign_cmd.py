@@ -202,7 +202,7 @@ def show_data_paths(rows: list, wide: bool = False) -> None:
     if other is not None:  # a sweep's runs are minutes apart; a paired comparison cancels the host's drift
         suts = [x.label.removeprefix("sut=") for x in (tied, other)]
         console.print(f"  to tell tied rows apart: softnet compare --sut {suts[0]} --sut {suts[1]} (interleaved, "
-                      "paired; docs/compare.md)", highlight=False, markup=False)
+                      "paired; docs/explanation/compare.md)", highlight=False, markup=False)
 
 
 def latency_campaigns(results_dir: Path, campaign: str | None = None) -> list[str]:

@@ -11,7 +11,7 @@ from softnet.cli.output import console, eng, print_json
 # Fractions of the probed maximum: from a tenth (no loss: the NDR) through a
 # grid densest around the probe (the knee, the PDR) to 2.5x (saturation). The
 # probe floods the SUT, and under a flood the receive path forwards less than
-# at moderate overload (figures in docs/measurements.md): the knee can lie
+# at moderate overload (figures in docs/reference/measurements.md): the knee can lie
 # above 1.0x.
 DEMO_RELATIVE_LOADS = [0.1, 0.25, 0.45, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5]
 

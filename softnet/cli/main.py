@@ -110,7 +110,7 @@ P_HOSTS = "Real hosts"
 @app.command()
 def trial(
     sut: str = typer.Option("ipv4-fwd", help="SUT personality as name:key=value,... (e.g. nft-fw:rules=1000,"
-                            "conntrack=on; docs/personalities.md): " + ", ".join(personality_names())),
+                            "conntrack=on; docs/reference/personalities.md): " + ", ".join(personality_names())),
     rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)",
                              rich_help_panel=P_LOAD),
     duration: float = typer.Option(5.0, help="measurement window, seconds", rich_help_panel=P_LOAD),
@@ -154,7 +154,7 @@ def trial(
                                 rich_help_panel=P_TRAFFIC),
     gen_cpus: str = typer.Option(None, help="one generator per CPU, e.g. 0,1 (streams of one schedule; "
                                  "default: --gen-cpu)", rich_help_panel=P_TRAFFIC),
-    dst_ips: int = typer.Option(1, help="destination addresses used in turn (1..65536; docs/traffic.md)",
+    dst_ips: int = typer.Option(1, help="destination addresses used in turn (1..65536; docs/how-to/traffic.md)",
                                 rich_help_panel=P_TRAFFIC),
     dst_ports: int = typer.Option(1, help="UDP destination ports used in turn, from 7 up (1..1024)",
                                   rich_help_panel=P_TRAFFIC),
@@ -168,11 +168,11 @@ def trial(
     seed: int = typer.Option(1, help="with --arrivals poisson: the random seed of the gaps", rich_help_panel=P_TRAFFIC),
     bidirectional: bool = typer.Option(False, help="both directions at once; --rate is their sum "
                                        "(each direction half)", rich_help_panel=P_TRAFFIC),
-    inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/remote-hosts.md)",
+    inventory: Path = typer.Option(None, help="run on real hosts: an inventory file (docs/how-to/remote-hosts.md)",
                                    rich_help_panel=P_REAL),
     testbed: str = typer.Option(None, help="with --inventory: the testbed to run on", rich_help_panel=P_REAL),
     nic: str = typer.Option(None, help="NIC knobs of the SUT's interfaces, e.g. rx_ring=512,irq_affinity=pin-1cpu "
-                            "(docs/nic-knobs.md; veth takes rx_channels, tx_channels)", rich_help_panel=P_REAL),
+                            "(docs/how-to/nic-knobs.md; veth takes rx_channels, tx_channels)", rich_help_panel=P_REAL),
 ) -> None:
     """Run one trial: build the testbed, offer a load, count, tear down."""
     from softnet.cli import trial_cmd  # each command imports what it uses: `softnet --help` stays quick
@@ -213,7 +213,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         wide: bool = wide_option(),
         wait: float = wait_option(),
         scheduler: str = typer.Option(None, "--scheduler", help="tcp://HOST:PORT: run the cells on the testbeds of "
-                                      "a fleet, through its Dask scheduler (docs/fleet.md)")) -> None:
+                                      "a fleet, through its Dask scheduler (docs/how-to/fleet.md)")) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
     from softnet.campaign.spec import load_spec
 
@@ -279,7 +279,7 @@ def search(
     as_json: bool = typer.Option(False, "--json", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
-    inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/remote-hosts.md)",
+    inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/how-to/remote-hosts.md)",
                                    rich_help_panel=P_HOSTS),
     testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2",
                                 rich_help_panel=P_HOSTS),
@@ -799,7 +799,7 @@ def agent(stdio: bool = typer.Option(False, "--stdio", help="speak the agent pro
     """The on-host agent a controller starts over SSH (not for people)."""
     if not stdio:
         raise InputError("--stdio", "the agent speaks only over stdin/stdout: softnet agent --stdio "
-                         "(a controller starts it over SSH; see docs/remote-hosts.md)")
+                         "(a controller starts it over SSH; see docs/how-to/remote-hosts.md)")
     need_root()
     from softnet.hosts import agent as agent_mod
 

@@ -88,7 +88,7 @@ class CollectOptions:
 
 @dataclass(frozen=True)
 class ShapeOptions:
-    """The traffic shape's options (docs/traffic.md), as TrialSpec names them,
+    """The traffic shape's options (docs/how-to/traffic.md), as TrialSpec names them,
     with its defaults (one source: "not given" is "as TrialSpec has it")."""
 
     dst_ips: int = TrialSpec.dst_ips
@@ -413,7 +413,7 @@ def latency_row(r: TrialResult, us) -> tuple[str, str, str]:
 
 
 def shape_rows(r: TrialResult) -> list[tuple[str, str, str]]:
-    """The traffic shape's rows (docs/traffic.md): only what a shaped trial has."""
+    """The traffic shape's rows (docs/how-to/traffic.md): only what a shaped trial has."""
     rows = []
     shape = r.traffic_shape
     arrivals = "const" if shape is None else shape.arrivals

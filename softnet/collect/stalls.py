@@ -2,7 +2,7 @@
 did not run, found independently of the traffic, so that a loss can be
 explained in time.
 
-Two detectors per watched CPU (docs/native-tools.md#softnet-stalls):
+Two detectors per watched CPU (docs/reference/native-tools.md#softnet-stalls):
 
 * ``runq``: a task waited on the CPU's runqueue (woken, or preempted) for at
   least the threshold before it ran: someone else held the CPU (``by``: a

@@ -42,7 +42,7 @@ ENABLES = {
     "af_xdp": "AF_XDP sockets: the AF_XDP round-trip latency experiments (af-xdp-delays paper)",
     "threaded_napi": "threaded NAPI: pin SUT receive processing to its own CPU on veth (steering=threaded)",
     "rps": "RPS: move SUT receive processing to other CPUs on veth (steering=rps)",
-    "nic_knobs": "NIC knobs on the local testbed (testbed.nic, --nic): what veth takes; docs/nic-knobs.md",
+    "nic_knobs": "NIC knobs on the local testbed (testbed.nic, --nic): what veth takes; docs/how-to/nic-knobs.md",
     "tracefs": "tracefs tracepoints (napi, net, irq, skb): per-stage kernel events; libbpf SEC(\"tracepoint/...\") "
                "programs resolve tracepoint ids through tracefs",
     "bpf_raw_tracepoint": "eBPF collectors on raw tracepoints (napi_poll, netif_receive_skb) without tracefs",

@@ -3,7 +3,7 @@
 One JSON object per line each way, no listening port. A request is
 {"id": n, "op": ..., ...}; the answer {"id": n, "ok": true, ...} or
 {"id": n, "ok": false, "error": "...", "field": "hosts.dut.interfaces.0.mac"}.
-Ops (docs/remote-hosts.md): hello, check, reserve, apply, start, poll, wait,
+Ops (docs/how-to/remote-hosts.md): hello, check, reserve, apply, start, poll, wait,
 interrupt, drain, timeline, read, stop, reads, window, collect, lease, undo,
 bye.
 

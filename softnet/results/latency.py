@@ -211,7 +211,7 @@ class RttFigures(Exact):
 
 
 class ToolReport(AsStored):
-    """A JSON line of softnet-xsk (docs/xsk.md): the keys softnet reads or
+    """A JSON line of softnet-xsk (docs/reference/xsk.md): the keys softnet reads or
     shows, typed; the others kept as the tool wrote them."""
 
     model_config = ConfigDict(extra="allow")

@@ -1,4 +1,4 @@
-"""Traffic shapes of the native generator (docs/traffic.md): frame mixes,
+"""Traffic shapes of the native generator (docs/how-to/traffic.md): frame mixes,
 arrival processes and the flow mapping, as softnet-gen and softnet-sink see
 them. Pure functions, no I/O: TrialSpec.validate and evaluate use them."""
 from __future__ import annotations

@@ -64,7 +64,7 @@ ALTER TABLE trials ADD COLUMN IF NOT EXISTS latency_p99_ns DOUBLE;
 -- schema 4: the loss with what host stalls explain set apart, and that part
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS sut_lost_pkts BIGINT;
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS host_stall_lost_pkts BIGINT;
--- traffic shapes (docs/traffic.md): the frame mix and the arrival process (older rows: NULL)
+-- traffic shapes (docs/how-to/traffic.md): the frame mix and the arrival process (older rows: NULL)
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS frame_mix VARCHAR;
 ALTER TABLE trials ADD COLUMN IF NOT EXISTS arrivals VARCHAR;
 CREATE TABLE IF NOT EXISTS kernel_samples (

@@ -61,7 +61,7 @@ class TrialSpec:
     profile_base_duty: float = 0.2
     stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
     # its clock on a busy CPU: gaps from period + 0.2 ms are seen; each tick costs 5-10 us here
-    # (2 ms: about 1% of a busy CPU, docs/host-stalls.md)
+    # (2 ms: about 1% of a busy CPU, docs/explanation/host-stalls.md)
     stall_period_us: int = 2000
     inject_busy_ms: float | None = None  # stall injector: take a CPU away this long...
     inject_every_ms: float = 500.0  # ...this often (SCHED_FIFO busy loop, softnet-inject)
@@ -71,7 +71,7 @@ class TrialSpec:
     src_ips: int = 1
     # one generator process per CPU, streams of one schedule (each sends rate / N); None: the placement's gen_cpu
     gen_cpus: list[int] | None = None
-    # traffic shapes (docs/traffic.md): destination addresses and UDP destination ports used in turn (flow f =
+    # traffic shapes (docs/how-to/traffic.md): destination addresses and UDP destination ports used in turn (flow f =
     # seq % (flows x src_ips x dst_ips x dst_ports), source port fastest); a frame mix ("64:7,570:4,1518:1",
     # "imix", percentages; None: frame_bytes); arrivals "const", "poisson" (seeded) or "onoff" (burst_pkts per
     # on period, on for a share on_duty of the time), all at the same mean rate
@@ -164,7 +164,7 @@ class TrialSpec:
                              f"{MAX_TRIAL_PKTS} per trial (the sink keeps one bit per packet)")
 
     def validate_shape(self, ip_version: int) -> None:
-        """The traffic shape's fields (docs/traffic.md); the destination
+        """The traffic shape's fields (docs/how-to/traffic.md); the destination
         range itself is the testbed's (softnet.testbed.local.first_destination)."""
         from softnet.results import shapes
 
@@ -1000,7 +1000,7 @@ class TrialResult(BaseModel):
     profile: ProfileResult | None = None
     provenance: Provenance
     path: TrialPath | None = None
-    # traffic shapes (docs/traffic.md); a result without them had one size, constant arrivals
+    # traffic shapes (docs/how-to/traffic.md); a result without them had one size, constant arrivals
     frame_mix: str | None = None  # the generator's --mix ("64:7,570:4,1518:1"); None: frame_bytes only
     mean_frame_bytes: Number | None = None  # of what was sent (frame_bytes, or the mix's mean)
     throughput_bps: Number | None = None  # received window frame bytes (incl. FCS) x 8 / send span

@@ -126,7 +126,7 @@ class Sink:
 
     def timeline(self, sent: int, timeout: float = 30) -> dict:
         """Where the window's losses sit in the sequence, and the largest delay
-        per bin: the sink's "timeline" answer (docs/generator.md, "Loss in
+        per bin: the sink's "timeline" answer (docs/explanation/generator.md, "Loss in
         time"). ``sent``: the generator's sent_pkts (warm-up included), asked
         after the drain so nothing is in flight. Needs ``bin_pkts``."""
         if self.proc.poll() is not None:
@@ -158,7 +158,7 @@ class Sink:
 
 @dataclass
 class Shape:
-    """A traffic shape's generator options (docs/traffic.md); the defaults
+    """A traffic shape's generator options (docs/how-to/traffic.md); the defaults
     add nothing to the command line."""
 
     dst_ips: int = 1

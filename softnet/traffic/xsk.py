@@ -1,4 +1,4 @@
-"""Wrappers around softnet-xsk (native/xsk, docs/xsk.md), the AF_XDP latency
+"""Wrappers around softnet-xsk (native/xsk, docs/reference/xsk.md), the AF_XDP latency
 lab's tool: `Reflect` (host C), `Forward` (host B) and `Ping` (host A), each
 run inside a network namespace with the tool's --netns and recorded in a
 HostChanges registry before it starts, so it is stopped however the run ends.

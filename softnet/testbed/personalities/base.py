@@ -110,7 +110,7 @@ class Personality:
     def check_reset(self) -> None:
         """Refuse, before the host is touched, a reset this personality does not have."""
         raise InputError("--reset-at", f"{self.name} has no reset (the personalities that have one: "
-                         "docs/rfc-benchmarks.md)")
+                         "docs/explanation/rfc-benchmarks.md)")
 
     def reset(self, tb: "LocalTestbed") -> str:
         """The data path's reset for the reset benchmark (RFC 2544 26.6): do

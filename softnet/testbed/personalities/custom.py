@@ -13,7 +13,7 @@ TOML file named by the ``file`` param (``--sut custom:file=sut.toml``):
 
 Each command runs as ``sh -c CMD`` through ``ip netns exec`` in the SUT
 namespace, in the working directory, with the testbed named in SN_*
-environment variables (see ENV below and docs/personalities.md).
+environment variables (see ENV below and docs/reference/personalities.md).
 """
 from __future__ import annotations
 

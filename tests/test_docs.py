@@ -1,0 +1,56 @@
+"""The docs hold together: every relative link and image in them (and in
+the README) resolves, every `docs/...` path the code names exists, no page
+is longer than a reader can take in, and the layers page matches the
+import contract."""
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+MAX_LINES = 400
+
+
+def tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    return [ROOT / f for f in out]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_links_resolve_and_the_page_is_short(page):
+    text = page.read_text()
+    broken = [t for t in LINK.findall(text) if "://" not in t and not t.startswith("mailto:")
+              and not (page.parent / t).exists()]
+    assert not broken, broken
+    assert len(text.splitlines()) <= MAX_LINES or page.name == "cli.md"  # cli.md: generated, one row per option
+
+
+def test_every_docs_path_the_code_names_exists():
+    named = {}
+    for f in tracked():
+        if f.name == "CHANGELOG.md":  # history names pages as they were
+            continue
+        if f.suffix in (".py", ".toml", ".c", ".h", ".md") or f.name == "Makefile":
+            for m in re.findall(r"(?<![\w/.-])(docs/[\w./-]+\.(?:md|png|json))", f.read_text(errors="replace")):
+                named.setdefault(m, f.relative_to(ROOT))
+    missing = {m: str(f) for m, f in named.items() if not (ROOT / m).exists()}
+    assert not missing, missing
+
+
+def test_the_layers_page_matches_the_import_contract():
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    page = (ROOT / "docs/explanation/architecture.md").read_text()
+    block = page.split("```")[1]
+    for layer in contract["layers"]:
+        for pkg in layer.split("|"):
+            name = pkg.strip().replace(".", "/")
+            assert re.search(rf"^{re.escape(name)}\b", block, re.M), f"{name} is not in the layers block"
+    tools = sorted(p.name for p in (ROOT / "native").iterdir() if (p / "Makefile").exists() or any(p.glob("*.c")))
+    listed = re.search(r"native/\{([^}]*)\}", block).group(1).split(",")
+    assert sorted(x.strip() for x in listed) == tools

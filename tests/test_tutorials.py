@@ -67,7 +67,11 @@ def run_page(page: Path, folder: Path) -> list[tuple[Step, str]]:
     for step in steps(page):
         r = subprocess.run(["bash", "-c", step.command], cwd=folder, env=env, capture_output=True, text=True,
                            timeout=600)
-        printed = r.stdout + r.stderr
+        # as a terminal shows them: the progress (stderr) while it runs, a few lines of it kept, then the tables
+        progress = r.stderr.rstrip("\n").splitlines()
+        if len(progress) > 4:
+            progress = progress[:2] + ["..."] + progress[-1:]
+        printed = "\n".join(progress + r.stdout.rstrip("\n").splitlines())
         assert r.returncode == 0, f"{page.name}:{step.line}: `{step.command}` exited {r.returncode}:\n{printed}"
         done.append((step, printed))
     return done

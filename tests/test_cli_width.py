@@ -74,6 +74,12 @@ def test_trends_and_analysis_fit(two_stores):
     assert_fits(at_80("analyze", str(two_stores / "a")))
 
 
-def test_the_cli_reference_is_the_help_texts():
-    assert (ROOT / "docs/reference/cli.md").read_text() == cli_reference(), \
-        "docs/reference/cli.md is stale: python -m softnet.cli.reference > docs/reference/cli.md"
+def test_the_reference_pages_are_the_help_texts_and_the_models():
+    """The CLI, spec and result references and the JSON schemas, as the code writes them now."""
+    from softnet.cli.reference_spec import pages
+
+    for name, text in {**cli_reference(), **pages()}.items():
+        page = ROOT / "docs/reference" / name
+        assert page.exists() and page.read_text() == text, \
+            f"{page} is stale: python -m softnet.cli.reference docs/reference; " \
+            "python -m softnet.cli.reference_spec docs/reference"

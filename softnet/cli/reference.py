@@ -1,9 +1,11 @@
 """The CLI reference page, written from the commands' own help texts, so
 `--help` and docs/reference/cli.md cannot disagree (a test compares them).
 
-    python -m softnet.cli.reference > docs/reference/cli.md
+    python -m softnet.cli.reference docs/reference
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 import typer
@@ -11,9 +13,9 @@ import typer
 HEAD = """# CLI reference
 
 Every command and option, as `softnet COMMAND --help` prints them. This page
-is generated from those help texts (`python -m softnet.cli.reference >
-docs/reference/cli.md`; a test checks it is current): edit the help, not
-this page.
+is generated from those help texts (`python -m softnet.cli.reference
+docs/reference`; a test checks it is current): edit the help, not this
+page.
 """
 
 
@@ -65,13 +67,35 @@ def cli_reference() -> str:
 
     root = typer.main.get_command(app)
     commands = _walk("softnet", root)
-    lines = [HEAD, "| command | what it does |", "|---|---|"]
-    lines += [f"| [`{n}`](#{n.replace(' ', '-')}) | {_cell(c.get_short_help_str(200))} |" for n, c in commands]
-    lines.append("")
+    body: list[str] = []
     for name, cmd in commands:
-        lines += _command(name, cmd)
-    return "\n".join(lines).rstrip() + "\n"
+        body += _command(name, cmd)
+    from softnet.cli.reference_spec import paged
+
+    where = {n: "cli.md" for n, _ in commands}
+    for _ in range(3):  # the index links each command to the page it lands on, which the index shifts
+        index = ["| command | what it does |", "|---|---|"] + [
+            f"| [`{n}`]({where[n] if where[n] != 'cli.md' else ''}#{n.replace(' ', '-')}) | "
+            f"{_cell(c.get_short_help_str(200))} |" for n, c in commands]
+        out = paged("cli", HEAD, ["## Commands", ""] + index + [""] + body)
+        landed = {line.split("`")[1]: page for page, text in out.items() for line in text.splitlines()
+                  if line.startswith("## `")}
+        if landed == where:
+            break
+        where = landed
+    return out
+
+
+def write(folder: Path) -> list[Path]:
+    out = []
+    for name, text in cli_reference().items():
+        (folder / name).write_text(text)
+        out.append(folder / name)
+    return out
 
 
 if __name__ == "__main__":
-    print(cli_reference(), end="")
+    import sys
+
+    for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference")):
+        print(p)

@@ -7,7 +7,7 @@ APT_PKGS := clang llvm libbpf-dev libxdp-dev libelf-dev zlib1g-dev bpftool iprou
             chromium  # softnet serve's pages, tested in headless Chromium (playwright drives it)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 
-.PHONY: setup apt venv native demo test bench clean
+.PHONY: setup apt venv native demo test check bench clean
 
 setup: apt venv native
 
@@ -36,6 +36,12 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not netns"
 	$(VENV)/bin/pytest -q -m netns
+
+# The quick loop while editing: the import contract and the unit tests
+# without the long end-to-end ones (marked slow) and without root.
+check: venv
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not netns and not slow"
 
 bench: setup
 	$(VENV)/bin/pip install -q -e '.[test,bench]'

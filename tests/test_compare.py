@@ -207,6 +207,7 @@ def gate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(softnet_cmd("compare", *args), capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_stored_campaigns_give_the_exit_codes_a_ci_job_expects(tmp_path):
     a1 = sweep(tmp_path, "a1", 500_000, 1)
     a2 = sweep(tmp_path, "a2", 500_000, 2)

@@ -14,6 +14,9 @@ from softnet.campaign.spec import CampaignSpec
 from tests.conftest import softnet_cmd
 from tests.test_serve import Server
 
+# long end-to-end tests: `make test` runs them, `make check` does not
+pytestmark = pytest.mark.slow
+
 SWEEP = {"testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 500_000, "plr_at_sat": 0.002, "seed": 7},
          "method": {"loads": ["200kpps", "450kpps", "600kpps"], "runs": 3, "duration_s": 1.0}}
 SEARCH = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sat_pps": 400_000, "seed": 3},

@@ -22,6 +22,9 @@ from softnet.fleet.resources import cell_resources, describe, resources_arg, sat
 from softnet.fleet.local import LocalFleet as Fleet, free_port
 from tests.conftest import softnet_cmd
 
+# long end-to-end tests: `make test` runs them, `make check` does not
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def fleet(tmp_path):

@@ -243,6 +243,7 @@ def with_outliers():
 LONG = "AF_XDP delays on veth, campaign afxdp-delays (64 configurations x 3 runs x 30 s, $HOME/results)"
 
 
+@pytest.mark.slow
 def test_figures_with_64_configurations_are_readable(with_outliers, tmp_path):
     cfgs, cl = with_outliers
     assert len(cfgs) == 64

@@ -82,6 +82,7 @@ def test_two_runs_of_a_matrix_cluster_alike(results):
     assert s["verdict"] == "stable" and s["ari"] == 1.0 and s["common"] == 8
 
 
+@pytest.mark.slow
 def test_report_and_analyze_show_the_latency_campaigns(results, tmp_path):
     out = write_report(results, tmp_path / "r.html")
     html = out.read_text()

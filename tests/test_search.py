@@ -82,6 +82,7 @@ def test_bursty_low_load_loss_is_not_mistaken_for_a_failing_minimum_load():
         assert abs(g.lower_bound_pps / truth - 1) < 0.01
 
 
+@pytest.mark.slow
 def test_rare_stall_bursts_at_every_load_do_not_pin_the_knee_low():
     """Issue 19's simulated host: rare stall bursts at every load. Over 3 seeds the lower
     bounds stay within 5% of the truth on average (MLRsearch's mean error on
@@ -221,6 +222,7 @@ def test_resampled_host_draws_measured_trials_and_knows_its_truth():
         ResampledSut(at, 0)
 
 
+@pytest.mark.slow
 def test_search_on_this_hosts_replay_reads_near_its_truth_and_says_why():
     """Issue 19 on the replayed host (width 2%, as the real bench): over 6 seeds
     the lower bounds are within 6% of the truth on average (30 seeds: 3.3% NDR,
@@ -259,6 +261,7 @@ def test_sharp_knee_bounds_bracket_the_truth_within_the_width(seed):
     assert r.trial_seconds == pytest.approx(sum(m.duration_s for m in r.trials))
 
 
+@pytest.mark.slow
 def test_gradual_knee_is_modelled_and_its_interval_covers_the_truth():
     """A knee where the bad-trial share climbs from 16% to 84% over ~15% of
     load: no load settles, so the knee model places the trials and states an
@@ -456,6 +459,7 @@ def test_search_takes_a_config_object():
         cfg.max_trials = 7
 
 
+@pytest.mark.slow
 def test_search_decides_as_recorded(monkeypatch):
     """tests/data/search_golden.json: 19 searches (5 shapes x 3 seeds, a budget
     in trials and in seconds, no minimum-load check, a small knee budget)
@@ -503,6 +507,7 @@ def test_search_spec_errors_name_the_field():
         CampaignSpec.model_validate(bad)
 
 
+@pytest.mark.slow
 def test_search_cli_synthetic_json(tmp_path):
     out = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--repeats", "3", "--results", str(tmp_path),
                                      "--json"), capture_output=True, text=True, timeout=120)

@@ -188,6 +188,7 @@ def test_killed_between_search_and_latency_trials_and_replay_ignores_them(tmp_pa
 
 # ---- command line and report ------------------------------------------------------
 
+@pytest.mark.slow
 def test_search_cli_latency_fractions_table_json_and_report(tmp_path):
     args = ("search", "--sut", "synthetic", "--repeats", "2", "--latency-fractions", "0.1,0.5,0.9",
             "--results", str(tmp_path))

@@ -236,6 +236,7 @@ decide_on = ["capacity"]
 """}
 
 
+@pytest.mark.slow
 def test_each_methods_verdicts_as_the_analysis_gives_them(tmp_path):
     """A sweep, a search and a paired comparison in one store: each campaign
     page lists its verdicts (the report's), the same as JSON, and links to its

@@ -18,7 +18,9 @@ from tests.test_serve import Server, results, stored  # noqa: F401 (results: the
 from tests.conftest import softnet_cmd
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make setup installs it)")
+# long end-to-end tests (a real browser): `make test` runs them, `make check` does not
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make setup installs it)"),
+              pytest.mark.slow]
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 

@@ -115,6 +115,7 @@ def trend_cli(*args) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "80"})
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_the_regression_gate(step_dirs, repeats_dir):
     r = trend_cli(*step_dirs)
     assert r.returncode == 0, r.stderr

@@ -21,6 +21,9 @@ import pytest
 
 from tests.conftest import host_state, wait_host_state
 
+# long end-to-end tests: `make test` runs them, `make check` does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIALS = sorted((ROOT / "docs/tutorials").glob("*.md"))
 WORD = re.compile(r"[A-Za-z][A-Za-z_]{2,}")

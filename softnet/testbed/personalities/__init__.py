@@ -31,8 +31,10 @@ def _load_all() -> None:
 
 
 def names() -> list[str]:
+    """The kernel's forwarding first, then the rest by name: one order
+    whichever module happened to register first (help texts show it)."""
     _load_all()
-    return list(PERSONALITIES)
+    return sorted(PERSONALITIES, key=lambda n: (n not in ("ipv4-fwd", "ipv6-fwd", "none"), n))
 
 
 def parse_sut(text: str, where: str = "--sut", extra: dict | None = None) -> Personality:

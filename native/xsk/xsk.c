@@ -1100,7 +1100,8 @@ static const struct sn_option options[] = {
 static const struct sn_tool tool = {
 	.name = "softnet-xsk",
 	.about = "AF_XDP round-trip latency: ping (A) -> forward (B) -> reflect (C) -> B -> A,\n"
-		 "stamped at each XDP hook (metadata) and in each application (docs/reference/xsk.md).",
+		 "stamped at each XDP hook (metadata) and in each application\n"
+		 "(docs/reference/xsk.md).",
 	.footer = "All roles print {\"ready\": true, ...} once bound, with the knobs the kernel\n"
 		  "took, and \"unsupported\": [{\"knob\": ..., \"unsupported\": ...}] for the refused.\n"
 		  "ping then sends --count packets, waits --drain-ms for late replies, writes\n"

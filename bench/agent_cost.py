@@ -1,5 +1,5 @@
 """What the SUT host's agent costs a housekeeping CPU while a remote trial's
-window runs (issue 17: < 0.5% at a 1 s sample interval).
+window runs (the target: < 0.5% at a 1 s sample interval).
 
 Remote trials on emulated hosts (softnet.testbed.emulated_hosts), driven from
 this process through RemoteTestbed: 100 kpps, 1 s warm-up, a WINDOW s window.

@@ -1,7 +1,7 @@
 """Latency histogram benchmark: the sink's p50/p90/p99/p99.9 against the exact
 delays of the same packets.
 
-Issue 15, item 6: "replace the XDP sink's log2 histogram with a log-linear
+The task: "replace the XDP sink's log2 histogram with a log-linear
 HDR-style histogram with <= 1% relative error, so `softnet trial` reports
 p50/p90/p99/p99.9 one-way latency within 1%."
 

@@ -1,6 +1,6 @@
 """How fast the AF_XDP latency lab gets through configurations, unattended.
 
-Issue 15, "Performance and acceptance": "At 3 runs x 10 s, at least 100
+The target: "At 3 runs x 10 s, at least 100
 configurations per hour unattended; the 64-configuration study matrix at
 3 x 30 s finishes in <= 2 hours."
 

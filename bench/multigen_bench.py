@@ -1,6 +1,6 @@
 """Several generators: the maximum rate with 1 and 2 generator CPUs.
 
-Issue 17, item 7: "Several generator CPUs (one per TX queue) so a real NIC can
+The target: "Several generator CPUs (one per TX queue) so a real NIC can
 be driven past one core's rate". Here: softnet-gen straight into the sink
 (SUT "none"), 64 B frames, asked for a rate no CPU reaches (UNREACHABLE_PPS),
 so each generator sends back to back. Arms, run interleaved (the order

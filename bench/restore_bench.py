@@ -1,4 +1,4 @@
-"""Are both hosts restored after a crash mid-trial? (issue 17, "done when")
+"""Are both hosts restored after a crash mid-trial? (the acceptance test)
 
 For each scenario and repeat, on emulated hosts (softnet.testbed.emulated_hosts:
 a namespace + sshd per host): snapshot both hosts, start a remote trial as

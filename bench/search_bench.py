@@ -1,7 +1,7 @@
 """Search benchmark: softnet.search against MLRsearch (PyPI) and a PASTRAMI grid.
 
 Issue: "On the synthetic SUT with seeded noise (several curve shapes: sharp
-knee, gradual knee, loss at low load, loss inversion; issue 19 added rare
+knee, gradual knee, loss at low load, loss inversion, and rare
 host stalls at every load), over at least 20 seeds:
 softnet's search against the PyPI mlrsearch package's MultipleLossRatioSearch
 driven by the same simulated measurer with the same goals, and against a

@@ -1,6 +1,6 @@
 """Real-SUT search bench: softnet.search against MLRsearch 1.2.1 on the local testbed.
 
-Issue 19: "drives MLRsearch 1.2.1 (its documented goal settings, as the
+The target: "drives MLRsearch 1.2.1 (its documented goal settings, as the
 simulated bench does) with real softnet trials on the local testbed,
 interleaved with softnet's own searches, 10 repeats each; reports per goal the
 lower bounds, CV, trial count and trial-seconds, whether each finished, and

@@ -1,4 +1,4 @@
-"""Host-stall benchmark (issue 16): does softnet tell a stalled host from a
+"""Host-stall benchmark: does softnet tell a stalled host from a
 slow data path, what does watching for stalls cost, and does setting
 host-stall loss apart make NDR/PDR repeatable on a noisy host?
 

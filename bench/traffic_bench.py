@@ -1,6 +1,6 @@
 """Traffic shapes benchmark: softnet-gen straight into the sink (sut "none").
 
-Issue 18 (traffic, item 8): at 1 Mpps and 500 kpps, each of constant 64 B,
+The target: at 1 Mpps and 500 kpps, each of constant 64 B,
 IMIX, Poisson, onoff, 128 flows and bidirectional; REPEATS runs each, interleaved (the arms'
 order rotates every repeat); achieved against intended rate, target within
 +-0.5% at >= 1 Mpps. Each run is a softnet trial (generator on CPU 0, sink on

@@ -1,4 +1,4 @@
-"""Does AF_XDP busy polling ever run on veth? (issue 15 item 3; docs/reference/xsk.md,
+"""Does AF_XDP busy polling ever run on veth? (docs/reference/xsk.md,
 "Busy polling on veth").
 
 For each configuration: the three-namespace testbed (softnet/testbed/latency.py,

@@ -1,6 +1,6 @@
 """What stamping costs a round trip: median RTT with and without hop stamps.
 
-Issue 15, "Performance and acceptance": "median RTT shift <= 1 µs between
+The target: "median RTT shift <= 1 µs between
 interleaved runs with and without stamping".
 
 On the AF_XDP lab's testbed (softnet/testbed/latency.py: A pings, B forwards,

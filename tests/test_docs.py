@@ -55,3 +55,13 @@ def test_the_layers_page_matches_the_import_contract():
     tools = sorted(p.name for p in (ROOT / "native").iterdir() if p.name != "common" and any(p.glob("*.c")))
     listed = re.search(r"native/\{([^}]*)\}", block).group(1).split(",")
     assert sorted(x.strip() for x in listed) == tools
+
+
+def test_no_issue_numbers_in_code_or_docs():
+    """A reader of the repository cannot look an issue number up: comments and
+    pages say what is asked or why instead."""
+    pattern = re.compile(r"\bissues? ?#?\d+\b", re.I)
+    hits = [f"{f.relative_to(ROOT)}:{n}" for f in tracked() if f.suffix in (".py", ".c", ".h", ".md", ".toml")
+            and f.name != "CHANGELOG.md" and "vmlinux" not in f.name
+            for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    assert not hits, hits

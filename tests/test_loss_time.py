@@ -168,7 +168,7 @@ def test_a_missing_probe_leaves_the_loss_the_sut_s(injected):
 
 
 def test_a_stall_window_lasts_until_its_queue_has_drained(monkeypatch):
-    """Issue 19, captured at 440 kpps: after a 1.3 ms stall of the generator CPU the
+    """Captured at 440 kpps: after a 1.3 ms stall of the generator CPU the
     sink's delay stayed 10x its median for ~10 ms and packets went on being lost
     1-5 ms after the stall. A window that ends POST_NS after the stall leaves that
     loss to the SUT; one that follows the queue until it drained explains it."""

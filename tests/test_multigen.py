@@ -1,5 +1,5 @@
 """Several generators on one schedule, RSS spread by source addresses, and the
-XDP mode the tools report (issue 17, item 7): merge rules offline, then real
+XDP mode the tools report: merge rules offline, then real
 namespaces and real packets."""
 from __future__ import annotations
 

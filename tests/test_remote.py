@@ -1,4 +1,4 @@
-"""Real hosts over SSH (issue 17), on emulated hosts: each host a network
+"""Real hosts over SSH, on emulated hosts: each host a network
 namespace running its own sshd, the data links veth pairs between them. One
 kernel, so these tests prove the plumbing, the safety rules and the cleanup,
 not SUT numbers."""

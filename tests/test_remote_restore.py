@@ -1,4 +1,4 @@
-"""Both hosts are restored after a crash mid-trial (issue 17): the controller
+"""Both hosts are restored after a crash mid-trial: the controller
 SIGKILLed, an agent SIGKILLed, the management links cut. Emulated hosts with
 a 3 s lease, a 3 s trial (1 s warm-up) crashed in its window; the crash and
 the checks are bench/restore_bench.py's run_one (its module doc), which the

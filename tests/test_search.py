@@ -84,7 +84,7 @@ def test_bursty_low_load_loss_is_not_mistaken_for_a_failing_minimum_load():
 
 @pytest.mark.slow
 def test_rare_stall_bursts_at_every_load_do_not_pin_the_knee_low():
-    """Issue 19's simulated host: rare stall bursts at every load. Over 3 seeds the lower
+    """This VM's host, simulated: rare stall bursts at every load. Over 3 seeds the lower
     bounds stay within 5% of the truth on average (MLRsearch's mean error on
     this shape, seeds 0-19; softnet's here: 2.8%) and no search runs away."""
     errors = []
@@ -101,7 +101,7 @@ def test_rare_stall_bursts_at_every_load_do_not_pin_the_knee_low():
 def test_host_stall_flags_do_not_stop_the_knee_and_its_verdict_says_what_they_explain():
     """Flags alone stop nothing (the loss the stalls explain is set apart before
     a trial is judged): every trial flagged, the knee places the same trials
-    and gives the same verdict (before issue 19's fourth pass it stopped early).
+    and gives the same verdict (an earlier version of the search stopped early here).
     What an unstable verdict says of the attribution: the replay test below."""
     def flagged(sut):
         def measure(load, duration):
@@ -119,7 +119,7 @@ def test_host_stall_flags_do_not_stop_the_knee_and_its_verdict_says_what_they_ex
 
 
 def test_the_knees_stall_verdict_counts_bad_trials_not_packets():
-    """Issue 19, this host's NDR: most bad trials near the knee lost a few
+    """This host's NDR: most bad trials near the knee lost a few
     thousand packets, nearly all in host stalls; a few lost far more to the
     data path. Per packet the host's share is small, per bad trial it is most:
     the spread (which trials went bad) is the host's."""
@@ -150,7 +150,7 @@ def test_the_knees_stall_verdict_counts_bad_trials_not_packets():
 
 
 def test_a_knee_whose_bad_trials_were_overloaded_says_its_capacity_varied():
-    """Issue 19, this host's PDR0.5%: most bad trials near the knee lost their
+    """This host's PDR0.5%: most bad trials near the knee lost their
     packets over most of the second, little of it in host stalls. Not the
     host's stalls; the words say the SUT's capacity varied."""
     def overloaded(sut):
@@ -182,7 +182,7 @@ def test_a_real_trials_attribution_reaches_the_search():
 
 
 def test_a_goals_knee_budget_counts_the_trials_it_asked_for():
-    """Issue 19: on this host the NDR's knee trials sit where the PDR's bad share is
+    """On this host the NDR's knee trials sit where the PDR's bad share is
     ~13%, inside the PDR's knee window; counted against the PDR's budget they ended
     its knee before it had a trial of its own near its crossing."""
     r = search(ResampledSut(host_sweep(), 2), SearchConfig(
@@ -224,7 +224,7 @@ def test_resampled_host_draws_measured_trials_and_knows_its_truth():
 
 @pytest.mark.slow
 def test_search_on_this_hosts_replay_reads_near_its_truth_and_says_why():
-    """Issue 19 on the replayed host (width 2%, as the real bench): over 6 seeds
+    """The replayed host (width 2%, as the real bench): over 6 seeds
     the lower bounds are within 6% of the truth on average (30 seeds: 3.3% NDR,
     1.7% PDR; MLRsearch at its 21 s duration sum: 3.1%, 1.8%), a search stays
     under 120 trials (two knee budgets of 44 and the bracketing), and an
@@ -464,7 +464,7 @@ def test_search_decides_as_recorded(monkeypatch):
     """tests/data/search_golden.json: 19 searches (5 shapes x 3 seeds, a budget
     in trials and in seconds, no minimum-load check, a small knee budget)
     recorded by bench/search_golden.py (first before the search was split into
-    strategies; re-recorded when issue 19 changed the knee model). Every
+    strategies; re-recorded when the knee model changed). Every
     trial, reason and result must come out the same; a deliberate change of
     method re-records the file."""
     path = Path(__file__).resolve().parents[1] / "bench" / "search_golden.py"

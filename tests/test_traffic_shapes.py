@@ -1,4 +1,4 @@
-"""Traffic shapes (issue 18, traffic items 3-4): flows over addresses and
+"""Traffic shapes: flows over addresses and
 ports, frame mixes, arrival processes, VXLAN-encapsulated test frames.
 Parsing and refusals offline; then real namespaces, real packets, the
 sink's own counters and frames captured off the SUT's input."""

@@ -11,8 +11,8 @@ offered packets beyond C_t * duration are lost. Shapes add:
   rate 0.35 (about 30% of 1 s trials), of 1 + Poisson(50) packets;
 - ``inversion``: loss that *falls* with load: mean ratio 2% * (1 - L / 0.3C)
   below 0.3 C (the low-load loss PASTRAMI flags), then none up to the knee;
-- ``stalls``: rare host stalls at every load (this VM's vCPU stalls, issue
-  19): the SUT stops a Poisson number of times per second (rate 0.6), each
+- ``stalls``: rare host stalls at every load (this VM's vCPU stalls): the
+  SUT stops a Poisson number of times per second (rate 0.6), each
   stall lognormal (median 1 ms, sigma 1), and a stall loses what the load
   brings beyond the 256-packet ring, L * D - 256. Below C, 20-40% of 1 s
   trials lose packets (a burst of tens to thousands) and ~3% lose more than

@@ -38,14 +38,14 @@ CASES = {
     # the sink also keeps every delay (--exact): the histogram checked against them
     "ipv4fwd_20kpps_exact": (Placement(gen_cpu=0, sut_cpus=[1]),
                              TrialSpec(rate_pps=20e3, duration_s=0.5, warmup_s=0.1, sample_interval_s=None)),
-    # issue 16: the injector takes the SUT CPU 5 ms every 500 ms at a load far below capacity
+    # the injector takes the SUT CPU 5 ms every 500 ms at a load far below capacity
     "ipv4fwd_150kpps_injected": (Placement(gen_cpu=0, sut_cpus=[1]),
                                  TrialSpec(rate_pps=150e3, duration_s=3, warmup_s=0.5, sample_interval_s=None,
                                            inject_busy_ms=5, inject_every_ms=500)),
     # the same load without injection: what this host's own stalls do
     "ipv4fwd_150kpps_quiet": (Placement(gen_cpu=0, sut_cpus=[1]),
                               TrialSpec(rate_pps=150e3, duration_s=3, warmup_s=0.5, sample_interval_s=None)),
-    # issue 19: near the NDR of this VM (~440 kpps); the kept file is one whose loss went on after a
+    # near the NDR of this VM (~440 kpps); the kept file is one whose loss went on after a
     # stall for longer than POST_NS while the queue drained (the host decides which trial shows it)
     "ipv4fwd_440kpps_drain": (Placement(gen_cpu=0, sut_cpus=[1]),
                               TrialSpec(rate_pps=440e3, duration_s=1, warmup_s=1.0, sample_interval_s=1.0)),

@@ -83,3 +83,13 @@ def test_the_reference_pages_are_the_help_texts_and_the_models():
         assert page.exists() and page.read_text() == text, \
             f"{page} is stale: python -m softnet.cli.reference docs/reference; " \
             "python -m softnet.cli.reference_spec docs/reference"
+
+
+COMMANDS = ["trial", "evaluate", "run", "search", "compare", "latency", "profile", "analyze", "report", "serve",
+            "trend", "export", "demo", "clean", "doctor", "inventory check", "fleet worker", "fleet scheduler",
+            "host prepare"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_commands_help_fits(command):
+    assert_fits(at_80(*command.split(), "--help"))

@@ -496,7 +496,8 @@ def latency(
     batch: int = typer.Option(1, help="packets per send burst / ring batch"),
     threaded_napi: bool = typer.Option(False, "--threaded-napi", help="threaded NAPI on every receiving veth"),
     cstate_limit_us: int = typer.Option(None, help="hold /dev/cpu_dma_latency at this (0: shallowest C-state)"),
-    irq_suspend_timeout_ns: int = typer.Option(None, help="netdev napi-set irq-suspend-timeout of every NAPI, ns"),
+    irq_suspend_timeout_ns: int = typer.Option(None, "--irq-suspend-ns",
+                                               help="netdev napi-set irq-suspend-timeout of every NAPI, ns"),
     interval: float = typer.Option(0.01, help="seconds between packets: 10 ms gives 1,000 round trips in 10 s, "
                                    "enough for a p99 (the study: 1 s)"),
     arrivals: str = typer.Option("periodic", help="periodic or poisson"),

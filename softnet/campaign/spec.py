@@ -86,8 +86,11 @@ class SideSpec(Strict):
     packet. On veth, one-way traffic meets the receiving side's steering, GRO
     and XDP; the sending side's act on what it receives (the reverse way)."""
 
+    # how packets received on this side reach the SUT's CPUs (None: testbed.steering)
     steering: Literal["threaded", "rps"] | None = None
+    # GRO on this side's interface
     gro: bool = True
+    # "pass": an XDP program that passes every packet
     xdp: Literal["none", "pass"] = "none"
     # the root qdisc of the SUT's interface on this side, what it sends through: a kind and its
     # tc parameters ("fq_codel", "pfifo limit 100", "tbf rate 1gbit burst 32kbit latency 50ms");
@@ -109,17 +112,29 @@ class NicSpec(Strict):
     pin-1cpu: both directions' interrupts on the first SUT CPU, pin-2cpu:
     receive on the first, transmit on the second) and RSS (-X)."""
 
+    # receive ring entries (ethtool -G rx)
     rx_ring: int | None = Field(None, ge=1, le=65536)
+    # transmit ring entries (ethtool -G tx)
     tx_ring: int | None = Field(None, ge=1, le=65536)
+    # combined channels (ethtool -L combined)
     channels: int | None = Field(None, ge=1, le=1024)
+    # receive channels (ethtool -L rx)
     rx_channels: int | None = Field(None, ge=1, le=1024)
+    # transmit channels (ethtool -L tx)
     tx_channels: int | None = Field(None, ge=1, le=1024)
+    # receive interrupt coalescing, us (ethtool -C)
     rx_usecs: int | None = Field(None, ge=0, le=100_000)
+    # transmit interrupt coalescing, us
     tx_usecs: int | None = Field(None, ge=0, le=100_000)
+    # receive coalescing, frames
     rx_frames: int | None = Field(None, ge=0, le=65536)
+    # transmit coalescing, frames
     tx_frames: int | None = Field(None, ge=0, le=65536)
+    # adaptive receive coalescing
     adaptive_rx: bool | None = None
+    # adaptive transmit coalescing
     adaptive_tx: bool | None = None
+    # PASTRAMI's IRQ pinning: unpinned, pin-1cpu or pin-2cpu (see the section's text)
     irq_affinity: Literal["unpinned", "pin-1cpu", "pin-2cpu"] | None = None
     # RSS: the receive queues the flows are spread over (the first N, in equal shares)
     rss_queues: int | None = Field(None, ge=1, le=1024)
@@ -136,9 +151,13 @@ class TestbedSpec(Strict):
     sut: str = "ipv4-fwd"
     # the custom personality's commands (softnet.testbed.personalities.custom)
     custom: dict[str, Any] | None = None
+    # the generator's CPU (default: the first)
     gen_cpu: int | None = None
+    # the SUT's CPUs (default: the last)
     sut_cpus: list[int] | None = None
+    # the sink's CPU (default: the SUT's; placement = "split" picks one)
     sink_cpu: int | None = None
+    # how the SUT's ingress reaches its CPUs: threaded NAPI or RPS
     steering: Literal["threaded", "rps"] = "threaded"
     # The WiFi-AP study's single- vs dual-core placement: "single" keeps the
     # SUT's ingress and egress-side processing on its CPU(s); "split" moves the
@@ -155,7 +174,9 @@ class TestbedSpec(Strict):
     # run on; `testbeds = [...]` runs the campaign on each (a matrix knob over
     # `name`). gen_cpu is then the traffic host's CPU, sut_cpus the SUT host's.
     inventory: str | None = None
+    # with inventory: the testbed of it to run on
     name: str | None = None
+    # with inventory: run on each of these (a matrix knob over name)
     testbeds: list[str] | None = None
 
     def sides(self) -> tuple[str, str]:
@@ -253,13 +274,19 @@ class TestbedSpec(Strict):
 class SyntheticSpec(Strict):
     """The load-loss model of PASTRAMI Eq. 3-5 (used when testbed.sut = "synthetic")."""
 
+    # the model's saturation load (PASTRAMI's O_sat)
     o_sat_pps: float = Field(500_000, gt=0)
+    # loss ratio at saturation
     plr_at_sat: float = Field(0.0, ge=0, lt=1)
+    # the load where throughput starts to fall (None: never)
     o_trash_pps: float | None = None
+    # the model's maximum offered rate
     m_pps: float = Field(1e6, gt=0)
     # the loss below saturation: plr_at_sat x (O / o_sat) ** pre_sat_exponent (softnet's addition to Eq. 3)
     pre_sat_exponent: float = Field(8.0, gt=0, le=100)
+    # binomial noise per trial
     noise: bool = True
+    # the noise's seed
     seed: int = 1
     # each trial takes this long on the wall (a simulated testbed: the fleet's scale bench)
     trial_wall_s: float = Field(0.0, ge=0, le=3600)
@@ -275,17 +302,26 @@ class FleetSpec(Strict):
 
 
 class TrafficSpec(Strict):
+    # frame size with the 4 B FCS (RFC 2544)
     frame_bytes: int = Field(64, ge=64, le=1518)
+    # UDP flows (source ports)
     flows: int = Field(1, ge=1, le=64511)
+    # loads in bit/s counted on L1 (with preamble and gap) or L2 frames
     rate_layer: Literal["l1", "l2"] = "l1"
     # traffic shapes (docs/how-to/traffic.md; TrialSpec's fields of the same names): matrix knobs like the others
     src_ips: int = Field(1, ge=1, le=65536)
+    # destination addresses the flows spread over
     dst_ips: int = Field(1, ge=1, le=65536)
+    # destination ports
     dst_ports: int = Field(1, ge=1, le=1024)
     mix: str | None = None  # "64:7,570:4,1518:1", "imix", "64:58.33%,..."; None: frame_bytes
+    # constant rate, Poisson, or on/off bursts at the same mean rate
     arrivals: Literal["const", "poisson", "onoff"] = "const"
+    # with onoff: frames per burst
     burst_pkts: int = Field(32, ge=1, le=1 << 20)
+    # with onoff: share of the time bursts are sent
     on_duty: float = Field(0.5, gt=0, le=1)
+    # the random arrivals' and mixes' seed
     seed: int = Field(1, ge=0)
     # both directions at once; a load is their sum (each direction half)
     bidirectional: bool = False
@@ -309,39 +345,59 @@ class LatencySpec(Strict):
     reading (else it busy-spins on its rings); busy_poll: SO_BUSY_POLL with
     SO_PREFER_BUSY_POLL on every socket and the host's busy-poll sysctls."""
 
+    # AF_XDP bind mode (veth: copy only)
     bind_mode: Literal["copy", "zero-copy"] = "copy"
+    # XDP_USE_NEED_WAKEUP
     need_wakeup: bool = True
+    # SO_BUSY_POLL + SO_PREFER_BUSY_POLL and the busy-poll sysctls
     busy_poll: bool = False
+    # busy-poll time
     busy_poll_us: int = Field(20, ge=1, le=10**6)
+    # packets per busy poll
     busy_poll_budget: int = Field(64, ge=1, le=1024)
+    # A calls poll() before reading
     poll_sender: bool = False
+    # B calls poll() before reading
     poll_forwarder: bool = False
+    # C calls poll() before reading
     poll_receiver: bool = False
     # Beyond the study's poll()-or-spin: a receive mode per role overrides poll_* (None: from poll_*)
     rx_mode_sender: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
+    # see rx_mode_sender
     rx_mode_forwarder: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
+    # see rx_mode_sender
     rx_mode_receiver: Literal["busy", "poll", "recvfrom", "epoll"] | None = None
     # CPU of each host's application (a, b, c) and of its receive NAPI context when
     # threaded (default: B alone on the last CPU, A and C on the first; NAPI with its application)
     app_cpus: dict[Literal["a", "b", "c"], int] = Field(default_factory=dict)
+    # see app_cpus
     napi_cpus: dict[Literal["a", "b", "c"], int] = Field(default_factory=dict)
+    # packets per send burst / ring batch
     batch: int = Field(1, ge=1, le=256)
+    # AF_XDP ring entries
     ring_size: int = Field(2048, ge=64, le=32768)
+    # native or generic (skb) XDP
     xdp_mode: Literal["native", "skb"] = "native"
+    # threaded NAPI on every receiving veth
     threaded_napi: bool = False
+    # net.core napi_defer_hard_irqs of the interfaces
     napi_defer_hard_irqs: int | None = Field(None, ge=0)
+    # the interfaces' gro_flush_timeout
     gro_flush_timeout_ns: int | None = Field(None, ge=0, le=10**9)
     cstate_limit_us: int | None = Field(None, ge=0)  # None: the host's C-states; 0: shallowest only
     coalesce_rx_usecs: int | None = Field(None, ge=0)  # NIC coalescing (veth: unsupported)
+    # see coalesce_rx_usecs
     coalesce_tx_usecs: int | None = Field(None, ge=0)
     irq_suspend_timeout_ns: int | None = Field(None, ge=0, le=10**10)  # napi-set, with prefer_busy_poll
     # between batches (the study: 1 s; `softnet latency` sends every 10 ms, for percentiles with meaning)
     interval_s: float = Field(1.0, gt=0, le=60)
+    # between batches: periodic or Poisson
     arrivals: Literal["periodic", "poisson"] = "periodic"
     baseline_count: int = Field(0, ge=0, le=100_000)  # kernel ping replies per configuration (0: none)
     # the study's second phase: per cluster this many configurations re-run at
     # the rate of their minimum RTT and as a flood (0: none), rerun_count packets each
     rerun_per_cluster: int = Field(0, ge=0, le=8)
+    # see rerun_per_cluster
     rerun_count: int = Field(10_000, ge=100, le=10_000_000)
     # k-means over the configurations: a fixed k (the study uses 4 and 6); None: k by silhouette over 2..8
     clusters: int | None = Field(None, ge=1, le=64)
@@ -386,6 +442,7 @@ class CompareSpec(Strict):
     being the baseline. A variant sets knobs as a matrix does ("testbed.sut",
     "testbed.placement", "traffic.mix", ...) and may have a name."""
 
+    # the variants, each a table of knobs (and a name); the first is the baseline
     variants: list[dict[str, Any]] = Field(default_factory=list)
     # capacity: the forwarded rate at this load, far beyond what the SUT forwards ("none": not measured)
     overload: str | float = "3Mpps"
@@ -398,7 +455,9 @@ class CompareSpec(Strict):
     loss_margin: float = Field(0.001, gt=0, lt=1)  # ... of loss ratios (absolute)
     confidence: float = Field(0.95, gt=0.5, lt=1)  # over all the looks of a sequential experiment
     budget_s: float = Field(120.0, gt=0, le=10 * 86400)  # trial-seconds (measurement windows) at most
+    # first look after this many rounds
     min_rounds: int = Field(4, ge=2, le=10_000)
+    # at most this many rounds (None: the budget decides)
     max_rounds: int | None = Field(None, ge=2, le=10_000)
 
     @field_validator("variants", mode="before")
@@ -461,24 +520,40 @@ def variant_name(variant: dict, index: int) -> str:
 
 
 class MethodSpec(Strict):
+    # what the campaign measures: a sweep, a search, the AF_XDP lab, a comparison, an RFC benchmark
     kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back", "recovery"] = "sweep"
+    # the sweep's loads ("200kpps", "1Gbps", or pps numbers)
     loads: list[str | float] | None = None
+    # a sweep from here ...
     start: str | float | None = None
+    # ... to here ...
     stop: str | float | None = None
+    # ... in these steps
     step: str | float | None = None
     relative: list[float] | None = Field(None, description="fractions of the probed maximum")
+    # the flood probe's window (relative loads)
     probe_duration_s: float = Field(1.0, gt=0, le=60)
+    # runs of every load (K; a search: how many searches)
     runs: int = Field(5, ge=1, le=1000)
+    # each trial's measurement window
     duration_s: float = Field(2.0, ge=0.1, le=3600)
+    # traffic before the window, not counted
     warmup_s: float = Field(0.5, ge=0, le=60)
     # kind = "search" (softnet.search): runs = how many independent searches
     goals: list[str] = Field(default_factory=lambda: ["ndr", "pdr0.5"])
+    # search: stop when (upper - lower) / upper is this
     width: float = Field(0.005, gt=0, lt=1)
+    # search: the lowest load it tries
     min_load: str | float = "10kpps"
+    # search: the highest
     max_load: str | float = "4Mpps"
+    # search: shorter first trials (None: duration_s)
     initial_duration_s: float | None = Field(None, ge=0.05, le=3600)
+    # search: posterior confidence to classify a load
     confidence: float = Field(0.9, gt=0.5, lt=1)
+    # search: trials per search at most
     max_trials: int | None = Field(None, ge=1)
+    # search: trial-seconds per search at most
     max_trial_seconds: float | None = Field(None, gt=0)
     # after each search, one trial at each of these fractions of every PDR
     # goal's lower bound (the NDR's when no goal is a PDR), as CSIT does
@@ -493,6 +568,7 @@ class MethodSpec(Strict):
     # kind = "back-to-back" (RFC 2544 26.4, RFC 9004): loads are the frame rates inside the bursts; each
     # trial sends `bursts` bursts of burst_pkts frames, burst_gap_s apart, after one warm-up burst
     burst_pkts: int | None = Field(None, ge=2)
+    # back-to-back: bursts per trial
     bursts: int = Field(10, ge=1, le=1000)
     burst_gap_s: float = Field(2.0, gt=0, le=60)  # RFC 9004 6.3: at least 2 s for the buffers to empty
     # the SUT's measured throughput (e.g. its NDR): RFC 9004's corrected buffer time; the recovery's reference
@@ -500,8 +576,11 @@ class MethodSpec(Strict):
     # kind = "recovery" (RFC 2544 26.5): overload x throughput for overload_s, then recovery_load x throughput
     # for recovery_s; the trial's window is both
     overload: float = Field(1.1, gt=0)
+    # recovery: the load after, x throughput
     recovery_load: float = Field(0.5, gt=0)
+    # recovery: how long the overload lasts
     overload_s: float = Field(60.0, gt=0, le=3600)
+    # recovery: how long the window goes on after
     recovery_s: float = Field(10.0, gt=0, le=3600)
 
     @field_validator("loads")
@@ -612,6 +691,7 @@ class CollectSpec(Strict):
     """Kernel statistics sampled during every trial (softnet.collect.sampler)."""
 
     sample_interval_s: float | None = Field(1.0, ge=0.1, le=10)  # None (omit with sample = false): off
+    # false: no kernel statistics sampling
     sample: bool = True
     profile: bool = False  # eBPF packet-path profiler and CPU accounting audit (softnet-profile)
     profile_per_packet: bool = True  # its once-per-packet tracepoints (stages, drop reasons)
@@ -623,7 +703,9 @@ class CollectSpec(Strict):
     # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for
     # inject_busy_ms every inject_every_ms during every trial, to check the method on this host
     inject_busy_ms: float | None = Field(None, ge=0.1, le=100)
+    # see inject_busy_ms
     inject_every_ms: float = Field(500.0, ge=0.2, le=60000)
+    # see inject_busy_ms
     inject_cpu: int | None = Field(None, ge=0)
     # the sink keeps the window's first N delays one by one, in arrival order: RFC 8219's IPDV
     exact_delays: int = Field(0, ge=0, le=1 << 24)
@@ -649,8 +731,11 @@ class CollectSpec(Strict):
 
 
 class AnalysisSpec(Strict):
+    # the PDR's loss threshold X (0.005: 0.5%)
     pdr_loss_ratio: float = Field(0.005, gt=0, lt=1)
+    # TIR saturation threshold
     eta: float = Field(0.1, gt=0)
+    # of the per-load intervals
     confidence: float = Field(0.95, gt=0, lt=1)
 
 
@@ -666,6 +751,7 @@ class _GivenTestbed(BaseModel):
 
 
 class CampaignSpec(Strict):
+    # the campaign's name (its id is the name and a hash of the spec)
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")
     testbed: TestbedSpec = TestbedSpec()
     synthetic: SyntheticSpec = SyntheticSpec()
@@ -676,6 +762,7 @@ class CampaignSpec(Strict):
     collect: CollectSpec = CollectSpec()
     latency: LatencySpec = LatencySpec()
     compare: CompareSpec | None = None
+    # knobs ("section.key") and their values: one cell per combination
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -110,8 +110,8 @@ def model_tables(model: type[BaseModel], prefix: str = "") -> list[str]:
             sub = args[0] if len(args) == 1 else None
         if sub is not None:
             nested.append((f"{prefix}.{name}" if prefix else name, sub))
-        out.append(f"| `{name}` | {_cell(_type_text(ann))} | {_default(f)} | {_cell(_limits(f))} | "
-                   f"{_cell(f.description or notes.get(name, ''))} |")
+        what = f.description or notes.get(name, "") or (f"the `[{nested[-1][0]}]` table below" if sub else "")
+        out.append(f"| `{name}` | {_cell(_type_text(ann))} | {_default(f)} | {_cell(_limits(f))} | {_cell(what)} |")
     out.append("")
     for path, sub in nested:
         out += model_tables(sub, path)

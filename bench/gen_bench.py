@@ -1,6 +1,6 @@
 """Generator benchmark: softnet-gen and trafgen straight into the sink (no SUT).
 
-Issue: "Generator straight into the sink (no SUT): maximum rate at 64 B on one
+The target: "Generator straight into the sink (no SUT): maximum rate at 64 B on one
 CPU, and pacing accuracy (achieved vs intended) at 10 kpps, 100 kpps, 500 kpps
 and at its maximum. In the same run, trafgen (-b rate) on the same testbed and
 CPU. Targets: achieved load within +-0.5% of intended at every rate up to the

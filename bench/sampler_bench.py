@@ -1,6 +1,6 @@
 """Kernel statistics sampler benchmark: its CPU cost at 1 s and at 100 ms.
 
-Issue: "sampler CPU cost under 0.5% of one CPU at 1 s and under 3% at 100 ms;
+The target: "sampler CPU cost under 0.5% of one CPU at 1 s and under 3% at 100 ms;
 record both."
 
 Each run is a real softnet trial (kernel IPv4 forwarding, 200 kpps, 64 B,

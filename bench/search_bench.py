@@ -1,6 +1,6 @@
 """Search benchmark: softnet.search against MLRsearch (PyPI) and a PASTRAMI grid.
 
-Issue: "On the synthetic SUT with seeded noise (several curve shapes: sharp
+The target: "On the synthetic SUT with seeded noise (several curve shapes: sharp
 knee, gradual knee, loss at low load, loss inversion, and rare
 host stalls at every load), over at least 20 seeds:
 softnet's search against the PyPI mlrsearch package's MultipleLossRatioSearch

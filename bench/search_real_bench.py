@@ -14,8 +14,8 @@ NDR and PDR0.5%, exceed ratio 0.5, width 2%, loads 10 kpps .. 2 Mpps.
 MLRsearch gets the simulated bench's settings (search_bench.mlrsearch_config:
 2 preceding targets, no warm-up trial, duration sum 21 s, its documented
 default). At 21 s MLRsearch spends 110-200 one-second trials per search on
-this VM, so 10 interleaved repeats take about 70 minutes, not the issue's
-40; ``--repeats 5`` takes about 35. ``--mlr-duration-sum 3`` is the issue's
+this VM, so 10 interleaved repeats take about 70 minutes, not the 40 asked for;
+``--repeats 5`` takes about 35. ``--mlr-duration-sum 3`` is the setting of the
 first comparison (its CV there is 14-16%, see docs/explanation/search.md).
 softnet gets its library defaults. Repeat i runs softnet first when i is even, MLRsearch first
 otherwise.
@@ -237,7 +237,7 @@ def main() -> None:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--host-stall-loss", choices=("set_apart", "count"), default="set_apart")
     ap.add_argument("--mlr-duration-sum", type=float, default=21.0,
-                    help="MLRsearch's duration_sum (21: its documented default; 3: the issue's first comparison)")
+                    help="MLRsearch's duration_sum (21: its documented default; 3: the first comparison asked for)")
     ap.add_argument("--plot", type=Path, help="plot traces from this result file instead of measuring")
     ap.add_argument("--plot-out", type=Path,
                     default=Path(__file__).resolve().parent / "results" / "search-real-trace.png")

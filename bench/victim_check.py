@@ -1,7 +1,7 @@
 """Cross-check of the eBPF profiler with a pinned CPU-bound victim
 (ebpf-linux-stack-profile paper, sec. V).
 
-Issue: "a pinned CPU-bound victim workload on the SUT CPU; CPU stolen by
+The target: "a pinned CPU-bound victim workload on the SUT CPU; CPU stolen by
 packet processing (drop in the victim's throughput) against eBPF-measured
 time; agreement reported."
 

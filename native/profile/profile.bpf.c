@@ -445,10 +445,16 @@ int BPF_PROG(sn_pp_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop
 		k.netns_ino = dev->nd_net.net->ns.inum;
 	}
 	n = bpf_map_lookup_elem(&drops, &k);
-	if (n)
+	if (n) {
 		(*n)++;
-	else if (bpf_map_update_elem(&drops, &k, &one, BPF_NOEXIST))
-		s->drop_keys_full++;
+	} else if (bpf_map_update_elem(&drops, &k, &one, BPF_NOEXIST)) {
+		/* another CPU may have added the key since the lookup: count it there; full only if still absent */
+		n = bpf_map_lookup_elem(&drops, &k);
+		if (n)
+			(*n)++;
+		else
+			s->drop_keys_full++;
+	}
 	return 0;
 }
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+# every page of the repository: docs/, the READMEs beside the code and the data, the changelog
+PAGES = sorted(p for p in (ROOT / f for f in subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT,
+                                                             capture_output=True, text=True).stdout.split())
+               if p.exists())
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 MAX_LINES = 400
 
@@ -29,7 +32,7 @@ def test_links_resolve_and_the_page_is_short(page):
     broken = [t for t in local if not (page.parent / t).exists()]
     outside = [t for t in local if not (page.parent / t).resolve().is_relative_to(ROOT)]
     assert not broken and not outside, (broken, outside)  # outside: resolves here, not in a clone
-    assert len(text.splitlines()) <= MAX_LINES
+    assert len(text.splitlines()) <= MAX_LINES or page.name == "CHANGELOG.md"  # history grows
 
 
 def test_every_docs_path_the_code_names_exists():

@@ -455,8 +455,8 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
                          f"got {len(campaign_ids)}")
     with ExitStack() as stack:
         stores = [stack.enter_context(open_results(p)) for p in paths]
-        camps = [latest_campaign(s, str(p), (list(campaign_ids) or [None] * len(paths))[i])
-                 for i, (s, p) in enumerate(zip(stores, paths))]
+        ids = campaign_ids or [None] * len(paths)  # None: each path's newest
+        camps = [latest_campaign(s, str(p), cid) for s, p, cid in zip(stores, paths, ids)]
         base = camps[0]
         for c in camps[1:]:
             if c.kind != base.kind:

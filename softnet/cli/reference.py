@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 import typer
 
+from softnet.cli.reference_spec import cell, paged
+
 HEAD = """# CLI reference
 
 Every command and option, as `softnet COMMAND --help` prints them. This page
@@ -19,13 +21,9 @@ page.
 """
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _command(name: str, cmd: click.Command) -> list[str]:
     ctx = click.Context(cmd, info_name=name)
-    out = [f"## `{name}`", "", _cell(cmd.help or cmd.short_help or ""), "",
+    out = [f"## `{name}`", "", cell(cmd.help or cmd.short_help or ""), "",
            "```", f"Usage: {name} {' '.join(cmd.collect_usage_pieces(ctx))}", "```", ""]
     panels: dict[str, list[tuple[str, str]]] = {}
     for p in cmd.params:
@@ -40,7 +38,7 @@ def _command(name: str, cmd: click.Command) -> list[str]:
             panels.setdefault(getattr(p, "rich_help_panel", None) or "Options", []).append(record)
     for panel, rows in panels.items():
         out += [f"{panel}:", "", "| option | what it does |", "|---|---|"]
-        out += [f"| `{_cell(opt)}` | {_cell(text)} |" for opt, text in rows]
+        out += [f"| `{cell(opt)}` | {cell(text)} |" for opt, text in rows]
         out.append("")
     return out
 
@@ -70,13 +68,11 @@ def cli_reference() -> str:
     body: list[str] = []
     for name, cmd in commands:
         body += _command(name, cmd)
-    from softnet.cli.reference_spec import paged
-
     where = {n: "cli.md" for n, _ in commands}
     for _ in range(3):  # the index links each command to the page it lands on, which the index shifts
         index = ["| command | what it does |", "|---|---|"] + [
             f"| [`{n}`]({where[n] if where[n] != 'cli.md' else ''}#{n.replace(' ', '-')}) | "
-            f"{_cell(c.get_short_help_str(200))} |" for n, c in commands]
+            f"{cell(c.get_short_help_str(200))} |" for n, c in commands]
         out = paged("cli", HEAD, ["## Commands", ""] + index + [""] + body)
         landed = {line.split("`")[1]: page for page, text in out.items() for line in text.splitlines()
                   if line.startswith("## `")}

@@ -87,7 +87,8 @@ def _default(field) -> str:
     return "-" if v is None else f"`{json.dumps(v, default=str)}`"
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
+    """Text as one markdown table cell."""
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
@@ -99,7 +100,7 @@ def model_tables(model: type[BaseModel], prefix: str = "") -> list[str]:
             notes.update(field_comments(klass))
     out = [f"### `[{prefix}]`" if prefix else "### top level", ""]
     if model.__doc__ and model.__doc__.strip():
-        out += [_cell(inspect.cleandoc(model.__doc__)), ""]
+        out += [cell(inspect.cleandoc(model.__doc__)), ""]
     out += ["| key | type | default | limits | what it is |", "|---|---|---|---|---|"]
     nested = []
     for name, f in model.model_fields.items():
@@ -111,7 +112,7 @@ def model_tables(model: type[BaseModel], prefix: str = "") -> list[str]:
         if sub is not None:
             nested.append((f"{prefix}.{name}" if prefix else name, sub))
         what = f.description or notes.get(name, "") or (f"the `[{nested[-1][0]}]` table below" if sub else "")
-        out.append(f"| `{name}` | {_cell(_type_text(ann))} | {_default(f)} | {_cell(_limits(f))} | {_cell(what)} |")
+        out.append(f"| `{name}` | {cell(_type_text(ann))} | {_default(f)} | {cell(_limits(f))} | {cell(what)} |")
     out.append("")
     for path, sub in nested:
         out += model_tables(sub, path)
@@ -169,7 +170,8 @@ def paged(name: str, head: str, lines: list[str]) -> dict[str, str]:
 def pages() -> dict[str, str]:
     spec = _model(*SCHEMAS["campaign-spec.schema.json"])
     trial = _model(*SCHEMAS["trial-result.schema.json"])
-    out = {**paged("spec", SPEC_HEAD, model_tables(spec)), **paged("results", RESULT_HEAD, model_tables(trial, "result"))}
+    out = {**paged("spec", SPEC_HEAD, model_tables(spec)),
+           **paged("results", RESULT_HEAD, model_tables(trial, "result"))}
     for file, (module, name) in SCHEMAS.items():
         out[f"schemas/{file}"] = json.dumps(_model(module, name).model_json_schema(), indent=1, sort_keys=True,
                                             default=str) + "\n"

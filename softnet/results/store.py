@@ -147,9 +147,8 @@ class Store:
 
     def __init__(self, results_dir: str | Path, read_only: bool = False):
         self.dir = Path(results_dir)
-        self.source = str(self.dir / DB_NAME)  # what errors name
-        if read_only and is_export_dir(self.dir):
-            self.source = f"{self.dir} (Parquet export)"
+        self.is_export = read_only and is_export_dir(self.dir)
+        if self.is_export:
             self.db = duckdb.connect(":memory:")
             self.db.execute(SCHEMA)
             self._attach_export()
@@ -160,6 +159,11 @@ class Store:
         self.db = duckdb.connect(str(self.dir / DB_NAME), read_only=read_only)
         if not read_only:
             self.db.execute(SCHEMA)
+
+    @property
+    def source(self) -> str:
+        """What errors name: the database file, or the export folder."""
+        return f"{self.dir} (Parquet export)" if self.is_export else str(self.dir / DB_NAME)
 
     def _attach_export(self) -> None:
         """Each exported tree as a view with its table's columns (the
@@ -473,7 +477,7 @@ class Store:
         true)); a campaign exported again replaces its partitions."""
         if fmt not in ("csv", "parquet"):
             raise ValueError(f"format '{fmt}': accepted csv, parquet")
-        if self.source != str(self.dir / DB_NAME):
+        if self.is_export:
             raise InputError(self.source, "is an export already: export the results directories it came from")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

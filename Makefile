@@ -52,6 +52,7 @@ bench: setup
 	$(VENV)/bin/python bench/profile_bench.py --repeats 20
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --duty 1
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --no-per-packet
+	$(VENV)/bin/python bench/stage_coverage.py --runs 6
 	$(VENV)/bin/python bench/victim_check.py
 	$(VENV)/bin/python bench/latency_hist_bench.py
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/xsk_stamp_bench.py

@@ -211,8 +211,10 @@ def test_profiled_trial_measures_the_kernel_path_and_audits_it(host_unchanged):
     assert p["drop_keys_full"] == 0 and all(m["unmatched_exits"] <= 2 for m in p["per_cpu"].values())
     # Stages: the named stages account for the SUT CPU's softirq and NAPI-thread time, and the
     # transmit stage ran twice per forwarded packet (__dev_queue_xmit to the driver, then the driver).
+    # A NAPI thread's time counts from its own switch-in: after a switch the profiler did not see
+    # (unseen_switches), the span is not the thread's, and the stage clock is off in it too.
     s = p["stages"][1]
-    assert 0.95 <= s["coverage"] <= 1.02
+    assert 0.98 <= s["coverage"] <= 1.02
     w = {row["stage"]: row for row in s["wifi_ap"]}
     assert w["Init Xmit"]["sampled_intervals"] == pytest.approx(2 * r["received_pkts"], rel=0.1)
     assert w["IP Stack"]["ns"] > 0 and w["Poll Function"]["ns"] > 0
@@ -230,7 +232,7 @@ def test_a_qdisc_on_the_egress_shows_as_tx_qdisc_stage(host_unchanged):
                     sample_interval_s=None)
     s = r["profile"]["stages"][1]
     w = {row["stage"]: row for row in s["wifi_ap"]}
-    assert 0.95 <= s["coverage"] <= 1.02 and not s["unattributed"]
+    assert 0.98 <= s["coverage"] <= 1.02 and not s["unattributed"]
     assert w["TX Qdisc"]["ns"] > 0 and w["TX Qdisc"]["sampled_intervals"] >= r["received_pkts"]
     assert s["transmits_enqueued"] == pytest.approx(r["received_pkts"], rel=0.1) and s["qdisc_enqueued_share"] > 0.99
 
@@ -239,15 +241,11 @@ def test_a_qdisc_on_the_egress_shows_as_tx_qdisc_stage(host_unchanged):
 @pytest.mark.netns
 def test_sampled_stages_estimate_the_whole_window(host_unchanged):
     # A sampled plan: the per-packet events attached 10% of every 500 ms period.
-    # Each sampling boundary can add a few ms of packet time the stage clock does
-    # not see (measured: the stage sums as usual, the packet time 3-3.5 ms higher,
-    # in 3 of 44 runs; a vCPU stall across the boundary). At the default 2% a 2 s
-    # window samples 4 x 10 ms and that took coverage to 0.80-0.88; at 10% (4 x
-    # 50 ms) to 0.948. The bound leaves room for one such boundary.
+    # Coverage is measured over the sampled periods only, so it holds as at duty 1.
     r = split_trial(100_000, duration_s=2.0, warmup_s=0.2, profile=True, profile_duty=0.1, sample_interval_s=None)
     p, s = r["profile"], r["profile"]["stages"][1]
     assert p["duty"] == pytest.approx(0.1) and 0.06 < s["sampled_share"] < 0.14
-    assert 0.90 <= s["coverage"] <= 1.02 and s["unsampled_ns"] > 0
+    assert 0.98 <= s["coverage"] <= 1.02 and s["unsampled_ns"] > 0
     # scaled to the window, the stages add up to the packet time measured over all of it
     inside = sum(row["ns"] for row in s["wifi_ap"] if row["stage"] not in ("Init RX-IRQ", "Init ksoftirqd"))
     assert inside == pytest.approx(s["coverage"] * s["packet_time_ns"])

@@ -349,14 +349,23 @@ int BPF_PROG(sn_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!c || !s)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	/* A switch the program did not see (this VM loses some: the stall probe
+	 * sees the same) leaves the time since the last one seen to more than one
+	 * task: a NAPI kthread's time counts only from its own switch-in, which
+	 * the stage clock opens at too. */
+	__u32 seen = c->cur_seen && c->cur_pid == (__u32)prev->pid;
+	if (c->cur_seen && !seen)
+		s->unseen_switches++;
 	if (c->last_switch) {
 		if (prev->pid == 0)
 			s->idle_ns += now - c->last_switch;
 		else
 			s->busy_ns += now - c->last_switch;
-		if (task_ctx(prev) == PROF_CTX_NAPI)
+		if (seen && task_ctx(prev) == PROF_CTX_NAPI)
 			s->napi_thread_ns += now - c->last_switch;
 	}
+	c->cur_pid = next->pid;
+	c->cur_seen = 1;
 	c->last_switch = now;
 	c->cur_idle = next->pid == 0;
 	s->ctx_switches++;

@@ -276,6 +276,7 @@ static void print_cpu(const struct prof_stats *s)
 	F(hardirq_ns); F(hardirq_cnt); F(sysvec_ns); F(sysvec_cnt); F(busy_ns); F(idle_ns); F(napi_thread_ns);
 	F(hardirq_in_idle_ns); F(softirq_in_idle_ns); F(ctx_switches); F(napi_polls); F(napi_work);
 	F(napi_budget_exhausted); F(rx_skbs); F(consumed_skbs); F(dropped_skbs); F(unmatched_exits); F(drop_keys_full);
+	F(unseen_switches);
 #undef F
 	u64s("napi_work_hist", s->napi_work_hist, PROF_NAPI_BUCKETS);
 }

@@ -43,6 +43,7 @@ struct prof_stats {
 	__u64 dropped_skbs;    /* skb:kfree_skb */
 	__u64 unmatched_exits; /* an exit seen without its entry (attached mid-event): lost, not guessed */
 	__u64 drop_keys_full;  /* drops not itemized: the (reason, device) map was full */
+	__u64 unseen_switches; /* a task switched out that the last switch seen had not switched in */
 };
 
 /* The stage clock: per CPU, the time between consecutive packet-path events
@@ -116,6 +117,8 @@ struct cpu_state {
 	__u32 in_pause;
 	__u32 clk_gen;    /* the sampling generation the open interval began in */
 	__u32 irq_gen;
+	__u32 cur_pid;    /* the task the last switch seen switched in */
+	__u32 cur_seen;   /* cur_pid is known (a switch was seen since attaching) */
 };
 
 /* Stage sampling: the loader attaches the once-per-packet programs for a

@@ -51,6 +51,7 @@ def cpu_profile(d: ProfileDelta, cpu: int) -> CpuProfile:
         napi_work_hist=c.napi_work_hist,
         context_switches_per_s=c.ctx_switches / (wall / 1e9),
         unmatched_exits=c.unmatched_exits,
+        unseen_switches=c.unseen_switches,
     )
 
 

@@ -11,9 +11,9 @@ from softnet.results.trial import DropRow
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
 COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "napi_thread_ns",
             "hardirq_in_idle_ns", "softirq_in_idle_ns", "ctx_switches", "napi_polls", "napi_work",
-            "napi_budget_exhausted", "rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full")
+            "napi_budget_exhausted", "rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full", "unseen_switches")
 # counted only while the per-packet events are attached (sampled either way), or counts of what was lost
-UNSCALED = ("rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full")
+UNSCALED = ("rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full", "unseen_switches")
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _scaled(c: ProfileCpu, base_ns: int, wall_ns: int) -> ProfileCpu:
 def _counters(ca: ProfileCpu, cb: ProfileCpu, transitions: list | None = None) -> ProfileCpu:
     # every counter alike: the difference, field by field
     x, y = ca.model_dump(include=set(COUNTERS)), cb.model_dump(include=set(COUNTERS))
-    return ProfileCpu(**{k: y[k] - x[k] for k in COUNTERS},
+    return ProfileCpu(**{k: None if x[k] is None or y[k] is None else y[k] - x[k] for k in COUNTERS},
                       napi_work_hist=[q - p for p, q in zip(ca.napi_work_hist, cb.napi_work_hist)],
                       softirq_ns={vec: {ctx: [cb.softirq_ns[vec][ctx][i] - ca.softirq_ns[vec][ctx][i] for i in (0, 1)]
                                         for ctx in CTXS} for vec in cb.softirq_ns},

@@ -227,6 +227,9 @@ class ProfileCpu(_ToolReport):
     dropped_skbs: int
     unmatched_exits: int
     drop_keys_full: int
+    # switches out of a task the last switch seen had not switched in (its NAPI-thread time is not counted);
+    # none in reads from before they were counted
+    unseen_switches: int | None = None
     napi_work_hist: list[int]
     transitions: list[list[int]] | None = None  # [from event, to event, ns, count]; sampled ones have none
 

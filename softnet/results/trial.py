@@ -711,6 +711,8 @@ class CpuProfile(Exact):
     napi_work_hist: list[int]
     context_switches_per_s: Number
     unmatched_exits: int
+    # switches the profiler did not see: the span after one is no NAPI-thread time (none: not counted then)
+    unseen_switches: int | None = None
 
 
 class CpuAudit(Exact):

@@ -122,6 +122,33 @@ def run_mlrsearch(measure: RealMeasurer, duration_sum: float) -> dict:
 RUNNERS = {"softnet": run_softnet, "mlrsearch": run_mlrsearch}
 
 
+def run_or_fail(tool: str, measure, duration_sum: float) -> dict:
+    """One search; a tool that raises gives a failed search (said, and the exit code), not an end to the bench."""
+    try:
+        return RUNNERS[tool](measure, duration_sum)
+    except Exception as e:  # noqa: BLE001 - whatever the peer raises is its failure, recorded by name
+        why = f"{type(e).__name__}: {e}"
+        n = len(GOAL_NAMES)
+        return {"trials": 0, "trial_seconds": 0.0, "values": [None] * n, "uppers": [None] * n,
+                "statuses": ["failed"] * n, "confirmed": [False] * n, "diagnoses": [why] * n, "knees": [None] * n,
+                "failed": why}
+
+
+def failures(searches: list[dict]) -> list[str]:
+    """Each tool's searches that failed or gave no value for a goal, in words."""
+    out = []
+    for tool in TOOLS:
+        sel = [s for s in searches if s["tool"] == tool]
+        broke = [s["failed"] for s in sel if s.get("failed")]
+        if broke:
+            out.append(f"{tool}: {len(broke)} of {len(sel)} searches failed (first: {broke[0]})")
+        for i, goal in enumerate(GOAL_NAMES):
+            none = sum(s["values"][i] is None and not s.get("failed") for s in sel)
+            if none:
+                out.append(f"{tool}: no {goal} in {none} of {len(sel)} searches")
+    return out
+
+
 def cv(values: list[float]) -> float | None:
     if len(values) < 2:
         return None
@@ -146,9 +173,10 @@ def summarize(searches: list[dict]) -> dict:
         out[f"{tool}/cost"] = {"mean_trials": statistics.mean(s["trials"] for s in sel),
                                "mean_trial_seconds": statistics.mean(s["trial_seconds"] for s in sel),
                                "trial_seconds": [s["trial_seconds"] for s in sel]}
-    if all(f"{t}/cost" in out for t in TOOLS):
+    if all(f"{t}/cost" in out for t in TOOLS) and all(out[f"{t}/cost"]["mean_trial_seconds"] for t in TOOLS):
         ratios = [a["trial_seconds"] / b["trial_seconds"] for a, b in zip(
-            [s for s in searches if s["tool"] == "softnet"], [s for s in searches if s["tool"] == "mlrsearch"])]
+            [s for s in searches if s["tool"] == "softnet"], [s for s in searches if s["tool"] == "mlrsearch"])
+            if b["trial_seconds"]]
         cmp = {"trial_seconds_ratio": out["softnet/cost"]["mean_trial_seconds"]
                / out["mlrsearch/cost"]["mean_trial_seconds"],
                "per_repeat_ratio_median": statistics.median(ratios), "per_repeat_ratio_range": [min(ratios), max(ratios)]}
@@ -174,7 +202,9 @@ def show(summary: dict) -> None:
         if key.endswith("/cost") or key == "compare":
             continue
         rng = f"{s['min_pps'] / 1e3:,.0f}-{s['max_pps'] / 1e3:,.0f}k" if s["min_pps"] else "-"
-        print(f"{key:18} {(s['mean_pps'] or 0) / 1e3:>8,.0f}k {(s['cv'] or 0):>6.1%} {rng:>17} "
+        mean = f"{s['mean_pps'] / 1e3:>8,.0f}k" if s["mean_pps"] else f"{'none':>9}"
+        cv_ = f"{s['cv']:>6.1%}" if s["cv"] is not None else f"{'-':>6}"
+        print(f"{key:18} {mean} {cv_} {rng:>17} "
               f"{s['finished']:>3}/{s['searches']} {s['unstable_confirmed']:>9}")
     for tool in TOOLS:
         if f"{tool}/cost" in summary:
@@ -182,6 +212,15 @@ def show(summary: dict) -> None:
             print(f"{tool}: {c['mean_trials']:.1f} trials, {c['mean_trial_seconds']:.1f} trial-s per search")
     if "compare" in summary:
         print(json.dumps(summary["compare"], indent=1, default=float))
+
+
+def verdict(searches: list[dict]) -> None:
+    """FAIL lines and exit 1 when a tool could not be measured: the comparison would be one-sided."""
+    bad = failures(searches)
+    for line in bad:
+        print(f"FAIL: {line}")
+    if bad:
+        sys.exit(1)
 
 
 def plot(result_file: Path, out: Path, which: list[int]) -> None:
@@ -217,7 +256,7 @@ def replay(args) -> None:
     for seed in range(args.seed_start, args.seed_start + args.repeats):
         for tool in args.tools.split(","):
             sut = ResampledSut(trials, seed)
-            out = RUNNERS[tool](lambda load, d, sut=sut: sut(load, d), args.mlr_duration_sum)
+            out = run_or_fail(tool, lambda load, d, sut=sut: sut(load, d), args.mlr_duration_sum)
             searches.append({"tool": tool, "repeat": seed, **out})
     summary = summarize(searches)
     for tool in args.tools.split(","):
@@ -229,6 +268,7 @@ def replay(args) -> None:
     for tool in args.tools.split(","):
         print(tool, "mean |error|:", ", ".join(f"{g} {summary[f'{tool}/{g}']['mean_abs_error'] or 0:.1%}"
                                                 for g in GOAL_NAMES))
+    verdict(searches)
 
 
 def main() -> None:
@@ -269,7 +309,7 @@ def main() -> None:
             for tool in (tools if rep % 2 == 0 else tools[::-1]):
                 measure.tag = {"search": len(searches), "tool": tool, "repeat": rep}
                 s0 = time.time()
-                out = RUNNERS[tool](measure, args.mlr_duration_sum)
+                out = run_or_fail(tool, measure, args.mlr_duration_sum)
                 searches.append({**measure.tag, **out, "elapsed_s": time.time() - s0})
                 print(f"[{time.time() - t0:5.0f} s] {tool:9} repeat {rep}: "
                       + ", ".join(f"{g} {v and round(v)} ({st})" for g, v, st in
@@ -287,6 +327,7 @@ def main() -> None:
                 path.write_text(json.dumps(result, indent=1, default=float))
     show(summarize(searches))
     print(f"{path} ({time.time() - t0:.0f} s)")
+    verdict(searches)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,16 @@ SUT_CPU = 1
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def victim_gap(series: np.ndarray, t0: float, t1: float) -> str | None:
+    """Why the victim's samples cannot give its rate from t0 to t1, or None."""
+    if series.ndim != 2 or len(series) < 4:
+        return f"the victim printed {len(series)} samples"
+    if series[0, 0] > t0 or series[-1, 0] < t1:
+        return (f"the victim's samples cover {series[0, 0] - t0:+.2f} s to {series[-1, 0] - t1:+.2f} s "
+                "around its baseline start and the window's end")
+    return None
+
+
 def main() -> None:
     t0 = time.time()
     runs = []
@@ -62,6 +72,11 @@ def main() -> None:
                                             profile_per_packet=False, sample_interval_s=None), changes)
             series = v.series(timeout=30)
             w0, w1 = (t / 1e9 for t in r["profile"]["window_monotonic_ns"])
+            why = victim_gap(series, v.started + 0.2, w1)
+            if why:  # the peer measurement is missing: said, kept out of the figures, and the exit code
+                runs.append({"repeat": rep, "victim": kind, "load_pps": load, "failed": why})
+                print(f"FAIL {kind:>6} victim {load:>7,} pps rep {rep}: {why}", flush=True)
+                continue
             base = rate(series, v.started + 0.2, v.started + BASELINE_S - 0.05)
             during = rate(series, w0, w1)
             m = r["profile"]["per_cpu"][SUT_CPU]
@@ -82,7 +97,10 @@ def main() -> None:
                   f"steal {runs[-1]['steal_pct']:.1f}%", flush=True)
     summary = []
     for kind, load in ((k, x) for k in KINDS for x in LOADS_PPS):
-        sel = [r for r in runs if r["load_pps"] == load and r["victim"] == kind]
+        sel = [r for r in runs if r["load_pps"] == load and r["victim"] == kind and "failed" not in r]
+        if not sel:
+            summary.append({"victim": kind, "load_pps": load, "failed": "no run measured the victim"})
+            continue
         v = np.array([r["stolen_by_victim_pct"] for r in sel])
         e = np.array([r["stolen_by_ebpf_pct"] for r in sel])
         summary.append({"victim": kind, "load_pps": load, "victim_pct_mean": float(v.mean()),
@@ -94,7 +112,9 @@ def main() -> None:
                         "reported_softirq_pct_mean": float(np.mean([r["reported_softirq_pct"] for r in sel]))})
     fits = {}
     for kind in KINDS:
-        sel = [r for r in runs if r["victim"] == kind]
+        sel = [r for r in runs if r["victim"] == kind and "failed" not in r]
+        if len(sel) < 2:
+            continue
         v_all = np.array([r["stolen_by_victim_pct"] for r in sel])
         e_all = np.array([r["stolen_by_ebpf_pct"] for r in sel])
         fit = np.polyfit(e_all, v_all, 1)
@@ -111,12 +131,20 @@ def main() -> None:
                 "gap per interrupt (us)", "steal %", "/proc/stat softirq %"):
         t.add_column(col, justify="right")
     for s in summary:
+        if "failed" in s:
+            t.add_row(s["victim"], f"{s['load_pps']:,}", "FAIL", *["-"] * 6)
+            continue
         t.add_row(s["victim"], f"{s['load_pps']:,}", f"{s['victim_pct_mean']:.1f}", f"{s['ebpf_pct_mean']:.1f}",
                   f"{s['diff_points_mean']:+.1f}", f"{s['interrupts_per_s_mean']:,.0f}",
                   f"{s['gap_us_per_interrupt_mean']:.2f}", f"{s['steal_pct_mean']:.1f}",
                   f"{s['reported_softirq_pct_mean']:.1f}")
     Console().print(t)
     Console().print(out["victim_vs_ebpf_fit"])
+    failed = [r for r in runs if "failed" in r]
+    if failed:
+        print(f"FAIL: {len(failed)} of {len(runs)} runs have no victim measurement to check the profiler against "
+              f"(first: {failed[0]['failed']})")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -17,23 +17,22 @@ Run as root: .venv/bin/python bench/profile_prog_cost.py [--rate PPS] [--seconds
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_file import write  # noqa: E402
 
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
-from softnet.provenance import provenance  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.bpf_stats import enable_bpf_stats, programs  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def profiler_programs() -> dict[int, dict]:
@@ -93,10 +92,7 @@ def main() -> None:
         for p in o["programs"][:8]:
             print(f"  {p['name']:<32} {p['ns_per_pkt']:7.1f} ns/pkt  {p['runs_per_pkt']:5.2f} runs/pkt  "
                   f"{p['ns_per_run'] or 0:6.0f} ns/run")
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"profile_prog_cost-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps({"provenance": provenance(None), "runs": out}, indent=1))
-    print(path)
+    print(write("profile_prog_cost", {"runs": out}))
 
 
 if __name__ == "__main__":

@@ -15,23 +15,22 @@ Run as root: .venv/bin/python bench/stage_coverage.py [--runs N]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_file import write  # noqa: E402
 
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
-from softnet.provenance import provenance  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools import hostcmd  # noqa: E402
 from softnet.tools.bpf_stats import programs  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PLANS = (("50 kpps, duty 1", 50e3, 1.0, False), ("50 kpps, duty 1, tbf", 50e3, 1.0, True),
          ("100 kpps, duty 0.02", 100e3, 0.02, False))
 
@@ -79,10 +78,7 @@ def main() -> None:
               f"{statistics.mean(x['unseen_switches'] for x in rs):16.1f}")
     print("sched_switch program skipped by the kernel (recursion_misses):",
           sum(x["sched_switch_misses"] for rs in rows.values() for x in rs))
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"stage_coverage-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps({"provenance": provenance(None), "plans": rows}, indent=1))
-    print(path)
+    print(write("stage_coverage", {"plans": rows}))
 
 
 if __name__ == "__main__":

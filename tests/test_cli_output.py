@@ -78,6 +78,14 @@ def test_trial_tables_fit_80_columns(screen):
     assert "NET_TX/s" not in text  # a --wide column
 
 
+def test_unseen_context_switches_are_said_beside_the_coverage(screen):
+    assert "unseen" not in screen(trial_cmd.show, TRIAL)  # a result from before they were counted
+    t = TRIAL.model_copy(deep=True)
+    t.profile.per_cpu[1].unseen_switches = 4
+    text = " ".join(screen(trial_cmd.show, t).split())
+    assert "stage coverage" in text and "4 context switches unseen (their spans not counted)" in text
+
+
 def test_trial_wide_shows_every_column(screen, monkeypatch):
     monkeypatch.setattr(output.console, "_width", 200)
     with output.console.capture() as cap:

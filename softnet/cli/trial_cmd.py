@@ -612,5 +612,7 @@ def show_stages(p: ProfileResult, wide: bool = False) -> None:
         s = st[c]
         q = "" if s.qdisc_enqueued_share is None else \
             f"; transmits through the qdisc {100 * s.qdisc_enqueued_share:.1f}%"
+        unseen = p.per_cpu[c].unseen_switches if c in p.per_cpu else None
+        u = f"; {unseen} context switches unseen (their spans not counted)" if unseen else ""
         console.print(f"CPU {c}: softirq + NAPI-thread time {s.packet_time_pct:.1f}%, stage coverage "
-                      f"{100 * s.coverage:.1f}%{q}", highlight=False)
+                      f"{100 * s.coverage:.1f}%{q}{u}", highlight=False)

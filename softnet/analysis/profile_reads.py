@@ -11,7 +11,8 @@ from softnet.results.trial import DropRow
 CTXS = ("idle", "ksoftirqd", "napi_thread", "other_task")
 COUNTERS = ("hardirq_ns", "hardirq_cnt", "sysvec_ns", "sysvec_cnt", "busy_ns", "idle_ns", "napi_thread_ns",
             "hardirq_in_idle_ns", "softirq_in_idle_ns", "ctx_switches", "napi_polls", "napi_work",
-            "napi_budget_exhausted", "rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full", "unseen_switches")
+            "napi_budget_exhausted", "rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full",
+            "unseen_switches")
 # counted only while the per-packet events are attached (sampled either way), or counts of what was lost
 UNSCALED = ("rx_skbs", "consumed_skbs", "dropped_skbs", "unmatched_exits", "drop_keys_full", "unseen_switches")
 

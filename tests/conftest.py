@@ -133,6 +133,8 @@ def pytest_collection_modifyitems(config, items):
     a native tool it starts, or another test's, would show in the other's
     look at the host."""
     for item in items:
+        if item.get_closest_marker("host_noise"):  # pytest-rerunfailures: each rerun shows in the summary
+            item.add_marker(pytest.mark.flaky(reruns=2))
         if item.get_closest_marker("netns"):
             continue
         root = any(m.name == "skipif" and "root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers())

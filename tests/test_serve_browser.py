@@ -123,6 +123,7 @@ def test_trends_page_shows_the_change_point_at_the_planted_step(browser, tmp_pat
 
 @pytest.mark.netns
 @pytest.mark.usefixtures("host_unchanged")
+@pytest.mark.host_noise
 def test_a_real_campaign_live_then_finished_in_the_browser(browser, tmp_path):
     """A real campaign (kernel IPv4 forwarding): while it runs, its page shows
     the trial in progress and draws its samples as they come; once it ends,

@@ -62,6 +62,7 @@ def test_receiving_side_without_napi_is_refused_before_anything_changes(tmp_path
     assert spec(side_b={"gro": False}).testbed.side_b.gro is False
 
 
+@pytest.mark.host_noise
 def test_an_egress_qdisc_queues_what_the_sut_sends(host_unchanged):
     """side_b.qdisc (pfifo here: this kernel has no fq_codel; doctor says
     which it has): the SUT's egress veth gets it as its root,

@@ -269,6 +269,7 @@ def check_injector_read(inj: dict, seconds: float) -> None:
 
 @needs_root
 @pytest.mark.netns
+@pytest.mark.host_noise
 def test_injected_stalls_found_on_a_sleeping_task(locked_host):
     """A SCHED_OTHER task on CPU 1 that sleeps 100 us and wakes: each
     injected 5 ms stall shows as a runq wait of it where the injector says it
@@ -313,6 +314,7 @@ def _trial_summary(r: dict) -> dict:
 
 @needs_root
 @pytest.mark.netns
+@pytest.mark.host_noise
 def test_injected_stalls_found_on_the_napi_kthread(locked_host):
     """Kernel IPv4 forwarding at 20 kpps, the SUT's NAPI kthread on CPU 1:
     every injected stall while packets came shows as a runq wait of that

@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,34 +28,20 @@ from results_file import write  # noqa: E402
 
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
-from softnet.tools.bpf_stats import enable_bpf_stats, programs  # noqa: E402
+from softnet.tools.bpf_stats import enable_bpf_stats, watched  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 
 
-
-def profiler_programs() -> dict[int, dict]:
+def profiler_program(p: dict) -> bool:
     # the trial runs no stall probe: the tracing programs named sn_* are the profiler's
-    return {p["id"]: p for p in programs() if p.get("type") == "tracing" and p.get("name", "").startswith("sn_")}
+    return p.get("type") == "tracing" and p.get("name", "").startswith("sn_")
 
 
 def one(tb, ep, changes, rate: float, seconds: float, duty: float, base_duty: float) -> dict:
-    last: dict[int, dict] = {}
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            last.update(profiler_programs())
-            time.sleep(0.2)
-
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    try:
+    with watched(profiler_program) as last:
         r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=seconds, warmup_s=0.5, profile=True,
                                         profile_duty=duty, profile_base_duty=base_duty, sample_interval_s=None,
                                         stall_probe=False), changes)
-    finally:
-        done.set()
-        t.join()
     pkts = r["received_pkts"] / seconds * (seconds + 0.5)  # forwarded over the profiler's life, about
     progs = sorted(({"name": p["name"], "runs": p.get("run_cnt", 0), "ns": p.get("run_time_ns", 0)}
                     for p in last.values()), key=lambda x: -x["ns"])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,7 +27,7 @@ from results_file import write  # noqa: E402
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools import hostcmd  # noqa: E402
-from softnet.tools.bpf_stats import programs  # noqa: E402
+from softnet.tools.bpf_stats import watched  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 
 PLANS = (("50 kpps, duty 1", 50e3, 1.0, False), ("50 kpps, duty 1, tbf", 50e3, 1.0, True),
@@ -36,17 +35,8 @@ PLANS = (("50 kpps, duty 1", 50e3, 1.0, False), ("50 kpps, duty 1, tbf", 50e3, 1
 
 
 def one(rate: float, duty: float, tbf: bool) -> dict:
-    misses: dict[int, int] = {}  # the profiler's sched_switch program (loaded for the trial only): its skips
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.2):
-            misses.update({p["id"]: p.get("recursion_misses", 0) for p in programs()
-                           if p.get("name") == "sn_sched_switch"})
-
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    with HostChanges() as ch:
+    # the profiler's sched_switch program (loaded for the trial only): how often the kernel skipped it
+    with watched(lambda p: p.get("name") == "sn_sched_switch") as switch_progs, HostChanges() as ch:
         tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1]))
         ep = tb.build()
         if tbf:
@@ -54,13 +44,12 @@ def one(rate: float, duty: float, tbf: bool) -> dict:
                                             "10gbit", "burst", "1mb", "latency", "50ms"])
         r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=1.0 if duty == 1 else 2.0, warmup_s=0.2,
                                         profile=True, profile_duty=duty, sample_interval_s=None), ch)
-    done.set()
-    t.join()
+    misses = sum(x.get("recursion_misses", 0) for x in switch_progs.values())
     p = r["profile"]
     gaps = [s["duration_ms"] for s in (r["host_stalls"] or {}).get("stalls") or []
             if s["cpu"] == 1 and s["kind"] == "gap" and 0 <= s["start_s"] <= p["window_s"]]
     return {"coverage": p["stages"][1]["coverage"], "unseen_switches": p["per_cpu"][1]["unseen_switches"],
-            "vcpu_gaps_ms": gaps, "sched_switch_misses": sum(misses.values())}
+            "vcpu_gaps_ms": gaps, "sched_switch_misses": misses}
 
 
 def main() -> None:

@@ -27,10 +27,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.metrics import adjusted_rand_score, silhouette_score
-from sklearn.preprocessing import StandardScaler
-from sklearn.tree import DecisionTreeClassifier, export_text
 
 from .latency_stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, ConfigStats, knob_key
 
@@ -166,13 +162,19 @@ def feature_matrix(configs: Sequence[ConfigStats]) -> np.ndarray:
     return np.array([[c.averaged[f] for f in FEATURES] for c in configs], dtype=float).reshape(-1, len(FEATURES))
 
 
+# sklearn is imported where it is used: it costs a second at start-up, and
+# every page of `softnet serve` and every report import this module.
 def _kmeans(z: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
     return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(z)
 
 
 def choose_k(z: np.ndarray, k_range: tuple[int, int] = K_RANGE, seed: int = 0) -> tuple[int, dict]:
     """The k of best silhouette over k_range (inclusive, capped at n-1 and at the
     number of distinct rows); ties go to the smaller k. -> (k, {k: score})."""
+    from sklearn.metrics import silhouette_score
+
     n_distinct = np.unique(z, axis=0).shape[0]
     ks = range(k_range[0], min(k_range[1], z.shape[0] - 1, n_distinct) + 1)
     if not ks:
@@ -187,6 +189,9 @@ def cluster_configurations(configs: Sequence[ConfigStats], k: int | None = None,
                            k_range: tuple[int, int] = K_RANGE, exclude: Sequence[str] = EXCLUDE_FLAGS,
                            seed: int = 0) -> Clustering:
     """k-means of the configurations (module docstring); ``k`` None: by silhouette."""
+    from sklearn.metrics import silhouette_score
+    from sklearn.preprocessing import StandardScaler
+
     configs = list(configs)
     x_all = feature_matrix(configs)
     excluded = {}
@@ -242,6 +247,8 @@ def cluster_stability(a: Clustering, configs_a: Sequence[ConfigStats],
                       b: Clustering, configs_b: Sequence[ConfigStats]) -> Stability:
     """ARI of two clusterings of the same campaign's configurations, matched by
     knobs, over those clustered in both (an outlier in either is left out)."""
+    from sklearn.metrics import adjusted_rand_score
+
     where_b = {knob_key(c.knobs): i for i, c in enumerate(configs_b)}
     pairs = [(a.labels[i], b.labels[where_b[knob_key(c.knobs)]]) for i, c in enumerate(configs_a)
              if knob_key(c.knobs) in where_b]
@@ -282,6 +289,8 @@ def _condition(name: tuple[str, object | None], on: bool) -> str:
 def explain_clusters(configs: Sequence[ConfigStats], clustering: Clustering, *,
                      max_depth: int = TREE_DEPTH, seed: int = 0) -> KnobRules:
     """A decision tree (depth ``max_depth``) from knob values to cluster, as one rule per leaf."""
+    from sklearn.tree import DecisionTreeClassifier, export_text
+
     idx = np.flatnonzero(clustering.labels >= 0)
     y = clustering.labels[idx]
     x, names = _encode([configs[i].knobs for i in idx])

@@ -672,12 +672,12 @@ def serve(results: list[Path] = typer.Argument(..., help="softnet results direct
           token: str = typer.Option(None, help="required of every request: ?token=T or Authorization: Bearer T")
           ) -> None:
     """Serve results stores: campaign pages, JSON under /api, OpenMetrics under /metrics."""
+    for r in results:  # before the web stack's imports (seconds): a wrong path is said at once
+        check_store(r, running_ok=True)
     import uvicorn
 
     from softnet.report import web
 
-    for r in results:
-        check_store(r, running_ok=True)
     web.check_bind(host, token)
     app = web.make_app(list(results), token)
     err_console.print(f"softnet serve: http://{host}:{port}/ ({len(results)} results store(s)); Ctrl-C ends it",

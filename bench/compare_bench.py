@@ -25,7 +25,6 @@ import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from softnet.analysis.comparisons import stored_paired  # noqa: E402
 from softnet.campaign.runner import run_campaign  # noqa: E402
 from softnet.campaign.spec import CampaignSpec  # noqa: E402
+import results_file  # noqa: E402
+from softnet.provenance import provenance  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def spec(name: str, variants: list[dict], budget: float) -> CampaignSpec:
@@ -75,13 +75,12 @@ def main() -> None:
     a = {"testbed.sut": f"nft-fw:rules={args.r0}"}
     b = {"testbed.sut": f"nft-fw:rules={args.r0 + args.k}"}
     runs = {"ab": [], "aa": [], "sweep": [], "k": args.k}
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"compare_bench-{stamp}.json"
-    keep = OUT / f"compare_bench-{stamp}" if args.keep else None
+    path = results_file.path_for("compare_bench")
+    keep = path.with_suffix("") if args.keep else None
 
     def save() -> None:
-        path.write_text(json.dumps({"args": vars(args), **runs, "summary": summary(runs)}, indent=1))
+        results_file.dump(path, {"provenance": provenance(None, benchmark="compare_bench"), "args": vars(args),
+                                 **runs, "summary": summary(runs)})
 
     for i in range(args.repeats):
         runs["ab"].append(one(f"ab{i}", [a, b], args.budget, keep))

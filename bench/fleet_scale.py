@@ -18,21 +18,18 @@ Run: .venv/bin/python bench/fleet_scale.py [--sizes 1,2,4,8,16] [--cells 32] [--
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from softnet.fleet.local import LocalFleet, softnet_argv  # noqa: E402
-from softnet.provenance import provenance  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = """name = "scale"
 [testbed]
 sut = "synthetic"
@@ -92,11 +89,7 @@ def main() -> None:
         print(f"{n:3d} testbeds: {x['cells_per_hour']:7.0f} cells/h (ideal {x['ideal_cells_per_hour']:7.0f}, "
               f"{100 * x['efficiency']:.0f}%), wall {x['wall_s']:.1f} s, overhead {x['overhead_s_per_cell']:.2f} s "
               "per cell", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"fleet_scale-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps({"provenance": provenance(None, benchmark="fleet_scale"), "trial_s": a.trial_s,
-                                "runs": rows}, indent=1))
-    print(path)
+    print(results_file.write("fleet_scale", {"trial_s": a.trial_s, "runs": rows}))
 
 
 if __name__ == "__main__":

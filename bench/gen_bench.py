@@ -25,7 +25,6 @@ Run as root: .venv/bin/python bench/gen_bench.py
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -45,6 +44,7 @@ from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.traffic import trafgen  # noqa: E402
 from softnet.traffic.native import GeneratorJob, Sink  # noqa: E402
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
+import results_file  # noqa: E402
 
 FRAME_BYTES = 64
 GEN_CPU, SINK_CPU = 0, 1
@@ -63,7 +63,6 @@ SAMPLER_RT_PRIORITY = 10
 TOLERANCE = 0.005  # +-0.5%
 TARGET_MAX_PPS = 1e6
 QUIET_RATIO = 0.02  # other processes' user CPU time above 2% of all CPUs: the host was busy
-RESULTS = Path(__file__).resolve().parent / "results"
 console = Console(width=None if sys.stdout.isatty() else 150)
 
 
@@ -417,10 +416,7 @@ def main() -> int:
         result["provenance"] = provenance(ch, bench="gen_bench", **config)
         result["provenance"]["trafgen"] = result["trafgen"].get("version")
     result["undo_errors"] = ch.undo_errors
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=2, default=str)
-    path = RESULTS / f"gen_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(text)
+    path = results_file.write("gen_bench", result, started)
     print_table(result)
     act = result["host_activity"]
     console.print(f"host: other processes used {max(act['foreign_user_cpu_ratio'], 0):.1%} of all CPUs (user time), "

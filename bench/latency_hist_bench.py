@@ -18,7 +18,6 @@ Run as root: .venv/bin/python bench/latency_hist_bench.py
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -37,8 +36,8 @@ from softnet.provenance import provenance  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.testbed.lock import testbed_lock  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 # Loads from idle to where this VM starts losing packets (long queues: a wide tail).
 CASES = [("ipv4-fwd", 10e3), ("ipv4-fwd", 100e3), ("ipv4-fwd", 300e3), ("none", 100e3)]
 REPEATS = 3
@@ -97,9 +96,7 @@ def main() -> int:
               "elapsed_s": time.monotonic() - t0}
     with HostChanges() as ch:
         result["provenance"] = provenance(ch, bench="latency_hist_bench", **config)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"latency_hist_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(result, indent=2, default=str))
+    path = results_file.write("latency_hist_bench", result, started)
     table = Table("SUT", "load", "pkts", "p50 µs", "p99 µs", "p99.9 µs", "max rel. error", "log2 edge err.")
     for t in trials:
         p = t["percentiles"]

@@ -34,7 +34,6 @@ Default: 4 configurations x 3 runs x 10 s, about 5 minutes; --quick: 2 x 2 x
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -56,8 +55,8 @@ from softnet.testbed.latency import LatencyTestbed  # noqa: E402
 from softnet.testbed.lock import testbed_lock  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.traffic.xsk import Ping  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 STUDY = ROOT / "examples" / "afxdp-delays.toml"
 MATRIX = [("latency.busy_poll", [False, True]), ("latency.poll_forwarder", [False, True]),
           ("latency.poll_receiver", [False, True])]
@@ -253,9 +252,7 @@ def main() -> int:
         "load_average_before": load_before, "load_average_after": os.getloadavg()}
     with HostChanges() as ch:
         result["provenance"] = provenance(ch, bench="latency_rate_bench", **result["config"])
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"latency_rate_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(result, indent=2, default=str))
+    path = results_file.write("latency_rate_bench", result, started)
     o = result["overhead_per_configuration_s"]
     p = result["projection"]
     print(f"{n_cfg} configurations x {runs} runs x {duration:g} s (baseline {lat.baseline_count} pings/run) in "

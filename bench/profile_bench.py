@@ -20,10 +20,8 @@ other programs', default 0.2 as in trials)
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +34,11 @@ from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
+import results_file  # noqa: E402
 
 REPEATS = 6
 OVERLOAD_PPS, LOAD_PPS, WINDOW_S = 1.5e6, 200e3, 2.0
 TARGET_DROP, TARGET_NS = 0.02, 50.0
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def paired(on: list[float], off: list[float]) -> dict:
@@ -111,10 +109,8 @@ def main() -> None:
            "stage_duty": duty if per_packet else None, "overload_pps": OVERLOAD_PPS, "load_pps": LOAD_PPS,
            "target_drop": TARGET_DROP, "target_ns_per_pkt": TARGET_NS, "plans": plans,
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="profile_overhead")}
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     tag = f"_duty{duty:g}" if per_packet else "_no_per_packet"
-    (RESULTS / f"profile_bench{tag}-{stamp}.json").write_text(json.dumps(out, indent=1))
+    results_file.write(f"profile_bench{tag}", out)
     for arm, pl in plans.items():
         cap, cpu = pl["capacity_forwarded_pps"], pl["sut_cpu_ns_per_pkt"]
         lo, hi = (-x / cap["mean_off"] for x in cap["diff_ci95"][::-1])

@@ -17,10 +17,8 @@ Run as root: .venv/bin/python bench/sampler_bench.py
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
@@ -32,12 +30,12 @@ from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed  # noqa: E402
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
+import results_file  # noqa: E402
 
 INTERVALS_S = (1.0, 0.1)
 TARGETS = {1.0: 0.005, 0.1: 0.03}  # share of one CPU
 REPEATS = 3
 RATE_PPS, WINDOW_S = 200_000, 20.0
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -66,9 +64,7 @@ def main() -> None:
     out = {"benchmark": "sampler", "rate_pps": RATE_PPS, "window_s": WINDOW_S, "repeats": REPEATS,
            "summary": summary, "runs": runs, "elapsed_s": time.time() - t0,
            "provenance": provenance(None, benchmark="sampler")}
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"sampler_bench-{stamp}.json").write_text(json.dumps(out, indent=1))
+    results_file.write("sampler_bench", out)
     t = Table(title="kernel statistics sampler: CPU cost (share of one CPU)", header_style="bold")
     for col in ("interval", "mean", "max", "target", "pass"):
         t.add_column(col, justify="right")

@@ -31,11 +31,9 @@ Run: .venv/bin/python bench/search_bench.py [--seeds 20] [--seed-start 0] [--sha
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -48,11 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from softnet.provenance import provenance  # noqa: E402
 from softnet.search import Goal, SearchConfig, search  # noqa: E402
 from softnet.search.simulated import SHAPES, SimulatedSut  # noqa: E402
+import results_file  # noqa: E402
 
 MIN_LOAD, MAX_LOAD, WIDTH, DURATION = 1e4, 1e7, 0.005, 1.0
 LOSS_RATIOS = (0.0, 0.005)
 GRID_STEP, GRID_RUNS = 150e3, 30
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def run_softnet(sut: SimulatedSut) -> dict:
@@ -173,9 +171,7 @@ def main() -> None:
                         "grid_step_pps": GRID_STEP, "grid_runs": GRID_RUNS},
            "summary": summary, "targets": targets(summary), "rows": rows,
            "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search")}
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"search_bench-{stamp}.json").write_text(json.dumps(out, indent=1, default=float))
+    results_file.write("search_bench", out)
     show(summary, out["targets"])
 
 

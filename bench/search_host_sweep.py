@@ -21,7 +21,6 @@ import math
 import random
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +28,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_real_bench import RESULTS, WARMUP, RealMeasurer  # noqa: E402
+from search_real_bench import WARMUP, RealMeasurer  # noqa: E402
 
 from softnet.provenance import provenance  # noqa: E402
+import results_file  # noqa: E402
 
 
 def main() -> None:
@@ -59,9 +59,7 @@ def main() -> None:
     from softnet.testbed.local import LocalTestbed, Placement
     from softnet.tools.changes import HostChanges
 
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"search_host_sweep-{stamp}.json"
+    path = results_file.path_for("search_host_sweep")
     t0 = time.time()
     with HostChanges() as changes:
         tb = LocalTestbed(changes, "ipv4-fwd", Placement.default())
@@ -78,7 +76,7 @@ def main() -> None:
                                       "counted_lost_pkts", "all_loss_ratio", "unseen_stall_pkts", "valid", "flags")}
                    for t in measure.log],
         "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="search_host_sweep")}
-    path.write_text(json.dumps(out, indent=1, default=float))
+    results_file.dump(path, out)
     show(measure.log)
     print(f"{path} ({time.time() - t0:.0f} s)")
 

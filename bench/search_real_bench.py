@@ -36,7 +36,6 @@ import json
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,8 +46,8 @@ from search_bench import mlrsearch_config, mlrsearch_measurer  # noqa: E402
 from softnet.campaign.search_runner import as_measurement, host_stall_note  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.search import Goal, SearchConfig, search  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MIN_LOAD, MAX_LOAD, WIDTH, DURATION, WARMUP = 1e4, 2e6, 0.02, 1.0, 0.3
 LOSS_RATIOS = (0.0, 0.005)
 GOAL_NAMES = ("NDR", "PDR0.5%")
@@ -298,9 +297,7 @@ def main() -> None:
     tools = args.tools.split(",")
     searches: list[dict] = []
     t0 = time.time()
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"search_real_bench-{stamp}.json"
+    path = results_file.path_for("search_real_bench")
     with HostChanges() as changes:
         tb = LocalTestbed(changes, "ipv4-fwd", Placement.default())
         ep = tb.build()
@@ -324,7 +321,7 @@ def main() -> None:
                     "repeats": args.repeats}, "summary": summarize(searches), "searches": searches,
                     "trials": measure.log, "elapsed_s": time.time() - t0,
                     "provenance": provenance(None, benchmark="search_real")}
-                path.write_text(json.dumps(result, indent=1, default=float))
+                results_file.dump(path, result)
     show(summarize(searches))
     print(f"{path} ({time.time() - t0:.0f} s)")
     verdict(searches)

@@ -28,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,8 +36,8 @@ from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 LOW_LOAD_PPS = 150e3  # well below kernel forwarding's capacity here (0.7-0.96 Mpps)
 FLOOD_PPS = 30e6
 
@@ -171,10 +170,7 @@ def main() -> None:
     out.update(benchmark=f"stall_{args.part}", elapsed_s=time.time() - t0,
                command=" ".join(["bench/stall_bench.py", *sys.argv[1:]]),
                provenance=provenance(None, benchmark=f"stall_{args.part}"))
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"stall_bench-{args.part}-{stamp}.json"
-    path.write_text(json.dumps(out, indent=1, default=str))
+    path = results_file.write(f"stall_bench-{args.part}", out)
     print(json.dumps(out["summary"], indent=1, default=str))
     print(f"written: {path}")
 

@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from softnet.testbed.lock import testbed_lock  # noqa: E402
 from softnet.tools.process import tool  # noqa: E402
+import results_file  # noqa: E402
 
 CPU = 1
 COLS = ["small/s", "small ns/s", "mid/s", "mid ns/s", "big/s", "big ns/s", "loops/s"]  # < 20 us, < 1 ms, >= 1 ms
@@ -55,10 +55,7 @@ def main() -> None:
                "loop_rate_on_off": on[:, 6].mean() / off[:, 6].mean()}
     out = {"benchmark": "stall_cost", "args": sys.argv[1:], "columns": COLS, "on": on.tolist(), "off": off.tolist(),
            "summary": summary}
-    results = ROOT / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    path = results / f"stall_cost-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(out, indent=1))
+    path = results_file.write("stall_cost", out)
     print(json.dumps(summary, indent=1), f"\nwritten: {path}")
 
 

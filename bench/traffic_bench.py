@@ -15,7 +15,6 @@ Run as root: SOFTNET_WAIT=3600 .venv/bin/python bench/traffic_bench.py [REPEATS]
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
+import results_file  # noqa: E402
 
 GEN_CPU, SINK_CPU = 0, 1
 RATES_PPS = (1e6, 500e3)
@@ -44,7 +44,6 @@ ARMS = {  # name -> TrialSpec fields
     # both ways at once, the rate their sum; both generators on GEN_CPU
     "bidirectional": {"bidirectional": True},
 }
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def one_run(tb, ep, ch, rate: float, shape: dict, seed_offset: int) -> dict:
@@ -124,8 +123,6 @@ if __name__ == "__main__":
         print("traffic_bench needs root (namespaces, XDP)")
         sys.exit(2)
     out = main(int(sys.argv[1]) if len(sys.argv) > 1 else REPEATS)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"traffic_bench-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(out, indent=2, default=str))
+    path = results_file.write("traffic_bench", out)
     print_table(out)
     print(f"results: {path}")

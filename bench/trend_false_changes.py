@@ -20,7 +20,6 @@ Run (root): SOFTNET_WAIT=900 .venv/bin/python bench/trend_false_changes.py [--ca
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -33,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from softnet.campaign.runner import run_campaign  # noqa: E402
 from softnet.campaign.spec import CampaignSpec  # noqa: E402
 from softnet.report.web_trends import series_of  # noqa: E402
+import results_file  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results"
 REPEAT_LOADS = [100e3, 250e3, 400e3, 500e3, 600e3]  # spans this VM's saturation (about 450-750 kpps)
 STEP_LOADS = [100e3, 200e3, 300e3]  # below it
 STEP = 0.95
@@ -96,9 +95,7 @@ def main() -> None:
         "step_found": bool(found), "step_found_pct": found[0]["change_pct"] if found else None,
         "step_other_change_points": [c for c in cap["change_points"] if c not in found],
         "results": str(root) if a.keep or a.analyse else None}
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"trend_false_changes-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(json.dumps(result, indent=2))
+    path = results_file.write("trend_false_changes", result)
     print(f"false change points over {a.campaigns} repeats: {result['false_change_points']}")
     for f, v in rep.items():
         print(f"  {f}: CV {v['cv']:.2%}" if v["cv"] is not None else f"  {f}: -")

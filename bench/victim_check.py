@@ -25,10 +25,8 @@ Run as root: .venv/bin/python bench/victim_check.py
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +40,11 @@ from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
 from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
+import results_file  # noqa: E402
 
 LOADS_PPS = (25_000, 50_000, 100_000, 150_000)
 REPEATS, BASELINE_S, WINDOW_S, WARMUP_S = 3, 1.5, 2.0, 0.5
 SUT_CPU = 1
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def victim_gap(series: np.ndarray, t0: float, t1: float) -> str | None:
@@ -123,9 +121,7 @@ def main() -> None:
     out = {"benchmark": "victim_check", "loads_pps": LOADS_PPS, "repeats": REPEATS, "victims": KINDS,
            "summary": summary, "victim_vs_ebpf_fit": fits,
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="victim_check")}
-    RESULTS.mkdir(exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"victim_check-{stamp}.json").write_text(json.dumps(out, indent=1))
+    results_file.write("victim_check", out)
     t = Table(title=f"CPU {SUT_CPU} taken by packet processing: victim throughput vs eBPF", header_style="bold")
     for col in ("victim", "load", "victim lost %", "eBPF softirq+irq+IPI %", "diff (points)", "interrupts/s",
                 "gap per interrupt (us)", "steal %", "/proc/stat softirq %"):

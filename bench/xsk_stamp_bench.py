@@ -25,7 +25,6 @@ one line per pair.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -43,8 +42,8 @@ from softnet.testbed.latency import LatencyTestbed  # noqa: E402
 from softnet.testbed.lock import testbed_lock  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.traffic.xsk import FULL_FRAME_BYTES, Forward, Ping, Reflect, XskKnobs  # noqa: E402
+import results_file  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_NS = 1000.0
 BOOTSTRAP = 10_000
 
@@ -149,9 +148,7 @@ def main() -> int:
         "testbed": testbed, "elapsed_s": time.monotonic() - t_start}
     with HostChanges() as ch:
         result["provenance"] = provenance(ch, bench="xsk_stamp_bench", **result["config"])
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"xsk_stamp_bench-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(result, indent=2, default=str))
+    path = results_file.write("xsk_stamp_bench", result, started)
     print(f"median RTT shift (on - off) over {len(d)} pairs: {med / 1e3:+.2f} µs, bootstrap 95% CI "
           f"[{lo / 1e3:+.2f}, {hi / 1e3:+.2f}] µs; mean {np.mean(d) / 1e3:+.2f} µs, range "
           f"[{d.min() / 1e3:+.2f}, {d.max() / 1e3:+.2f}] µs; target |shift| <= 1 µs: "

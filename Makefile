@@ -60,6 +60,7 @@ bench: setup
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/restore_bench.py --repeats 10 --scenario all
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/agent_cost.py --repeats 5 --window 30
 	$(VENV)/bin/python bench/agent_start.py --repeats 10
+	$(VENV)/bin/python bench/serve_start.py --repeats 10
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/restore_bench.py --repeats 5 --scenario all --nic rx_channels=1 --out bench/results/restore_nic.json
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/multigen_bench.py 5
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/traffic_bench.py 5

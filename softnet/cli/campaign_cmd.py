@@ -8,7 +8,6 @@ from rich.table import Table
 
 from softnet.analysis.campaigns import (Configuration, PastramiMeta, SoftnetMeta, analyze_path, cell_label,
                                        host_stall_sentence)
-from softnet.campaign.runner import Event, run_campaign
 from softnet.campaign.spec import CampaignSpec
 from softnet.cli import compare_cmd, latency_cmd
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
@@ -17,6 +16,9 @@ from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_
 def run(spec: CampaignSpec, results_dir: Path, as_json: bool, scheduler: str | None = None) -> str:
     """Run the campaign with its progress on stderr (none in --json mode);
     ``scheduler``: on a fleet's testbeds (softnet.fleet)."""
+    # imported here: analyze needs none of the runner's testbeds and remote hosts
+    from softnet.campaign.runner import Event, run_campaign
+
     with Progress(spec.name, off=as_json) as progress:
         def on_event(e: Event) -> None:
             progress.update(e.done, e.total, e.message if e.kind == "start" else None)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,3 +31,16 @@ def test_contract_catches_a_back_edge(tmp_path):
     r = subprocess.run([exe, "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "softnet.results.back_edge -> softnet.cli.main" in r.stdout
+
+
+@pytest.mark.parametrize("module, heavy", [
+    ("softnet.report.web", "sklearn"),  # serve's pages: scikit-learn only when a latency study clusters
+    ("softnet.cli.campaign_cmd", "softnet.campaign.runner"),  # analyze: no testbeds, no remote hosts
+    ("softnet.cli.campaign_cmd", "asyncssh"),
+])
+def test_a_command_loads_what_it_uses_only(module, heavy):
+    """Each of these costs a command half a second to a second at start-up."""
+    code = (f"import sys, {module}; "
+            f"print(sorted(m for m in sys.modules if m == {heavy!r} or m.startswith({heavy!r} + '.')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr[-2000:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -151,13 +150,6 @@ def test_refused_serves_name_the_option(results, args, field):
 def test_a_folder_that_is_not_a_results_store_is_refused(tmp_path):
     r = subprocess.run(softnet_cmd("serve", str(tmp_path)), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and str(tmp_path) in r.stderr and "softnet.duckdb" in r.stderr, r.stderr
-
-
-def test_the_pages_load_no_clustering_stack_until_a_latency_study_needs_it():
-    """scikit-learn costs a second of every start; the pages import it when they cluster."""
-    r = subprocess.run([sys.executable, "-c", "import sys, softnet.report.web; print(sorted(m for m in sys.modules "
-                        "if m.split('.')[0] == 'sklearn'))"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_a_running_campaigns_trials_reach_the_page_within_2_s(results, tmp_path):

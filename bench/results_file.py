@@ -20,7 +20,10 @@ def path_for(bench: str, at: datetime | None = None) -> Path:
 
 
 def _plain(x):
-    return float(x) if isinstance(x, Number) else str(x)  # numpy scalars as numbers; dates, paths as text
+    """What json cannot write: numpy scalars and arrays as their Python values; dates, paths as text."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return float(x) if isinstance(x, Number) else str(x)
 
 
 def dump(path: Path, payload: dict) -> Path:

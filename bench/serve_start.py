@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import results_file  # noqa: E402
+from softnet.fleet.local import free_port  # noqa: E402
 
 SOFTNET = Path(sys.executable).parent / "softnet"
 SPEC = """name = "serve-start"
@@ -29,12 +30,6 @@ loads = ["100kpps", "500kpps"]
 runs = 2
 duration_s = 1
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_start(store: Path) -> float:

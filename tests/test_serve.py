@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from softnet.fleet.local import free_port
 from softnet.results.store import Store
 from tests.conftest import softnet_cmd
 
@@ -37,12 +38,6 @@ def results(tmp_path_factory) -> Path:
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return d / "r"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

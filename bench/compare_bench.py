@@ -77,10 +77,10 @@ def main() -> None:
     runs = {"ab": [], "aa": [], "sweep": [], "k": args.k}
     path = results_file.path_for("compare_bench")
     keep = path.with_suffix("") if args.keep else None
+    prov = provenance(None, benchmark="compare_bench")  # once: the file is rewritten after every run
 
     def save() -> None:
-        results_file.dump(path, {"provenance": provenance(None, benchmark="compare_bench"), "args": vars(args),
-                                 **runs, "summary": summary(runs)})
+        results_file.dump(path, {"provenance": prov, "args": vars(args), **runs, "summary": summary(runs)})
 
     for i in range(args.repeats):
         runs["ab"].append(one(f"ab{i}", [a, b], args.budget, keep))

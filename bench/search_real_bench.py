@@ -36,6 +36,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,6 +46,7 @@ from search_bench import mlrsearch_config, mlrsearch_measurer  # noqa: E402
 
 from softnet.campaign.search_runner import as_measurement, host_stall_note  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
+from softnet.results.stored import StoredResult  # noqa: E402
 from softnet.search import Goal, SearchConfig, search  # noqa: E402
 import results_file  # noqa: E402
 
@@ -85,12 +87,13 @@ def run_softnet(measure: RealMeasurer, _duration_sum: float) -> dict:
     goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION) for x in LOSS_RATIOS]
     r = search(measure, SearchConfig(goals=goals, min_load_pps=MIN_LOAD, max_load_pps=MAX_LOAD,
                                      relative_width=WIDTH))
-    stalls = host_stall_note([m.detail or {} for m in r.trials], getattr(measure, "mode", "set_apart"))
+    stalls = host_stall_note([StoredResult.parse(m.detail, "trial") for m in r.trials if m.detail],
+                             getattr(measure, "mode", "set_apart"))
     return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
             "values": [g.lower_bound_pps for g in r.goals], "uppers": [g.upper_bound_pps for g in r.goals],
             "statuses": [g.status for g in r.goals], "confirmed": [confirmed(g) for g in r.goals],
             "diagnoses": [g.diagnosis + (f"; {stalls}" if stalls else "") for g in r.goals],
-            "knees": [g.knee for g in r.goals]}
+            "knees": [asdict(g.knee) if g.knee else None for g in r.goals]}
 
 
 def confirmed(g) -> bool:
@@ -98,7 +101,7 @@ def confirmed(g) -> bool:
     lost in the bad trials near its knee were tied to host stalls (knee.HOST_SHARE)."""
     from softnet.search.strategy.knee import host_confirmed
 
-    return g.status == "unstable" and g.knee is not None and host_confirmed(g.knee["host_stalls"])
+    return g.status == "unstable" and g.knee is not None and host_confirmed(g.knee.host_stalls)
 
 
 def run_mlrsearch(measure: RealMeasurer, duration_sum: float) -> dict:
@@ -298,6 +301,7 @@ def main() -> None:
     searches: list[dict] = []
     t0 = time.time()
     path = results_file.path_for("search_real_bench")
+    prov = provenance(None, benchmark="search_real")  # once: the file is rewritten after every search
     with HostChanges() as changes:
         tb = LocalTestbed(changes, "ipv4-fwd", Placement.default())
         ep = tb.build()
@@ -320,7 +324,7 @@ def main() -> None:
                     "mlr_duration_sum": args.mlr_duration_sum,
                     "repeats": args.repeats}, "summary": summarize(searches), "searches": searches,
                     "trials": measure.log, "elapsed_s": time.time() - t0,
-                    "provenance": provenance(None, benchmark="search_real")}
+                    "provenance": prov}
                 results_file.dump(path, result)
     show(summarize(searches))
     print(f"{path} ({time.time() - t0:.0f} s)")

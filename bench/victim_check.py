@@ -35,6 +35,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from softnet.analysis.victim_check import DISTURBED_REST_PCT, lost_at_rest  # noqa: E402
 from softnet.collect.victim import KINDS, Victim, rate  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
@@ -76,6 +77,12 @@ def main() -> None:
                 print(f"FAIL {kind:>6} victim {load:>7,} pps rep {rep}: {why}", flush=True)
                 continue
             base = rate(series, v.started + 0.2, v.started + BASELINE_S - 0.05)
+            at_rest = lost_at_rest(series, v.started + 0.2, v.started + BASELINE_S - 0.05)
+            if at_rest is not None and at_rest > DISTURBED_REST_PCT:  # as the product does: no baseline
+                runs.append({"repeat": rep, "victim": kind, "load_pps": load, "baseline_lost_pct": at_rest,
+                             "left_out": f"at rest the victim lost {at_rest:.1f}% of its pace to something else"})
+                print(f"LEFT OUT {kind:>6} victim {load:>7,} pps rep {rep}: {runs[-1]['left_out']}", flush=True)
+                continue
             during = rate(series, w0, w1)
             m = r["profile"]["per_cpu"][SUT_CPU]
             stolen_victim = 100 * (1 - during / base)
@@ -83,7 +90,7 @@ def main() -> None:
             # the gap as a cost per interrupt taken on the SUT CPU, microseconds
             hidden_us = (stolen_victim - stolen_ebpf) / 100 / m["interrupts_per_s"] * 1e6 if m["interrupts_per_s"] else None
             runs.append({"repeat": rep, "victim": kind, "load_pps": load, "valid": r["valid"],
-                         "loss_ratio": r["loss_ratio"], "victim_rate_base": base, "victim_rate_window": during,
+                         "loss_ratio": r["loss_ratio"], "victim_rate_base": base, "baseline_lost_pct": at_rest, "victim_rate_window": during,
                          "stolen_by_victim_pct": stolen_victim, "stolen_by_ebpf_pct": stolen_ebpf,
                          "softirq_pct_by_context": m["softirq_pct_by_context"], "sysvec_pct": m["sysvec_pct"],
                          "interrupts_per_s": m["interrupts_per_s"], "gap_us_per_interrupt": hidden_us,
@@ -95,13 +102,15 @@ def main() -> None:
                   f"steal {runs[-1]['steal_pct']:.1f}%", flush=True)
     summary = []
     for kind, load in ((k, x) for k in KINDS for x in LOADS_PPS):
-        sel = [r for r in runs if r["load_pps"] == load and r["victim"] == kind and "failed" not in r]
+        these = [r for r in runs if r["load_pps"] == load and r["victim"] == kind]
+        sel = [r for r in these if "failed" not in r and "left_out" not in r]
         if not sel:
             summary.append({"victim": kind, "load_pps": load, "failed": "no run measured the victim"})
             continue
         v = np.array([r["stolen_by_victim_pct"] for r in sel])
         e = np.array([r["stolen_by_ebpf_pct"] for r in sel])
-        summary.append({"victim": kind, "load_pps": load, "victim_pct_mean": float(v.mean()),
+        summary.append({"victim": kind, "load_pps": load, "runs": len(sel),
+                        "left_out": sum("left_out" in r for r in these), "victim_pct_mean": float(v.mean()),
                         "ebpf_pct_mean": float(e.mean()), "diff_points_mean": float((v - e).mean()),
                         "diff_points_max_abs": float(abs(v - e).max()),
                         "interrupts_per_s_mean": float(np.mean([r["interrupts_per_s"] for r in sel])),
@@ -110,7 +119,7 @@ def main() -> None:
                         "reported_softirq_pct_mean": float(np.mean([r["reported_softirq_pct"] for r in sel]))})
     fits = {}
     for kind in KINDS:
-        sel = [r for r in runs if r["victim"] == kind and "failed" not in r]
+        sel = [r for r in runs if r["victim"] == kind and "failed" not in r and "left_out" not in r]
         if len(sel) < 2:
             continue
         v_all = np.array([r["stolen_by_victim_pct"] for r in sel])
@@ -136,7 +145,11 @@ def main() -> None:
                   f"{s['reported_softirq_pct_mean']:.1f}")
     Console().print(t)
     Console().print(out["victim_vs_ebpf_fit"])
-    failed = [r for r in runs if "failed" in r]
+    left = [r for r in runs if "left_out" in r]
+    if left:
+        print(f"left out: {len(left)} of {len(runs)} runs whose victim was disturbed at rest "
+              f"(more than {DISTURBED_REST_PCT:.0f}% of its pace lost: no baseline)")
+    failed = [r for r in runs if "failed" in r] + [s for s in summary if "failed" in s]
     if failed:
         print(f"FAIL: {len(failed)} of {len(runs)} runs have no victim measurement to check the profiler against "
               f"(first: {failed[0]['failed']})")

@@ -244,6 +244,18 @@ def test_victim_cross_check(hosts_of, kind):
     r = run(hosts_of, kind, spec)
     v = r["victim"]
     assert v["kind"] == "c" and v["cpu"] == 1 and not v.get("missing"), v
-    assert v["baseline_rate"] > 0 and 0 <= v["stolen_victim_pct"] <= 100 and v["stolen_ebpf_pct"] > 0, v
+    assert v["baseline_rate"] > 0 and v["stolen_ebpf_pct"] > 0 and v["baseline_lost_pct"] is not None, v
+    # a rest that a stall disturbed says so instead of giving a loss
+    assert v.get("spoilt") or 0 <= v["stolen_victim_pct"] <= 100, v
     assert r["profile"].get("base_time_share") is None  # the programs it is checked against ran all along
     assert len(r["raw_trial"]["victim"]["series"]) > 20  # a sample every 50 ms over 2.7 s or more
+
+
+def test_a_victim_disturbed_at_rest_has_no_baseline(hosts_of):
+    """A known truth: the stall injector takes the victim's CPU 100 ms in
+    every 250, at rest as under load. The victim's rest lost 40% of its pace
+    to it, which the check finds and refuses as a baseline."""
+    spec = TrialSpec(rate_pps=20e3, duration_s=0.5, warmup_s=0.2, profile=True, victim="c",
+                     sample_interval_s=None, stall_probe=False, inject_busy_ms=100, inject_every_ms=250)
+    v = run(hosts_of, "this-host", spec)["victim"]
+    assert v["baseline_lost_pct"] == pytest.approx(40, abs=8) and "no baseline" in v["spoilt"], v

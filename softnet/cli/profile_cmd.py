@@ -181,6 +181,10 @@ def show_victim(rows: list[dict], wide: bool = False) -> None:
                         "profiler's softirq + irq time there (% of the CPU)", VICTIM_COLS, out, wide))
     console.print("[dim]gap: victim lost minus eBPF; per interrupt (us/irq), what in-guest tracing cannot see "
                   "(interrupt delivery, VM exits)[/]")
+    out_runs = [f"{n} run{'s' if n > 1 else ''} at {eng(r['load_pps'], 'pps')}"
+                for r in rows if (n := r["spoilt_runs"])]
+    if out_runs:
+        console.print(f"[yellow]left out (the victim disturbed at rest: no baseline): {', '.join(out_runs)}[/]")
 
 
 def stage_table(levels: list[StageLevel], wide: bool) -> Table:

@@ -26,7 +26,7 @@ from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
 from softnet.analysis.synthetic import LoadLossModel, ModelCurve, model_curve
-from softnet.analysis.victim_check import summarize_victims
+from softnet.analysis.victim_check import DISTURBED_REST_PCT, summarize_victims
 from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_campaigns import stability as latency_stability
@@ -270,7 +270,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "model": figs.models(data.models),
             "audit": view.audit_rows(audits),
-            "victims": view.victim_rows(data.victims),
+            "victims": view.victim_rows(data.victims), "victim_disturbed_pct": f"{DISTURBED_REST_PCT:.0f}",
             "stages": {"timings": view.stage_timings(), "configs": figs.stages(data.stages)} if data.stages else None,
             "latency": [{**view.latency(name, a), "figures": figs.latency(name, a)} for name, a in data.latency],
             "latency_stability": view.latency_stability(latency_stability(data.latency)),

@@ -656,7 +656,8 @@ def victim_rows(victims: Sequence[tuple[str, list]]) -> list[dict]:
     def mean(m, fmt: str = ".1f") -> str:
         return "-" if m.mean != m.mean else format(m.mean, fmt)
 
-    return [{"label": label, "load": rate_pair(v.load_pps), "victim": f"{v.kind} on CPU {v.cpu}", "runs": v.runs,
+    return [{"label": label, "load": rate_pair(v.load_pps), "victim": f"{v.kind} on CPU {v.cpu}",
+             "runs": f"{v.runs} ({v.spoilt_runs} left out)" if v.spoilt_runs else str(v.runs),
              "lost": mean(v.stolen_victim_pct), "ebpf": mean(v.stolen_ebpf_pct), "gap": mean(v.gap_pct, "+.1f"),
              "ci": "-" if v.gap_pct.ci_lower != v.gap_pct.ci_lower
              else f"[{v.gap_pct.ci_lower:+.1f}, {v.gap_pct.ci_upper:+.1f}]",

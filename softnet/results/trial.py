@@ -539,6 +539,7 @@ class VictimCheck(Exact):
     kind: str  # python | c
     cpu: int
     baseline_rate: Number | None = None  # iterations per second before the traffic
+    baseline_lost_pct: Number | None = None  # the rest's shortfall against its median 50 ms pace
     window_rate: Number | None = None  # over the measurement window
     stolen_victim_pct: Number | None = None
     stolen_ebpf_pct: Number | None = None  # softirq + hardirq + system vectors, eBPF-measured
@@ -546,6 +547,7 @@ class VictimCheck(Exact):
     interrupts_per_s: Number | None = None
     gap_us_per_interrupt: Number | None = None
     missing: str | None = None
+    spoilt: str | None = None  # why its rest is no baseline; left out of the summaries
 
 
 class BurstRead(Exact):

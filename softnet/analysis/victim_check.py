@@ -110,6 +110,6 @@ def summarize_victims(trials: Sequence[StoredTrial], labels: dict[int, str],
             return MeanCI.of([getattr(v, name) for v in ok if getattr(v, name) is not None], confidence)
 
         out.append(VictimSummary(key[0], labels.get(key[0], ""), vs[0].intended_rate_pps, measured[0].kind,
-                                 measured[0].cpu, len(ok), len(measured) - len(ok), ci("stolen_victim_pct"), ci("stolen_ebpf_pct"), ci("gap_pct"),
-                                 ci("gap_us_per_interrupt")))
+                                 measured[0].cpu, len(ok), len(measured) - len(ok), ci("stolen_victim_pct"),
+                                 ci("stolen_ebpf_pct"), ci("gap_pct"), ci("gap_us_per_interrupt")))
     return out

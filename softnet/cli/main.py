@@ -741,15 +741,18 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
 
 @app.command()
 def demo(results: Path = typer.Option(Path("results"), help="results directory"),
+         runs: int = typer.Option(5, help="runs per load (K); fewer give wider intervals"),
+         duration: float = typer.Option(2.0, help="measurement window per run, seconds"),
          as_json: bool = typer.Option(False, "--json"),
          wait: float = wait_option()) -> None:
     """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
-    from softnet.cli.demo import run_demo
+    from softnet.cli.demo import demo_spec, run_demo
 
+    spec = spec_from_options(demo_spec(runs, duration), {"method.runs": "--runs", "method.duration_s": "--duration"})
     check_store(results)
     need_root()
     with measuring(results, wait):
-        run_demo(results, as_json)
+        run_demo(spec, results, as_json)
 
 
 @app.command()

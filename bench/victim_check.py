@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.analysis.victim_check import DISTURBED_REST_PCT, lost_at_rest  # noqa: E402
+from softnet.cli.output import Col, eng, table  # noqa: E402
 from softnet.collect.victim import KINDS, Victim, rate  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
@@ -56,6 +56,25 @@ def victim_gap(series: np.ndarray, t0: float, t1: float) -> str | None:
         return (f"the victim's samples cover {series[0, 0] - t0:+.2f} s to {series[-1, 0] - t1:+.2f} s "
                 "around its baseline start and the window's end")
     return None
+
+
+def show(summary: list[dict]) -> None:
+    """The summary as a table that fits 80 columns."""
+    rows = []
+    for s in summary:
+        if "failed" in s:
+            rows.append([s["victim"], f"{s['load_pps'] / 1e3:g}", "0", "FAIL", *["-"] * 5])
+            continue
+        rows.append([s["victim"], f"{s['load_pps'] / 1e3:g}",
+                     f"{s['runs']}" + (f" ({s['left_out']} out)" if s["left_out"] else ""),
+                     f"{s['victim_pct_mean']:.1f}", f"{s['ebpf_pct_mean']:.1f}", f"{s['diff_points_mean']:+.1f}",
+                     eng(s["interrupts_per_s_mean"]), f"{s['gap_us_per_interrupt_mean']:.2f}",
+                     f"{s['reported_softirq_pct_mean']:.1f}"])
+    cols = [Col(h) for h in ("victim", "kpps", "runs", "lost %", "eBPF %", "gap", "irq/s", "us/irq", "ticks %")]
+    t = table(f"CPU {SUT_CPU} taken by packet processing: victim throughput vs eBPF", cols, rows)
+    Console().print(t)
+    Console().print("[dim]lost: the victim's loss; eBPF: softirq + irq + IPI time; gap: lost - eBPF (points); "
+                    "us/irq: the gap per interrupt; ticks: /proc/stat softirq % (steal % in the JSON)[/]")
 
 
 def main() -> None:
@@ -90,7 +109,8 @@ def main() -> None:
             # the gap as a cost per interrupt taken on the SUT CPU, microseconds
             hidden_us = (stolen_victim - stolen_ebpf) / 100 / m["interrupts_per_s"] * 1e6 if m["interrupts_per_s"] else None
             runs.append({"repeat": rep, "victim": kind, "load_pps": load, "valid": r["valid"],
-                         "loss_ratio": r["loss_ratio"], "victim_rate_base": base, "baseline_lost_pct": at_rest, "victim_rate_window": during,
+                         "loss_ratio": r["loss_ratio"], "victim_rate_base": base, "baseline_lost_pct": at_rest,
+                         "victim_rate_window": during,
                          "stolen_by_victim_pct": stolen_victim, "stolen_by_ebpf_pct": stolen_ebpf,
                          "softirq_pct_by_context": m["softirq_pct_by_context"], "sysvec_pct": m["sysvec_pct"],
                          "interrupts_per_s": m["interrupts_per_s"], "gap_us_per_interrupt": hidden_us,
@@ -131,28 +151,18 @@ def main() -> None:
            "summary": summary, "victim_vs_ebpf_fit": fits,
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="victim_check")}
     results_file.write("victim_check", out)
-    t = Table(title=f"CPU {SUT_CPU} taken by packet processing: victim throughput vs eBPF", header_style="bold")
-    for col in ("victim", "load", "victim lost %", "eBPF softirq+irq+IPI %", "diff (points)", "interrupts/s",
-                "gap per interrupt (us)", "steal %", "/proc/stat softirq %"):
-        t.add_column(col, justify="right")
-    for s in summary:
-        if "failed" in s:
-            t.add_row(s["victim"], f"{s['load_pps']:,}", "FAIL", *["-"] * 6)
-            continue
-        t.add_row(s["victim"], f"{s['load_pps']:,}", f"{s['victim_pct_mean']:.1f}", f"{s['ebpf_pct_mean']:.1f}",
-                  f"{s['diff_points_mean']:+.1f}", f"{s['interrupts_per_s_mean']:,.0f}",
-                  f"{s['gap_us_per_interrupt_mean']:.2f}", f"{s['steal_pct_mean']:.1f}",
-                  f"{s['reported_softirq_pct_mean']:.1f}")
-    Console().print(t)
+    show(summary)
     Console().print(out["victim_vs_ebpf_fit"])
     left = [r for r in runs if "left_out" in r]
     if left:
         print(f"left out: {len(left)} of {len(runs)} runs whose victim was disturbed at rest "
               f"(more than {DISTURBED_REST_PCT:.0f}% of its pace lost: no baseline)")
-    failed = [r for r in runs if "failed" in r] + [s for s in summary if "failed" in s]
-    if failed:
-        print(f"FAIL: {len(failed)} of {len(runs)} runs have no victim measurement to check the profiler against "
-              f"(first: {failed[0]['failed']})")
+    failed = [r for r in runs if "failed" in r]
+    unmeasured = [s for s in summary if "failed" in s]
+    if failed or unmeasured:
+        first = (failed or unmeasured)[0]["failed"]
+        print(f"FAIL: {len(failed)} of {len(runs)} runs have no victim measurement to check the profiler against, "
+              f"{len(unmeasured)} load(s) none at all (first: {first})")
         sys.exit(1)
 
 

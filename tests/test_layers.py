@@ -37,6 +37,7 @@ def test_contract_catches_a_back_edge(tmp_path):
     ("softnet.report.web", "sklearn"),  # serve's pages: scikit-learn only when a latency study clusters
     ("softnet.cli.campaign_cmd", "softnet.campaign.runner"),  # analyze: no testbeds, no remote hosts
     ("softnet.cli.campaign_cmd", "asyncssh"),
+    ("softnet.campaign.runner", "asyncssh"),  # a campaign on this host: no SSH stack (0.2 s)
 ])
 def test_a_command_loads_what_it_uses_only(module, heavy):
     """Each of these costs a command half a second to a second at start-up."""

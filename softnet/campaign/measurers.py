@@ -24,7 +24,6 @@ from softnet.results.live import LiveSample
 from softnet.tools.changes import HostChanges
 from softnet.testbed.local import LocalTestbed, Placement, SideSettings
 from softnet.campaign.trial import TrialSpec, trial
-from softnet.hosts.remote_trial import RemotePlacement, RemoteTestbed
 from softnet.hosts.this_host import ThisHost
 
 PROBE_RATE_PPS = 30e6  # beyond what one CPU generates here: the probe floods
@@ -173,6 +172,9 @@ class RemoteMeasurer(TestbedMeasurer):
     per cell through their agents and restored when the cell ends."""
 
     def __init__(self, spec: CampaignSpec, cell_id: int):
+        # here, not at the top: a campaign on this host loads no SSH stack
+        from softnet.hosts.remote_trial import RemotePlacement
+
         t = spec.testbed
         self.spec = spec
         self.placement = RemotePlacement(gen_cpu=t.gen_cpu if t.gen_cpu is not None else 0,
@@ -180,6 +182,7 @@ class RemoteMeasurer(TestbedMeasurer):
 
     def __enter__(self):
         from softnet.hosts.inventory import load
+        from softnet.hosts.remote_trial import RemoteTestbed
 
         t = self.spec.testbed
         self.tb = RemoteTestbed(load(t.inventory), t.name, t.sut, self.placement, custom=t.custom,

@@ -8,11 +8,13 @@ time; agreement reported."
 Kernel IPv4 forwarding with RPS onto the SUT CPU (1), so that all its packet
 work runs there as softirqs (on top of the victim, or in ksoftirqd). A
 victim spins on CPU 1 (the Python loop, and softnet-victim: a C loop on a
-few registers that no cache refill slows); its rate without traffic (1.5 s before the
-trial) against its rate during the trial's window gives the share of the CPU
-taken; the profiler (light plan: no per-packet tracepoints) measures the
-softirq + hardirq + system-vector (IPI, local timer) share of CPU 1 over the
-same window. REPEATS per load and victim.
+few registers that no cache refill slows); its rate without traffic (1.5 s
+before the trial) against its rate during the trial's window gives the share
+of the CPU taken; the profiler (light plan: no per-packet tracepoints)
+measures the softirq + hardirq + system-vector (IPI, local timer) share of
+CPU 1 over the same window. REPEATS per load and victim. The figures are the
+trial's own (TrialSpec.victim, softnet.analysis.victim_check): a run whose
+victim was disturbed at rest is left out, as softnet profile leaves it out.
 
 The gap (victim loss minus eBPF time) is then set against the interrupts the
 SUT CPU took (device IRQs + x86 system vectors: the RPS IPIs): a cost per
@@ -34,9 +36,9 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from softnet.analysis.victim_check import DISTURBED_REST_PCT, lost_at_rest  # noqa: E402
+from softnet.analysis.victim_check import DISTURBED_REST_PCT  # noqa: E402
 from softnet.cli.output import Col, eng, table  # noqa: E402
-from softnet.collect.victim import KINDS, Victim, rate  # noqa: E402
+from softnet.collect.victim import KINDS  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
 from softnet.tools.changes import HostChanges  # noqa: E402
 from softnet.testbed.local import LocalTestbed, Placement  # noqa: E402
@@ -44,18 +46,8 @@ from softnet.campaign.trial import TrialSpec, run_trial  # noqa: E402
 import results_file  # noqa: E402
 
 LOADS_PPS = (25_000, 50_000, 100_000, 150_000)
-REPEATS, BASELINE_S, WINDOW_S, WARMUP_S = 3, 1.5, 2.0, 0.5
+REPEATS, WINDOW_S, WARMUP_S = 3, 2.0, 0.5
 SUT_CPU = 1
-
-
-def victim_gap(series: np.ndarray, t0: float, t1: float) -> str | None:
-    """Why the victim's samples cannot give its rate from t0 to t1, or None."""
-    if series.ndim != 2 or len(series) < 4:
-        return f"the victim printed {len(series)} samples"
-    if series[0, 0] > t0 or series[-1, 0] < t1:
-        return (f"the victim's samples cover {series[0, 0] - t0:+.2f} s to {series[-1, 0] - t1:+.2f} s "
-                "around its baseline start and the window's end")
-    return None
 
 
 def show(summary: list[dict]) -> None:
@@ -84,42 +76,32 @@ def main() -> None:
         tb = LocalTestbed(changes, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[SUT_CPU], steering="rps"))
         ep = tb.build()
         for rep, kind, load in ((r, k, x) for r in range(REPEATS) for k in KINDS for x in LOADS_PPS):
-            v = Victim(changes, SUT_CPU, BASELINE_S + WARMUP_S + WINDOW_S + 2.5, kind)
-            time.sleep(BASELINE_S)
+            # the product's own check (softnet.analysis.victim_check): the victim at rest 1.5 s, then the trial
             r = run_trial(tb, ep, TrialSpec(rate_pps=load, duration_s=WINDOW_S, warmup_s=WARMUP_S, profile=True,
-                                            profile_per_packet=False, sample_interval_s=None), changes)
-            series = v.series(timeout=30)
-            w0, w1 = (t / 1e9 for t in r["profile"]["window_monotonic_ns"])
-            why = victim_gap(series, v.started + 0.2, w1)
-            if why:  # the peer measurement is missing: said, kept out of the figures, and the exit code
-                runs.append({"repeat": rep, "victim": kind, "load_pps": load, "failed": why})
-                print(f"FAIL {kind:>6} victim {load:>7,} pps rep {rep}: {why}", flush=True)
+                                            profile_per_packet=False, sample_interval_s=None, victim=kind), changes)
+            c = r["victim"]
+            head = {"repeat": rep, "victim": kind, "load_pps": load}
+            if c.get("missing"):  # the peer measurement is missing: said, kept out of the figures, and the exit code
+                runs.append({**head, "failed": c["missing"]})
+                print(f"FAIL {kind:>6} victim {load:>7,} pps rep {rep}: {c['missing']}", flush=True)
                 continue
-            base = rate(series, v.started + 0.2, v.started + BASELINE_S - 0.05)
-            at_rest = lost_at_rest(series, v.started + 0.2, v.started + BASELINE_S - 0.05)
-            if at_rest is not None and at_rest > DISTURBED_REST_PCT:  # as the product does: no baseline
-                runs.append({"repeat": rep, "victim": kind, "load_pps": load, "baseline_lost_pct": at_rest,
-                             "left_out": f"at rest the victim lost {at_rest:.1f}% of its pace to something else"})
-                print(f"LEFT OUT {kind:>6} victim {load:>7,} pps rep {rep}: {runs[-1]['left_out']}", flush=True)
+            if c.get("spoilt"):  # a disturbed rest: no baseline
+                runs.append({**head, "baseline_lost_pct": c["baseline_lost_pct"], "left_out": c["spoilt"]})
+                print(f"LEFT OUT {kind:>6} victim {load:>7,} pps rep {rep}: {c['spoilt']}", flush=True)
                 continue
-            during = rate(series, w0, w1)
-            m = r["profile"]["per_cpu"][SUT_CPU]
-            stolen_victim = 100 * (1 - during / base)
-            stolen_ebpf = m["softirq_pct"] + m["hardirq_pct"] + m["sysvec_pct"]
-            # the gap as a cost per interrupt taken on the SUT CPU, microseconds
-            hidden_us = (stolen_victim - stolen_ebpf) / 100 / m["interrupts_per_s"] * 1e6 if m["interrupts_per_s"] else None
-            runs.append({"repeat": rep, "victim": kind, "load_pps": load, "valid": r["valid"],
-                         "loss_ratio": r["loss_ratio"], "victim_rate_base": base, "baseline_lost_pct": at_rest,
-                         "victim_rate_window": during,
-                         "stolen_by_victim_pct": stolen_victim, "stolen_by_ebpf_pct": stolen_ebpf,
+            m, audit = r["profile"]["per_cpu"][SUT_CPU], r["profile"]["audit"][SUT_CPU]
+            runs.append({**head, "valid": r["valid"], "loss_ratio": r["loss_ratio"],
+                         "victim_rate_base": c["baseline_rate"], "baseline_lost_pct": c["baseline_lost_pct"],
+                         "victim_rate_window": c["window_rate"], "stolen_by_victim_pct": c["stolen_victim_pct"],
+                         "stolen_by_ebpf_pct": c["stolen_ebpf_pct"],
                          "softirq_pct_by_context": m["softirq_pct_by_context"], "sysvec_pct": m["sysvec_pct"],
-                         "interrupts_per_s": m["interrupts_per_s"], "gap_us_per_interrupt": hidden_us,
-                         "steal_pct": r["profile"]["audit"][SUT_CPU]["reported_steal_pct"],
-                         "reported_softirq_pct": r["profile"]["audit"][SUT_CPU]["reported_softirq_pct"]})
-            print(f"{kind:>6} victim {load:>7,} pps rep {rep}: lost {stolen_victim:5.1f}% of CPU {SUT_CPU}, eBPF "
-                  f"softirq+hardirq+IPI {stolen_ebpf:5.1f}% (IPI {m['sysvec_pct']:.1f}), "
-                  f"{m['interrupts_per_s']:,.0f} interrupts/s, gap {hidden_us:.2f} us per interrupt, "
-                  f"steal {runs[-1]['steal_pct']:.1f}%", flush=True)
+                         "interrupts_per_s": c["interrupts_per_s"],
+                         "gap_us_per_interrupt": c.get("gap_us_per_interrupt"), "steal_pct": audit["reported_steal_pct"],
+                         "reported_softirq_pct": audit["reported_softirq_pct"]})
+            print(f"{kind:>6} victim {load:>7,} pps rep {rep}: lost {c['stolen_victim_pct']:5.1f}% of CPU {SUT_CPU}, "
+                  f"eBPF softirq+hardirq+IPI {c['stolen_ebpf_pct']:5.1f}% (IPI {m['sysvec_pct']:.1f}), "
+                  f"{c['interrupts_per_s']:,.0f} interrupts/s, gap {c.get('gap_us_per_interrupt') or 0:.2f} us "
+                  f"per interrupt, steal {audit['reported_steal_pct']:.1f}%", flush=True)
     summary = []
     for kind, load in ((k, x) for k in KINDS for x in LOADS_PPS):
         these = [r for r in runs if r["load_pps"] == load and r["victim"] == kind]

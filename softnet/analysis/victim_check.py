@@ -26,7 +26,7 @@ from softnet.results.stored import StoredTrial, by_cell_load
 from softnet.results.trial import CpuProfile, VictimCheck
 
 SETTLE_S, EDGE_S = 0.2, 0.05
-# At rest the victim lost -3 to 6% of its pace to everything else in 88 runs
+# At rest the victim lost -3 to 7% of its pace to everything else in 112 runs
 # on this VM; the two disturbed rests seen in tests lost about 30%.
 DISTURBED_REST_PCT = 10.0
 

@@ -2,7 +2,7 @@
 (sec. V). What packet processing takes from that CPU shows up twice: as the
 victim's lost throughput, and as the softirq and hardirq time the profiler
 measures there. The victim prints (CLOCK_MONOTONIC seconds, iterations so
-far) every 50 ms; `rate()` gives its iterations per second over any span.
+far) every 50 ms; softnet.analysis.victim_check reads its rate over any span.
 
 Two victims: the Python loop (the interpreter's working set lives in the
 caches, so interruptions also cost it cache refills) and softnet-victim, a C
@@ -14,9 +14,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
-from softnet.analysis.victim_check import rate  # noqa: F401 - the benchmark's import
 from softnet.tools.changes import HostChanges
 from softnet.tools.process import tool
 
@@ -61,11 +58,6 @@ class Victim:
             self.proc.wait()
 
     close = stop  # as the agent ends its tools
-
-    def series(self, timeout: float) -> np.ndarray:
-        """Wait for it to end; [[t_s, iterations], ...]."""
-        out, _ = self.proc.communicate(timeout=timeout)
-        return np.array([[float(a), float(b)] for a, b in (line.split() for line in out.splitlines())])
 
     def read(self) -> dict:
         """Stop it now (a trial is over) and give its progress as the raw trial keeps it."""

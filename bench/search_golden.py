@@ -86,7 +86,8 @@ def run(case: dict) -> str:
     """One case's record: its trials (with the search's reasons) and result, as JSON."""
     whys: list[str] = []
     settings = {k: v for k, v in case.items() if k not in ("sut", "goals")}
-    config = SearchConfig(goals=[Goal(**g) for g in case["goals"]], **settings)
+    # The records are of the Bayesian rule (recorded before the specification's became the default).
+    config = SearchConfig(goals=[Goal(**g) for g in case["goals"]], **{"rule": "bayes", **settings})
     r = search(make_sut(case["sut"]), config, on_trial=lambda m, why: whys.append(why))
     return json.dumps({"case": case, "whys": whys, "result": r.to_dict()}, sort_keys=True)
 
@@ -105,12 +106,15 @@ def check(path: Path, jobs: int = 2) -> tuple[list[dict], int]:
 
 def same(a, b) -> bool:
     """Records equal, floats to 1e-9: a posterior summed in another order moves
-    the last bits of a confidence, never a decision."""
+    the last bits of a confidence, never a decision. Keys a result gained after
+    the record was made (the specification's bounds) are not compared, nor
+    ``value_pps``, derived from the status and those bounds (it was the lower
+    bound when the records were made, the conditional throughput since)."""
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, (int, float)) and isinstance(b, (int, float)) and (
             math.isclose(a, b, rel_tol=1e-9) or (math.isnan(a) and math.isnan(b)))
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return isinstance(b, dict) and a.keys() <= b.keys() and all(same(a[k], b[k]) for k in a if k != "value_pps")
     if isinstance(a, list):
         return isinstance(b, list) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b

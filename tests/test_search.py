@@ -27,8 +27,10 @@ GOALS = [Goal(loss_ratio=0.0), Goal(loss_ratio=0.005)]
 
 
 def config(goals=GOALS, max_load_pps=1e7, **settings) -> SearchConfig:
-    """The tests' search: 10 kpps up to 10 Mpps, width 0.5%."""
-    return SearchConfig(goals=goals, min_load_pps=1e4, max_load_pps=max_load_pps, relative_width=0.005, **settings)
+    """The tests' search: 10 kpps up to 10 Mpps, width 0.5%, the Bayesian rule
+    (most tests here are of its knee model; the specification's rule has its own)."""
+    return SearchConfig(goals=goals, min_load_pps=1e4, max_load_pps=max_load_pps, relative_width=0.005,
+                        **{"rule": "bayes", **settings})
 
 
 def flat_capacity(capacity: float, low_load_loss: float = 0.0):
@@ -187,7 +189,7 @@ def test_a_goals_knee_budget_counts_the_trials_it_asked_for():
     its knee before it had a trial of its own near its crossing."""
     r = search(ResampledSut(host_sweep(), 2), SearchConfig(
         goals=[Goal(loss_ratio=x, relative_width=0.02) for x in (0.0, 0.005)], min_load_pps=1e4,
-        max_load_pps=2e6, relative_width=0.02, knee_trials=20))
+        max_load_pps=2e6, relative_width=0.02, knee_trials=20, rule="bayes"))
     pdr = r.goals[1].knee
     assert 0 < pdr.asked <= 20 < pdr.trials  # others' trials near it came free
     near = [m for m in r.trials if pdr.interval80_pps[0] * 0.95 <= m.intended_load_pps
@@ -235,7 +237,7 @@ def test_search_on_this_hosts_replay_reads_near_its_truth_and_says_why():
     errors = [[], []]
     for seed in range(6):
         r = search(ResampledSut(trials, seed), SearchConfig(goals=goals, min_load_pps=1e4, max_load_pps=2e6,
-                                                            relative_width=0.02))
+                                                            relative_width=0.02, rule="bayes"))
         assert r.trial_count < 120
         for i, g in enumerate(r.goals):
             errors[i].append(abs(g.lower_bound_pps / truths[i] - 1))
@@ -425,7 +427,8 @@ def test_short_trials_bracket_and_final_trials_decide():
 
 
 @pytest.mark.parametrize("kwargs, text", [
-    ({"loss_ratio": 1.5}, "Goal.loss_ratio"), ({"exceed_ratio": 0.0}, "Goal.exceed_ratio"),
+    ({"loss_ratio": 1.5}, "Goal.loss_ratio"), ({"exceed_ratio": 1.0}, "Goal.exceed_ratio"),
+    ({"duration_sum": 0.5}, "Goal.duration_sum = 0.5: expected >= final_trial_duration"),
     ({"confidence": 0.3}, "Goal.confidence"),
     ({"initial_trial_duration": 5.0, "final_trial_duration": 1.0}, "Goal.initial_trial_duration")])
 def test_bad_goals_name_the_field(kwargs, text):
@@ -480,12 +483,17 @@ SEARCH_SPEC = {"name": "s", "testbed": {"sut": "synthetic"}, "synthetic": {"o_sa
                "method": {"kind": "search", "goals": ["ndr", "pdr0.5"], "runs": 2, "duration_s": 1.0}}
 
 
-def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch):
-    spec = CampaignSpec.model_validate(SEARCH_SPEC)
+@pytest.mark.parametrize("engine", ["softnet", "mlrsearch", "bayes"])
+def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch, engine):
+    """Every engine is a function of its trials: killed mid-search, it resumes
+    by replaying them and ends with the same trials and answers."""
+    spec = CampaignSpec.model_validate({**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], "engine": engine}})
     run_campaign(spec, tmp_path / "whole")
+    with Store(tmp_path / "whole", read_only=True) as a:
+        first = a.query("SELECT max(trial_count) FROM searches WHERE run_index = 0")[0][0]
     parts = tmp_path / "parts"
-    # 30 stored trials: in the middle of the second search
-    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, parts), after_trials=30)
+    # stored trials up to the middle of the second search
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, parts), after_trials=first + 3)
     events = []
     run_campaign(spec, parts, events.append)
     assert "1 already complete" in events[0].message
@@ -496,6 +504,8 @@ def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch):
         assert a.query(q) == b.query(q)
         assert a.searches(cid) == b.searches(cid)
         assert {r["status"] for r in b.searches(cid)} == {"found"}
+        assert {r["engine"] for r in b.searches(cid)} == {engine}
+        assert all(r["conditional_throughput_pps"] for r in b.searches(cid))
 
 
 def test_search_spec_errors_name_the_field():

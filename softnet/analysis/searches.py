@@ -1,7 +1,7 @@
 """Summaries of stored searches: per cell and goal, over the repeated searches.
 
 A goal's verdict over R repeats:
-- "unstable" when a search said so, or when the lower bounds of R >= 3
+- "unstable" when a search said so, or when the conditional throughputs of R >= 3
   searches vary with a coefficient of variation above UNSTABLE_CV: the SUT
   cannot be pinned down, and no value is given;
 - otherwise the status all searches agree on ("found", "min_load_fails", ...)
@@ -50,8 +50,8 @@ class SearchSummary:
     goal: str
     loss_ratio: float
     verdict: str
-    value_pps: float | None  # mean of the repeats' values when the verdict is "found"
-    cv: float | None  # of the repeats' lower bounds
+    value_pps: float | None  # mean of the repeats' values (conditional throughputs) when the verdict is "found"
+    cv: float | None  # of the repeats' conditional throughputs (lower bounds in rows stored before them)
     repeats: list[SearchGoalRow] = field(default_factory=list)
     trials: list[list[StoredTrial]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
     latency: list["LatencyAtFraction"] = field(default_factory=list)  # at fractions of this goal's lower bound
@@ -91,9 +91,11 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
     for key in dict.fromkeys((r.cell_id, r.goal) for r in rows):
         sel = [r for r in rows if (r.cell_id, r.goal) == key]
         cell = cells[key[0]]
-        lowers = [r.lower_bound_pps for r in sel if r.lower_bound_pps is not None]
+        # the spread of RFC 9971's conditional throughput (of the lower bounds in rows stored before it)
+        spread = [r.conditional_throughput_pps for r in sel if r.conditional_throughput_pps is not None] \
+            or [r.lower_bound_pps for r in sel if r.lower_bound_pps is not None]
         values = [r.value_pps for r in sel if r.value_pps is not None]
-        cv = float(np.std(lowers, ddof=1) / np.mean(lowers)) if len(lowers) >= 2 else None
+        cv = float(np.std(spread, ddof=1) / np.mean(spread)) if len(spread) >= 2 else None
         statuses = {r.status for r in sel}
         if "unstable" in statuses or (len(sel) >= 3 and cv is not None and cv > UNSTABLE_CV):
             verdict = "unstable"

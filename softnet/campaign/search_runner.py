@@ -27,7 +27,8 @@ from softnet.analysis.campaigns import host_stall_summary
 from softnet.analysis.loss_time import OVERLOAD_SPREAD, counted_received
 from softnet.campaign.live import LiveWriter
 from softnet.campaign.spec import CampaignSpec, parse_goals
-from softnet.search import Goal, Measurement, SearchConfig, search
+from softnet.search import Goal, Measurement, SearchConfig
+from softnet.search.engines import run_engine
 from softnet.results import readers
 from softnet.results.readers import StoredResult
 from softnet.results.search import LATENCY_AT, SearchGoalRow
@@ -36,9 +37,10 @@ from softnet.results.store import Store
 
 def goals_of(spec: CampaignSpec) -> list[Goal]:
     m = spec.method
-    return [Goal(loss_ratio=x, relative_width=m.width, final_trial_duration=m.duration_s,
-                 initial_trial_duration=m.initial_duration_s, confidence=m.confidence)
-            for x in parse_goals(m.goals)]
+    return [Goal(loss_ratio=parse_goals([e.name])[0], exceed_ratio=e.exceed_ratio, relative_width=e.width,
+                 final_trial_duration=e.duration_s, initial_trial_duration=e.initial_duration_s,
+                 duration_sum=e.duration_sum_s, confidence=m.confidence)
+            for e in m.goal_entries()]
 
 
 def as_measurement(result: dict, host_stall_loss: str = "set_apart") -> Measurement:
@@ -113,7 +115,7 @@ def run_search(store: Store, campaign_id: str, cell_id: int, knobs: dict, cell: 
                                m.host_stall_loss, live)
     config = SearchConfig(goals=goals_of(cell), min_load_pps=lo, max_load_pps=hi, relative_width=m.width,
                           max_trials=m.max_trials, max_trial_seconds=m.max_trial_seconds)
-    found = search(replay, config)
+    found = run_engine(m.engine, replay, config)
     stalls = host_stall_note([StoredResult.parse(t.detail, "trial result") for t in found.trials], m.host_stall_loss)
     if stalls:
         for g in found.goals:

@@ -519,6 +519,30 @@ def variant_name(variant: dict, index: int) -> str:
     return ",".join(parts) or f"variant{index}"
 
 
+class GoalEntry(Strict):
+    """One search goal with its own MLRsearch attributes (RFC 9971); what it
+    leaves out comes from the method's keys."""
+
+    # ndr or pdr<percent>: the goal loss ratio
+    name: str
+    # the goal exceed ratio: the share of the duration sum that may be high-loss trials
+    exceed_ratio: float | None = Field(None, ge=0, lt=1)
+    # the goal final trial duration
+    duration_s: float | None = Field(None, ge=0.1, le=3600)
+    # the goal duration sum (>= duration_s)
+    duration_sum_s: float | None = Field(None, gt=0)
+    # the goal initial trial duration
+    initial_duration_s: float | None = Field(None, ge=0.05, le=3600)
+    # the goal width
+    width: float | None = Field(None, gt=0, lt=1)
+
+    @field_validator("name")
+    @classmethod
+    def name_parses(cls, name):
+        parse_goals([name])
+        return name
+
+
 class MethodSpec(Strict):
     # what the campaign measures: a sweep, a search, the AF_XDP lab, a comparison, an RFC benchmark
     kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back", "recovery"] = "sweep"
@@ -540,7 +564,14 @@ class MethodSpec(Strict):
     # traffic before the window, not counted
     warmup_s: float = Field(0.5, ge=0, le=60)
     # kind = "search" (softnet.search): runs = how many independent searches
-    goals: list[str] = Field(default_factory=lambda: ["ndr", "pdr0.5"])
+    # the goals: "ndr", "pdr0.5", or tables {name = "pdr0.5", exceed_ratio = 0.5, duration_sum_s = 3, ...}
+    goals: list[str | GoalEntry] = Field(default_factory=lambda: ["ndr", "pdr0.5"])
+    # search: softnet (its own engine), mlrsearch (MLRsearch 1.2.1, the reference) or bayes (posterior + knee model)
+    engine: Literal["softnet", "mlrsearch", "bayes"] = "softnet"
+    # search: the goal exceed ratio (RFC 9971): share of the duration sum that may be high-loss trials
+    exceed_ratio: float = Field(0.5, ge=0, lt=1)
+    # search: the goal duration sum, seconds (None: 3 x duration_s)
+    duration_sum_s: float | None = Field(None, gt=0)
     # search: stop when (upper - lower) / upper is this
     width: float = Field(0.005, gt=0, lt=1)
     # search: the lowest load it tries
@@ -593,8 +624,20 @@ class MethodSpec(Strict):
     @field_validator("goals")
     @classmethod
     def goals_parse(cls, goals):
-        parse_goals(goals)
+        parse_goals([g.name if isinstance(g, GoalEntry) else g for g in goals])
         return goals
+
+    def goal_entries(self) -> list[GoalEntry]:
+        """Every goal with each attribute it leaves out taken from the method's keys."""
+        out = []
+        for g in self.goals:
+            e = g if isinstance(g, GoalEntry) else GoalEntry(name=g)
+            out.append(GoalEntry(
+                name=e.name, exceed_ratio=self.exceed_ratio if e.exceed_ratio is None else e.exceed_ratio,
+                duration_s=e.duration_s or self.duration_s, initial_duration_s=e.initial_duration_s
+                or self.initial_duration_s, width=e.width or self.width,
+                duration_sum_s=e.duration_sum_s or self.duration_sum_s))
+        return out
 
     @field_validator("latency_fractions")
     @classmethod
@@ -657,8 +700,17 @@ class MethodSpec(Strict):
         if self.kind == "search":
             if given:
                 raise ValueError(f"a search chooses its own loads: remove {given} (use min_load / max_load)")
-            if self.initial_duration_s is not None and self.initial_duration_s > self.duration_s:
-                raise ValueError("initial_duration_s must be <= duration_s (the final trial duration)")
+            for i, e in enumerate(self.goal_entries()):
+                where = "" if i == 0 and not isinstance(self.goals[0], GoalEntry) else f"goals[{i}] ({e.name}): "
+                if e.initial_duration_s is not None and e.initial_duration_s > e.duration_s:
+                    raise ValueError(f"{where}initial_duration_s must be <= duration_s (the final trial duration)")
+                if e.duration_sum_s is not None and e.duration_sum_s < e.duration_s:
+                    raise ValueError(f"{where}duration_sum_s = {e.duration_sum_s:g} s is shorter than the final "
+                                     f"trial duration {e.duration_s:g} s: the goal duration sum must hold at least "
+                                     "one full-length trial")
+            if self.engine == "bayes" and any(e.exceed_ratio == 0 for e in self.goal_entries()):
+                raise ValueError("exceed_ratio = 0: the bayes engine needs a share of bad trials above 0; use "
+                                 "engine = \"softnet\" or \"mlrsearch\"")
             return self
         if len(given) != 1:
             raise ValueError("give exactly one of: loads = [...], start/stop/step, relative = [...]; "

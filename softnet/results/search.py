@@ -16,6 +16,8 @@ class GoalName(BaseModel):
 
     name: str
     loss_ratio: Number
+    exceed_ratio: Number | None = None
+    duration_sum: Number | None = None  # the goal duration sum, seconds (RFC 9971)
 
 
 class BoundSummary(BaseModel):
@@ -42,6 +44,11 @@ class GoalDocument(BaseModel):
     lower: BoundSummary | None = None
     upper: BoundSummary | None = None
     diagnosis: str
+    # RFC 9971's goal result over the search's trials (softnet.analysis.mlr_spec); absent before it
+    relevant_lower_bound_pps: Number | None = None
+    relevant_upper_bound_pps: Number | None = None
+    conditional_throughput_pps: Number | None = None
+    engine: str | None = None
 
 
 class StoredSearch(BaseModel):
@@ -74,6 +81,13 @@ class SearchGoalRow(BaseModel):
     diagnosis: str
     trial_count: int
     trial_seconds: Number
+    # RFC 9971's goal result and the goal's attributes; None in rows stored before softnet reported them
+    relevant_lower_bound_pps: Number | None = None
+    relevant_upper_bound_pps: Number | None = None
+    conditional_throughput_pps: Number | None = None
+    engine: str | None = None
+    exceed_ratio: Number | None = None
+    duration_sum_s: Number | None = None
 
     @classmethod
     def from_goal(cls, campaign_id: str, cell_id: int, run_index: int, search: StoredSearch,
@@ -87,7 +101,11 @@ class SearchGoalRow(BaseModel):
                    lower_bound_pps=g.lower_bound_pps, upper_bound_pps=g.upper_bound_pps,
                    lower_confidence=lo.confidence, upper_confidence=up.confidence,
                    lower_loss_ratio=lo.loss_ratio, lower_loss_ci95_low=ci[0], lower_loss_ci95_high=ci[1],
-                   diagnosis=g.diagnosis, trial_count=search.trial_count, trial_seconds=search.trial_seconds)
+                   diagnosis=g.diagnosis, trial_count=search.trial_count, trial_seconds=search.trial_seconds,
+                   relevant_lower_bound_pps=g.relevant_lower_bound_pps,
+                   relevant_upper_bound_pps=g.relevant_upper_bound_pps,
+                   conditional_throughput_pps=g.conditional_throughput_pps, engine=g.engine,
+                   exceed_ratio=g.goal.exceed_ratio, duration_sum_s=g.goal.duration_sum)
 
 
 def check_search_schema(goal_json: dict, where: str) -> int:

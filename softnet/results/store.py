@@ -77,6 +77,13 @@ CREATE TABLE IF NOT EXISTS searches (
     lower_loss_ci95_low DOUBLE, lower_loss_ci95_high DOUBLE, diagnosis VARCHAR,
     trial_count INTEGER, trial_seconds DOUBLE, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, run_index, goal));
+-- RFC 9971's goal result, the engine and the goal's attributes (rows stored before: NULL)
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS relevant_lower_bound_pps DOUBLE;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS relevant_upper_bound_pps DOUBLE;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS conditional_throughput_pps DOUBLE;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS engine VARCHAR;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS exceed_ratio DOUBLE;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS duration_sum_s DOUBLE;
 CREATE TABLE IF NOT EXISTS comparisons (
     campaign_id VARCHAR PRIMARY KEY, rounds INTEGER, stop_reason VARCHAR, finished BOOLEAN,
     updated_unix_s DOUBLE, result_json VARCHAR);
@@ -361,9 +368,10 @@ class Store:
         self.db.execute("BEGIN TRANSACTION")
         try:
             for row, g in zip(rows, search.goals):
-                values = [*row.values(), json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)]
-                self.db.execute(f"INSERT INTO searches VALUES ({', '.join('?' * len(values))}) "
-                                "ON CONFLICT DO NOTHING", values)
+                # named: a store migrated by ALTER TABLE has its newer columns last
+                row = {**row, "result_json": json.dumps({"schema_version": SEARCH_SCHEMA_VERSION, **g}, default=str)}
+                self.db.execute(f"INSERT INTO searches ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
+                                "ON CONFLICT DO NOTHING", list(row.values()))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")

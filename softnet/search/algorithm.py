@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from softnet.analysis.mlr_spec import goal_result
 from softnet.search.classify import LOWER, UPPER, bound_evidence
 from softnet.search.config import SearchConfig
 from softnet.search.model import Goal, GoalResult, Inversion, Measurement, SearchResult
@@ -32,7 +33,8 @@ class _Search:
         self.measure, self.config, self.on_trial = measure, config, on_trial
         self.state = SearchState(config)
         self.strategies = [cls(self.state) for cls in GOAL_STRATEGIES]
-        self.inversion_check = InversionCheck(self.state) if config.check_min_load else None
+        # The specification's relevant bounds are conservative over the loads tried on their own.
+        self.inversion_check = InversionCheck(self.state) if config.check_min_load and not config.spec_rule else None
 
     def plan(self, g: Goal, view: View) -> Step | Done:
         # Bisection, the last strategy, always answers.
@@ -106,11 +108,18 @@ class _Search:
                               f"the final confidence: a loss inversion there is possible, not confirmed")
         if s.invalid_cap is not None:
             diagnosis += f"; loads above {s.invalid_cap:,.0f} pps could not be offered (invalid trials)"
+        spec = goal_result(g.spec, [m.spec_trial() for m in s.trials])
+        compliant = (lo, u) == (spec.relevant_lower_bound_pps, spec.relevant_upper_bound_pps)
+        if self.config.spec_rule and not compliant and d.status == "found":
+            # Cannot happen by construction (the view is the specification's pair); said, never hidden.
+            diagnosis += (f"; the search's bounds ({lo}, {u}) are not the specification's relevant bounds "
+                          f"({spec.relevant_lower_bound_pps}, {spec.relevant_upper_bound_pps})")
         return GoalResult(goal=g, status=d.status, lower_bound_pps=lo, upper_bound_pps=u,
                           lower=bound_evidence(classes[lo][0]) if lo is not None else None,
                           upper=bound_evidence(classes[u][0]) if u is not None else None,
                           diagnosis=diagnosis, mixed_loads_pps=view.mixed_pps, inversions=inversions,
-                          knee=s.knee.summary(g))
+                          knee=s.knee.summary(g), spec=spec, compliant=compliant,
+                          engine="softnet" if self.config.spec_rule else "bayes")
 
 
 def search(measure: Callable[[float, float], Measurement], config: SearchConfig,

@@ -7,6 +7,7 @@ strategy read the same settings from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from softnet.search.model import Goal, check_fields
 
@@ -30,6 +31,12 @@ class SearchConfig:
     ``unstable_width``: mixed loads (or a knee's 80% interval) spread wider
     than this make the goal unstable. ``check_min_load``: measure the minimum
     load after the goals converge, to find loss inversions.
+    ``rule``: how a load is classified. "spec": by the MLRsearch
+    specification's duration sums (softnet.analysis.mlr_spec), so the bounds
+    the search ends with are the specification's relevant bounds; the knee
+    model, pooling and the minimum-load check are off (the specification's
+    bounds are conservative on their own). "bayes": by the posterior
+    confidence, pooled under monotone loss, with the knee model.
     """
 
     goals: tuple[Goal, ...]
@@ -44,6 +51,7 @@ class SearchConfig:
     knee_trials: int | None = None
     unstable_width: float = 0.05
     check_min_load: bool = True
+    rule: Literal["spec", "bayes"] = "spec"
 
     def __post_init__(self):
         object.__setattr__(self, "goals", tuple(self.goals))  # a list is accepted; frozen keeps a tuple
@@ -63,8 +71,16 @@ class SearchConfig:
                   ("final_confidence", 0.5 < self.final_confidence < 1, "in (0.5, 1)"),
                   ("bracket_factor", self.bracket_factor >= 1, ">= 1"),
                   ("knee_trials", self.knee_trials is None or self.knee_trials >= 1, "None or >= 1"),
-                  ("unstable_width", self.unstable_width >= 0, ">= 0"))
+                  ("unstable_width", self.unstable_width >= 0, ">= 0"),
+                  ("rule", self.rule in ("spec", "bayes"), '"spec" or "bayes"'))
         check_fields(self, checks)
+        if self.rule == "bayes" and any(g.exceed_ratio == 0 for g in self.goals):
+            raise ValueError("Goal.exceed_ratio = 0: the Bayesian rule needs a share of bad trials above 0 to "
+                             'classify a load; use rule = "spec"')
+
+    @property
+    def spec_rule(self) -> bool:
+        return self.rule == "spec"
 
     @property
     def knee_trial_budget(self) -> int:

@@ -5,6 +5,11 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from softnet.analysis.loss_time import HOST_INTERFERENCE
+from softnet.analysis.mlr_spec import SpecGoal, SpecResult, SpecTrial
+
+# The default goal duration sum, in final trials: the median of three, which a
+# drifting host still answers (21 s, CSIT's, costs 7 trials a load).
+DURATION_SUM_TRIALS = 3
 
 # A trial with one of these flags says nothing about the SUT: the generator did
 # not offer the intended load, or the counters do not add up.
@@ -26,14 +31,18 @@ def check_fields(obj, checks) -> None:
 class Goal:
     """One conditional-throughput goal.
 
-    A trial is *bad* for the goal when its loss ratio exceeds ``loss_ratio``.
-    A load meets the goal when the share of bad trials at it (at
-    ``final_trial_duration``) is at most ``exceed_ratio``; 0.5 makes it the
-    median trial, as in MLRsearch. A load is classified once the posterior
-    probability (Jeffreys prior on the bad-trial share) that it is on one side
-    reaches ``confidence``. ``relative_width``: (upper - lower) / upper at the end;
-    None takes the search's. Trials shorter than the final duration
-    (``initial_trial_duration``) only bracket; they are never final evidence.
+    The MLRsearch specification's search goal (RFC 9971): a trial is *bad*
+    (high-loss) for the goal when its loss ratio exceeds ``loss_ratio``; a
+    load meets the goal when, over ``duration_sum`` seconds of trials (None:
+    3 x ``final_trial_duration``, the median of three full-length trials),
+    the high-loss share is at most ``exceed_ratio`` (0.5: the median trial;
+    0 with duration_sum = final_trial_duration: RFC 2544's single trial).
+    ``relative_width``: (upper - lower) / upper at the end; None takes the
+    search's. Trials shorter than the final duration
+    (``initial_trial_duration``) count as the specification lets short
+    trials count. The Bayesian rule (SearchConfig.rule = "bayes") classifies
+    a load once the posterior probability (Jeffreys prior on the bad-trial
+    share) that it is on one side reaches ``confidence``.
     """
 
     loss_ratio: float = 0.0
@@ -42,16 +51,28 @@ class Goal:
     initial_trial_duration: float | None = None
     final_trial_duration: float = 1.0
     confidence: float = 0.9
+    duration_sum: float | None = None
 
     def __post_init__(self):
         checks = (("loss_ratio", 0 <= self.loss_ratio < 1, "in [0, 1)"),
-                  ("exceed_ratio", 0 < self.exceed_ratio < 1, "in (0, 1)"),
+                  ("exceed_ratio", 0 <= self.exceed_ratio < 1, "in [0, 1)"),
                   ("relative_width", self.relative_width is None or 0 < self.relative_width < 1, "in (0, 1)"),
                   ("final_trial_duration", self.final_trial_duration > 0, "> 0"),
                   ("initial_trial_duration", self.initial_trial_duration is None
                    or 0 < self.initial_trial_duration <= self.final_trial_duration, "in (0, final_trial_duration]"),
-                  ("confidence", 0.5 < self.confidence < 1, "in (0.5, 1)"))
+                  ("confidence", 0.5 < self.confidence < 1, "in (0.5, 1)"),
+                  ("duration_sum", self.duration_sum is None or self.duration_sum >= self.final_trial_duration,
+                   ">= final_trial_duration"))
         check_fields(self, checks)
+
+    @property
+    def duration_sum_s(self) -> float:
+        return self.duration_sum if self.duration_sum is not None else DURATION_SUM_TRIALS * self.final_trial_duration
+
+    @property
+    def spec(self) -> SpecGoal:
+        """The attributes that define the specification's answer for this goal."""
+        return SpecGoal(self.loss_ratio, self.exceed_ratio, self.final_trial_duration, self.duration_sum_s)
 
     @property
     def name(self) -> str:
@@ -108,6 +129,10 @@ class Measurement:
     @property
     def forwarding_rate_pps(self) -> float:
         return self.forwarded_count / self.duration_s
+
+    def spec_trial(self) -> SpecTrial:
+        """The trial as the specification reads it: no measurement (invalid) lost everything."""
+        return SpecTrial(self.intended_load_pps, self.duration_s, self.loss_ratio if self.valid else 1.0)
 
 
 @dataclass
@@ -178,12 +203,19 @@ class GoalResult:
     # When trials disagreed inside the final bracket: the knee model's crossing,
     # its 80% credible interval and the trials it used (knee.py).
     knee: KneeSummary | None = None
+    # The specification's relevant bounds and conditional throughput over every trial of the search
+    # (softnet.analysis.mlr_spec), whatever the engine; ``compliant``: the engine's own bounds are them.
+    spec: SpecResult | None = None
+    compliant: bool | None = None
+    engine: str = "softnet"
 
     @property
     def value_pps(self) -> float | None:
-        """The number to report: the lower bound, and only when the bounds were
-        pinned to the goal's width (no number for an unstable SUT)."""
-        return self.lower_bound_pps if self.status == "found" else None
+        """The number to report: the conditional throughput, and only when the
+        bounds were pinned to the goal's width (no number for an unstable SUT)."""
+        if self.status != "found":
+            return None
+        return self.spec.conditional_throughput_pps if self.spec else self.lower_bound_pps
 
     @property
     def relative_width(self) -> float | None:
@@ -192,8 +224,12 @@ class GoalResult:
         return (self.upper_bound_pps - self.lower_bound_pps) / self.upper_bound_pps
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "goal": {**asdict(self.goal), "name": self.goal.name}, "value_pps": self.value_pps,
-                "achieved_relative_width": self.relative_width}
+        d = asdict(self)
+        d.pop("spec")
+        spec = self.spec.to_dict() if self.spec else dict.fromkeys(
+            ("relevant_lower_bound_pps", "relevant_upper_bound_pps", "conditional_throughput_pps"))
+        goal = {**asdict(self.goal), "name": self.goal.name, "duration_sum": self.goal.duration_sum_s}
+        return {**d, **spec, "goal": goal, "value_pps": self.value_pps, "achieved_relative_width": self.relative_width}
 
 
 @dataclass

@@ -10,6 +10,11 @@ modelled knee are classified by the knee model's posterior. Until a load is
 conclusive it is *provisional*: the majority of all its valid trials, short
 ones included (ties count as bad).
 
+With the specification's rule (SearchConfig.rule = "spec") a load is
+conclusive once its duration sums decide it (softnet.analysis.mlr_spec), every
+trial counting as the specification lets it; the posterior confidence of its
+final trials is kept beside, as a statement, and decides nothing.
+
 The view: U is the lowest load classified upper, L the highest lower below U
 (the conservative pair: a lower bound above U is a loss inversion, reported).
 """
@@ -17,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, classify, pool_monotone
+from softnet.analysis.mlr_spec import classify as spec_classify
+from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, classify, pool_monotone, prob_upper
 from softnet.search.config import SearchConfig
 from softnet.search.model import Goal, Measurement
 from softnet.search.strategy.knee import KneeModel
@@ -91,6 +97,8 @@ class SearchState:
     def load_class(self, g: Goal, load: float, confidence: float | None = None) -> tuple[LoadClass, bool]:
         """(classification, conclusive?). Inconclusive loads get the majority
         of all their valid trials, short ones included, as a provisional kind."""
+        if self.config.spec_rule:
+            return self.spec_class(g, load)
         trials = self.valid(load)
         c = classify(g, load, self.final(g, load), self.config.max_trials_per_load, confidence, self.pooled(g, load))
         if load in self.knee.region(g):  # one monotone model decides the whole knee
@@ -104,12 +112,34 @@ class SearchState:
         kind = PENDING if not trials else (UPPER if 2 * bad >= len(trials) else LOWER)
         return LoadClass(load, kind, trials, bad, c.confidence), False
 
+    def spec_class(self, g: Goal, load: float) -> tuple[LoadClass, bool]:
+        """The specification's classification; the posterior of the final trials beside it."""
+        every = self.by_load.get(load, [])
+        kind, _ = spec_classify(g.spec, [m.spec_trial() for m in every])
+        final = self.final(g, load)
+        bad = sum(g.is_bad(m) for m in final)
+        p_up = prob_upper(g, len(final), bad) if final else 0.5
+        if kind != "undecided":
+            side = UPPER if kind == "upper" else LOWER
+            return LoadClass(load, side, final, bad, p_up if side == UPPER else 1 - p_up,
+                             pooled_trials=len(final)), True
+        seen = [m for m in every if m.valid] or every
+        seen_bad = sum(not m.valid or g.is_bad(m) for m in seen)
+        kind_now = PENDING if not seen else (UPPER if 2 * seen_bad >= len(seen) else LOWER)
+        return LoadClass(load, kind_now, final, bad, max(p_up, 1 - p_up), pooled_trials=len(final)), False
+
     def confident(self, g: Goal, load: float, confidence: float | None = None) -> bool:
         """Classified at the confidence, not by a majority after the trial cap."""
         c, conclusive = self.load_class(g, load, confidence)
         return conclusive and not c.majority
 
     def view(self, g: Goal) -> View:
+        if self.config.spec_rule:  # a load the generator could not offer is an upper bound there
+            classes = {load: self.load_class(g, load) for load in sorted(self.by_load)}
+            uppers = [ld for ld, (c, _) in classes.items() if c.kind == UPPER]
+            u = uppers[0] if uppers else None
+            lowers = [ld for ld, (c, _) in classes.items() if c.kind == LOWER and (u is None or ld < u)]
+            return View(classes, lowers[-1] if lowers else None, u, [])
         classes = {load: self.load_class(g, load) for load in sorted(self.by_load) if self.valid(load)}
         top_lower = max((ld for ld, (c, ok) in classes.items() if c.kind == LOWER and ok), default=0.0)
         # A loss inversion (upper below a lower bound) needs the final confidence; a

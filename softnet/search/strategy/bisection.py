@@ -24,10 +24,14 @@ class Bisection(Strategy):
         s, cfg = self.state, self.config
         classes, lo, u, mixed = view.classes, view.lower_pps, view.upper_pps, view.mixed_pps
         final = g.final_trial_duration
+        ratio = (u - lo) / u
+        if cfg.spec_rule and ratio > g.relative_width:
+            # One trial a step, each end confirmed once the bracket is narrow: a step that
+            # a confirmation overturns is bisected again, and most are not.
+            return Step(s.snap(math.sqrt(lo * u)), final, "bisect")
         for end in (lo, u):
             if not classes[end][1]:
                 return Step(end, final, "confirm a bound")
-        ratio = (u - lo) / u
         if ratio > g.relative_width:
             return Step(s.snap(math.sqrt(lo * u)), final, "bisect")
         for end in (lo, u):  # the final pair carries the answer: it needs the final confidence

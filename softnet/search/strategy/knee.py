@@ -233,6 +233,8 @@ class KneeStrategy(Strategy):
     """Inside a narrow bracket: model the knee where final trials disagree."""
 
     def nominate(self, g: Goal, view: View) -> Step | Done | None:
+        if self.config.spec_rule:  # the duration sums decide a mixed load: no knee to model
+            return None
         s, model = self.state, self.state.knee
         lo, u = view.lower_pps, view.upper_pps
         if g not in model.anchor:  # final trials disagree inside the bracket: a knee to model

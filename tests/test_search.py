@@ -490,7 +490,7 @@ def test_search_campaign_is_stored_and_resumes_by_replay(tmp_path, monkeypatch, 
     spec = CampaignSpec.model_validate({**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], "engine": engine}})
     run_campaign(spec, tmp_path / "whole")
     with Store(tmp_path / "whole", read_only=True) as a:
-        first = a.query("SELECT max(trial_count) FROM searches WHERE run_index = 0")[0][0]
+        first = a.query("SELECT max(trial_count) AS n FROM searches WHERE run_index = 0")[0]["n"]
     parts = tmp_path / "parts"
     # stored trials up to the middle of the second search
     run_until_interrupted(monkeypatch, lambda: run_campaign(spec, parts), after_trials=first + 3)

@@ -34,6 +34,11 @@ from typing import Iterable, Literal
 
 LoadClass = Literal["lower", "upper", "undecided"]
 
+# A trial with one of these flags says nothing about the SUT: the generator did
+# not offer the intended load, or the counters do not add up.
+INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "counters_inconsistent",
+                                "interrupted"})
+
 
 @dataclass(frozen=True)
 class SpecGoal:
@@ -100,6 +105,14 @@ class SpecResult:
         return {"relevant_lower_bound_pps": self.relevant_lower_bound_pps,
                 "relevant_upper_bound_pps": self.relevant_upper_bound_pps,
                 "conditional_throughput_pps": self.conditional_throughput_pps}
+
+
+def stored_trial(load_pps: float, duration_s: float, sent: int, counted_received: int,
+                 flags: Iterable[str]) -> SpecTrial:
+    """A stored trial as the specification reads it, its loss counted as the caller says."""
+    if not sent or INVALIDATING_FLAGS.intersection(flags):
+        return SpecTrial(load_pps, duration_s, 1.0)
+    return SpecTrial(load_pps, duration_s, max(0, sent - counted_received) / sent)
 
 
 def load_key(load_pps: float) -> float:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from softnet.analysis.campaigns import cell_label
+from softnet.analysis.mlr_spec import SpecGoal, SpecResult, goal_result, stored_trial
 from softnet.results import readers
 from softnet.results.readers import StoredResult, StoredTrial
 from softnet.results.search import SearchGoalRow
@@ -56,12 +57,35 @@ class SearchSummary:
     trials: list[list[StoredTrial]] = field(default_factory=list, repr=False)  # per repeat, only with_trials
     latency: list["LatencyAtFraction"] = field(default_factory=list)  # at fractions of this goal's lower bound
     at_or_below: LossAtOrBelow | None = None
+    # With host-stall loss set apart: per repeat, RFC 9971's goal result from the same trials counting all
+    # their loss (what a tester counting all loss reads from them); None when the search counted it all.
+    all_loss: list[SpecResult | None] | None = None
+
+    @property
+    def all_loss_throughput_pps(self) -> float | None:
+        """Mean conditional throughput of the repeats read counting all loss."""
+        got = [r.conditional_throughput_pps for r in self.all_loss or [] if r and r.conditional_throughput_pps]
+        return float(np.mean(got)) if got else None
 
     def to_dict(self) -> dict:
         return {"campaign_id": self.campaign_id, "cell_id": self.cell_id, "label": self.label, "goal": self.goal,
                 "loss_ratio": self.loss_ratio, "verdict": self.verdict, "value_pps": self.value_pps, "cv": self.cv,
                 "repeats": [r.model_dump() for r in self.repeats], "latency": [x.to_dict() for x in self.latency],
-                "at_or_below_lower_bound": None if self.at_or_below is None else asdict(self.at_or_below)}
+                "at_or_below_lower_bound": None if self.at_or_below is None else asdict(self.at_or_below),
+                "all_loss": None if self.all_loss is None else [r and r.to_dict() for r in self.all_loss],
+                "definition": self.definition()}
+
+    def definition(self) -> dict | None:
+        """What the numbers are: RFC 9971's goal result, with the goal's
+        attributes, the engine and how loss was counted (None: a search
+        stored before softnet reported them)."""
+        r = self.repeats[0] if self.repeats else None
+        if r is None or r.exceed_ratio is None:
+            return None
+        return {"standard": "RFC 9971 (MLRsearch)", "engine": r.engine, "goal_loss_ratio": r.loss_ratio,
+                "goal_exceed_ratio": r.exceed_ratio, "goal_final_trial_duration_s": r.final_trial_duration_s,
+                "goal_duration_sum_s": r.duration_sum_s,
+                "loss_counted": "all" if self.all_loss is None else "host-stall loss set apart"}
 
 
 def loss_at_or_below(rows: list[SearchGoalRow], trials: dict[tuple[int, int], list[StoredTrial]],
@@ -79,6 +103,22 @@ def loss_at_or_below(rows: list[SearchGoalRow], trials: dict[tuple[int, int], li
             or 0) / t.sent_pkts for t in sel]
     return LossAtOrBelow(len(sel), sum(x > goal for x in ratios), sum(x > goal for x in own), max(ratios),
                          host_stall_loss)
+
+
+def all_loss_results(rows: list[SearchGoalRow], trials: dict[tuple[int, int], list[StoredTrial]]
+                     ) -> list[SpecResult | None]:
+    """Per repeat, RFC 9971's goal result over its trials with every lost packet counted."""
+    out = []
+    for r in rows:
+        if r.exceed_ratio is None or r.duration_sum_s is None or r.final_trial_duration_s is None:
+            out.append(None)  # stored before the goal's attributes were
+            continue
+        goal = SpecGoal(r.loss_ratio, r.exceed_ratio, r.final_trial_duration_s, r.duration_sum_s)
+        out.append(goal_result(goal, [
+            stored_trial(t.result.intended_rate_pps, t.result.duration_s, int(t.result.sent_pkts or 0),
+                         int(t.result.received_pkts or 0), t.result.flags)
+            for t in trials.get((r.cell_id, r.run_index), [])]))
+    return out
 
 
 def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False) -> list[SearchSummary]:
@@ -103,12 +143,14 @@ def summarize_searches(store: Store, campaign_id: str, with_trials: bool = False
             verdict = statuses.pop() if len(statuses) == 1 else "mixed"
         trials = [[t for t in readers.stored_trials(store, campaign_id, key[0], r.run_index) if not t.is_latency_trial]
                   for r in sel] if with_trials else []
+        mode = cell.settings.method.host_stall_loss
         out.append(SearchSummary(campaign_id, key[0], cell_label(cell), key[1],
                                  sel[0].loss_ratio, verdict,
                                  float(np.mean(values)) if verdict == "found" and values else None,
                                  cv, list(sel), trials,
                                  [x for x in latency if (x.cell_id, x.goal) == key],
-                                 loss_at_or_below(sel, by_repeat, cell.settings.method.host_stall_loss)))
+                                 loss_at_or_below(sel, by_repeat, mode),
+                                 all_loss_results(sel, by_repeat) if mode == "set_apart" else None))
     return out
 
 

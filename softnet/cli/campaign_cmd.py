@@ -240,24 +240,43 @@ def search_summaries(results_dir: Path, campaign: str | None = None) -> list:
 
 # Bounds take 4 significant digits: a search's width is typically 0.5%.
 # The status wraps at its underscores ("budget exhausted") rather than be cut.
+# lower / upper: RFC 9971's relevant bounds; throughput: its conditional throughput.
 SEARCH_COLS = [Col("configuration", text=True), Col("goal", justify="left"), Col("run"),
-               Col("status", text=True), Col("lower"), Col("upper"), Col("width"),
+               Col("status", text=True), Col("lower"), Col("upper"), Col("width", wide=True), Col("throughput"),
                Col("conf lo/up", wide=True), Col("loss at lower [CI95]", wide=True), Col("trials"),
-               Col("trial time")]
+               Col("trial time", wide=True)]
+
+
+def definition_lines(summaries: list) -> list[str]:
+    """What the numbers are: each goal's RFC 9971 attributes, how loss was
+    counted and the engine, one line per distinct setting (its goals named)."""
+    by_setting: dict[str, list[str]] = {}
+    for s in summaries:
+        r = s.repeats[0]
+        if r.exceed_ratio is None:  # stored before softnet reported RFC 9971's terms
+            continue
+        counted = "stall loss apart" if s.all_loss is not None else "all loss counted"
+        setting = (f"{r.engine}, exceed {r.exceed_ratio:g}, {r.final_trial_duration_s:g} s trials, sum "
+                   f"{r.duration_sum_s:g} s, {counted}")
+        by_setting.setdefault(setting, [])
+        if s.goal not in by_setting[setting]:
+            by_setting[setting].append(s.goal)
+    return [f"{', '.join(goals)}: {setting}" for setting, goals in by_setting.items()]
 
 
 def show_searches(summaries: list, wide: bool = False) -> None:
     rows, notes = [], []
     for s in summaries:
         for r in s.repeats:
-            width = (r.upper_bound_pps - r.lower_bound_pps) / r.upper_bound_pps \
-                if r.lower_bound_pps and r.upper_bound_pps else None
+            lo, up = (r.relevant_lower_bound_pps, r.relevant_upper_bound_pps) if r.engine else (
+                r.lower_bound_pps, r.upper_bound_pps)
+            width = (up - lo) / up if lo and up else None
             ci = "-" if r.lower_loss_ratio is None else \
                 f"{sci(r.lower_loss_ratio)} [{sci(r.lower_loss_ci95_low)}, {sci(r.lower_loss_ci95_high)}]"
             rows.append([s.label, s.goal, str(r.run_index),
                          f"[{verdict_style(r.status)}]{r.status.replace('_', ' ')}[/]",
-                         eng(r.lower_bound_pps, "pps", 4), eng(r.upper_bound_pps, "pps", 4),
-                         "-" if width is None else f"{width:.2%}",
+                         eng(lo, "pps", 4), eng(up, "pps", 4),
+                         "-" if width is None else f"{width:.2%}", eng(r.conditional_throughput_pps, "pps", 4),
                          f"{eng(r.lower_confidence)}/{eng(r.upper_confidence)}", ci,
                          str(r.trial_count), eng(r.trial_seconds, "s")])
             notes.append(f"{s.label} {s.goal} run {r.run_index}: {r.diagnosis}")
@@ -269,6 +288,16 @@ def show_searches(summaries: list, wide: bool = False) -> None:
         title = f"NDR/PDR searches: {label}" if label else "NDR/PDR searches"
         console.print(table(title, [SEARCH_COLS[i] for i in keep], [[r[i] for i in keep] for r in rows
                                                                     if r[0] == label], wide))
+    lines = definition_lines(summaries)
+    if lines:
+        console.print("  RFC 9971 goal results: lower, upper: relevant bounds; throughput: conditional",
+                      highlight=False)
+        for line in lines:
+            console.print(f"  {line}", highlight=False)
+    for s in summaries:
+        line = all_loss_line(s)
+        if line:
+            console.print(f"  {line}", highlight=False)
     for n in notes:
         console.print(f"  {n}", highlight=False)
     for s in summaries:
@@ -277,11 +306,25 @@ def show_searches(summaries: list, wide: bool = False) -> None:
             console.print(f"  {line}", highlight=False)
     if any(len(s.repeats) > 1 for s in summaries):
         cols = [Col("configuration", text=True), Col("goal", justify="left"), Col("searches"),
-                Col("verdict", justify="left"), Col("value (mean)"), Col("CV")]
+                Col("verdict", justify="left"), Col("throughput (mean)"), Col("CV")]
         rows = [[s.label, s.goal, str(len(s.repeats)), f"[{verdict_style(s.verdict)}]{s.verdict}[/]",
                  eng(s.value_pps, "pps", 4), "-" if s.cv is None else f"{s.cv:.2%}"] for s in summaries]
         console.print(table("over repeated searches", cols, rows, wide))
     show_search_latency(summaries, wide)
+
+
+def all_loss_line(s) -> str | None:
+    """With host-stall loss set apart: the same trials read counting every lost packet."""
+    if not s.all_loss or not any(s.all_loss):
+        return None
+    got = [r for r in s.all_loss if r is not None]
+    ct = s.all_loss_throughput_pps
+    lows = [r.relevant_lower_bound_pps for r in got if r.relevant_lower_bound_pps]
+    what = f"throughput {eng(ct, 'pps', 4)}" if ct else "no lower bound"
+    if len(got) > 1 and ct:
+        what += f" (mean of {len(got)})"
+    low = f", lower bound {eng(min(lows), 'pps', 4)}" if len(got) == 1 and lows else ""
+    return f"{s.goal}, all loss counted, same trials: {what}{low}"
 
 
 def at_or_below_line(s) -> str | None:

@@ -252,14 +252,24 @@ def search(
                             "or synthetic (simulated, no root)"),
     goals: str = typer.Option("ndr,pdr0.5", help="comma-separated: ndr, pdr<percent> (pdr0.5 = 0.5% loss)",
                               rich_help_panel=P_GOALS),
-    width: float = typer.Option(0.005, help="relative width (upper - lower) / upper to reach", rich_help_panel=P_GOALS),
+    width: float = typer.Option(0.005, help="goal width: relative (upper - lower) / upper to reach",
+                                rich_help_panel=P_GOALS),
+    exceed_ratio: float = typer.Option(0.5, help="goal exceed ratio (RFC 9971): the share of the duration sum "
+                                       "that may be trials losing more than the goal; 0.5: the median trial",
+                                       rich_help_panel=P_GOALS),
+    duration_sum: float = typer.Option(None, help="goal duration sum, seconds of trials that classify a load "
+                                       "(default: 3 x --duration)", rich_help_panel=P_GOALS),
+    engine: str = typer.Option("softnet", help="softnet (its own, RFC 9971's answer), mlrsearch (MLRsearch 1.2.1, "
+                               "the reference) or bayes (posterior confidence and a knee model)",
+                               rich_help_panel=P_GOALS),
     min_load: str = typer.Option("10kpps", help="lowest load to try", rich_help_panel=P_BUDGET),
     max_load: str = typer.Option("4Mpps", help="highest load to try (first trial)", rich_help_panel=P_BUDGET),
     duration: float = typer.Option(1.0, help="final trial duration, seconds", rich_help_panel=P_BUDGET),
     initial_duration: float = typer.Option(None, help="shorter trials for bracketing (default: the final one)",
                                            rich_help_panel=P_BUDGET),
     warmup: float = typer.Option(0.5, help="warm-up before each trial window, seconds", rich_help_panel=P_BUDGET),
-    confidence: float = typer.Option(0.9, help="posterior confidence to classify a load", rich_help_panel=P_GOALS),
+    confidence: float = typer.Option(0.9, help="bayes engine: posterior confidence to classify a load",
+                                     rich_help_panel=P_GOALS),
     repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)",
                                 rich_help_panel=P_BUDGET),
     max_trials: int = typer.Option(None, help="budget: at most this many trials per search", rich_help_panel=P_BUDGET),
@@ -284,8 +294,16 @@ def search(
     testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2",
                                 rich_help_panel=P_HOSTS),
 ) -> None:
-    """Find NDR / PDR adaptively, with the confidence of each bound; stored like a campaign."""
+    """Find NDR / PDR as RFC 9971 (MLRsearch) defines them: relevant bounds and conditional throughput; stored like
+    a campaign."""
+    if duration_sum is not None and duration_sum < duration:
+        raise InputError("--duration-sum", f"{duration_sum:g} s is shorter than the final trial duration "
+                         f"(--duration {duration:g}): the goal duration sum must hold at least one full-length trial")
+    if engine == "bayes" and exceed_ratio == 0:
+        raise InputError("--exceed-ratio", "0: the bayes engine needs a share of bad trials above 0; use "
+                         "--engine softnet or mlrsearch")
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
+              "exceed_ratio": exceed_ratio, "duration_sum_s": duration_sum, "engine": engine,
               "min_load": min_load, "max_load": max_load, "duration_s": duration,
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
               "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds,
@@ -579,6 +597,8 @@ def profile(
 
 # Spec fields the search and profile commands set from their options: errors name the option.
 SEARCH_OPTIONS = {"method.goals": "--goals", "method.width": "--width", "method.min_load": "--min-load",
+                  "method.exceed_ratio": "--exceed-ratio", "method.duration_sum_s": "--duration-sum",
+                  "method.engine": "--engine",
                   "method.max_load": "--max-load", "method.duration_s": "--duration",
                   "method.initial_duration_s": "--initial-duration", "method.warmup_s": "--warmup",
                   "method.confidence": "--confidence", "method.runs": "--repeats", "method.max_trials": "--max-trials",

@@ -18,6 +18,7 @@ class GoalName(BaseModel):
     loss_ratio: Number
     exceed_ratio: Number | None = None
     duration_sum: Number | None = None  # the goal duration sum, seconds (RFC 9971)
+    final_trial_duration: Number | None = None
 
 
 class BoundSummary(BaseModel):
@@ -88,6 +89,7 @@ class SearchGoalRow(BaseModel):
     engine: str | None = None
     exceed_ratio: Number | None = None
     duration_sum_s: Number | None = None
+    final_trial_duration_s: Number | None = None
 
     @classmethod
     def from_goal(cls, campaign_id: str, cell_id: int, run_index: int, search: StoredSearch,
@@ -105,7 +107,8 @@ class SearchGoalRow(BaseModel):
                    relevant_lower_bound_pps=g.relevant_lower_bound_pps,
                    relevant_upper_bound_pps=g.relevant_upper_bound_pps,
                    conditional_throughput_pps=g.conditional_throughput_pps, engine=g.engine,
-                   exceed_ratio=g.goal.exceed_ratio, duration_sum_s=g.goal.duration_sum)
+                   exceed_ratio=g.goal.exceed_ratio, duration_sum_s=g.goal.duration_sum,
+                   final_trial_duration_s=g.goal.final_trial_duration)
 
 
 def check_search_schema(goal_json: dict, where: str) -> int:

@@ -84,6 +84,7 @@ ALTER TABLE searches ADD COLUMN IF NOT EXISTS conditional_throughput_pps DOUBLE;
 ALTER TABLE searches ADD COLUMN IF NOT EXISTS engine VARCHAR;
 ALTER TABLE searches ADD COLUMN IF NOT EXISTS exceed_ratio DOUBLE;
 ALTER TABLE searches ADD COLUMN IF NOT EXISTS duration_sum_s DOUBLE;
+ALTER TABLE searches ADD COLUMN IF NOT EXISTS final_trial_duration_s DOUBLE;
 CREATE TABLE IF NOT EXISTS comparisons (
     campaign_id VARCHAR PRIMARY KEY, rounds INTEGER, stop_reason VARCHAR, finished BOOLEAN,
     updated_unix_s DOUBLE, result_json VARCHAR);

@@ -5,16 +5,12 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from softnet.analysis.loss_time import HOST_INTERFERENCE
-from softnet.analysis.mlr_spec import SpecGoal, SpecResult, SpecTrial
+from softnet.analysis.mlr_spec import INVALIDATING_FLAGS, SpecGoal, SpecResult, SpecTrial, stored_trial
 
 # The default goal duration sum, in final trials: the median of three, which a
 # drifting host still answers (21 s, CSIT's, costs 7 trials a load).
 DURATION_SUM_TRIALS = 3
 
-# A trial with one of these flags says nothing about the SUT: the generator did
-# not offer the intended load, or the counters do not add up.
-INVALIDATING_FLAGS = frozenset({"generator_limited", "generator_overshoot", "counters_inconsistent",
-                                "interrupted"})
 # The stall probe saw host stalls during the trial: still evidence, but a knee
 # blurred by them is the host's, not the SUT's.
 STALL_FLAG = HOST_INTERFERENCE
@@ -132,7 +128,8 @@ class Measurement:
 
     def spec_trial(self) -> SpecTrial:
         """The trial as the specification reads it: no measurement (invalid) lost everything."""
-        return SpecTrial(self.intended_load_pps, self.duration_s, self.loss_ratio if self.valid else 1.0)
+        return stored_trial(self.intended_load_pps, self.duration_s, self.offered_count, self.forwarded_count,
+                            self.flags)
 
 
 @dataclass

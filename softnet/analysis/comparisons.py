@@ -184,7 +184,7 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
                    searches: dict[tuple[int, int], dict[str, float | None]] | None = None) -> ComparisonSummary:
     """Each candidate (variant 1..) against the baseline (variant 0), over
     ``rounds`` complete rounds. ``trials``: (variant, load index, round) ->
-    result; ``searches``: (variant, round) -> {goal: lower bound pps}."""
+    result; ``searches``: (variant, round) -> {goal: conditional throughput pps}."""
     trials = {k: compared(t) for k, t in trials.items()}
     out = ComparisonSummary(baseline=names[0], candidates=names[1:], rounds=rounds, stop_reason=stop_reason,
                             labels=labels)
@@ -406,11 +406,11 @@ def sweep_differences(prefix: str, a_trials: list, b_trials: list, confidence: f
 
 def search_differences(prefix: str, a_rows: list[SearchGoalRow], b_rows: list[SearchGoalRow], confidence: float,
                        margin: float) -> list[PairedDifference]:
-    """Each goal's lower bound over the repeated searches (higher is better)."""
+    """Each goal's conditional throughput (RFC 9971) over the repeated searches (higher is better)."""
     out = []
     for goal in sorted({r.goal for r in a_rows} & {r.goal for r in b_rows}):
-        a = [r.lower_bound_pps for r in a_rows if r.goal == goal]
-        b = [r.lower_bound_pps for r in b_rows if r.goal == goal]
+        a = [r.throughput_pps for r in a_rows if r.goal == goal]
+        b = [r.throughput_pps for r in b_rows if r.goal == goal]
         out.append(stored_difference(f"{prefix}{goal}", "pps", "higher", "ratio", a, b, confidence, margin))
     return out
 

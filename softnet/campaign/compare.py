@@ -53,7 +53,7 @@ class _GoalName(BaseModel):
 
 class _FoundGoal(BaseModel):
     goal: _GoalName
-    lower_bound_pps: Number | None = None
+    conditional_throughput_pps: Number | None = None
 
 
 class _Found(BaseModel):
@@ -80,12 +80,12 @@ def search_cell(n_variants: int, v: int) -> int:
 
 
 def stored_searches(store: Store, cid: str, n_variants: int) -> dict[tuple[int, int], dict[str, float | None]]:
-    """(variant, round) -> {goal: lower bound pps} of the stored complete searches."""
+    """(variant, round) -> {goal: conditional throughput pps} of the stored complete searches."""
     out: dict[tuple[int, int], dict[str, float | None]] = {}
     for row in (SearchGoalRow.model_validate(r, from_attributes=True) for r in store.searches(cid)):
         v = row.cell_id - n_variants
         if 0 <= v < n_variants:
-            out.setdefault((v, row.run_index), {})[row.goal] = row.lower_bound_pps
+            out.setdefault((v, row.run_index), {})[row.goal] = row.throughput_pps
     return out
 
 
@@ -175,7 +175,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
                 found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
                                    lambda result, _replayed: None, live)
             on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
-                f"{g.goal.name} {format_rate(g.lower_bound_pps or 0)}" for g in _Found.model_validate(found).goals))
+                f"{g.goal.name} {format_rate(g.conditional_throughput_pps or 0)}" for g in _Found.model_validate(found).goals))
         rounds += 1
         store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
     final = summary(results, rounds, reason)

@@ -218,8 +218,9 @@ class SearchRunRow:
     goal: str
     run: int
     status: str
-    lower: str
+    lower: str  # RFC 9971's relevant lower bound (softnet's posterior confidence beside it)
     upper: str
+    throughput: str  # RFC 9971's conditional throughput
     loss: str
     trials: str
     diagnosis: str
@@ -243,6 +244,7 @@ class SearchesView:
     verdicts: list[SearchVerdictRow]
     runs: list[SearchRunRow]
     latency: list[SearchLatencyRow]
+    definitions: list[str] = field(default_factory=list)  # the goals' RFC 9971 attributes, engine, loss counted
     figures: list[dict] = field(default_factory=list)  # html._Figures.searches
 
 
@@ -551,10 +553,20 @@ def searches(summaries: Sequence) -> SearchesView:
             ci = "-" if r.lower_loss_ratio is None else (
                 f"{r.lower_loss_ratio:.2e} [{r.lower_loss_ci95_low:.1e}, {r.lower_loss_ci95_high:.1e}]")
             conf = [("" if c is None else f" ({c:.3f})") for c in (r.lower_confidence, r.upper_confidence)]
-            runs.append(SearchRunRow(s.label, s.goal, r.run_index, r.status, rate_pair(r.lower_bound_pps) + conf[0],
-                                     rate_pair(r.upper_bound_pps) + conf[1], ci,
+            lo, up = (r.relevant_lower_bound_pps, r.relevant_upper_bound_pps) if r.engine else (
+                r.lower_bound_pps, r.upper_bound_pps)
+            runs.append(SearchRunRow(s.label, s.goal, r.run_index, r.status, rate_pair(lo) + conf[0],
+                                     rate_pair(up) + conf[1], rate_pair(r.conditional_throughput_pps), ci,
                                      f"{r.trial_count} ({r.trial_seconds:.1f} s)", r.diagnosis))
-    return SearchesView(verdicts, runs, search_latency(summaries))
+    definitions = []
+    for s in summaries:
+        d = s.definition()
+        if d:
+            definitions.append(f"{s.label} {s.goal}: engine {d['engine']}, goal loss ratio {d['goal_loss_ratio']:g}, "
+                               f"exceed ratio {d['goal_exceed_ratio']:g}, final trial duration "
+                               f"{d['goal_final_trial_duration_s']:g} s, duration sum {d['goal_duration_sum_s']:g} s, "
+                               f"loss counted: {d['loss_counted']}")
+    return SearchesView(verdicts, runs, search_latency(summaries), definitions=definitions)
 
 
 def search_latency(summaries: Sequence) -> list[SearchLatencyRow]:

@@ -91,6 +91,14 @@ class SearchGoalRow(BaseModel):
     duration_sum_s: Number | None = None
     final_trial_duration_s: Number | None = None
 
+    @property
+    def throughput_pps(self) -> float | None:
+        """What a comparison or trend takes of the goal: RFC 9971's conditional
+        throughput (the lower bound in rows stored before softnet reported it)."""
+        if self.conditional_throughput_pps is not None:
+            return self.conditional_throughput_pps
+        return None if self.engine else self.lower_bound_pps
+
     @classmethod
     def from_goal(cls, campaign_id: str, cell_id: int, run_index: int, search: StoredSearch,
                   goal: dict) -> "SearchGoalRow":

@@ -21,6 +21,7 @@ log = logging.getLogger("softnet.personalities")
 
 TABLE = ("inet", "softnet_fw")
 MATCH_COUNTER = "softnet_match"
+LIMIT_COUNTER = "softnet_limit"  # packets the limit dropped
 TEST_NET = "198.18.0.0/15"  # every address of the test traffic (RFC 2544 benchmark space)
 
 NFT_BASE = (Requirement("CONFIG_NF_TABLES", "nftables", "nft_do_chain"),
@@ -52,16 +53,31 @@ def filler_rule(i: int) -> str:
             f"{proto} dport {1 + (i * 37) % 65535} {verdict}")
 
 
-def ruleset(rules: int, conntrack: bool) -> str:
-    """The table as one nft file: rules - 1 fillers, then the rule that
-    matches the test traffic (with a named counter)."""
+# A limit's token bucket holds this many seconds of its rate: a vCPU stall delivers
+# its backlog as a burst, which nft's default 5 packets would drop below the rate; a
+# bigger bucket lets a trial just above the rate through (it adds burst / trial time).
+LIMIT_BURST_S = 0.002
+
+
+def limit_rule(limit_pps: int) -> str:
+    """Drop the test traffic beyond ``limit_pps`` (a token bucket): a data path whose throughput is known."""
+    burst = max(5, round(limit_pps * LIMIT_BURST_S))
+    return (f"ip saddr {TEST_NET} ip daddr {TEST_NET} meta l4proto udp "
+            f"limit rate over {limit_pps}/second burst {burst} packets counter name {LIMIT_COUNTER} drop")
+
+
+def ruleset(rules: int, conntrack: bool, limit_pps: int = 0) -> str:
+    """The table as one nft file: rules - 1 fillers, the limit (if any), then
+    the rule that matches the test traffic (with a named counter)."""
     fam, table = TABLE
     last = (f"ip saddr {TEST_NET} ip daddr {TEST_NET} ct state new,established counter name {MATCH_COUNTER} accept"
             if conntrack else
             f"ip saddr {TEST_NET} ip daddr {TEST_NET} meta l4proto udp counter name {MATCH_COUNTER} accept")
-    lines = [f"table {fam} {table} {{", f"  counter {MATCH_COUNTER} {{ }}",
+    lines = [f"table {fam} {table} {{", f"  counter {MATCH_COUNTER} {{ }}", f"  counter {LIMIT_COUNTER} {{ }}",
              "  chain forward {", "    type filter hook forward priority filter; policy drop;"]
     lines += [f"    {filler_rule(i)}" for i in range(rules - 1)]
+    if limit_pps:
+        lines.append(f"    {limit_rule(limit_pps)}")
     lines += [f"    {last}", "  }", "}"]
     return "\n".join(lines) + "\n"
 
@@ -74,6 +90,8 @@ class NftFw(L3Forwarding):
         "rules": Param(int, 100, "rules in the forward chain; only the last matches the test traffic",
                        lo=1, hi=100_000),
         "conntrack": Param(bool, False, "the matching rule is `ct state new,established` (conntrack engaged)"),
+        "limit": Param(int, 0, "pps: drop the test traffic beyond this rate (nftables `limit rate over`, a "
+                       "2 ms burst), a throughput known in advance; 0: no limit", lo=0, hi=100_000_000),
     }
 
     @per_instance
@@ -85,7 +103,7 @@ class NftFw(L3Forwarding):
     def configure(self, tb: "LocalTestbed") -> None:
         super().configure(tb)
         ns, (fam, table) = tb.ns["sut"], TABLE
-        text = ruleset(self.values["rules"], self.values["conntrack"])
+        text = ruleset(self.values["rules"], self.values["conntrack"], self.values["limit"])
         tb.changes.record(f"nft table {fam} {table} in {ns} ({self.values['rules']} rules)",
                           lambda: nft_delete_table(ns, fam, table))
         t0 = time.monotonic()
@@ -98,12 +116,13 @@ class NftFw(L3Forwarding):
         `nft -f` transaction (what a firewall's reload does). Its counters
         start again from 0."""
         fam, table = TABLE
-        nft_load(tb.ns["sut"], f"delete table {fam} {table}\n" + ruleset(self.values["rules"],
-                                                                          self.values["conntrack"]))
+        nft_load(tb.ns["sut"], f"delete table {fam} {table}\n" + ruleset(
+            self.values["rules"], self.values["conntrack"], self.values["limit"]))
         return f"nft -f: table {fam} {table} deleted and loaded again ({self.values['rules']} rules), one transaction"
 
     def counters(self, tb: "LocalTestbed") -> dict[str, int]:
         ns = tb.ns["sut"]
-        return {"nft_match_packets": nft_counters(ns, *TABLE).get(MATCH_COUNTER, 0),
+        counted = nft_counters(ns, *TABLE)
+        return {"nft_match_packets": counted.get(MATCH_COUNTER, 0), "nft_limit_dropped": counted.get(LIMIT_COUNTER, 0),
                 "conntrack_entries": conntrack_count(ns),
                 "ip_forw_datagrams": forw_datagrams(ns)}

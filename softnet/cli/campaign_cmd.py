@@ -319,12 +319,10 @@ def all_loss_line(s) -> str | None:
         return None
     got = [r for r in s.all_loss if r is not None]
     ct = s.all_loss_throughput_pps
-    lows = [r.relevant_lower_bound_pps for r in got if r.relevant_lower_bound_pps]
     what = f"throughput {eng(ct, 'pps', 4)}" if ct else "no lower bound"
     if len(got) > 1 and ct:
         what += f" (mean of {len(got)})"
-    low = f", lower bound {eng(min(lows), 'pps', 4)}" if len(got) == 1 and lows else ""
-    return f"{s.goal}, all loss counted, same trials: {what}{low}"
+    return f"{s.goal}, all loss counted, same trials: {what}"
 
 
 def at_or_below_line(s) -> str | None:

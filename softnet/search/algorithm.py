@@ -99,6 +99,9 @@ class _Search:
         inversions = [Inversion(ld, u) for ld, (c, ok) in classes.items()
                       if u is not None and ld > u and c.kind == LOWER and ok]
         diagnosis = d.diagnosis
+        if d.status == "budget_exhausted" and self.config.spec_rule and lo is not None and u is not None:
+            diagnosis += (f"; bracket so far [{lo:,.0f}, {u:,.0f}] pps, not all of it classified by the "
+                          "duration sum")
         if inversions:
             diagnosis += (f"; loss inversion: the goal fails at {u:,.0f} pps but is met at "
                           f"{inversions[-1].meets_goal_at_pps:,.0f} pps (bounds kept below the failing load)")

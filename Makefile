@@ -47,7 +47,7 @@ bench: setup
 	$(VENV)/bin/pip install -q -e '.[test,bench]'
 	$(VENV)/bin/python bench/gen_bench.py
 	$(VENV)/bin/python bench/search_bench.py --seeds 120
-	$(VENV)/bin/python bench/search_real_bench.py --repeats 10
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/search_real_bench.py --repeats 10 --host-stall-loss count
 	$(VENV)/bin/python bench/sampler_bench.py
 	$(VENV)/bin/python bench/profile_bench.py --repeats 20
 	$(VENV)/bin/python bench/profile_bench.py --repeats 8 --duty 1

@@ -9,15 +9,17 @@ PASTRAMI-style grid. Report trials, trial-seconds and the error of NDR/PDR
 against the known truth. Target: accuracy equal or better than MLRsearch with
 at most 0.7x its trial-seconds, and at most 1/10 of the grid's."
 
-Goals for every method: NDR (loss 0) and PDR (loss 0.5%), exceed ratio 0.5,
-relative width 0.005, 1 s trials, loads 10 kpps .. 10 Mpps. MLRsearch gets
-CSIT's settings for the rest (duration sum 21 s, 2 preceding targets, no
+Goals for every engine (softnet.search.engines: softnet, mlrsearch, bayes),
+in RFC 9971's terms: NDR (loss 0) and PDR (loss 0.5%), exceed ratio 0.5,
+width 0.005, 1 s trials, duration sum 3 s, loads 10 kpps .. 10 Mpps; the
+value is the goal's conditional throughput over the engine's trials.
+MLRsearch gets CSIT's settings for the rest (2 preceding targets, no
 warm-up trial). The grid is PASTRAMI's: 150 kpps steps, 30 runs per load; a
 load meets a goal when at most half its runs are bad. Each (shape, seed) has
 its own capacity (log-uniform 0.5..5 Mpps) and every method gets a fresh SUT
 with the same seed.
 
-Accuracy = relative error of the reported value (the lower bound) against the
+Accuracy = relative error of the reported value (the conditional throughput) against the
 truth (softnet/search/simulated.py): the conservative truth (every lower load
 meets the goal; "none" when the minimum load fails) and, for reference, the
 knee truth (the highest crossing). A method's outcome is wrong when it gives a
@@ -44,68 +46,25 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from softnet.provenance import provenance  # noqa: E402
-from softnet.search import Goal, SearchConfig, search  # noqa: E402
+from softnet.search import Goal, SearchConfig  # noqa: E402
+from softnet.search.engines import run_engine  # noqa: E402
 from softnet.search.simulated import SHAPES, SimulatedSut  # noqa: E402
 import results_file  # noqa: E402
 
-MIN_LOAD, MAX_LOAD, WIDTH, DURATION = 1e4, 1e7, 0.005, 1.0
+MIN_LOAD, MAX_LOAD, WIDTH, DURATION, EXCEED, DURATION_SUM = 1e4, 1e7, 0.005, 1.0, 0.5, 3.0
 LOSS_RATIOS = (0.0, 0.005)
 GRID_STEP, GRID_RUNS = 150e3, 30
 
 
-def run_softnet(sut: SimulatedSut) -> dict:
-    goals = [Goal(loss_ratio=x, relative_width=WIDTH, final_trial_duration=DURATION) for x in LOSS_RATIOS]
-    config = SearchConfig(goals=goals, min_load_pps=MIN_LOAD, max_load_pps=MAX_LOAD, relative_width=WIDTH)
-    r = search(sut, config)  # library defaults for the rest
+def run_engine_search(engine: str, sut: SimulatedSut) -> dict:
+    """One search by ``engine`` (softnet.search.engines): the bench's goals in RFC 9971's terms."""
+    goals = [Goal(loss_ratio=x, exceed_ratio=EXCEED, relative_width=WIDTH, final_trial_duration=DURATION,
+                  duration_sum=DURATION_SUM) for x in LOSS_RATIOS]
+    r = run_engine(engine, sut, SearchConfig(goals=goals, min_load_pps=MIN_LOAD, max_load_pps=MAX_LOAD,
+                                             relative_width=WIDTH))
     return {"trials": r.trial_count, "trial_seconds": r.trial_seconds,
-            "values": [g.lower_bound_pps if g.status not in ("min_load_fails",) else None for g in r.goals],
+            "values": [g.spec.conditional_throughput_pps for g in r.goals],
             "statuses": [g.status for g in r.goals]}
-
-
-def mlrsearch_config(loss_ratios, width: float, duration: float, min_load: float, max_load: float,
-                     duration_sum: float = 21.0):
-    """MLRsearch 1.2.1 as CSIT runs it: exceed ratio 0.5, duration sum 21 s
-    (its default), 2 preceding targets, no warm-up trial, no time limit."""
-    from MLRsearch import Config, SearchGoal
-
-    config = Config()
-    config.goals = [SearchGoal(loss_ratio=x, exceed_ratio=0.5, relative_width=width,
-                               initial_trial_duration=duration, final_trial_duration=duration,
-                               duration_sum=duration_sum, preceding_targets=2, fail_fast=False) for x in loss_ratios]
-    config.min_load, config.max_load = min_load, max_load
-    config.search_duration_max, config.warmup_duration = 1e9, None
-    return config
-
-
-def mlrsearch_measurer(measure):
-    """An MLRsearch AbstractMeasurer calling softnet's ``measure(load, duration)``
-    (a Measurement), counting its trials and trial-seconds."""
-    from MLRsearch import AbstractMeasurer, MeasurementResult
-
-    class Measurer(AbstractMeasurer):
-        trials, seconds = 0, 0.0
-
-        def measure(self, intended_duration, intended_load):
-            m = measure(intended_load, intended_duration)
-            self.trials += 1
-            self.seconds += intended_duration
-            return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
-                                     offered_count=m.offered_count, forwarding_count=m.forwarded_count)
-
-    return Measurer()
-
-
-def run_mlrsearch(sut: SimulatedSut) -> dict:
-    from MLRsearch import MultipleLossRatioSearch
-
-    config = mlrsearch_config(LOSS_RATIOS, WIDTH, DURATION, MIN_LOAD, MAX_LOAD)
-    m = mlrsearch_measurer(sut)
-    results = MultipleLossRatioSearch(config=config).search(measurer=m, debug=lambda _: None)
-    values = []
-    for goal in config.goals:
-        lb = results[goal].relevant_lower_bound
-        values.append(float(lb) if lb is not None else None)
-    return {"trials": m.trials, "trial_seconds": m.seconds, "values": values, "statuses": [None] * len(values)}
 
 
 def run_grid(sut: SimulatedSut) -> dict:
@@ -126,7 +85,9 @@ def run_grid(sut: SimulatedSut) -> dict:
     return {"trials": trials, "trial_seconds": trials * DURATION, "values": values, "statuses": [None] * len(values)}
 
 
-METHODS = {"softnet": run_softnet, "mlrsearch": run_mlrsearch, "grid": run_grid}
+METHODS = {"softnet": lambda sut: run_engine_search("softnet", sut),
+           "mlrsearch": lambda sut: run_engine_search("mlrsearch", sut),
+           "bayes": lambda sut: run_engine_search("bayes", sut), "grid": run_grid}
 
 
 def rel_error(value, truth):

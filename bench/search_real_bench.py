@@ -252,6 +252,43 @@ def replay(args) -> None:
     verdict(searches)
 
 
+def bootstrap(searches: list[dict], draws: int = 4000, seed: int = 1) -> dict:
+    """95% intervals, resampling the repeats (each softnet search with the
+    MLRsearch search it was interleaved with): the trial-seconds ratio and,
+    per goal, softnet's CV over MLRsearch's."""
+    import numpy as np
+
+    pairs = [(a, b) for a, b in zip([s for s in searches if s["tool"] == "softnet"],
+                                    [s for s in searches if s["tool"] == "mlrsearch"])]
+    rng = np.random.default_rng(seed)
+    ts = np.array([[a["trial_seconds"], b["trial_seconds"]] for a, b in pairs])
+    out: dict = {"pairs": len(pairs)}
+    idx = rng.integers(0, len(pairs), (draws, len(pairs)))
+    ratios = ts[idx, 0].mean(axis=1) / ts[idx, 1].mean(axis=1)
+    out["trial_seconds_ratio_ci95"] = [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
+    for i, goal in enumerate(GOAL_NAMES):
+        v = np.array([[a["values"][i] or np.nan, b["values"][i] or np.nan] for a, b in pairs])
+        cv = np.nanstd(v[idx], axis=1, ddof=1) / np.nanmean(v[idx], axis=1)
+        r = cv[:, 0] / cv[:, 1]
+        out[f"{goal}_cv_ratio_ci95"] = [float(np.nanpercentile(r, 2.5)), float(np.nanpercentile(r, 97.5))]
+    return out
+
+
+def pooled(paths: list[Path]) -> None:
+    """Several result files of the same settings as one: the summary and the bootstrap intervals."""
+    searches, settings = [], None
+    for path in paths:
+        data = json.loads(path.read_text())
+        s = {k: v for k, v in data["settings"].items() if k != "repeats"}
+        if settings is not None and s != settings:
+            sys.exit(f"{path}: other settings than {paths[0]} ({s} vs {settings})")
+        settings = s
+        searches += data["searches"]
+    summary = summarize(searches)
+    show(summary)
+    print(json.dumps(bootstrap(searches), indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=10)
@@ -269,7 +306,11 @@ def main() -> None:
                     "trials pooled: run both tools on a ResampledSut of them, --repeats seeds each, instead of "
                     "measuring")
     ap.add_argument("--seed-start", type=int, default=0, help="first seed with --replay")
+    ap.add_argument("--pool", type=Path, nargs="+", help="result files of the same settings: summarize them "
+                    "as one run, with bootstrap intervals, instead of measuring")
     args = ap.parse_args()
+    if args.pool:
+        return pooled(args.pool)
     global INITIAL
     INITIAL = args.initial_duration
     if args.plot:
@@ -310,6 +351,7 @@ def main() -> None:
                     "provenance": prov}
                 results_file.dump(path, result)
     show(summarize(searches))
+    print(json.dumps(bootstrap(searches), indent=1))
     print(f"{path} ({time.time() - t0:.0f} s)")
     verdict(searches)
 

@@ -515,6 +515,27 @@ def test_search_spec_errors_name_the_field():
     bad = {**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], "loads": ["1kpps"]}}
     with pytest.raises(Exception, match="chooses its own loads"):
         CampaignSpec.model_validate(bad)
+    for method, text in [({"exceed_ratio": 1.0}, "method.exceed_ratio"), ({"engine": "trex"}, "method.engine"),
+                         ({"duration_sum_s": 0.5}, "duration_sum_s = 0.5 s is shorter than the final trial"),
+                         ({"goals": ["ndr", {"name": "pdr0.5", "duration_sum_s": 0.5}]},
+                          r"goals\[1\] \(pdr0.5\): duration_sum_s = 0.5 s"),
+                         ({"goals": [{"name": "pdr0.5", "exceed": 0.2}]}, "exceed"),
+                         ({"goals": [{"name": "pdrq"}]}, "pdrq")]:
+        with pytest.raises(Exception, match=text):
+            CampaignSpec.model_validate({**SEARCH_SPEC, "method": {**SEARCH_SPEC["method"], **method}})
+
+
+def test_a_goal_of_its_own_takes_the_methods_attributes_it_leaves_out():
+    """Per-goal attributes (RFC 9971's, per search goal) reach the search's goals."""
+    from softnet.campaign.search_runner import goals_of
+
+    spec = CampaignSpec.model_validate({**SEARCH_SPEC, "method": {
+        **SEARCH_SPEC["method"], "exceed_ratio": 0.2, "duration_sum_s": 5.0,
+        "goals": ["ndr", {"name": "pdr0.5", "exceed_ratio": 0.5, "width": 0.01, "duration_sum_s": 2.0}]}})
+    ndr, pdr = goals_of(spec)
+    assert (ndr.loss_ratio, ndr.exceed_ratio, ndr.duration_sum_s, ndr.relative_width) == (0.0, 0.2, 5.0, 0.005)
+    assert (pdr.loss_ratio, pdr.exceed_ratio, pdr.duration_sum_s, pdr.relative_width) == (0.005, 0.5, 2.0, 0.01)
+    assert ndr.final_trial_duration == pdr.final_trial_duration == 1.0
 
 
 @pytest.mark.slow
@@ -527,17 +548,31 @@ def test_search_cli_synthetic_json(tmp_path):
     assert set(by_goal) == {"NDR", "PDR0.5%"}
     for s in by_goal.values():
         assert len(s["repeats"]) == 3 and s["verdict"] == "found" and s["cv"] < 0.05
-        assert all(r["lower_bound_pps"] < r["upper_bound_pps"] for r in s["repeats"])
+        assert s["definition"] == {"standard": "RFC 9971 (MLRsearch)", "engine": "mlrsearch",
+                                   "goal_loss_ratio": s["loss_ratio"], "goal_exceed_ratio": 0.5,
+                                   "goal_final_trial_duration_s": 1.0, "goal_duration_sum_s": 3.0,
+                                   "loss_counted": "host-stall loss set apart"}
+        for r in s["repeats"]:
+            assert r["relevant_lower_bound_pps"] < r["relevant_upper_bound_pps"]
+            assert r["relevant_lower_bound_pps"] == r["lower_bound_pps"]
+            assert r["conditional_throughput_pps"] <= r["relevant_lower_bound_pps"]
+        assert s["value_pps"] == pytest.approx(np.mean([r["conditional_throughput_pps"] for r in s["repeats"]]))
+        assert len(s["all_loss"]) == 3  # the same trials read counting all loss
     report = subprocess.run(softnet_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report.html").read_text()
-    assert "NDR/PDR searches" in html and "PDR0.5%" in html
+    assert "NDR/PDR searches" in html and "PDR0.5%" in html and "conditional throughput" in html
+    assert "engine mlrsearch, goal loss ratio 0, exceed ratio 0.5" in html
 
 
 @pytest.mark.parametrize("args, option", [
     (["--goals", "ndr,pdrx"], "--goals"), (["--width", "2"], "--width"), (["--min-load", "5Mpps"], "--max-load"),
     (["--repeats", "0"], "--repeats"), (["--confidence", "0.2"], "--confidence"),
-    (["--initial-duration", "5", "--duration", "1"], "--initial-duration")])
+    (["--initial-duration", "5", "--duration", "1"], "--initial-duration"),
+    (["--exceed-ratio", "1"], "--exceed-ratio"), (["--exceed-ratio", "-0.1"], "--exceed-ratio"),
+    (["--duration-sum", "0.5", "--duration", "1"], "--duration-sum"), (["--width", "0"], "--width"),
+    (["--width", "-0.01"], "--width"), (["--engine", "trex"], "--engine"),
+    (["--engine", "bayes", "--exceed-ratio", "0"], "--exceed-ratio")])
 def test_search_cli_bad_input(tmp_path, args, option):
     out = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--results", str(tmp_path / "r"), *args),
                          capture_output=True, text=True, timeout=60)

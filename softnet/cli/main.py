@@ -259,8 +259,8 @@ def search(
                                        rich_help_panel=P_GOALS),
     duration_sum: float = typer.Option(None, help="goal duration sum, seconds of trials that classify a load "
                                        "(default: 3 x --duration)", rich_help_panel=P_GOALS),
-    engine: str = typer.Option("softnet", help="softnet (its own, RFC 9971's answer), mlrsearch (MLRsearch 1.2.1, "
-                               "the reference) or bayes (posterior confidence and a knee model)",
+    engine: str = typer.Option(None, help="mlrsearch (MLRsearch 1.2.1, the reference; the default), softnet (its "
+                               "own) or bayes (posterior confidence and a knee model); each answers as RFC 9971",
                                rich_help_panel=P_GOALS),
     min_load: str = typer.Option("10kpps", help="lowest load to try", rich_help_panel=P_BUDGET),
     max_load: str = typer.Option("4Mpps", help="highest load to try (first trial)", rich_help_panel=P_BUDGET),
@@ -303,12 +303,14 @@ def search(
         raise InputError("--exceed-ratio", "0: the bayes engine needs a share of bad trials above 0; use "
                          "--engine softnet or mlrsearch")
     method = {"kind": "search", "goals": [g for g in goals.split(",") if g.strip()], "width": width,
-              "exceed_ratio": exceed_ratio, "duration_sum_s": duration_sum, "engine": engine,
+              "exceed_ratio": exceed_ratio, "duration_sum_s": duration_sum,
               "min_load": min_load, "max_load": max_load, "duration_s": duration,
               "initial_duration_s": initial_duration, "warmup_s": warmup, "confidence": confidence,
               "runs": repeats, "max_trials": max_trials, "max_trial_seconds": max_seconds,
               "latency_fractions": parse_fractions(latency_fractions, "--latency-fractions"),
               "latency_duration_s": latency_duration, "host_stall_loss": host_stall_loss}
+    if engine is not None:  # else the spec's default
+        method["engine"] = engine
     if (inventory is None) != (testbed is None):
         raise InputError("--testbed" if inventory else "--inventory", "--inventory and --testbed go together")
     where = {"sut": sut}

@@ -1,9 +1,9 @@
 """The search engines by name: what ``softnet search --engine`` and a spec's
 ``method.engine`` choose.
 
+- ``mlrsearch`` (the default): the reference, MLRsearch 1.2.1 (reference.py);
 - ``softnet``: softnet's own search (algorithm.py) classifying loads by the
   MLRsearch specification's duration sums;
-- ``mlrsearch``: the reference, MLRsearch 1.2.1 (reference.py);
 - ``bayes``: softnet's own search classifying loads by posterior confidence
   with its knee model (SearchConfig.rule = "bayes"); its bounds are its own,
   the specification's are computed beside them.
@@ -22,7 +22,6 @@ from softnet.search.model import Measurement, SearchResult
 from softnet.search.reference import search_mlrsearch
 
 ENGINES = ("softnet", "mlrsearch", "bayes")
-DEFAULT_ENGINE = "softnet"
 
 
 def run_engine(engine: str, measure: Callable[[float, float], Measurement], config: SearchConfig,

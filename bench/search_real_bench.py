@@ -110,7 +110,8 @@ def run_or_fail(tool: str, measure, duration_sum: float) -> dict:
         why = f"{type(e).__name__}: {e}"
         n = len(GOAL_NAMES)
         return {"trials": 0, "trial_seconds": 0.0, "values": [None] * n, "uppers": [None] * n,
-                "statuses": ["failed"] * n, "confirmed": [False] * n, "compliant": [None] * n, "diagnoses": [why] * n, "knees": [None] * n,
+                "statuses": ["failed"] * n, "confirmed": [False] * n, "compliant": [None] * n,
+                "diagnoses": [why] * n, "knees": [None] * n,
                 "failed": why}
 
 
@@ -215,7 +216,8 @@ def plot(result_file: Path, out: Path, which: list[int]) -> None:
         for tool in TOOLS:
             s = next(x for x in data["searches"] if x["tool"] == tool and x["repeat"] == rep)
             trials = [t for t in data["trials"] if t["search"] == s["search"]]
-            bounds = [(g, x, s.get("lowers", s["values"])[i], s["uppers"][i]) for i, (g, x) in enumerate(zip(GOAL_NAMES, LOSS_RATIOS))]
+            bounds = [(g, x, s.get("lowers", s["values"])[i], s["uppers"][i])
+                      for i, (g, x) in enumerate(zip(GOAL_NAMES, LOSS_RATIOS))]
             status = ", ".join(f"{g} {st}" for g, st in zip(GOAL_NAMES, s["statuses"]))
             fig = search_figure(trials, bounds, f"{tool}, repeat {rep}: {len(trials)} trials ({status})")
             path = out.parent / f"{out.stem}-r{rep}-{tool}{out.suffix or '.png'}"
@@ -344,7 +346,8 @@ def main() -> None:
                 result = {"benchmark": "search_real", "settings": {
                     "sut": "ipv4-fwd", "frame_bytes": 64, "min_load_pps": MIN_LOAD, "max_load_pps": MAX_LOAD,
                     "relative_width": WIDTH, "trial_duration_s": DURATION, "warmup_s": WARMUP,
-                    "loss_ratios": LOSS_RATIOS, "exceed_ratio": EXCEED, "initial_duration_s": INITIAL, "host_stall_loss": args.host_stall_loss,
+                    "loss_ratios": LOSS_RATIOS, "exceed_ratio": EXCEED, "initial_duration_s": INITIAL,
+                    "host_stall_loss": args.host_stall_loss,
                     "mlr_duration_sum": args.mlr_duration_sum,
                     "repeats": args.repeats}, "summary": summarize(searches), "searches": searches,
                     "trials": measure.log, "elapsed_s": time.time() - t0,

@@ -175,7 +175,8 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
                 found = run_search(store, cid, search_cell(nv, v), knobs, cell, m, rounds,
                                    lambda result, _replayed: None, live)
             on_event("trial", count, total, f"round {rounds + 1} {name}: " + "; ".join(
-                f"{g.goal.name} {format_rate(g.conditional_throughput_pps or 0)}" for g in _Found.model_validate(found).goals))
+                f"{g.goal.name} {format_rate(g.conditional_throughput_pps or 0)}"
+                for g in _Found.model_validate(found).goals))
         rounds += 1
         store.set_comparison(cid, summary(results, rounds, "unfinished"), False, time.time())
     final = summary(results, rounds, reason)

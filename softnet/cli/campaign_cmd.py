@@ -35,7 +35,8 @@ def run(spec: CampaignSpec, results_dir: Path, as_json: bool, scheduler: str | N
 
 def verdict_style(v: str) -> str:
     return {"GOOD": "green", "BAD": "red", "INCONCLUSIVE": "yellow", "found": "green", "unstable": "red",
-            "min_load_fails": "red", "budget_exhausted": "yellow", "mixed": "yellow"}.get(v, "cyan")
+            "min_load_fails": "red", "budget_exhausted": "yellow", "mixed": "yellow",
+            "irregular": "yellow"}.get(v, "cyan")
 
 
 LOAD_COLS = [Col("load"), Col("K"), Col("excl"), Col("PLR mean"), Col("PLR CI95"), Col("dUCL95", wide=True),

@@ -117,7 +117,8 @@ def _status(g: Goal, spec, stopped_by: str, config: SearchConfig) -> tuple[str, 
         return "min_load_fails", f"the goal is not met even at the lowest load MLRsearch tried ({up:,.0f} pps)"
     if width is not None and width <= g.relative_width * (1 + 1e-9):
         return "found", f"MLRsearch: relevant bounds {width:.3%} apart"
-    return "irregular", f"MLRsearch ended with the relevant bounds {width:.3%} apart (goal width {g.relative_width:.2%})"
+    return "irregular", (f"MLRsearch ended with the relevant bounds {width:.3%} apart "
+                         f"(goal width {g.relative_width:.2%})")
 
 
 def _evidence(g: Goal, load: float | None, trials: list[Measurement]):

@@ -5,7 +5,10 @@ give both ends the final confidence, and give the verdict.
 Away from a modelled knee, a load still mixed after ``max_trials_per_load``
 trials is decided by the majority and its confidence says so; when such mixed
 loads spread wider than ``unstable_width`` the goal is *unstable*: bounds are
-given, no value. This strategy always answers: it is the last one asked.
+given, no value. With the specification's rule (SearchConfig.rule = "spec")
+it bisects with one final trial a step while the bracket is wider than the
+width and confirms the two ends after; the duration sums decide a load, so
+nothing is mixed. This strategy always answers: it is the last one asked.
 """
 from __future__ import annotations
 

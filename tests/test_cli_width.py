@@ -45,7 +45,7 @@ def test_a_trial_of_every_kind_fits(path, monkeypatch):
 
 def test_a_search_out_of_budget_fits(tmp_path):
     """The search that cut its cells (status, bounds, trials) at 80 columns."""
-    text = at_80("search", "--sut", "synthetic", "--goals", "ndr,pdr0.5", "--width", "0.002", "--max-trials", "10",
+    text = at_80("search", "--sut", "synthetic", "--goals", "ndr,pdr0.5", "--width", "0.0005", "--max-trials", "8",
                  "--results", str(tmp_path))
     assert_fits(text)
     assert "budget" in text and "exhausted" in text

@@ -172,9 +172,11 @@ def load_stats(goal: SpecGoal, trials: Iterable[SpecTrial]) -> list[LoadStat]:
     for t in trials:
         by_load.setdefault(load_key(t.load_pps), []).append(t)
     out = []
-    for load in sorted(by_load):
-        kind, (fl, fh, sl, sh) = classify(goal, by_load[load])
-        out.append(LoadStat(load, fl, fh, sl, sh, kind, len(by_load[load])))
+    for key in sorted(by_load):
+        at = by_load[key]
+        kind, (fl, fh, sl, sh) = classify(goal, at)
+        # the load as the trials were asked for (not its rounded key): a bound compares with stored loads
+        out.append(LoadStat(at[0].load_pps, fl, fh, sl, sh, kind, len(at)))
     return out
 
 
@@ -191,7 +193,7 @@ def goal_result(goal: SpecGoal, trials: Iterable[SpecTrial]) -> SpecResult:
             lower = s
     throughput = None
     if lower is not None:
-        at = [t for t in trials if load_key(t.load_pps) == lower.load_pps]
+        at = [t for t in trials if load_key(t.load_pps) == load_key(lower.load_pps)]
         throughput = lower.load_pps * (1.0 - quantile_loss_ratio(goal, at))
     return SpecResult(lower.load_pps if lower else None, upper.load_pps if upper else None, throughput,
                       tuple(stats))

@@ -291,20 +291,11 @@ def show_searches(summaries: list, wide: bool = False) -> None:
                                                                     if r[0] == label], wide))
     lines = definition_lines(summaries)
     if lines:
-        console.print("  RFC 9971 goal results: lower, upper: relevant bounds; throughput: conditional",
-                      highlight=False)
-        for line in lines:
-            console.print(f"  {line}", highlight=False)
-    for s in summaries:
-        line = all_loss_line(s)
-        if line:
-            console.print(f"  {line}", highlight=False)
-    for n in notes:
-        console.print(f"  {n}", highlight=False)
-    for s in summaries:
-        line = at_or_below_line(s)
-        if line:
-            console.print(f"  {line}", highlight=False)
+        lines.insert(0, "RFC 9971 goal results: lower, upper: relevant bounds; throughput: conditional")
+    lines += [x for s in summaries if (x := all_loss_line(s))] + notes
+    lines += [x for s in summaries if (x := at_or_below_line(s))]
+    for line in lines:
+        console.print(f"  {line}", highlight=False)
     if any(len(s.repeats) > 1 for s in summaries):
         cols = [Col("configuration", text=True), Col("goal", justify="left"), Col("searches"),
                 Col("verdict", justify="left"), Col("throughput (mean)"), Col("CV")]

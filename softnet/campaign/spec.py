@@ -447,7 +447,7 @@ class CompareSpec(Strict):
     # capacity: the forwarded rate at this load, far beyond what the SUT forwards ("none": not measured)
     overload: str | float = "3Mpps"
     # "search": one NDR/PDR search per variant and round (method.goals, width, min_load, max_load,
-    # max_trial_seconds), its goals' lower bounds compared as pairs
+    # max_trial_seconds), its goals' conditional throughputs (RFC 9971) compared as pairs
     metrics: list[CompareMetric] = Field(default_factory=lambda: list(COMPARE_METRICS))
     # the experiment stops when every one of these metrics has a verdict (or the budget is spent)
     decide_on: list[CompareMetric] = Field(default_factory=lambda: ["capacity", "cpu"])

@@ -565,7 +565,9 @@ def searches(summaries: Sequence) -> SearchesView:
             definitions.append(f"{s.label} {s.goal}: engine {d['engine']}, goal loss ratio {d['goal_loss_ratio']:g}, "
                                f"exceed ratio {d['goal_exceed_ratio']:g}, final trial duration "
                                f"{d['goal_final_trial_duration_s']:g} s, duration sum {d['goal_duration_sum_s']:g} s, "
-                               f"loss counted: {d['loss_counted']}")
+                               f"loss counted: {d['loss_counted']}"
+                               + (f"; counting all loss, the same trials give {rate_pair(s.all_loss_throughput_pps)}"
+                                  if s.all_loss_throughput_pps else ""))
     return SearchesView(verdicts, runs, search_latency(summaries), definitions=definitions)
 
 

@@ -143,6 +143,11 @@ def run_latency_campaign_in(spec: CampaignSpec, results_dir, on_event: Callable[
     return cid
 
 
+def rate_or_none(pps: float | None) -> str:
+    """A bound for the progress line; "-" where there is none (not "0 pps")."""
+    return "-" if pps is None else format_rate(pps)
+
+
 def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None],
                         live: LiveWriter | None = None) -> str:
     """Progress counts searches (their trial count is not known in advance)."""
@@ -175,8 +180,8 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
                         found = StoredSearch.model_validate(
                             run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial, live))
                         count += 1
-                        goals = "; ".join(f"{g.goal.name} {g.status} [{format_rate(g.lower_bound_pps or 0)}, "
-                                          f"{format_rate(g.upper_bound_pps or 0)}]"
+                        goals = "; ".join(f"{g.goal.name} {g.status} [{rate_or_none(g.lower_bound_pps)}, "
+                                          f"{rate_or_none(g.upper_bound_pps)}]"
                                           for g in map(GoalDocument.model_validate, found.goals))
                         on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
                                        f"{found.trial_count} trials: {goals}"))

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from softnet import interrupts
 from softnet.analysis.back_to_back import BurstPlan
 from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.spec import CampaignSpec
@@ -51,6 +52,7 @@ class SyntheticMeasurer:
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
                 live: Callable[[LiveSample], None] | None = None) -> dict:
         """``live``: unused, the model has no kernel to sample."""
+        interrupts.check()  # a signal swallowed on its way: no more simulated trials either
         m = self.spec.method
         duration = duration_s or m.duration_s
         if self.spec.synthetic.trial_wall_s:  # a simulated testbed's trial takes its time
@@ -146,6 +148,7 @@ class TestbedMeasurer:
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
                 live: Callable[[LiveSample], None] | None = None) -> dict:
         """One trial; ``live``: called with the kernel's figures at each sample while it runs."""
+        interrupts.check()
         return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s, live)
 
     def path(self) -> dict:

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
+from softnet import interrupts
 from softnet.analysis.kernel_stats import live_sample
 from softnet.analysis.trial_eval import evaluate
 from softnet.errors import TestbedError
@@ -110,6 +111,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
                 one.rate_pps, total, warmup, one.frame_bytes, one.flows, gen_cpus, src_ips=one.src_ips,
                 src_ip=first if one.src_ips > 1 else None, shape=shape)))
         started = gens[0].started_unix_s
+        interrupts.checkpoint("tools")
         # The window's edges on the SUT host's clock, arranged during the
         # warm-up: nothing needs to reach that host while the window runs.
         hosts.window((started + spec.warmup_s, started + spec.warmup_s + spec.duration_s), sampler, profiler)

@@ -1,18 +1,30 @@
-"""The `softnet` command's entry point: a Ctrl-C while the command line
-modules load (half a second on a slow host, before anything is changed)
-ends it quietly, as a Ctrl-C later does."""
-import signal
+"""The `softnet` command's entry point. Its first act routes Ctrl-C and
+SIGTERM to softnet.interrupts for the whole run, so that one arriving while
+the command line modules load (half a second on a slow host, before
+anything is changed) ends it as one arriving later does, even when the code
+it lands in swallows the exception."""
 import sys
 
+from softnet import interrupts
 
-def _early_interrupt(signum, frame):
-    sys.stderr.write("softnet: interrupted (nothing was changed)\n")
-    raise SystemExit(130)
+
+def _early_exit(code: int) -> None:
+    sys.stderr.write(f"softnet: {'interrupted' if code == 130 else 'terminated'} (nothing was changed)\n")
+    # A Ctrl-C that passed through exec() of a string (scipy's imports run some) leaves
+    # CPython's "unhandled KeyboardInterrupt" flag set; a clean exec() clears it.
+    exec("")
+    raise SystemExit(code)
 
 
 def main() -> None:
-    old = signal.signal(signal.SIGINT, _early_interrupt)
-    from softnet.cli.main import main as run
+    interrupts.install()
+    try:
+        from softnet.cli.main import main as run
 
-    signal.signal(signal.SIGINT, old)
+        interrupts.checkpoint("imports")
+        interrupts.check()
+    except KeyboardInterrupt:
+        _early_exit(130)
+    except interrupts.Terminated:
+        _early_exit(143)
     run()

@@ -8,7 +8,7 @@ from contextlib import contextmanager, nullcontext
 
 import typer
 
-from softnet import __version__
+from softnet import __version__, interrupts
 from pathlib import Path
 
 from softnet.cli.output import console, err_console, print_error, print_json
@@ -40,6 +40,8 @@ def measuring(results: Path | None, wait: float, real: bool = True):
     """The testbed lock for a measuring run (softnet.testbed.lock); a simulated
     SUT (``real`` false) touches no testbed and takes none. Once it holds the
     lock, what a killed run left on this host is restored first."""
+    interrupts.checkpoint("spec")  # every measuring command comes here once its spec is checked
+    interrupts.check()  # one swallowed while the options and the spec were read
     from softnet.testbed.lock import describe, testbed_lock
 
     if not wait >= 0:
@@ -175,6 +177,7 @@ def trial(
                             "(docs/how-to/nic-knobs.md; veth takes rx_channels, tx_channels)", rich_help_panel=P_REAL),
 ) -> None:
     """Run one trial: build the testbed, offer a load, count, tear down."""
+    interrupts.checkpoint("options")
     from softnet.cli import trial_cmd  # each command imports what it uses: `softnet --help` stays quick
 
     if (inventory is None) != (testbed is None):
@@ -215,6 +218,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         scheduler: str = typer.Option(None, "--scheduler", help="tcp://HOST:PORT: run the cells on the testbeds of "
                                       "a fleet, through its Dask scheduler (docs/how-to/fleet.md)")) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
+    interrupts.checkpoint("options")
     from softnet.campaign.spec import load_spec
 
     s = load_spec(spec)
@@ -296,6 +300,7 @@ def search(
 ) -> None:
     """Find NDR / PDR as RFC 9971 (MLRsearch) defines them: relevant bounds and conditional throughput; stored like
     a campaign."""
+    interrupts.checkpoint("options")
     if duration_sum is not None and duration_sum < duration:
         raise InputError("--duration-sum", f"{duration_sum:g} s is shorter than the final trial duration "
                          f"(--duration {duration:g}): the goal duration sum must hold at least one full-length trial")
@@ -435,6 +440,7 @@ def compare(
     wait: float = wait_option(),
 ) -> None:
     """Is B faster than A? Variants measured interleaved (ABBA) until a verdict, or stored results compared."""
+    interrupts.checkpoint("options")
     from softnet.cli import compare_cmd
 
     gate = parse_share(threshold, "--threshold")
@@ -532,6 +538,7 @@ def latency(
     wait: float = wait_option(),
 ) -> None:
     """AF_XDP round-trip latency of one configuration: A -> B (AF_XDP forward) -> C (reflect) -> B -> A."""
+    interrupts.checkpoint("options")
     lat = {"bind_mode": bind_mode, "need_wakeup": need_wakeup, "busy_poll": busy_poll, "busy_poll_us": busy_poll_us,
            "poll_sender": poll_sender, "poll_forwarder": poll_forwarder, "poll_receiver": poll_receiver,
            "batch": batch, "threaded_napi": threaded_napi, "cstate_limit_us": cstate_limit_us,
@@ -917,6 +924,7 @@ def main() -> None:
         rc = app(standalone_mode=False)
         if rc == 130:
             raise KeyboardInterrupt
+        interrupts.check()  # a signal that code on its way swallowed: never reported as success
         sys.exit(rc if isinstance(rc, int) else 0)
     except SoftnetError as exc:
         print_error(exc)

@@ -17,6 +17,7 @@ from distributed.comm.core import CommClosedError
 from dataclasses import dataclass
 from typing import Callable
 
+from softnet import interrupts
 from softnet.campaign.runner import Event, _register, campaign_id, pending_cells, trial_text
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError, SoftnetError
@@ -78,6 +79,9 @@ def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Call
         try:
             client = connect(scheduler)
         except SchedulerLost as exc:
+            # A Ctrl-C that landed in Dask's connect (its event loop's thread answers for
+            # the main one) comes back as a failed connection: it still stops the wait.
+            interrupts.check()
             on_event(Event("fleet", 0, total, f"{exc}; waiting for it (Ctrl-C stops; softnet run resumes)"))
             time.sleep(RECONNECT_S)
             continue
@@ -85,8 +89,10 @@ def run_on_fleet(spec: CampaignSpec, results_dir, scheduler: str, on_event: Call
             if _submit_and_store(client, spec, cid, results_dir, total, on_event):
                 return cid
         except SchedulerLost as exc:
+            interrupts.check()
             on_event(Event("fleet", 0, total, f"{exc}; waiting for it (Ctrl-C stops; softnet run resumes)"))
         except (CommClosedError, ConnectionError, CancelledError, TimeoutError) as exc:  # a call to it failed
+            interrupts.check()
             on_event(Event("fleet", 0, total, f"the Dask scheduler at {scheduler} is gone ({type(exc).__name__}); "
                            "waiting for it (Ctrl-C stops; softnet run resumes)"))
         finally:

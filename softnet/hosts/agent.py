@@ -30,7 +30,7 @@ from typing import Any, Callable
 from pydantic import ValidationError, validate_call
 from pyroute2 import IPRoute
 
-from softnet import __version__
+from softnet import __version__, interrupts
 from softnet.collect.procfs import cpu_freq_hz, host_sysctls
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
@@ -127,6 +127,7 @@ class Agent(XskLabOps):
             except (KeyboardInterrupt, Terminated):
                 code, why = 5, "signal"
                 self.closers.signalled = None  # handled here: the undo below is the answer to it
+                interrupts.handled()
             except BrokenPipeError:
                 code, why = 4, "controller gone (broken pipe)"
             finally:

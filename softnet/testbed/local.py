@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
+from softnet import interrupts
 from softnet.tools.links import LinkRef
 from softnet.errors import InputError, TestbedError
 from softnet.testbed.netns import NetnsLab, cpu_mask
@@ -231,6 +232,7 @@ class LocalTestbed(NetnsLab):
                 self._apply_nic()
         if self.bidirectional:
             self.reverse_ep = self._reverse(v)
+        interrupts.checkpoint("testbed")
         return Endpoints(
             gen_ns=self.ns["gen"], gen_if=self.ifs["gen"], anchor_if=self.ifs["anchor"],
             gen_mac=ADDR["gen"][2], next_hop_mac=ADDR[next_hop][2],

@@ -15,14 +15,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from softnet import interrupts
 from softnet.errors import HostNotRestored
+from softnet.interrupts import Terminated
 
 log = logging.getLogger("softnet.changes")
 NAME_PREFIX = "sn-"
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived; a BaseException so that broad `except Exception` blocks let it pass."""
+__all__ = ["HostChanges", "Change", "Terminated", "NAME_PREFIX"]
 
 
 @dataclass
@@ -88,6 +89,7 @@ class HostChanges:
                 signal.raise_signal(signum)
 
     def __enter__(self) -> "HostChanges":
+        interrupts.check()  # a signal swallowed before: nothing is changed yet, nothing to undo
         owner = os.getpid()
 
         def on_signal(signum, frame):
@@ -95,6 +97,7 @@ class HostChanges:
             # inherit this handler; only the owner unwinds and undoes.
             if os.getpid() != owner:
                 os._exit(128 + signum)
+            interrupts.note(signum)
             self.signalled = signum
             self._raise_signalled()
 

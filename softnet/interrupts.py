@@ -1,0 +1,87 @@
+"""A Ctrl-C or SIGTERM is never lost, from exec to exit.
+
+``install()`` (the command's first act) routes SIGINT and SIGTERM to one
+handler for the whole run: it notes the signal, then raises
+KeyboardInterrupt or Terminated where the program is. Raised inside code
+that swallows it (a library's bare ``except:``, a ``__del__`` or a callback
+run by C code during an import: "Exception ignored in ..."), the exception is
+lost but the note is not: ``check()`` raises it again, and the command calls
+it after its imports, when the host-change registry opens, at every change
+it records and before it reports success. Code that answers a signal on
+purpose (the agent's loop) calls ``handled()``.
+
+``checkpoint(name)`` is where a test pauses the command deterministically:
+with SOFTNET_PAUSE_AT=name the process says "softnet: paused at NAME" on
+stderr and waits there for a signal (SOFTNET_PAUSE_SWALLOW=1: inside code
+that swallows it, as a library might).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+_received: int | None = None
+_owner: int | None = None
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; a BaseException so that broad `except Exception` blocks let it pass."""
+
+
+def raise_for(signum: int) -> None:
+    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+
+def note(signum: int) -> None:
+    """Remember a signal (the first one) until it is handled."""
+    global _received
+    if _received is None:
+        _received = signum
+
+
+def _handler(signum, frame) -> None:
+    if _owner is not None and os.getpid() != _owner:
+        os._exit(128 + signum)  # a forked helper: its parent unwinds and undoes
+    note(signum)
+    raise_for(signum)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM to the handler, for the rest of the process."""
+    global _owner
+    _owner = os.getpid()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _handler)
+
+
+def received() -> int | None:
+    return _received
+
+
+def check() -> None:
+    """Raise the noted signal's exception (one that was swallowed on its way)."""
+    if _received is not None:
+        raise_for(_received)
+
+
+def handled() -> None:
+    """The signal was answered on purpose: nothing to raise again."""
+    global _received
+    _received = None
+
+
+def checkpoint(name: str) -> None:
+    """A test's pause point (SOFTNET_PAUSE_AT); nothing otherwise."""
+    if os.environ.get("SOFTNET_PAUSE_AT") != name:
+        return
+    sys.stderr.write(f"softnet: paused at {name}\n")
+    sys.stderr.flush()
+    if os.environ.get("SOFTNET_PAUSE_SWALLOW") == "1":
+        try:
+            time.sleep(30)
+        except BaseException:  # noqa: BLE001 - on purpose: a library that swallows the signal
+            pass
+        return
+    time.sleep(30)

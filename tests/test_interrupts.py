@@ -1,0 +1,78 @@
+"""Ctrl-C and SIGTERM from exec to exit: every start-up phase signalled
+deterministically (softnet.interrupts.checkpoint: the command pauses there
+and says so), with the signal swallowed on its way too (as a library's bare
+except or a __del__ during an import does), then a sweep of delays."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import needs_root, softnet_cmd
+
+SEARCH = ["search", "--sut", "synthetic", "--width", "0.02"]
+TRIAL = ["trial", "--sut", "ipv4-fwd", "--rate", "50kpps", "--duration", "3", "--warmup", "0.2"]
+EXIT = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
+
+
+def paused(args: list[str], phase: str, swallow: bool = False) -> subprocess.Popen:
+    """The command started with SOFTNET_PAUSE_AT=phase, once it says it is paused there."""
+    env = {**os.environ, "SOFTNET_PAUSE_AT": phase, "SOFTNET_PAUSE_SWALLOW": "1" if swallow else "0"}
+    p = subprocess.Popen(softnet_cmd(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if f"softnet: paused at {phase}" in line:
+            return p
+    p.wait(timeout=30)
+    raise AssertionError(f"never paused at {phase} (exit {p.returncode}): {''.join(seen)}")
+
+
+def ended(p: subprocess.Popen, sig: int) -> tuple[int, str, str]:
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    return p.returncode, out, err
+
+
+def assert_ended_by(sig: int, rc: int, out: str, err: str) -> None:
+    code, word = EXIT[sig]
+    assert rc == code, f"exit {rc}, expected {code}:\n{out}\n{err}"
+    assert word in err and "Traceback" not in err, err
+    assert "valid:" not in out and "found" not in out  # never the report of a run that went on
+
+
+@pytest.mark.parametrize("phase", ["imports", "options", "spec"])
+@pytest.mark.parametrize("swallow", [False, True], ids=["raised", "swallowed"])
+def test_a_signal_at_each_start_up_phase_ends_the_command(tmp_path, phase, swallow):
+    """Even swallowed where it landed, the signal ends the command before it
+    reports anything, and nothing is stored."""
+    p = paused([*SEARCH, "--results", str(tmp_path / "r")], phase, swallow)
+    assert_ended_by(signal.SIGINT, *ended(p, signal.SIGINT))
+    assert not (tmp_path / "r" / "softnet.duckdb").exists() or phase == "spec"
+
+
+@pytest.mark.parametrize("phase", ["imports", "spec"])
+def test_sigterm_at_start_up_exits_143(tmp_path, phase):
+    p = paused([*SEARCH, "--results", str(tmp_path / "r")], phase, swallow=True)
+    assert_ended_by(signal.SIGTERM, *ended(p, signal.SIGTERM))
+
+
+@needs_root
+@pytest.mark.parametrize("phase, swallow", [("options", True), ("spec", True), ("testbed", False),
+                                            ("testbed", True), ("tools", False), ("tools", True)])
+def test_a_trial_signalled_at_each_phase_leaves_the_host_as_it_was(host_unchanged, phase, swallow):
+    """The testbed built and the tools running: the signal ends the trial and
+    everything is undone (host_unchanged), swallowed or not."""
+    p = paused(TRIAL, phase, swallow)
+    assert_ended_by(signal.SIGINT, *ended(p, signal.SIGINT))
+
+
+@needs_root
+@pytest.mark.parametrize("delay", [0.05, 0.15, 0.25, 0.35, 0.45, 0.6, 0.9, 1.3])
+def test_a_trial_interrupted_after_any_delay_never_reports_success(host_unchanged, delay):
+    p = subprocess.Popen(softnet_cmd(*TRIAL), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    assert_ended_by(signal.SIGINT, *ended(p, signal.SIGINT))

@@ -48,12 +48,25 @@ def _handler(signum, frame) -> None:
     raise_for(signum)
 
 
+def _unraisable(info) -> None:
+    """A signal's exception swallowed where Python cannot raise it (a __del__,
+    a callback): noted already, raised again by check(); its traceback would
+    only be noise after "interrupted"."""
+    if isinstance(info.exc_value, (KeyboardInterrupt, Terminated)):
+        return
+    sys.__unraisablehook__(info)
+
+
 def install() -> None:
-    """SIGINT and SIGTERM to the handler, for the rest of the process."""
+    """SIGINT and SIGTERM to the handler, for the rest of the process.
+    Before it runs (the interpreter's own start-up, some 40 ms) Python's
+    defaults apply: a Ctrl-C then ends the process by SIGINT, with Python's
+    traceback."""
     global _owner
     _owner = os.getpid()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _handler)
+    sys.unraisablehook = _unraisable
 
 
 def received() -> int | None:

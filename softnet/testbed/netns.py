@@ -20,7 +20,7 @@ from pyroute2 import IPRoute, netns
 from softnet.errors import TestbedError
 from softnet.testbed.lock import testbed_lock
 from softnet.tools import hostcmd
-from softnet.tools.changes import HostChanges
+from softnet.tools.changes import HostChanges, deferred_signals
 
 OWNERS_DIR = Path("/run/softnet")  # <run_id>.owner: pid of the live run (see cleanup.py)
 IFA_F_NODAD = 0x02
@@ -82,7 +82,8 @@ class NetnsLab:
             raise TestbedError(f"namespace {name} already exists")
         # Recorded before it is made, so a signal in between cannot leak it.
         self.changes.record(f"netns {name}", lambda: (self._close_netlink(name), remove_netns(name)))
-        netns.create(name)
+        with deferred_signals():  # pyroute2 makes it in a forked helper: a signal must not outrun it
+            netns.create(name)
 
     def _add_veth(self, ns_role, if_role, peer_ns_role, peer_if_role, up=True, role=None, peer_role=None,
                   rx_queues: tuple[int, int] = (1, 1)):

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,7 +24,7 @@ log = logging.getLogger("softnet.changes")
 NAME_PREFIX = "sn-"
 
 
-__all__ = ["HostChanges", "Change", "Terminated", "NAME_PREFIX"]
+__all__ = ["HostChanges", "Change", "Terminated", "NAME_PREFIX", "deferred_signals"]
 
 
 @dataclass
@@ -70,11 +71,8 @@ class HostChanges:
         self.record(what, undo_then_mark)
 
     def undo_all(self) -> None:
-        # Signals must not interrupt the undo itself: they wait for its end, then
-        # go to the handler they would have met (a Ctrl-C during a teardown is not lost).
-        pending: list[int] = []
-        old = _install(lambda signum, frame: pending.append(signum))
-        try:
+        # Signals must not interrupt the undo itself (a Ctrl-C during a teardown is not lost).
+        with deferred_signals():
             while self.changes:
                 change = self.changes.pop()
                 try:
@@ -82,11 +80,6 @@ class HostChanges:
                 except Exception as exc:  # keep undoing the rest, report at the end
                     self.undo_errors.append(f"undo '{change.what}': {exc}")
                     log.error("undo '%s' failed: %s", change.what, exc)
-        finally:
-            _restore(old)
-        for signum in pending[:1]:
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                signal.raise_signal(signum)
 
     def __enter__(self) -> "HostChanges":
         interrupts.check()  # a signal swallowed before: nothing is changed yet, nothing to undo
@@ -117,6 +110,26 @@ class HostChanges:
         self._raise_signalled()  # one that was swallowed on its way
         if self.undo_errors and exc_type is None:  # a failed undo is never silent: the command exits non-zero
             raise HostNotRestored(self.undo_errors)
+
+
+@contextmanager
+def deferred_signals():
+    """SIGINT and SIGTERM wait for the block's end, then go to the handler they
+    would have met: for what must not be cut in half (an undo; a namespace that
+    a forked helper is still making, which an undo run meanwhile would miss)."""
+    pending: list[int] = []
+
+    def later(signum, frame):
+        interrupts.note(signum)
+        pending.append(signum)
+    old = _install(later)
+    try:
+        yield
+    finally:
+        _restore(old)
+        for signum in pending[:1]:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.raise_signal(signum)
 
 
 def _install(handler) -> dict:

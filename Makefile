@@ -66,6 +66,7 @@ bench: setup
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/traffic_bench.py 5
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/compare_bench.py --repeats 10
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/trend_false_changes.py --campaigns 10
+	SOFTNET_WAIT=600 $(VENV)/bin/python bench/interrupt_sweep.py
 
 clean:
 	$(MAKE) -C native clean

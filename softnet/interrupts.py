@@ -35,9 +35,11 @@ def raise_for(signum: int) -> None:
 
 
 def note(signum: int) -> None:
-    """Remember a signal (the first one) until it is handled."""
+    """Remember a signal (the first one) until it is handled. Only in a
+    process whose command installed the handler: softnet used as a library
+    (a test, a bench) keeps its own ways with signals."""
     global _received
-    if _received is None:
+    if _received is None and _owner == os.getpid():
         _received = signum
 
 

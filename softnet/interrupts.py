@@ -53,8 +53,10 @@ def _handler(signum, frame) -> None:
 def _unraisable(info) -> None:
     """A signal's exception swallowed where Python cannot raise it (a __del__,
     a callback): noted already, raised again by check(); its traceback would
-    only be noise after "interrupted"."""
-    if isinstance(info.exc_value, (KeyboardInterrupt, Terminated)):
+    only be noise after "interrupted". So would the errors of objects the
+    signal left half made (an event loop cut short in its __init__, whose
+    __del__ then fails) once a signal has arrived."""
+    if isinstance(info.exc_value, (KeyboardInterrupt, Terminated)) or _received is not None:
         return
     sys.__unraisablehook__(info)
 

@@ -251,6 +251,9 @@ def test_victim_cross_check(hosts_of, kind):
     assert len(r["raw_trial"]["victim"]["series"]) > 20  # a sample every 50 ms over 2.7 s or more
 
 
+# The injector's 40% is planted, not delivered: a busy host (clean-clone CI, 2026-11-29: 19.1%)
+# gives it less, and nothing reports what it delivered yet. Run again until it does.
+@pytest.mark.host_noise
 def test_a_victim_disturbed_at_rest_has_no_baseline(hosts_of):
     """A known truth: the stall injector takes the victim's CPU 100 ms in
     every 250, at rest as under load. The victim's rest lost 40% of its pace

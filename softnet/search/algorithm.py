@@ -62,13 +62,6 @@ class _Search:
                     return step, done
         return None, done
 
-    def over_budget(self, duration: float) -> bool:
-        trials, cfg = self.state.trials, self.config
-        if cfg.max_trials is not None and len(trials) + 1 > cfg.max_trials:
-            return True
-        seconds = sum(m.duration_s for m in trials)
-        return cfg.max_trial_seconds is not None and seconds + duration > cfg.max_trial_seconds + 1e-9
-
     def run_trial(self, step: Step) -> None:
         m = self.measure(step.load_pps, step.duration_s)
         if not isinstance(m, Measurement):
@@ -83,7 +76,7 @@ class _Search:
             step, done = self.next_step()
             if step is None:
                 break
-            if self.over_budget(step.duration_s):
+            if self.config.over_budget(self.state.trials, step.duration_s):
                 stopped_by = "budget"
                 break
             self.run_trial(step)

@@ -69,6 +69,16 @@ def classify(goal: Goal, load_pps: float, trials: list[Measurement], max_trials:
     return LoadClass(load_pps, PENDING, trials, bad, max(p_up, 1 - p_up), pooled_trials=n_pool)
 
 
+def statement(goal: Goal, load_pps: float, final: list[Measurement], kind: str | None = None) -> LoadClass:
+    """softnet's posterior statement of a load from its final trials, beside a
+    classification made otherwise (the specification's): on ``kind``'s side,
+    or the likelier one."""
+    bad = sum(goal.is_bad(m) for m in final)
+    p_up = prob_upper(goal, len(final), bad) if final else 0.5
+    kind = kind or (UPPER if p_up >= 0.5 else LOWER)
+    return LoadClass(load_pps, kind, final, bad, p_up if kind == UPPER else 1 - p_up, pooled_trials=len(final))
+
+
 def bound_evidence(c: LoadClass) -> BoundEvidence:
     offered = sum(t.offered_count for t in c.trials)
     lost = sum(max(0, t.offered_count - t.forwarded_count) for t in c.trials)

@@ -78,6 +78,13 @@ class SearchConfig:
             raise ValueError("Goal.exceed_ratio = 0: the Bayesian rule needs a share of bad trials above 0 to "
                              'classify a load; use rule = "spec"')
 
+    def over_budget(self, trials: list, duration: float) -> bool:
+        """Would one more trial of ``duration`` exceed a budget, after ``trials``?"""
+        if self.max_trials is not None and len(trials) + 1 > self.max_trials:
+            return True
+        seconds = sum(m.duration_s for m in trials)
+        return self.max_trial_seconds is not None and seconds + duration > self.max_trial_seconds + 1e-9
+
     @property
     def spec_rule(self) -> bool:
         return self.rule == "spec"

@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import Callable
 
 from softnet.analysis.mlr_spec import goal_result
-from softnet.search.classify import LOWER, UPPER, LoadClass, bound_evidence, prob_upper
+from softnet.search.algorithm import OnTrial
+from softnet.search.classify import bound_evidence, statement
 from softnet.search.config import SearchConfig
 from softnet.search.model import Goal, GoalResult, Measurement, SearchResult
 
-OnTrial = Callable[[Measurement, str], None]
 
 
 class _Budget(Exception):
@@ -55,10 +55,7 @@ def search_mlrsearch(measure: Callable[[float, float], Measurement], config: Sea
 
     class Measurer(AbstractMeasurer):
         def measure(self, intended_duration: float, intended_load: float) -> MeasurementResult:
-            seconds = sum(m.duration_s for m in trials)
-            if (config.max_trials is not None and len(trials) + 1 > config.max_trials) or (
-                    config.max_trial_seconds is not None
-                    and seconds + intended_duration > config.max_trial_seconds + 1e-9):
+            if config.over_budget(trials, intended_duration):
                 raise _Budget()
             m = measure(float(intended_load), float(intended_duration))
             if not isinstance(m, Measurement):
@@ -127,8 +124,4 @@ def _evidence(g: Goal, load: float | None, trials: list[Measurement]):
         return None
     final = [m for m in trials if abs(m.intended_load_pps - load) < 1e-6 and m.valid
              and m.duration_s >= g.final_trial_duration]
-    bad = sum(g.is_bad(m) for m in final)
-    p_up = prob_upper(g, len(final), bad) if final else 0.5
-    kind = UPPER if p_up >= 0.5 else LOWER
-    return bound_evidence(LoadClass(load, kind, final, bad, p_up if kind == UPPER else 1 - p_up,
-                                    pooled_trials=len(final)))
+    return bound_evidence(statement(g, load, final))

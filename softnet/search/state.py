@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from softnet.analysis.mlr_spec import classify as spec_classify
-from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, classify, pool_monotone, prob_upper
+from softnet.search.classify import LOWER, PENDING, UPPER, LoadClass, classify, pool_monotone, statement
 from softnet.search.config import SearchConfig
 from softnet.search.model import Goal, Measurement
 from softnet.search.strategy.knee import KneeModel
@@ -117,16 +117,13 @@ class SearchState:
         every = self.by_load.get(load, [])
         kind, _ = spec_classify(g.spec, [m.spec_trial() for m in every])
         final = self.final(g, load)
-        bad = sum(g.is_bad(m) for m in final)
-        p_up = prob_upper(g, len(final), bad) if final else 0.5
         if kind != "undecided":
-            side = UPPER if kind == "upper" else LOWER
-            return LoadClass(load, side, final, bad, p_up if side == UPPER else 1 - p_up,
-                             pooled_trials=len(final)), True
+            return statement(g, load, final, UPPER if kind == "upper" else LOWER), True
         seen = [m for m in every if m.valid] or every
         seen_bad = sum(not m.valid or g.is_bad(m) for m in seen)
+        said = statement(g, load, final)  # the likelier side's confidence
         kind_now = PENDING if not seen else (UPPER if 2 * seen_bad >= len(seen) else LOWER)
-        return LoadClass(load, kind_now, final, bad, max(p_up, 1 - p_up), pooled_trials=len(final)), False
+        return replace(said, kind=kind_now), False
 
     def confident(self, g: Goal, load: float, confidence: float | None = None) -> bool:
         """Classified at the confidence, not by a majority after the trial cap."""

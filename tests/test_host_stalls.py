@@ -42,7 +42,8 @@ def test_softnet_trial_finds_injected_stalls_and_says_so(tmp_path, host_unchange
     text = subprocess.run(softnet_cmd("evaluate", str(raw)), capture_output=True, text=True, timeout=60,
                           env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
     assert text.returncode == 0, text.stderr
-    assert f"injected: {inj['found']} of {inj['injected']} stalls of 5 ms every 250 ms on CPU 1 found" in text.stdout
+    assert (f"injected on CPU 1: 5 ms every 250 ms, {inj['found']} of {inj['injected']} found, "
+            f"{inj['delivered_pct']:.0f}% delivered") in text.stdout
     assert "lost packets fell in" in text.stdout
     assert max(len(line) for line in text.stdout.splitlines()) <= 80
 

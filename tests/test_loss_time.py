@@ -149,6 +149,23 @@ def test_the_probe_saw_the_injected_stalls_as_the_napi_thread_waiting(injected):
         assert (e["end_ns"] - e["start_ns"]) / 1e6 <= 5.0 + 1.0
 
 
+def test_an_injector_the_host_held_back_says_its_truth_was_not_delivered(injected):
+    """The injector's own account: the run time each stall got. At 70% of
+    the planted busy time, or with stalls skipped, the planted truth is not
+    what the data path met, and the result says so with the figures."""
+    r = copy.deepcopy(injected)
+    inj = r["injected_stalls"]
+    assert "cpu_ns" not in inj  # captured before the injector said: nothing claimed
+    assert trial_eval.evaluate(r).host_stalls.injected.disturbed is None
+    inj["cpu_ns"] = [int(0.7 * inj["busy_ns"])] * len(inj["stalls"])
+    inj["missed"] = 2
+    found = trial_eval.evaluate(r).host_stalls.injected
+    assert found.delivered_pct == pytest.approx(70) and found.skipped == 2
+    assert "ran 70% of the 5 ms planted" in found.disturbed and "2 stall(s) skipped" in found.disturbed
+    inj["cpu_ns"], inj["missed"] = [inj["busy_ns"]] * len(inj["stalls"]), 0
+    assert trial_eval.evaluate(r).host_stalls.injected.disturbed is None
+
+
 def test_merge_joins_overlapping_stalls_of_one_cpu_only():
     s = loss_time.Stall
     merged = loss_time.merge([s(1, "SUT", "runq", 0, 10, "a"), s(1, "SUT", "gap", 5, 20, ""),

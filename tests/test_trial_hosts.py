@@ -194,6 +194,11 @@ def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
     raw = r["raw_trial"]
     inj = raw["injected_stalls"]
     assert inj["cpu"] == 1 and inj["stalls_total"] >= 5
+    # the truth delivered beside the truth planted: the spinner's run time per stall, the kernel's
+    assert len(inj["cpu_ns"]) == len(inj["stalls"]) and all(0 < c <= 3.5e6 for c in inj["cpu_ns"])
+    found = r["host_stalls"]["injected"]
+    assert 0 < found["delivered_pct"] <= 110
+    assert (found["disturbed"] is None) == (found["delivered_pct"] >= 90 and not inj["missed"]), found
     assert "missing" not in raw["stalls"] and "1" in {str(c) for c in raw["stalls"]["timers_per_cpu"]}
     assert any("stall injector" in c for c in r["provenance"]["host_changes_applied"])
 
@@ -251,14 +256,15 @@ def test_victim_cross_check(hosts_of, kind):
     assert len(r["raw_trial"]["victim"]["series"]) > 20  # a sample every 50 ms over 2.7 s or more
 
 
-# The injector's 40% is planted, not delivered: a busy host (clean-clone CI, 2026-11-29: 19.1%)
-# gives it less, and nothing reports what it delivered yet. Run again until it does.
-@pytest.mark.host_noise
 def test_a_victim_disturbed_at_rest_has_no_baseline(hosts_of):
     """A known truth: the stall injector takes the victim's CPU 100 ms in
-    every 250, at rest as under load. The victim's rest lost 40% of its pace
-    to it, which the check finds and refuses as a baseline."""
+    every 250, at rest as under load. The kernel ran the victim for the rest
+    of the time, as the injector's own spans say, and the check refuses the
+    rest as a baseline. (The victim's pace at rest is no such truth: this
+    VM's host moved it by up to 5x between runs, 2026-11-29.)"""
     spec = TrialSpec(rate_pps=20e3, duration_s=0.5, warmup_s=0.2, profile=True, victim="c",
                      sample_interval_s=None, stall_probe=False, inject_busy_ms=100, inject_every_ms=250)
     v = run(hosts_of, "this-host", spec)["victim"]
-    assert v["baseline_lost_pct"] == pytest.approx(40, abs=8) and "no baseline" in v["spoilt"], v
+    assert 30 < v["injected_rest_pct"] < 50, v
+    assert v["rest_on_cpu_pct"] == pytest.approx(100 - v["injected_rest_pct"], abs=5), v
+    assert "another task had its CPU" in v["spoilt"], v

@@ -82,6 +82,7 @@ void sn_die_with_parent(void);
 /* Pin the calling thread to one CPU; exits on failure. */
 void sn_pin_cpu(int cpu);
 uint64_t sn_now_ns(void); /* CLOCK_MONOTONIC, the clock bpf_ktime_get_ns() reads */
+uint64_t sn_thread_cpu_ns(void); /* the calling thread's run time as the kernel accounts it */
 /* SIGTERM/SIGINT interrupt a blocking stdin read instead of killing the
  * process, so a tool can detach its programs and exit cleanly. */
 void sn_catch_stop_signals(void);

@@ -89,12 +89,14 @@ static void *spinner_main(void *arg)
 			;
 		if (err)
 			sn_die("clock_nanosleep: %s", strerror(err));
+		unsigned long long cpu0 = sn_thread_cpu_ns();
 		unsigned long long start = sn_now_ns(), end = start, until = start + in->busy_ns;
 		while (end < until)
 			end = sn_now_ns();
+		unsigned long long cpu = sn_thread_cpu_ns() - cpu0;
 		unsigned long long i = atomic_load_explicit(&in->n, memory_order_relaxed);
 		if (i < INJECT_MAX_RECORDS)
-			in->rec[i] = (struct inject_record){ start, end };
+			in->rec[i] = (struct inject_record){ start, end, cpu };
 		atomic_store_explicit(&in->n, i + 1, memory_order_release); /* published after it is written */
 		next += in->period_ns;
 		while (next <= end) { /* woke too late for the next one: skip it, stay on the schedule */
@@ -118,6 +120,9 @@ static void print_read(void *arg)
 	       n, n > kept ? "true" : "false", (unsigned long long)atomic_load(&in->missed));
 	for (unsigned long long i = 0; i < kept; i++)
 		printf("%s[%llu, %llu]", i ? ", " : "", in->rec[i].start_ns, in->rec[i].end_ns);
+	printf("], \"cpu_ns\": [");
+	for (unsigned long long i = 0; i < kept; i++)
+		printf("%s%llu", i ? ", " : "", in->rec[i].cpu_ns);
 	printf("]}\n");
 	fflush(stdout);
 }

@@ -304,6 +304,11 @@ def loss_timeline(timeline: SinkTimeline, gen: GeneratorReport, bins: Bins | Non
                         series=loss_series(timeline, bins, window_due))
 
 
+# An injected stall is the truth planted when its spinner ran this share of
+# its span; less means the host took the CPU from the injector itself.
+DELIVERED_PCT = 90.0
+
+
 def injected_found(injected: InjectedReport, stalls: list[Stall], gen: GeneratorReport) -> InjectedFound:
     """Each injected stall while the generator was sending (the data path
     needed the CPU then; outside, nothing waits for it to be seen) is found
@@ -312,9 +317,19 @@ def injected_found(injected: InjectedReport, stalls: list[Stall], gen: Generator
     mine = [s for s in stalls if s.cpu == cpu]
     during = [(b, e) for b, e in injected.stalls if b < gen.last_send_ns and e > gen.first_send_ns]
     found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in during]
-    return InjectedFound(cpu=cpu, busy_ms=injected.busy_ns / 1e6, every_ms=injected.period_ns / 1e6,
-                         injected=len(found), found=sum(found), outside_traffic=len(injected.stalls) - len(during),
-                         missed_at_ns=[b for (b, _), f in zip(during, found) if not f])
+    out = InjectedFound(cpu=cpu, busy_ms=injected.busy_ns / 1e6, every_ms=injected.period_ns / 1e6,
+                        injected=len(found), found=sum(found), outside_traffic=len(injected.stalls) - len(during),
+                        missed_at_ns=[b for (b, _), f in zip(during, found) if not f], skipped=injected.missed)
+    short = []
+    if injected.cpu_ns:
+        out.delivered_pct = 100 * sum(injected.cpu_ns) / (len(injected.cpu_ns) * injected.busy_ns)
+        if out.delivered_pct < DELIVERED_PCT:
+            short.append(f"its stalls ran {out.delivered_pct:.0f}% of the {out.busy_ms:g} ms planted "
+                         "(the hypervisor held the vCPU for the rest)")
+    if injected.missed:
+        short.append(f"{injected.missed} stall(s) skipped (the injector woke too late)")
+    out.disturbed = "; ".join(short) or None
+    return out
 
 
 def _ms_range(stalls: list[Stall]) -> str:

@@ -10,7 +10,10 @@ The victim's baseline is its rate over the pause before the traffic (from
 0.2 s after it started to 50 ms before the first packet was due), its load
 rate the rate over the measurement window. A rest that something else
 disturbed (a vCPU stall, a neighbour on the CPU) is no baseline: such a run
-says so and is left out of the summaries.
+says so and is left out of the summaries. So is a run whose host changed
+pace under it: the victim rests again after the traffic, and a pace after
+that differs from the pace before by more than the rests' own spread means
+the window's loss is the host's drift as much as the data path's.
 """
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ SETTLE_S, EDGE_S = 0.2, 0.05
 # At rest the victim lost -3 to 7% of its pace to everything else in 112 runs
 # on this VM; the two disturbed rests seen in tests lost about 30%.
 DISTURBED_REST_PCT = 10.0
+# The rest after the traffic: from this long after the window (the last
+# packets' processing) to the last report; shorter than MIN_AFTER_S, unused.
+AFTER_EDGE_S, MIN_AFTER_S = 0.15, 0.4
+DRIFT_PCT = 5.0
 
 
 def rate(series: np.ndarray, t0: float, t1: float) -> float:
@@ -45,6 +52,13 @@ def lost_at_rest(series: np.ndarray, t0: float, t1: float) -> float | None:
         return None
     paces = np.diff(inside[:, 1]) / np.diff(inside[:, 0])
     return 100 * (1 - rate(series, t0, t1) / float(np.median(paces)))
+
+
+def covered_pct(spans: list[list[int]], t0: float, t1: float) -> float:
+    """The share of [t0, t1] (seconds) that spans ([start ns, end ns],
+    disjoint) cover."""
+    ns = sum(max(0.0, min(e / 1e9, t1) - max(b / 1e9, t0)) for b, e in spans)
+    return 100 * ns / (t1 - t0)
 
 
 def victim_check(raw: RawTrial, window_mono_ns: tuple[int, int] | None, cpu: CpuProfile | None) -> VictimCheck:
@@ -64,9 +78,25 @@ def victim_check(raw: RawTrial, window_mono_ns: tuple[int, int] | None, cpu: Cpu
         return out
     out.baseline_rate, out.window_rate = rate(series, b0, b1), rate(series, w0, w1)
     out.baseline_lost_pct = lost_at_rest(series, b0, b1)
-    if out.baseline_lost_pct is not None and out.baseline_lost_pct > DISTURBED_REST_PCT:
+    if series.shape[1] >= 3:  # the kernel's account: the share of the rest the victim was running
+        c0, c1 = np.interp([b0, b1], series[:, 0], series[:, 2])
+        out.rest_on_cpu_pct = 100 * (c1 - c0) / 1e9 / (b1 - b0)
+    if out.rest_on_cpu_pct is not None and out.rest_on_cpu_pct < 100 - DISTURBED_REST_PCT:
+        out.spoilt = (f"at rest the victim ran {out.rest_on_cpu_pct:.1f}% of the time (the kernel's run time): "
+                      "another task had its CPU, so its rest is no baseline")
+    elif out.baseline_lost_pct is not None and out.baseline_lost_pct > DISTURBED_REST_PCT:
         out.spoilt = (f"at rest the victim lost {out.baseline_lost_pct:.1f}% of its pace to something else "
                       f"(more than {DISTURBED_REST_PCT:.0f}%): its rest is no baseline")
+    inj = raw.injected_stalls
+    if inj is not None and inj.cpu == v.cpu:
+        out.injected_rest_pct = covered_pct(inj.stalls, b0, b1)
+    a0, a1 = w1 + AFTER_EDGE_S, float(series[-1, 0])
+    if a1 - a0 >= MIN_AFTER_S and out.baseline_rate > 0:
+        out.rest_after_rate = rate(series, a0, a1)
+        out.rest_drift_pct = 100 * (out.rest_after_rate / out.baseline_rate - 1)
+        if out.spoilt is None and abs(out.rest_drift_pct) > DRIFT_PCT:
+            out.spoilt = (f"the victim's pace at rest moved {out.rest_drift_pct:+.1f}% from before the traffic "
+                          f"to after it (more than {DRIFT_PCT:.0f}%): the host's pace changed under the trial")
     out.stolen_victim_pct = 100 * (1 - out.window_rate / out.baseline_rate)
     if cpu is not None:
         out.stolen_ebpf_pct = cpu.softirq_pct + cpu.hardirq_pct + cpu.sysvec_pct

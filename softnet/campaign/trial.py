@@ -58,6 +58,7 @@ def _overdue(gens, expected_s: float, started: float) -> bool:
 
 
 VICTIM_BASELINE_S = 1.5  # the victim alone on its CPU before the traffic: its baseline rate
+VICTIM_AFTER_S = 0.8  # and after it: a host whose pace moved between the two spoils the comparison
 
 def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
             exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None) -> dict:
@@ -99,7 +100,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         sampler = hosts.sampler(c, spec.sample_interval_s, profiler) if spec.sample_interval_s is not None else None
         # the host at rest before the traffic: the sampler's idle power, the victim's baseline rate
         pause = max(spec.idle_s if sampler else 0.0, VICTIM_BASELINE_S if spec.victim else 0.0)
-        victim = hosts.victim(c, spec.victim, pause + expected_s + 5) if spec.victim else None
+        victim = hosts.victim(c, spec.victim, pause + expected_s + VICTIM_AFTER_S + 5) if spec.victim else None
         if pause:
             time.sleep(pause)
         before = hosts.host_reads()
@@ -129,6 +130,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         reports = [g.wait(timeout=5) for g in gens]
         edges = hosts.window_reads()
         drained = [sink.drain() for sink in sinks]
+        if victim:
+            time.sleep(VICTIM_AFTER_S)
         timelines = [sink.timeline(r["sent_pkts"]) for sink, r in zip(sinks, reports)]
         stalls = probe.read() if probe else {"missing": probe_missing}
         injected = injector.read() if injector else None

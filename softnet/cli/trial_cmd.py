@@ -528,8 +528,11 @@ def show_stalls(r: TrialResult, wide: bool = False) -> None:
                   highlight=False)
     if h.injected is not None:
         i = h.injected
-        console.print(f"injected: {i.found} of {i.injected} stalls of {i.busy_ms:g} ms every "
-                      f"{i.every_ms:g} ms on CPU {i.cpu} found", highlight=False)
+        got = "" if i.delivered_pct is None else f", {i.delivered_pct:.0f}% delivered"
+        console.print(f"injected on CPU {i.cpu}: {i.busy_ms:g} ms every {i.every_ms:g} ms, {i.found} of "
+                      f"{i.injected} found{got}", highlight=False)
+        if i.disturbed:
+            console.print(f"[yellow]disturbed: {i.disturbed}[/]", highlight=False)
     a = r.loss_attribution
     if a is not None:
         console.print(f"loss in time: {a.words}", highlight=False)

@@ -2,7 +2,9 @@
 (sec. V). What packet processing takes from that CPU shows up twice: as the
 victim's lost throughput, and as the softirq and hardirq time the profiler
 measures there. The victim prints (CLOCK_MONOTONIC seconds, iterations so
-far) every 50 ms; softnet.analysis.victim_check reads its rate over any span.
+far, its run time in ns as the kernel accounts it) every 50 ms;
+softnet.analysis.victim_check reads its rate and its share of the CPU over
+any span.
 
 Two victims: the Python loop (the interpreter's working set lives in the
 caches, so interruptions also cost it cache refills) and softnet-victim, a C
@@ -30,7 +32,7 @@ while True:
         n += 1
     t = time.monotonic()
     if t >= nxt:
-        print(t, n, flush=True)
+        print(t, n, time.thread_time_ns(), flush=True)
         nxt += 0.05
     if t >= end:
         break
@@ -66,4 +68,4 @@ class Victim:
         out, _ = self.proc.communicate(timeout=10)
         rows = [line.split() for line in out.splitlines()]
         return {"kind": self.kind, "cpu": self.cpu, "started_mono_s": self.started,
-                "series": [[float(a), float(b)] for a, b, *_ in rows if a and b]}
+                "series": [[float(x) for x in row[:3]] for row in rows if len(row) >= 2]}

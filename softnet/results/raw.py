@@ -203,6 +203,8 @@ class InjectedReport(_ToolReport):
     busy_ns: int
     period_ns: int
     stalls: list[list[int]]  # [start ns, end ns]
+    cpu_ns: list[int] | None = None  # the run time each stall got (older injectors did not say)
+    missed: int = 0  # scheduled stalls skipped: the injector woke after the next was due
 
 
 class ProfileCpu(_ToolReport):
@@ -275,7 +277,8 @@ class ReverseReads(Exact):
 
 
 class RawVictim(Exact):
-    """The pinned victim's progress: [CLOCK_MONOTONIC s, iterations so far] every 50 ms."""
+    """The pinned victim's progress every 50 ms: [CLOCK_MONOTONIC s,
+    iterations so far, its run time ns] (older trials lack the run time)."""
 
     kind: str
     cpu: int

@@ -514,6 +514,10 @@ class InjectedFound(Exact):
     found: int
     outside_traffic: int
     missed_at_ns: list[int] = []
+    # the truth delivered: the run time the spinner got against busy_ms x stalls made, and stalls it skipped
+    delivered_pct: Number | None = None
+    skipped: int = 0
+    disturbed: str | None = None  # the delivered truth fell short of the planted one, with the figures
 
 
 class ResetResult(Exact):
@@ -540,6 +544,11 @@ class VictimCheck(Exact):
     cpu: int
     baseline_rate: Number | None = None  # iterations per second before the traffic
     baseline_lost_pct: Number | None = None  # the rest's shortfall against its median 50 ms pace
+    rest_on_cpu_pct: Number | None = None  # the victim's run time over the rest's wall time (the kernel's)
+    # the truth a stall injector on the victim's CPU delivered over the rest (its own spans), if one ran
+    injected_rest_pct: Number | None = None
+    rest_after_rate: Number | None = None  # iterations per second at rest after the traffic
+    rest_drift_pct: Number | None = None  # the pace at rest after the traffic against before it
     window_rate: Number | None = None  # over the measurement window
     stolen_victim_pct: Number | None = None
     stolen_ebpf_pct: Number | None = None  # softirq + hardirq + system vectors, eBPF-measured

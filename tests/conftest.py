@@ -127,6 +127,69 @@ def split_trial(rate: float, setup=None, **spec) -> dict:
 HOST_FIXTURES = {"host_unchanged", "locked_host_unchanged"}
 
 
+# ---- a host_noise test's failed attempt leaves its evidence in the log ----------
+_HOST_AT_START: dict[str, tuple[float, dict]] = {}
+_RERUN_EVIDENCE: list[str] = []
+
+
+def _host_now() -> tuple[float, dict]:
+    import time
+
+    from softnet.collect.procfs import parse_stat_cpus
+
+    return time.monotonic(), parse_stat_cpus(Path("/proc/stat").read_text())
+
+
+def host_during(start: tuple[float, dict], end: tuple[float, dict]) -> str:
+    """What the host did meanwhile, from /proc/stat: each CPU's steal time
+    (the hypervisor held the vCPU) and busy share; the load average."""
+    (t0, a), (t1, b) = start, end
+    cpus = []
+    for cpu in sorted(set(a) & set(b)):
+        d = {k: b[cpu][k] - a[cpu].get(k, 0) for k in b[cpu]}  # USER_HZ ticks: 10 ms each
+        total = sum(d.values()) or 1
+        busy = 100 * (total - d.get("idle", 0) - d.get("iowait", 0)) / total
+        cpus.append(f"CPU{cpu} steal {10 * d.get('steal', 0)} ms, busy {busy:.0f}%")
+    load = Path("/proc/loadavg").read_text().split()[0]
+    return f"over {t1 - t0:.1f} s: " + "; ".join(cpus) + f"; load average {load}"
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("host_noise"):
+        _HOST_AT_START[item.nodeid] = _host_now()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The host's steal and load during a host_noise attempt that failed,
+    read where it ran (an xdist worker too) and carried in the report."""
+    outcome = yield
+    report = outcome.get_result()
+    start = _HOST_AT_START.get(item.nodeid)
+    if start and report.failed:
+        report.user_properties.append(("host_during", host_during(start, _host_now())))
+
+
+def pytest_runtest_logreport(report):
+    """A host_noise attempt that failed (and runs again, or fails for good):
+    its figures and the host's during it, kept for the summary, so a rerun
+    that passes does not hide why the first attempt failed."""
+    host = dict(report.user_properties).get("host_during")
+    if report.outcome != "rerun" and not (report.failed and host):
+        return
+    crash = getattr(report.longrepr, "reprcrash", None)
+    why = " ".join((crash.message if crash else str(report.longrepr)).split())[:400]
+    _RERUN_EVIDENCE.append(f"{report.nodeid} ({report.outcome}, {report.when}): {why}\n"
+                           f"    host {host or 'not read'}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _RERUN_EVIDENCE:
+        terminalreporter.section("host_noise attempts that failed: their evidence")
+        for line in _RERUN_EVIDENCE:
+            terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(config, items):
     """A test that needs root or compares the host before and after runs with
     the netns ones, one at a time (`make test` runs the others two at once):

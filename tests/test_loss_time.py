@@ -259,3 +259,11 @@ def test_loss_after_an_undrained_queue_is_named_but_not_set_apart():
     assert "stalls shorter than the probe sees" in a["words"]
     # at overload the queue is always full: no run is called an unseen stall
     assert evaluate(raw("ipv4fwd_1800kpps_overload")).loss_attribution["unseen_stall_pkts"] == 0
+
+
+def test_loss_no_stall_explains_names_what_the_probe_cannot_see():
+    """A reset's interruption is loss no stall explains: the words say so,
+    and that a stall shorter than the probe's clock would not have been seen."""
+    a = evaluate(raw("custom_50kpps_reset_stall_inside")).loss_attribution
+    assert "not explained by host stalls" in a["words"]
+    assert a["words"].endswith("stalls under the probe's 2 ms period go unseen (a denser probe: --stall-period)")

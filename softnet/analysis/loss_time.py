@@ -384,6 +384,15 @@ def run_causes(timeline: SinkTimeline, gen: GeneratorReport, bins: Bins, delays:
     return run_cause, unseen_ms
 
 
+def _blind(probe: StallReport) -> str:
+    """What the probe cannot see, for loss it could not place: a vCPU stall
+    shorter than its clock's period leaves no gap."""
+    if not probe.period_ns:
+        return ""
+    ms = probe.period_ns / 1e6
+    return f"; stalls under the probe's {ms:g} ms period go unseen (a denser probe: --stall-period)"
+
+
 @dataclass(frozen=True)
 class Attribution:
     """The loss in time and the share of it host stalls explain (the result's parts)."""
@@ -438,7 +447,7 @@ def attribute(timeline: SinkTimeline, gen: GeneratorReport, probe: StallReport, 
     overload = spread >= OVERLOAD_SPREAD or (sut_busy is not None and sut_busy >= OVERLOAD_BUSY)
     rest_cause = "overload" if overload else "unexplained"
     rest_words = (f"the data path (overload: loss in {100 * spread:.0f}% of the ms outside stalls, the SUT CPU "
-                  f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy})")
+                  f"{busy})" if overload else f"not explained by host stalls (the SUT CPU {busy}){_blind(probe)}")
     runs = timeline.runs
     # A busy SUT CPU alone does not rule out a short stall: threaded NAPI here reads >= 90% busy at
     # 300 kpps, a third of its capacity. Loss over many of the ms does: an overload episode.

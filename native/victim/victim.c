@@ -27,7 +27,8 @@ static const struct sn_tool tool = {
 	.name = "softnet-victim",
 	.about = "A CPU-bound loop pinned to one CPU: the time packet processing takes from it\n"
 		 "shows as fewer iterations.",
-	.footer = "Prints \"<CLOCK_MONOTONIC seconds> <iterations so far> <run time ns>\" every 50 ms.",
+	.footer = "Prints \"<CLOCK_MONOTONIC s> <iterations so far> <its run time, ns>\"\n"
+		  "every 50 ms.",
 	.options = options,
 };
 

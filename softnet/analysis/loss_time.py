@@ -319,7 +319,7 @@ def injected_found(injected: InjectedReport, stalls: list[Stall], gen: Generator
     found = [any(s.start_ns <= e + PRE_NS and s.end_ns >= b - PRE_NS for s in mine) for b, e in during]
     out = InjectedFound(cpu=cpu, busy_ms=injected.busy_ns / 1e6, every_ms=injected.period_ns / 1e6,
                         injected=len(found), found=sum(found), outside_traffic=len(injected.stalls) - len(during),
-                        missed_at_ns=[b for (b, _), f in zip(during, found) if not f], skipped=injected.missed)
+                        missed_at_ns=[b for (b, _), f in zip(during, found) if not f])
     short = []
     if injected.cpu_ns:
         out.delivered_pct = 100 * sum(injected.cpu_ns) / (len(injected.cpu_ns) * injected.busy_ns)
@@ -327,8 +327,10 @@ def injected_found(injected: InjectedReport, stalls: list[Stall], gen: Generator
             short.append(f"its stalls ran {out.delivered_pct:.0f}% of the {out.busy_ms:g} ms planted "
                          "(the hypervisor held the vCPU for the rest)")
     if injected.missed:
+        out.skipped = injected.missed
         short.append(f"{injected.missed} stall(s) skipped (the injector woke too late)")
-    out.disturbed = "; ".join(short) or None
+    if short:  # set only when it says something: results of older trials re-evaluate to themselves
+        out.disturbed = "; ".join(short)
     return out
 
 

@@ -516,7 +516,7 @@ class InjectedFound(Exact):
     missed_at_ns: list[int] = []
     # the truth delivered: the run time the spinner got against busy_ms x stalls made, and stalls it skipped
     delivered_pct: Number | None = None
-    skipped: int = 0
+    skipped: int | None = None  # set when the injector skipped any
     disturbed: str | None = None  # the delivered truth fell short of the planted one, with the figures
 
 

@@ -54,7 +54,7 @@ def test_report_shows_the_comparison_as_a_forest_plot_and_a_table(mixed_dir, tmp
     assert f'alt="paired comparison cmp ({cid})"' in part
     rows = re.findall(r'<td class="l nw">([^<]*)</td>.*?<span class="badge v-(\w+)">', part)
     expect = [(esc(dd.metric), dd.verdict) for _, dd in summary.all_differences()]
-    assert rows == expect and len(rows) == 3  # capacity, loss, loss_all
+    assert rows == expect and len(rows) == 2  # capacity, loss (loss_all is loss again: no stall set any apart)
     assert dict(rows)[esc(summary.differences[summary.candidates[0]][0].metric)] == "slower"
     assert {v for _, v in rows} == {"slower", "equivalent"}
     assert esc(summary.baseline) in part and esc(summary.candidates[0]) in part

@@ -259,6 +259,11 @@ def analyze_path(path: str | Path, campaign_id: str | None = None, pdr_loss_rati
             for c in out:  # several campaigns (a lab's exports) with like cells: name the campaign
                 if labels.count(c.label) > 1:
                     c.label = f"{names[c.campaign_id] or c.campaign_id}: {c.label}"
+            labels = [c.label for c in out]
+            for c in out:  # campaigns of one name too: their ids (the name and a hash) tell them apart
+                if labels.count(c.label) > 1:
+                    rest = c.label.split(": ", 1)[-1]
+                    c.label = c.campaign_id if rest == names[c.campaign_id] else f"{c.campaign_id}: {rest}"
             return out
     if path.is_file():
         return analyze_pastrami([path], pdr_loss_ratio, eta, confidence)

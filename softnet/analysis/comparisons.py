@@ -174,6 +174,14 @@ def metric_label(m: MetricDef, load_pps: float) -> str:
     return f"{m.name}@{format_rate(load_pps)}"
 
 
+def loss_set_apart(trials: Sequence[ComparedTrial]) -> bool:
+    """Whether any trial set loss apart (host stalls): only then do "loss"
+    (the data path's) and "loss_all" (every lost packet) differ, and both
+    are shown."""
+    return any(t.sut_loss_ratio is not None and t.loss_ratio is not None and t.sut_loss_ratio != t.loss_ratio
+               for t in trials)
+
+
 def value(trial: ComparedTrial | None, m: MetricDef) -> float | None:
     return m.read(trial) if trial is not None and usable(trial) else None
 
@@ -188,14 +196,18 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
     trials = {k: compared(t) for k, t in trials.items()}
     out = ComparisonSummary(baseline=names[0], candidates=names[1:], rounds=rounds, stop_reason=stop_reason,
                             labels=labels)
+    set_apart = loss_set_apart([t for t in trials.values() if t is not None])
     for v in range(1, len(names)):
         diffs = []
         for li, m in metric_points(kinds, loads):
             a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
             b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
-            diffs.append(paired_difference(metric_label(m, loads[li][1]), a, b, better=m.better, scale=m.scale,
-                                           unit=m.unit, confidence=confidence, kind=m.kind,
-                                           margin=margin if m.scale == "ratio" else loss_margin))
+            if m.name == "loss_all" and not set_apart:
+                continue
+            d = paired_difference(metric_label(m, loads[li][1]), a, b, better=m.better, scale=m.scale,
+                                  unit=m.unit, confidence=confidence, kind=m.kind,
+                                  margin=margin if m.scale == "ratio" else loss_margin)
+            diffs.append(replace(d, load_pps=None if m.kind == "capacity" else loads[li][1]))
         if searches is not None and "search" in kinds:
             goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})
             for g in goals:
@@ -391,16 +403,19 @@ def sweep_differences(prefix: str, a_trials: list, b_trials: list, confidence: f
     out = []
 
     def diff(m: MetricDef, load: float, label: str) -> None:
-        out.append(stored_difference(f"{prefix}{label}", m.unit, m.better, m.scale,
-                                     [value(t, m) for t in la[load]], [value(t, m) for t in lb[load]], confidence,
-                                     margin if m.scale == "ratio" else loss_margin))
+        d = stored_difference(f"{prefix}{label}", m.unit, m.better, m.scale, [value(t, m) for t in la[load]],
+                              [value(t, m) for t in lb[load]], confidence,
+                              margin if m.scale == "ratio" else loss_margin)
+        out.append(replace(d, kind=m.kind, load_pps=None if m.kind == "capacity" else load))
 
     top = common[-1]
-    diff(CAPACITY, top, f"throughput@{format_rate(top)}")
+    diff(CAPACITY, top, metric_label(CAPACITY, top))
+    set_apart = loss_set_apart([t for k in common for t in (*la[k], *lb[k])])
     for load in common:
         for kind in ("cpu", "loss", "latency"):
             for m in METRICS[kind]:
-                diff(m, load, metric_label(m, load))
+                if m.name != "loss_all" or set_apart:
+                    diff(m, load, metric_label(m, load))
     return [d for d in out if d.n_pairs]
 
 

@@ -216,10 +216,42 @@ def unpaired_difference(metric: str, a: Sequence[float | None], b: Sequence[floa
                             estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant)
 
 
+def beyond_capacity(diffs: Sequence[PairedDifference]) -> float | None:
+    """The lower of the two sides' capacity, where one was measured: loss and
+    latency at loads from there up are the capacity's change seen again,
+    not a change of their own."""
+    caps = [min(d.baseline_mean, d.candidate_mean) for d in diffs if d.kind == "capacity"
+            and d.baseline_mean is not None and d.candidate_mean is not None]
+    return min(caps) if caps else None
+
+
 def regressions(diffs: Sequence[PairedDifference], threshold: float,
                 loss_threshold: float) -> list[PairedDifference]:
-    """What a CI gate fails on: significantly worse, and worse by more than
-    ``threshold`` (a relative change, for ratio metrics) or ``loss_threshold``
-    (an absolute difference of loss ratios)."""
+    """What a CI gate fails on (``diffs``: one candidate's): significantly
+    worse, and worse by more than ``threshold`` (a relative change, for ratio
+    metrics) or ``loss_threshold`` (an absolute difference of loss ratios);
+    loss and latency only at loads below both sides' capacity by more than
+    ``threshold``: nearer, a capacity change the gate allows moves them too."""
+    cap = beyond_capacity(diffs)
     return [d for d in diffs if d.significant and d.worse_by is not None
-            and d.worse_by > (threshold if d.scale == "ratio" else loss_threshold)]
+            and d.worse_by > (threshold if d.scale == "ratio" else loss_threshold)
+            and not (cap is not None and d.load_pps is not None and d.kind in ("loss", "latency")
+                     and d.load_pps >= cap * (1 - threshold))]
+
+
+def gate_words(bad: Sequence[PairedDifference]) -> str:
+    """The metrics a gate failed on, each once: "capacity -10.2%; loss at 2
+    loads (most +0.8 points, at 200 kpps)"."""
+    out = []
+    for kind in dict.fromkeys(d.kind or d.metric for d in bad):
+        ds = [d for d in bad if (d.kind or d.metric) == kind]
+        worst = max(ds, key=lambda d: d.worse_by or 0)
+        size = (f"{100 * worst.estimate:+.1f}%" if worst.scale == "ratio" else
+                f"{100 * worst.estimate:+.2f} points")
+        where = [d for d in ds if d.load_pps is not None]
+        if len(ds) == 1:
+            out.append(f"{worst.metric} {size}")
+        else:
+            at = f", at {worst.metric.split('@')[-1]}" if where else ""
+            out.append(f"{kind} at {len(ds)} {'loads' if where else 'figures'} (most {size}{at})")
+    return "; ".join(out)

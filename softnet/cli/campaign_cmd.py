@@ -76,15 +76,21 @@ def show_analysis(configs: list[Configuration], tables: bool = True, wide: bool 
             console.print(config_table(c, wide, paper_ci))
         flags = "; ".join(f.message for f in r.flags)
         rows.append([c.label, f"[{verdict_style(r.verdict.value)}]{r.verdict.value}[/]",
-                     eng(r.pdr_point_load_pps, "pps"), eng(r.ndr_load_pps, "pps"),
+                     eng(r.ndr_load_pps, "pps"), eng(r.pdr_load_pps, "pps"), eng(r.pdr_point_load_pps, "pps"),
                      r.reason + (f" | flags: {flags}" if flags else "")])
     if tables and configs:
         console.print("[dim]PLR CI95: Student-t over the K runs, " + (
             "as PASTRAMI computes it (its lower end may fall below 0)" if paper_ci
             else "its lower end clipped at 0 (--paper-ci: PASTRAMI's own)") + "[/]", highlight=False)
-    cols = [Col("configuration", text=True), Col("verdict", justify="left"), Col("PDR point"), Col("NDR"),
-            Col("reason / flags", text=True)]
+    cols = [Col("configuration", text=True), Col("verdict", justify="left"), Col("NDR"), Col("PDR"),
+            Col("over goal"), Col("reason / flags", text=True, wide=True)]
     console.print(table("PASTRAMI verdicts", cols, rows, wide))
+    if configs:
+        console.print("[dim]PDR: the highest load whose mean loss meets the goal (RFC 2544, CSIT); over goal: "
+                      "the first load past it (PASTRAMI's PDR point)[/]", highlight=False)
+    if not wide:  # the reasons as sentences: a column of them leaves the figures no room
+        for c, row in zip(configs, rows):
+            console.print(f"{c.label}: {row[-1]}", highlight=False, markup=False)
     for c in configs:
         line = host_stall_line(c.meta)
         if line:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from rich.box import SIMPLE_HEAD
 
-from softnet.analysis.paired import regressions
+from softnet.analysis.paired import gate_words, regressions
 from softnet.cli.output import Col, console, eng, print_json, sci, table
 from softnet.results.comparison import ComparisonSummary, PairedDifference
 
@@ -92,11 +92,20 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
     """Print the comparison; the exit code: REGRESSION_EXIT when a threshold
     is given and some metric is significantly worse by more than it."""
     diffs = [d for _, d in summary.all_differences()]
-    bad = regressions(diffs, threshold, loss_threshold) if threshold is not None else []
+    bad_of: dict[str, list] = {}
+    if threshold is not None:  # each candidate and configuration against its own capacity
+        for cand in summary.candidates:
+            ds = summary.differences.get(cand, [])
+            for config in dict.fromkeys(d.configuration for d in ds):
+                bad_of.setdefault(cand, []).extend(
+                    regressions([d for d in ds if d.configuration == config], threshold, loss_threshold))
+    bad = [d for ds in bad_of.values() for d in ds]
     if as_json:
         print_json({**(extra or {}), **summary.to_dict(), "threshold": threshold, "loss_threshold": loss_threshold,
-                    "regressions": [{"candidate": c, "metric": d.metric, "worse_by": d.worse_by}
-                                    for c, d in summary.all_differences() if d in bad]})
+                    "regressions": [{"candidate": c, "metric": d.metric, "kind": d.kind, "worse_by": d.worse_by}
+                                    for c, ds in bad_of.items() for d in ds],
+                    "regressed_metrics": {c: list(dict.fromkeys(d.kind or d.metric for d in ds))
+                                          for c, ds in bad_of.items() if ds}})
         return REGRESSION_EXIT if bad else 0
     gate = {id(d) for d in bad}
     for cand in summary.candidates:
@@ -139,8 +148,12 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
     if ended.get(summary.stop_reason):
         lines.append(ended[summary.stop_reason] + ".")
     if threshold is not None:
-        lines.append(f"gate: {len(bad)} metric(s) significantly worse by more than {100 * threshold:g}% "
-                     f"(loss: {loss_threshold:g})" + (" (marked !)" if bad else ""))
+        n = sum(len(dict.fromkeys(d.kind or d.metric for d in ds)) for ds in bad_of.values())
+        lines.append(f"gate: {n} metric(s) significantly worse by more than {100 * threshold:g}% "
+                     f"(loss: by {100 * loss_threshold:g} points)"
+                     + (": " + "; ".join(f"B = {c}: {gate_words(ds)}" if len(summary.candidates) > 1
+                                         else gate_words(ds) for c, ds in bad_of.items() if ds) + " (marked !)"
+                        if bad else ""))
     for line in lines:
         console.print(line, highlight=False, markup=False)
     return REGRESSION_EXIT if bad else 0

@@ -75,6 +75,8 @@ def check_store(results: Path, running_ok: bool = False) -> None:
 
     from softnet.results.store import DB_NAME, Store
 
+    if Path(results).exists() and not Path(results).is_dir():
+        raise InputError(str(results), "not a directory: a results store is a directory (made when missing)")
     db = Path(results) / DB_NAME
     if not db.exists():
         return
@@ -356,17 +358,21 @@ COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", 
                    "method.goals": "--goals", "method.width": "--width", "method.max_trial_seconds": "--search-seconds"}
 
 
-def parse_share(text: str | None, option: str) -> float | None:
-    """"5%" or "0.05" -> 0.05 (None when not given)."""
+def parse_share(text: str | float | None, option: str, most: float = 1.0) -> float | None:
+    """"5%" or "0.05" -> 0.05 (None when not given). A bare number is a
+    ratio: "5" is refused with a hint rather than read as 500%; so is a share
+    above ``most`` (100% by default)."""
     if text is None:
         return None
-    t = text.strip()
+    t = str(text).strip()
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         raise InputError(option, f"'{text}': expected a share such as 5% or 0.05") from None
-    if not 0 <= v < 10:
-        raise InputError(option, f"'{text}': expected a share such as 5% or 0.05")
+    if not t.endswith("%") and v > 1:
+        raise InputError(option, f"'{text}': a bare number is a ratio of at most 1; for {t} percent write {t}%")
+    if not 0 <= v <= most:
+        raise InputError(option, f"'{text}': expected a share from 0 to {100 * most:g}%")
     return v
 
 
@@ -416,8 +422,8 @@ def compare(
                                   "those measured)", rich_help_panel=P_DECIDE),
     budget: float = typer.Option(120.0, help="trial-seconds at most (measurement windows)", rich_help_panel=P_DECIDE),
     margin: str = typer.Option("2%", help="equivalence margin of rates, costs and latencies", rich_help_panel=P_DECIDE),
-    loss_margin: float = typer.Option(0.001, help="equivalence margin of loss ratios (absolute)",
-                                      rich_help_panel=P_DECIDE),
+    loss_margin: str = typer.Option("0.1%", help="equivalence margin of loss ratios (absolute: a difference "
+                                    "of 0.1% of the packets)", rich_help_panel=P_DECIDE),
     confidence: float = typer.Option(0.95, help="confidence over all the looks of the experiment",
                                      rich_help_panel=P_DECIDE),
     duration: float = typer.Option(1.0, help="trial window, seconds", rich_help_panel=P_LOAD),
@@ -430,8 +436,8 @@ def compare(
                                  "reasons changed (ns per packet, with intervals)", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
                                   "this (e.g. 5%)", rich_help_panel=P_DECIDE),
-    loss_threshold: float = typer.Option(0.001, help="CI gate for loss ratios (absolute), with --threshold",
-                                         rich_help_panel=P_DECIDE),
+    loss_threshold: str = typer.Option("0.1%", help="CI gate for loss ratios (absolute: worse by more than "
+                                       "0.1% of the packets), with --threshold", rich_help_panel=P_DECIDE),
     name: str = typer.Option("compare", help="campaign name in the results store", rich_help_panel=P_OUTPUT),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)",
                                  rich_help_panel=P_OUTPUT),
@@ -444,7 +450,9 @@ def compare(
     from softnet.cli import compare_cmd
 
     gate = parse_share(threshold, "--threshold")
-    rel_margin = parse_share(margin, "--margin")
+    rel_margin = parse_share(margin, "--margin", most=0.5)
+    loss_margin = parse_share(loss_margin, "--loss-margin")
+    loss_threshold = parse_share(loss_threshold, "--loss-threshold")
     if paths and (sut or variant):
         raise InputError("PATHS", "give stored results to compare, or variants to measure (--sut/--variant), "
                          "not both")
@@ -455,6 +463,12 @@ def compare(
             if not p.exists():
                 raise InputError(str(p), "no such results directory")
             check_store(p)
+        same = [i for i in range(1, len(paths)) if paths[i].resolve() == paths[0].resolve()
+                and (campaign or [None] * len(paths))[i:i + 1] == (campaign or [None] * len(paths))[:1]]
+        for i in same:
+            err_console.print(f"warning: {paths[i]} is the baseline's own campaign: every difference is zero by "
+                              "construction (give --campaign to pick another campaign of one store)",
+                              highlight=False, markup=False)
         summary = (stored_paired(str(paths[0]), (campaign or [None])[0]) if len(paths) == 1 else
                    compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin, campaign or ()))
         raise typer.Exit(compare_cmd.show(summary, gate, loss_threshold, as_json, wide))
@@ -660,6 +674,33 @@ def option_error(exc: InputError, options: dict[str, str]) -> InputError:
     return InputError(options.get(exc.field, exc.field), exc.message)
 
 
+def check_readable(path: Path) -> None:
+    """What analyze and report read: a results directory (softnet.duckdb in
+    it), a PASTRAMI file or a folder of them; anything else is named, with
+    what was expected, before a reader trips on it."""
+    from softnet.analysis.pastrami_files import _NAME_RE, list_pastrami_files
+    from softnet.results.store import DB_NAME, is_store_dir
+
+    expected = "expected a softnet results directory (with softnet.duckdb), a PASTRAMI file or a folder of them"
+    if not path.exists():
+        raise InputError(str(path), "no such file or directory")
+    if path.is_file() and path.name == DB_NAME:
+        raise InputError(str(path), f"the store's database file: give its directory, {path.parent}")
+    if path.is_dir() and is_store_dir(path):
+        return
+    if path.is_file():
+        if path.suffix == ".txt":
+            return  # the PASTRAMI reader names what is wrong with it, by line
+        raise InputError(str(path), f"not a PASTRAMI file: {expected}")
+    texts = list_pastrami_files(path)
+    if any(_NAME_RE.match(p.name) for p in texts):
+        return
+    if texts:
+        raise InputError(str(path), f"not a results directory (no {DB_NAME}), and no file below it is named as "
+                         f"PASTRAMI data ({texts[0]}:0: not in the pattern of its names)")
+    raise InputError(str(path), f"a directory without {DB_NAME} or PASTRAMI files: {expected}")
+
+
 @app.command()
 def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
             campaign: str = typer.Option(None, help="only this campaign id (results dir)"),
@@ -675,7 +716,9 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
         raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
     if not eta > 0:
         raise InputError("--eta", f"{eta} must be > 0")
-    check_store(path)
+    check_readable(path)
+    if path.is_dir():
+        check_store(path)
     from softnet.cli import campaign_cmd  # after the input is checked, so errors come fast
 
     campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide, paper_ci)
@@ -688,7 +731,9 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
            interactive: bool = typer.Option(False, help="the load curves also as interactive charts (plotly.js "
                                                         "inlined: about 4.8 MB more, still one file)")) -> None:
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
-    check_store(path)
+    check_readable(path)
+    if path.is_dir():
+        check_store(path)
     from softnet.report.html import write_report
 
     console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta, interactive=interactive)))
@@ -751,6 +796,9 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
             logs = export_logs(results, out or results / "export")
         except OSError as exc:
             raise InputError("--out", f"cannot write to {out or results / 'export'}: {first_line(exc)}") from None
+        if not logs:
+            raise InputError(str(results), "no trial there kept a latency histogram (a simulated SUT has none): "
+                             "nothing written")
         for p in logs:
             console.print(str(p))
         return

@@ -52,13 +52,13 @@ def run(paths: list[Path], figure: str | None, as_json: bool, fail_on_regression
 
     figures = [figure_def(figure).name] if figure else list(FIGURE_NAMES)
     check_dirs(paths)
-    series, _ = series_of(paths, figures)
+    series, left_out = series_of(paths, figures)
     bad = regressions_at_newest(series)
     code = REGRESSION_EXIT if fail_on_regression and bad else 0
     if as_json:
         print_json({"series": [s.to_dict() for s in series],
                     "regressions": [{"series": r.series, "figure": r.figure, "campaign_id": r.change.campaign_id,
-                                     "change_pct": r.change.change_pct} for r in bad]})
+                                     "change_pct": r.change.change_pct} for r in bad], "left_out": left_out})
         return code
     if not series:
         console.print("no load sweep in these results: nothing to trend", highlight=False)
@@ -68,6 +68,8 @@ def run(paths: list[Path], figure: str | None, as_json: bool, fail_on_regression
     console.print("  change at #i: the i-th campaign (oldest first) starts a new segment (jumpavg); worse: a "
                   "regression; compared: a stored comparison's verdict on the change."
                   + ("" if wide else " --wide: segment means."), highlight=False)
+    for why in left_out:
+        console.print(f"  left out: {why}", highlight=False, markup=False)
     for r in bad:
         console.print(f"  regression at the newest campaign: {r.series} {r.figure} {r.change.change_pct:+.1f}% "
                       f"from {r.change.campaign_id}", highlight=False, markup=False)

@@ -31,7 +31,8 @@ from softnet.results import readers
 class TrendInputs:
     campaigns: list[CampaignFigures] = field(default_factory=list)
     comparisons: list[StoredComparison] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # stores not read, and why (a run writing one)
+    # stores not read, and campaigns with no figure to trend, and why (a run writing one, no goal found)
+    skipped: list[str] = field(default_factory=list)
 
 
 def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
@@ -55,6 +56,10 @@ def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
                                      cells[cell_id].spec)
                 if got is not None:
                     into.campaigns.append(got)
+                else:
+                    why = sorted({x.verdict for x in searches if x.cell_id == cell_id})
+                    into.skipped.append(f"campaign {rec.campaign_id} ({rec.name}): no goal "
+                                        f"found ({', '.join(why)})")
             for config in analyze_campaign(st, rec.campaign_id):
                 row = compare([config], {config.label: config.trials})[0]
                 into.campaigns.append(campaign_figures(index, str(results_dir), rec.name or rec.campaign_id,

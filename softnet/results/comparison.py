@@ -41,6 +41,7 @@ class PairedDifference:
     dropped_pairs: int = 0  # rounds where either side had no value (an invalid trial, a missing counter)
     kind: str = ""  # the metric's family as specs name it: capacity, cpu, loss, latency, search
     configuration: str = ""  # stored campaigns of several cells: the cell's knobs, which prefix the metric
+    load_pps: float | None = None  # the offered load of a per-load metric (cpu, loss, latency)
 
     # read back from stored JSON by pydantic: a key this softnet does not write is an error
     __pydantic_config__ = ConfigDict(extra="forbid")

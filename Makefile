@@ -7,7 +7,8 @@ APT_PKGS := clang llvm libbpf-dev libxdp-dev libelf-dev zlib1g-dev bpftool iprou
             chromium  # softnet serve's pages, tested in headless Chromium (playwright drives it)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 
-.PHONY: setup apt venv native demo test check bench clean
+.PHONY: setup apt venv native install demo test check bench clean
+PREFIX ?= /usr/local
 
 setup: apt venv native
 
@@ -28,6 +29,11 @@ $(VENV)/.installed: pyproject.toml
 
 native: apt
 	$(MAKE) -C native
+
+# softnet on every user's PATH: a link to the virtualenv's entry point (`make uninstall`-free: rm it)
+install: setup
+	ln -sfn $(CURDIR)/$(VENV)/bin/softnet $(PREFIX)/bin/softnet
+	@echo "softnet: $(PREFIX)/bin/softnet -> $(CURDIR)/$(VENV)/bin/softnet"
 
 demo: setup
 	$(VENV)/bin/softnet demo

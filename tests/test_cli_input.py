@@ -209,3 +209,28 @@ def test_ctrl_c_inside_an_exec_still_exits_130(tmp_path):
     r = subprocess.run([sys.executable, "-m", "boom_cli"], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "interrupted" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import click
+    import typer.main
+
+    from softnet.cli.main import app
+
+    silent = []
+
+    def walk(c, path):
+        if isinstance(c, click.Group):
+            for n, sub in c.commands.items():
+                walk(sub, [*path, n])
+        else:
+            silent.extend(f"{' '.join(path)} {p.opts[0]}" for p in c.params
+                          if isinstance(p, click.Option) and not (p.help or "").strip())
+
+    walk(typer.main.get_command(app), ["softnet"])
+    assert not silent, silent
+
+
+def test_version_is_an_option_too():
+    r = subprocess.run(softnet_cmd("--version"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("softnet 0.") and r.stdout.count("\n") == 1, r.stdout

@@ -68,3 +68,13 @@ def test_no_issue_numbers_in_code_or_docs():
             and f.name != "CHANGELOG.md" and "vmlinux" not in f.name
             for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
     assert not hits, hits
+
+
+def test_tutorials_and_how_tos_speak_to_users_not_of_the_lab():
+    """Pages a newcomer follows talk about their host, not the machine the
+    project was measured on or the issues it was built from."""
+    pattern = re.compile(r"this VM|the issue|before the fix|when the issue", re.I)
+    hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:60]}" for p in PAGES
+            if p.parent.name in ("tutorials", "how-to")
+            for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hits, hits

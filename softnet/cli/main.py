@@ -20,6 +20,23 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="softnet: a lab for the Linux packet data path.")
 
 
+JSON_HELP = "print the result as JSON (for scripts) instead of tables"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console.print(f"softnet {version('softnet')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(_: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print softnet's version and exit")) -> None:
+    """softnet: a lab for the Linux packet data path."""
+
+
 def need_root() -> None:
     if os.geteuid() != 0:
         raise SoftnetError("softnet needs root to build namespaces and load eBPF programs")
@@ -292,7 +309,7 @@ def search(
     name: str = typer.Option("search", help="campaign name in the results store", rich_help_panel=P_OUTPUT),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)",
                                  rich_help_panel=P_OUTPUT),
-    as_json: bool = typer.Option(False, "--json", rich_help_panel=P_OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
     inventory: Path = typer.Option(None, help="search on real hosts: an inventory file (docs/how-to/remote-hosts.md)",
@@ -441,7 +458,7 @@ def compare(
     name: str = typer.Option("compare", help="campaign name in the results store", rich_help_panel=P_OUTPUT),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)",
                                  rich_help_panel=P_OUTPUT),
-    as_json: bool = typer.Option(False, "--json", rich_help_panel=P_OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
 ) -> None:
@@ -547,7 +564,7 @@ def latency(
     baseline_count: int = typer.Option(0, help="kernel ping replies over the same path, after the runs (0: none)"),
     name: str = typer.Option("latency", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB, raw JSON, records)"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     wide: bool = wide_option(),
     wait: float = wait_option(),
 ) -> None:
@@ -589,7 +606,7 @@ def profile(
                                "checked against the profiler's softirq + irq time (the eBPF study's sec. V)"),
     name: str = typer.Option("profile", help="campaign name in the results store"),
     results: Path = typer.Option(Path("results"), help="results directory (DuckDB + raw JSON)"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     wide: bool = wide_option(),
     wait: float = wait_option(),
 ) -> None:
@@ -709,7 +726,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             tables: bool = typer.Option(True, help="print per-load tables"),
             paper_ci: bool = typer.Option(False, "--paper-ci", help="PLR intervals as PASTRAMI computes them "
                                           "(Student-t, unclipped: may go below 0)"),
-            as_json: bool = typer.Option(False, "--json"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
             wide: bool = wide_option()) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
     if not 0 < pdr < 1:
@@ -727,7 +744,8 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
 @app.command()
 def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
            out: Path = typer.Option(None, help="HTML file to write"),
-           pdr: float = typer.Option(0.005), eta: float = typer.Option(0.1),
+           pdr: float = typer.Option(0.005, help="PDR loss goal X as a ratio (0.005 = 0.5%)"),
+           eta: float = typer.Option(0.1, help="TIR saturation threshold (the PASTRAMI verdict)"),
            interactive: bool = typer.Option(False, help="the load curves also as interactive charts (plotly.js "
                                                         "inlined: about 4.8 MB more, still one file)")) -> None:
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
@@ -763,7 +781,7 @@ def serve(results: list[Path] = typer.Argument(..., help="softnet results direct
 @app.command()
 def trend(results: list[Path] = typer.Argument(..., help="softnet results directories (campaigns of any age)"),
           figure: str = typer.Option(None, help="only this figure: capacity, pdr, ndr, latency_p50, cpu_ns"),
-          as_json: bool = typer.Option(False, "--json"),
+          as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
           fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="CI gate: exit 1 when a "
                                                   "series' latest change point is a regression at the newest "
                                                   "campaign"),
@@ -820,7 +838,7 @@ def export(results: Path = typer.Argument(..., help="softnet results directory")
 def demo(results: Path = typer.Option(Path("results"), help="results directory"),
          runs: int = typer.Option(5, help="runs per load (K); fewer give wider intervals"),
          duration: float = typer.Option(2.0, help="measurement window per run, seconds"),
-         as_json: bool = typer.Option(False, "--json"),
+         as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
          wait: float = wait_option()) -> None:
     """The main job: kernel IPv4 forwarding, probe its maximum, sweep around it (K=5 x 2 s), verdict, report."""
     from softnet.cli.demo import demo_spec, run_demo
@@ -834,7 +852,7 @@ def demo(results: Path = typer.Option(Path("results"), help="results directory")
 
 @app.command()
 def clean(check: bool = typer.Option(False, "--check", help="only report; exit 1 if leftovers exist"),
-          as_json: bool = typer.Option(False, "--json"),
+          as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
           inventory: Path = typer.Option(None, help="clean every host of this inventory, through its agent")) -> None:
     """Remove leftovers of a killed run (namespaces, links, processes named
     sn-...) and replay the journals of killed agents."""
@@ -951,7 +969,7 @@ def host_prepare(path: Path = typer.Argument(..., help="inventory (TOML)"),
 
 
 @app.command()
-def doctor(as_json: bool = typer.Option(False, "--json"),
+def doctor(as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="every check: what was found, what it "
                                         "enables")) -> None:
     """What this host can do, and what each answer enables or disables."""

@@ -4,6 +4,7 @@ Prometheus' own parser, 4xx for bad requests, the token off loopback."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -93,6 +94,36 @@ def test_pages_and_json_show_the_stored_campaign(server, results):
     rows = json.loads(body)
     assert [r["loss_ratio"] for r in rows] == [t["loss_ratio"] for t in trials]
     assert json.loads(server.get("/api/campaigns")[1])[0]["trials"] == 6
+
+
+def test_the_index_says_when_what_and_what_each_campaign_found(tmp_path):
+    """Two campaigns of one name (saturation 400 and 600 kpps): the index
+    gives each one's date, the setting that sets it apart, its verdict and
+    PDR; the campaign page gives the forwarded rate beside the offered one,
+    and each row its configuration's name."""
+    spec = SPEC.replace('[method]', '[synthetic]\no_sat_pps = {sat}\n[method]')
+    for sat in (400_000, 600_000):
+        (tmp_path / "s.toml").write_text(spec.format(sat=sat))
+        r = subprocess.run(softnet_cmd("run", str(tmp_path / "s.toml"), "--results", str(tmp_path / "r")),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    s = Server(str(tmp_path / "r"))
+    try:
+        status, html = s.get("/")
+        assert status == 200
+        rows = re.findall(r"<tr><td class=\"nw\">(\d{4}-\d\d-\d\d \d\d:\d\d)</td>(.*?)</tr>", html, re.S)
+        assert len(rows) == 2, html
+        for sat, pdr in (("400000.0", "PDR 100 kpps"), ("600000.0", "PDR 500 kpps")):
+            row = next(r for _, r in rows if f"synthetic.o_sat_pps={sat}" in r)
+            assert "<b>GOOD</b>" in row and pdr in row, row
+        cid = re.search(r'href="/c/0/([^"]+)"', html).group(1)
+        status, page = s.get(f"/c/0/{cid}")
+        assert "<th>forwarded (pps)</th>" in page and 'data-config="cell 0"' in page
+        trials = json.loads(s.get(f"/api/c/0/{cid}/trials")[1])
+        t = trials[-1]
+        assert t["forwarded_rate_pps"] == pytest.approx(t["achieved_rate_pps"] * (1 - t["loss_ratio"]))
+    finally:
+        s.stop()
 
 
 def test_metrics_give_the_last_trials_figures(server, results):

@@ -62,6 +62,10 @@ def test_pages_load_and_the_chart_draws_every_trial(browser, results, tmp_path):
         page.wait_for_selector("#loss-chart .main-svg")
         assert page.locator("#loss-chart .point").count() == len(trials) == 6
         assert page.locator("#trials tbody tr").count() == 6
+        # loss on a log axis (all the loss before saturation would sit on zero on a linear one), named series
+        layout = page.evaluate("(() => { const c = document.getElementById('loss-chart');"
+                               " return [c.layout.yaxis.type, c.data.map(t => t.name)]; })()")
+        assert layout == ["log", ["cell 0"]], layout
         shot = page.screenshot(full_page=True)
         (tmp_path / "campaign.png").write_bytes(shot)
         assert not_blank(shot) and not errors, errors

@@ -132,8 +132,8 @@ P_HOSTS = "Real hosts"
 def trial(
     sut: str = typer.Option("ipv4-fwd", help="SUT personality as name:key=value,... (e.g. nft-fw:rules=1000,"
                             "conntrack=on; docs/reference/personalities.md): " + ", ".join(personality_names())),
-    rate: str = typer.Option(..., help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates on --rate-layer)",
-                             rich_help_panel=P_LOAD),
+    rate: str = typer.Option(..., "--rate", "--load", help="offered load: 200kpps, 1.5Mpps, 500Mbps (bit rates "
+                             "on --rate-layer)", rich_help_panel=P_LOAD),
     duration: float = typer.Option(5.0, help="measurement window, seconds", rich_help_panel=P_LOAD),
     warmup: float = typer.Option(1.0, help="warm-up before the window, seconds (its packets are not counted)",
                                  rich_help_panel=P_LOAD),
@@ -293,8 +293,8 @@ def search(
     warmup: float = typer.Option(0.5, help="warm-up before each trial window, seconds", rich_help_panel=P_BUDGET),
     confidence: float = typer.Option(0.9, help="bayes engine: posterior confidence to classify a load",
                                      rich_help_panel=P_GOALS),
-    repeats: int = typer.Option(1, help="independent searches (CV and an 'unstable' verdict from 3 on)",
-                                rich_help_panel=P_BUDGET),
+    repeats: int = typer.Option(1, "--repeats", "--runs", help="independent searches (CV and an 'unstable' "
+                                "verdict from 3 on)", rich_help_panel=P_BUDGET),
     max_trials: int = typer.Option(None, help="budget: at most this many trials per search", rich_help_panel=P_BUDGET),
     max_seconds: float = typer.Option(None, help="budget: at most this many trial-seconds per search",
                                       rich_help_panel=P_BUDGET),
@@ -423,8 +423,8 @@ def compare(
     variant: list[str] = typer.Option(None, "--variant", help="a variant as KNOB=VALUE;... (e.g. "
                                       "'name=dual;testbed.placement=split'); after the --sut ones",
                                       rich_help_panel=P_VARIANTS),
-    load: str = typer.Option(None, help="fixed loads below capacity, comma-separated (cpu, loss, latency), e.g. "
-                             "200kpps", rich_help_panel=P_VARIANTS),
+    load: str = typer.Option(None, "--load", "--loads", help="fixed loads below capacity, comma-separated (cpu, "
+                             "loss, latency), e.g. 200kpps", rich_help_panel=P_VARIANTS),
     overload: str = typer.Option("3Mpps", help="the load capacity is measured at (beyond it)",
                                  rich_help_panel=P_VARIANTS),
     metrics: str = typer.Option(None, help="capacity,cpu,loss,latency,search (default: capacity, and the rest "
@@ -591,7 +591,7 @@ def latency(
 @app.command()
 def profile(
     sut: str = typer.Option("ipv4-fwd", help="a SUT personality (name:key=value,...; see softnet trial --help)"),
-    loads: str = typer.Option("50kpps,100kpps,200kpps,300kpps",
+    loads: str = typer.Option("50kpps,100kpps,200kpps,300kpps", "--loads", "--load",
                               help="comma-separated offered loads (pps or bit rates), or max (the probed maximum)"),
     runs: int = typer.Option(3, help="runs per load"),
     duration: float = typer.Option(2.0, help="measurement window per run, seconds"),
@@ -601,7 +601,7 @@ def profile(
     placement: str = typer.Option("single", help="single: egress-side processing on the SUT CPU; split: apart"),
     duty: float = typer.Option(0.02, help="share of time the per-packet stage events are attached (1: every packet)"),
     base_duty: float = typer.Option(0.2, help=BASE_DUTY_HELP),
-    pdr: float = typer.Option(0.005, help="loss ratio of the PDR the prediction is compared with"),
+    pdr: str = typer.Option("0.5%", help="loss goal of the PDR the prediction is compared with (0.5% or 0.005)"),
     victim: str = typer.Option(None, help="python or c: a CPU-bound victim pinned to the SUT CPU, its lost share "
                                "checked against the profiler's softirq + irq time (the eBPF study's sec. V)"),
     name: str = typer.Option("profile", help="campaign name in the results store"),
@@ -611,8 +611,9 @@ def profile(
     wait: float = wait_option(),
 ) -> None:
     """Profile the kernel's packet path over a load sweep: stages, CPU audit, cost fits, predicted capacity."""
+    pdr = parse_share(pdr, "--pdr")
     if not 0 < pdr < 1:
-        raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
+        raise InputError("--pdr", f"'{pdr:g}': the PDR's loss goal is above 0 and below 100%")
     spec = spec_from_options({
         "name": name, "testbed": {"sut": sut, "steering": steering, "placement": placement},
         "traffic": {"frame_bytes": size},
@@ -721,7 +722,7 @@ def check_readable(path: Path) -> None:
 @app.command()
 def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
             campaign: str = typer.Option(None, help="only this campaign id (results dir)"),
-            pdr: float = typer.Option(0.005, help="PDR loss threshold X as a ratio (0.005 = 0.5%)"),
+            pdr: str = typer.Option("0.5%", help="PDR loss goal X: 0.5% or 0.005"),
             eta: float = typer.Option(0.1, help="TIR saturation threshold"),
             tables: bool = typer.Option(True, help="print per-load tables"),
             paper_ci: bool = typer.Option(False, "--paper-ci", help="PLR intervals as PASTRAMI computes them "
@@ -729,8 +730,9 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
             wide: bool = wide_option()) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
+    pdr = parse_share(pdr, "--pdr")
     if not 0 < pdr < 1:
-        raise InputError("--pdr", f"{pdr} is not a loss ratio in (0, 1)")
+        raise InputError("--pdr", f"'{pdr:g}': the PDR's loss goal is above 0 and below 100%")
     if not eta > 0:
         raise InputError("--eta", f"{eta} must be > 0")
     check_readable(path)
@@ -744,7 +746,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
 @app.command()
 def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRAMI file / folder"),
            out: Path = typer.Option(None, help="HTML file to write"),
-           pdr: float = typer.Option(0.005, help="PDR loss goal X as a ratio (0.005 = 0.5%)"),
+           pdr: str = typer.Option("0.5%", help="PDR loss goal X: 0.5% or 0.005"),
            eta: float = typer.Option(0.1, help="TIR saturation threshold (the PASTRAMI verdict)"),
            interactive: bool = typer.Option(False, help="the load curves also as interactive charts (plotly.js "
                                                         "inlined: about 4.8 MB more, still one file)")) -> None:
@@ -754,7 +756,8 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
         check_store(path)
     from softnet.report.html import write_report
 
-    console.print(str(write_report(path, out, pdr_loss_ratio=pdr, eta=eta, interactive=interactive)))
+    console.print(str(write_report(path, out, pdr_loss_ratio=parse_share(pdr, "--pdr"), eta=eta,
+                                   interactive=interactive)))
 
 
 @app.command()

@@ -55,10 +55,34 @@ def field_comments(cls: type) -> dict[str, str]:
     return out
 
 
+TOML_TYPES = {str: "string", int: "integer", float: "number", bool: "true/false", type(None): ""}
+
+
 def _type_text(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    text = text or str(annotation).replace("typing.", "")
-    return text.replace("NoneType", "None")
+    """The type as a spec's author writes it in TOML: "number", "integer or
+    absent", "table", "array of strings", one of a few literal values."""
+    import typing
+
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return " or ".join(json.dumps(a) for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        parts = [_type_text(a) for a in args if a is not type(None)]
+        text = " or ".join(dict.fromkeys(p for p in parts if p))
+        return f"{text} (optional)" if type(None) in args else text
+    if origin in (list, tuple, set):
+        inner = _type_text(args[0]) if args else "values"
+        return f"array of {inner}s" if inner and " " not in inner else "array"
+    if origin is dict or annotation is dict:
+        return "table"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "table"
+    if annotation in TOML_TYPES:
+        return TOML_TYPES[annotation]
+    if annotation is typing.Any:
+        return "any"
+    return str(annotation).replace("typing.", "")
 
 
 def _limits(field) -> str:
@@ -68,7 +92,7 @@ def _limits(field) -> str:
                            ("max_length", "len <=")):
             v = getattr(m, attr, None)
             if v is not None:
-                parts.append(f"{sign} {v:g}" if isinstance(v, (int, float)) else f"{sign} {v}")
+                parts.append(f"{sign} {v:,}" if isinstance(v, int) and abs(v) >= 10_000 else f"{sign} {v}")
     return ", ".join(parts)
 
 

@@ -69,6 +69,38 @@ class CampaignRow:
 
 
 @dataclass(frozen=True)
+class CampaignSummary:
+    """A campaign as the index shows it: when, what it varied, what it found."""
+
+    row: CampaignRow
+    date: str  # UTC, to the minute
+    configurations: list[str]  # the cells' knobs ("" for a campaign of one cell)
+    differs: str  # its spec's settings that differ from other campaigns of its name
+    verdict: str  # the verdicts its analysis gives, each once ("" while running or without)
+    headline: str  # its first verdict's figure (a sweep's PDR and NDR, a search's, a comparison's)
+
+
+def flat(spec: dict | None, prefix: str = "") -> dict[str, str]:
+    """A spec as dotted keys ("synthetic.o_sat_pps": "400000")."""
+    out: dict[str, str] = {}
+    for k, v in (spec or {}).items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if not isinstance(v, str) else v
+    return out
+
+
+def spec_differences(specs: dict[str, dict | None]) -> dict[str, str]:
+    """Per campaign, the settings whose values differ among campaigns of one
+    name ("synthetic.o_sat_pps=400000"); empty when the name is unique."""
+    flats = {cid: flat(s) for cid, s in specs.items()}
+    keys = sorted({k for f in flats.values() for k in f})
+    varied = [k for k in keys if len({f.get(k) for f in flats.values()}) > 1]
+    return {cid: ", ".join(f"{k}={f[k]}" for k in varied if k in f) for cid, f in flats.items()}
+
+
+@dataclass(frozen=True)
 class TrialRow:
     cell_id: int
     load_index: int
@@ -103,8 +135,16 @@ class TrialRow:
                    knobs_label(knobs), per_cpu, None if cpus is None else sum(c.count for c in cpus.values()),
                    None if cpus is None else sum(c.total_ms for c in cpus.values()))
 
+    @property
+    def forwarded_rate_pps(self) -> float | None:
+        """What came out of the SUT per second: the sent rate less the loss."""
+        if self.achieved_rate_pps is None or self.loss_ratio is None:
+            return None
+        return self.achieved_rate_pps * (1 - self.loss_ratio)
+
     def to_json(self) -> dict:
-        return {**asdict(self), "per_cpu": {c: v.model_dump() for c, v in self.per_cpu.items()}}
+        return {**asdict(self), "per_cpu": {c: v.model_dump() for c, v in self.per_cpu.items()},
+                "forwarded_rate_pps": self.forwarded_rate_pps}
 
     @property
     def key(self) -> str:
@@ -134,6 +174,7 @@ class Results:
             if not readers.is_results_dir(d):
                 raise InputError(str(d), "no softnet.duckdb here (not a softnet results directory)")
         self.dirs = [Path(d).resolve() for d in dirs]
+        self._verdicts: dict[tuple[int, str, int], tuple[str, str]] = {}
 
     def _known(self, store: int, campaign_id: str | None = None) -> None:
         if not 0 <= store < len(self.dirs):
@@ -173,6 +214,39 @@ class Results:
                     out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
                                             sum(1 for r in rows if r.valid), status(live, "done")), rows, live))
         return out
+
+    def summaries(self) -> list[CampaignSummary]:
+        """The index: every campaign with its date, configurations, what sets
+        it apart from others of its name, and its verdicts (analysed once per
+        count of trials, then kept)."""
+        import datetime
+
+        out = []
+        for c in self.campaigns():
+            specs, configs = {}, []
+            st = self._open(c.store) if c.status != "running" else None
+            if st is not None:
+                with st:
+                    recs = {r.campaign_id: r for r in readers.campaigns(st)}
+                    specs = {cid: r.spec for cid, r in recs.items() if r.name == c.name}
+                    configs = [knobs_label(x.knobs) for x in readers.cells(st, c.campaign_id)]
+            verdict, headline = ("", "") if st is None else self._verdict(c)
+            date = "" if c.created_unix_s is None else datetime.datetime.fromtimestamp(
+                c.created_unix_s, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+            differs = spec_differences(specs).get(c.campaign_id, "") if len(specs) > 1 else ""
+            out.append(CampaignSummary(c, date, [x for x in configs if x], differs, verdict, headline))
+        return out
+
+    def _verdict(self, c: CampaignRow) -> tuple[str, str]:
+        key = (c.store, c.campaign_id, c.trials)
+        if key not in self._verdicts:
+            try:
+                rows = self.verdicts(c.store, c.campaign_id) or []
+            except InputError:
+                rows = []
+            self._verdicts[key] = (", ".join(dict.fromkeys(r.verdict for r in rows)),
+                                   f"{rows[0].figure}: {rows[0].value}" if rows else "")
+        return self._verdicts[key]
 
     def trials(self, store: int, campaign_id: str) -> list[TrialRow]:
         self._known(store, campaign_id)
@@ -318,9 +392,9 @@ def make_app(dirs: list[Path], token: str | None = None) -> Starlette:
         return HTMLResponse(env.get_template(name).render(**kw))
 
     async def index(request: Request) -> Response:
-        rows = results.campaigns()
         if request.url.path.startswith("/api/"):
-            return JSONResponse([asdict(r) for r in rows])
+            return JSONResponse([asdict(r) for r in results.campaigns()])
+        rows = await run_in_threadpool(results.summaries)
         return page("serve_index.html.j2", campaigns=rows, stores=results.dirs)
 
     async def campaign(request: Request) -> Response:

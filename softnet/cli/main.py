@@ -485,7 +485,7 @@ def compare(
         for i in same:
             err_console.print(f"warning: {paths[i]} is the baseline's own campaign: every difference is zero by "
                               "construction (give --campaign to pick another campaign of one store)",
-                              highlight=False, markup=False)
+                              highlight=False, markup=False, soft_wrap=True)
         summary = (stored_paired(str(paths[0]), (campaign or [None])[0]) if len(paths) == 1 else
                    compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin, campaign or ()))
         raise typer.Exit(compare_cmd.show(summary, gate, loss_threshold, as_json, wide))

@@ -113,9 +113,10 @@ def test_the_index_says_when_what_and_what_each_campaign_found(tmp_path):
         assert status == 200
         rows = re.findall(r"<tr><td class=\"nw\">(\d{4}-\d\d-\d\d \d\d:\d\d)</td>(.*?)</tr>", html, re.S)
         assert len(rows) == 2, html
-        for sat, pdr in (("400000.0", "PDR 100 kpps"), ("600000.0", "PDR 500 kpps")):
+        # 600 kpps saturates past the top load's predecessor: the loss first exceeds the goal at the top load
+        for sat, verdict, pdr in (("400000.0", "GOOD", "PDR 100 kpps"), ("600000.0", "INCONCLUSIVE", "PDR 500 kpps")):
             row = next(r for _, r in rows if f"synthetic.o_sat_pps={sat}" in r)
-            assert "<b>GOOD</b>" in row and pdr in row, row
+            assert f"<b>{verdict}</b>" in row and pdr in row, row
         cid = re.search(r'href="/c/0/([^"]+)"', html).group(1)
         status, page = s.get(f"/c/0/{cid}")
         assert "<th>forwarded (pps)</th>" in page and 'data-config="cell 0"' in page

@@ -260,31 +260,33 @@ class Exact(BaseModel):
 class GeneratorSummary(Exact):
     """What the generator says of its pacing over the window."""
 
-    calls: int
-    batch: int
+    calls: int  # BPF_PROG_RUN live-frames calls the generator made (all streams)
+    batch: int  # frames per flush to the peer, the run's page pool size (several streams: the largest)
+    # mean of the window packets' send time less their due time on the schedule, ns
     window_lag_mean_ns: Number | None = None
-    window_lag_max_ns: Number | None = None
-    window_late_pkts: int | None = None
+    window_lag_max_ns: Number | None = None  # largest lag of a window packet behind its due time, ns
+    window_late_pkts: int | None = None  # window packets sent more than 10 us after they were due
+    # the CPU the generator reported it ran on (several streams: -1 when one ran elsewhere than asked)
     cpu: int | None = None
 
 
 class LatencyHistogram(Exact):
-    sub_bucket_bits: int
-    range_log2_ns: int
+    sub_bucket_bits: int  # each power of two of delay is cut into 2^sub_bucket_bits buckets
+    range_log2_ns: int  # delays below 2^range_log2_ns ns are bucketed; longer ones only counted
     buckets: list[list[int]]  # [index, count], sparse
-    over_range_pkts: int
+    over_range_pkts: int  # window packets whose delay was beyond the histogram's range
 
 
 class LatencyExact(Exact):
     """The sink's exact delays (--exact): true percentiles and the histogram's error."""
 
-    kept_pkts: int
-    complete: bool
-    latency_p50_ns: Number | None = None
-    latency_p90_ns: Number | None = None
-    latency_p99_ns: Number | None = None
-    latency_p99_9_ns: Number | None = None
-    max_rel_error: Number | None = None
+    kept_pkts: int  # window delays the sink kept one by one (up to collect.exact_delays)
+    complete: bool  # every window packet's delay was kept: only then is max_rel_error measured
+    latency_p50_ns: Number | None = None  # exact nearest-rank median of the kept delays, ns
+    latency_p90_ns: Number | None = None  # exact nearest-rank 90th percentile of the kept delays, ns
+    latency_p99_ns: Number | None = None  # exact nearest-rank 99th percentile of the kept delays, ns
+    latency_p99_9_ns: Number | None = None  # exact nearest-rank 99.9th percentile of the kept delays, ns
+    max_rel_error: Number | None = None  # largest relative error of the histogram's percentiles against these (ratio)
 
 
 class Rfc8219Latency(Exact):
@@ -295,12 +297,12 @@ class Rfc8219Latency(Exact):
     median and maximum). One-way delays of every window frame, where the RFC
     tags 500: the same statistics on more frames."""
 
-    typical_ns: Number | None
-    worst_case_ns: Number | None
-    pdv_ns: Number | None
-    ipdv_min_ns: Number | None = None
-    ipdv_median_ns: Number | None = None
-    ipdv_max_ns: Number | None = None
+    typical_ns: Number | None  # typical latency: the median one-way delay of the window, ns
+    worst_case_ns: Number | None  # worst-case latency: the 99.9th percentile one-way delay, ns
+    pdv_ns: Number | None  # packet delay variation: the 99.9th percentile less the minimum delay, ns
+    ipdv_min_ns: Number | None = None  # smallest difference between consecutive frames' delays (arrival order), ns
+    ipdv_median_ns: Number | None = None  # median difference between consecutive frames' delays, ns
+    ipdv_max_ns: Number | None = None  # largest difference between consecutive frames' delays, ns
     ipdv_pkts: int = 0  # consecutive pairs the IPDV figures rest on
     ipdv_missing: str | None = None  # why there are none
 
@@ -309,61 +311,64 @@ class Diagnosis(Exact):
     """Where packets were dropped on the path, by the kernel's counters over the trial."""
 
     ingress_ring_of: str  # "SUT", or "sink" without a SUT
-    qdisc_dropped_pkts: int
-    ingress_ring_full_pkts: int
-    softnet_dropped_pkts: int
-    softnet_time_squeeze: int
+    qdisc_dropped_pkts: int  # packets the qdiscs of the SUT's interfaces dropped over the trial
+    ingress_ring_full_pkts: int  # frames the generator's XDP transmit could not put into the peer veth's ring
+    softnet_dropped_pkts: int  # packets dropped with the backlog full (softnet_stat dropped) over the trial, all CPUs
+    softnet_time_squeeze: int  # NET_RX runs that ended with work left (softnet_stat time_squeeze), all CPUs
     interface_deltas: dict[str, dict[str, int]]  # role -> stats64 deltas
-    interface_rx_dropped_pkts: int
-    interface_tx_dropped_pkts: int
+    interface_rx_dropped_pkts: int  # rx_dropped of the testbed's interfaces over the trial, summed
+    interface_tx_dropped_pkts: int  # tx_dropped of the testbed's interfaces over the trial, summed
 
 
 class PlacementObserved(Exact):
-    gen_cpu: int | None
-    sink_cpus: list[int]
+    gen_cpu: int | None  # the CPU the generator reported it ran on (-1: a stream ran elsewhere than asked)
+    sink_cpus: list[int]  # the CPUs the sink counted test packets on
+    # share of the sink's test packets counted on the SUT's or the sink's CPUs (0..1)
     sink_share_on_requested_cpus: Number
-    sink_rx_pkts_per_cpu: list[int]
+    sink_rx_pkts_per_cpu: list[int]  # the sink's test packets per CPU over the trial (index: CPU number)
     napi_thread_cpus: dict[str, dict[str, int | None]]  # device -> kthread pid -> the CPU it last ran on
-    net_rx_softirqs_per_cpu: dict[str, int]
+    net_rx_softirqs_per_cpu: dict[str, int]  # NET_RX softirqs per CPU over the window (/proc/softirqs)
+    # each CPU's non-idle share of its /proc/stat ticks over the window (0..1)
     cpu_busy_ratio_per_cpu: dict[str, Number | None]
 
 
 class PlacementRequested(Exact):
-    gen_cpu: int
-    sut_cpus: list[int]
-    sink_cpu: int | None = None
-    steering: str
+    gen_cpu: int  # the generator's CPU asked for
+    sut_cpus: list[int]  # the SUT's CPUs asked for
+    sink_cpu: int | None = None  # the sink's CPU asked for (none: wherever the SUT's transmit runs it)
+    steering: str  # how the SUT's ingress reaches its CPUs: "threaded" NAPI or "rps"
     gen_cpus: list[int] | None = None  # several generators
 
 
 class TrialPlacement(Exact):
     requested: PlacementRequested
     observed: PlacementObserved
+    # placement as asked: the generator, 99% of the sink's packets and the NAPI threads on their CPUs
     as_requested: bool
 
 
 class StallLoss(Exact):
-    pkts: int
-    share: Number | None = None
+    pkts: int  # lost window packets host stalls explain (set apart from the SUT's loss)
+    share: Number | None = None  # those over all lost window packets (0..1)
 
 
 class TrafficShape(Exact):
-    arrivals: str
-    seed: int | None = None
-    burst_pkts: int | None = None
-    on_duty: Number | None = None
-    flows: int
-    src_ips: int
-    dst_ips: int
-    dst_ports: int
-    flows_total: int
+    arrivals: str  # "const", "poisson" or "onoff"
+    seed: int | None = None  # poisson: the gaps' random seed
+    burst_pkts: int | None = None  # onoff: packets per on period
+    on_duty: Number | None = None  # onoff: the share of the time on (0..1)
+    flows: int  # UDP source ports used in turn
+    src_ips: int  # source addresses used in turn
+    dst_ips: int  # destination addresses used in turn
+    dst_ports: int  # UDP destination ports used in turn
+    flows_total: int  # distinct flows: flows x src_ips x dst_ips x dst_ports
 
 
 class FlowCounts(Exact):
-    flows: int
-    min_pkts: int
-    max_pkts: int
-    sum_pkts: int
+    flows: int  # flows the sink counted apart (sequence number modulo flows)
+    min_pkts: int  # window packets received of the flow that got the fewest
+    max_pkts: int  # window packets received of the flow that got the most
+    sum_pkts: int  # window packets received over all flows
 
 
 class SizeLoss(Exact):
@@ -374,30 +379,30 @@ class SizeLoss(Exact):
 
 
 class SideSetting(Exact):
-    steering: str | None = None
-    gro: bool = True
-    xdp: str = "none"
+    steering: str | None = None  # how packets received on this side reach the SUT's CPUs (none: the testbed's steering)
+    gro: bool = True  # GRO on this side's interface
+    xdp: str = "none"  # "pass": an XDP program that passes every packet; "none": no program
     qdisc: str | None = None  # the interface's root qdisc, as set (None: the driver's default)
 
 
 class TrialPath(Exact):
     """Which sides of the SUT a campaign cell uses."""
 
-    direction: str
-    sut_in_side: str
-    sut_out_side: str
+    direction: str  # "a_to_b" (generator on side A, sink on side B) or "b_to_a"
+    sut_in_side: str  # the side of the SUT that receives the traffic ("a" or "b")
+    sut_out_side: str  # the side of the SUT that sends it on
     sides: dict[str, SideSetting]
-    placement: str | None = None
-    ingress_steering: str
+    placement: str | None = None  # "single" or "split" egress-side processing (none: as sink_cpu says)
+    ingress_steering: str  # the receiving side's steering: "threaded" or "rps"
 
 
 class ThreadCpu(Exact):
     """The SUT's NAPI kthreads' run time over the trial (schedstat)."""
 
-    ns: int
-    forwarded_pkts: int
-    ns_per_pkt: Number | None
-    threads: int
+    ns: int  # the NAPI kthreads' run time over the whole trial, ns
+    forwarded_pkts: int  # packets the sink received, warm-up and window
+    ns_per_pkt: Number | None  # ns / forwarded_pkts: kthread time per packet, ns
+    threads: int  # NAPI kthreads counted
 
 
 class Direction(Exact):
@@ -429,62 +434,62 @@ class Direction(Exact):
 
 
 class LostRun(Exact):
-    first_seq: int
-    pkts: int
-    due_s: Number
+    first_seq: int  # sequence number of the run's first lost packet
+    pkts: int  # lost packets in the run
+    due_s: Number  # when its first packet was due, s from the window's first due time
 
 
 class LostRuns(Exact):
-    total: int
-    truncated: bool | int
+    total: int  # runs of lost sequence numbers in the window (all counted)
+    truncated: bool | int  # the sink listed only some of the runs (more than 20,000)
     length_hist_log2: list[list[int]]  # [log2 of the run length, runs]
-    longest_pkts: int
+    longest_pkts: int  # the longest listed run, packets
     first: list[LostRun]
 
 
 class LossSeries(Exact):
-    t_s: list[Number]
-    step_s: Number
-    lost_pkts: list[int]
-    delay_max_ns: list[Number | None]
+    t_s: list[Number]  # each point's start, s from the window's first due time
+    step_s: Number  # seconds of the schedule per point
+    lost_pkts: list[int]  # lost packets per point
+    delay_max_ns: list[Number | None]  # the highest one-way delay per point, ns (0: no packet arrived in it)
 
 
 class LossTimeline(Exact):
     """When packets were lost: runs of lost sequence numbers and a pooled series."""
 
-    bin_pkts: int
+    bin_pkts: int  # sequence numbers per bin of the sink's timeline
     lost_runs: LostRuns
     series: LossSeries
 
 
 class RunsOfCause(Exact):
-    runs: int
-    pkts: int
+    runs: int  # lost runs of this cause
+    pkts: int  # lost packets in them
 
 
 class LossAttribution(Exact):
     """How much of the loss host stalls explain, and in words."""
 
-    lost_pkts: int
-    explained_pkts: int
-    explained_share: Number
-    baseline_loss_ratio: Number | None
-    stall_windows: int
-    stall_windows_with_loss: int
-    rest_cause: str
-    sut_busy_ratio: Number | None
-    loss_spread: Number | None
+    lost_pkts: int  # lost window packets by the sink's timeline
+    explained_pkts: int  # loss in stall windows beyond the baseline loss ratio
+    explained_share: Number  # explained_pkts over lost_pkts (0..1; 0 without loss)
+    baseline_loss_ratio: Number | None  # the loss ratio outside the stall windows (0..1)
+    stall_windows: int  # influence windows of the stalls long enough to overflow a ring (overlapping ones joined)
+    stall_windows_with_loss: int  # those with loss beyond the baseline
+    rest_cause: str  # the cause of the loss stalls do not explain: "overload" or "unexplained"
+    sut_busy_ratio: Number | None  # the SUT's CPUs' mean non-idle share of /proc/stat ticks over the window (0..1)
+    loss_spread: Number | None  # share of the sink's bins outside stall windows that lost packets (0..1)
     runs_by_cause: dict[str, RunsOfCause]
-    runs_counted: int
-    unseen_stall_pkts: int
-    words: str
+    runs_counted: int  # lost runs the sink listed, each given a cause
+    unseen_stall_pkts: int  # the rest's packets lost after the queue went undrained: a stall too short for the probe
+    words: str  # the attribution in one sentence
 
 
 class StallProbeInfo(Exact):
-    period_ns: int | None = None
-    threshold_ns: int | None = None
-    lost_events: int | None = None
-    events_truncated: bool | int | None = None
+    period_ns: int | None = None  # the probe's clock period on a busy CPU, ns
+    threshold_ns: int | None = None  # the shortest wait or clock gap counted as a stall, ns
+    lost_events: int | None = None  # events the probe's ring buffer dropped
+    events_truncated: bool | int | None = None  # the probe saw more events than it listed
 
 
 class CpuStalls(Exact):
@@ -507,13 +512,13 @@ class Stall(Exact):
 
 
 class InjectedFound(Exact):
-    cpu: int
-    busy_ms: Number
-    every_ms: Number
-    injected: int
-    found: int
-    outside_traffic: int
-    missed_at_ns: list[int] = []
+    cpu: int  # the CPU the stall injector took
+    busy_ms: Number  # each injected stall's length, ms
+    every_ms: Number  # the injector's period, ms
+    injected: int  # stalls injected while the generator was sending
+    found: int  # of them, the ones a detected stall of that CPU overlaps
+    outside_traffic: int  # stalls injected before the first or after the last send (not checked)
+    missed_at_ns: list[int] = []  # start times of the injected stalls not found (CLOCK_MONOTONIC ns)
     # the truth delivered: the run time the spinner got against busy_ms x stalls made, and stalls it skipped
     delivered_pct: Number | None = None
     skipped: int | None = None  # set when the injector skipped any
@@ -528,10 +533,10 @@ class ResetResult(Exact):
     what: str  # what the personality did
     at_s: Number  # when the reset was asked for
     started_s: Number  # when its action ran, on the controller's clock
-    ended_s: Number
+    ended_s: Number  # when its action ended, on the same clock as started_s
     interruption_ms: Number | None  # timestamp method: from the last packet forwarded before to the first after
     frame_loss_ms: Number | None  # frame-loss method: lost packets / offered rate
-    lost_pkts: int | None
+    lost_pkts: int | None  # window packets lost in the trial (what the frame-loss method counts)
     error: str | None = None  # the action failed: the trial's figures say nothing of a reset
     spoilt: str | None = None  # a data-path stall at the interruption's start or end: its length is the host's too
 
@@ -541,7 +546,7 @@ class VictimCheck(Exact):
     CPU (softnet.analysis.victim_check)."""
 
     kind: str  # python | c
-    cpu: int
+    cpu: int  # the CPU the victim was pinned to
     baseline_rate: Number | None = None  # iterations per second before the traffic
     baseline_lost_pct: Number | None = None  # the rest's shortfall against its median 50 ms pace
     rest_on_cpu_pct: Number | None = None  # the victim's run time over the rest's wall time (the kernel's)
@@ -550,12 +555,13 @@ class VictimCheck(Exact):
     rest_after_rate: Number | None = None  # iterations per second at rest after the traffic
     rest_drift_pct: Number | None = None  # the pace at rest after the traffic against before it
     window_rate: Number | None = None  # over the measurement window
-    stolen_victim_pct: Number | None = None
+    stolen_victim_pct: Number | None = None  # the victim's pace lost over the window against its baseline_rate, %
     stolen_ebpf_pct: Number | None = None  # softirq + hardirq + system vectors, eBPF-measured
-    gap_pct: Number | None = None
+    gap_pct: Number | None = None  # stolen_victim_pct less stolen_ebpf_pct: CPU time the profiler did not see, points
+    # interrupts per second on the victim's CPU (eBPF: device IRQs + system vectors)
     interrupts_per_s: Number | None = None
-    gap_us_per_interrupt: Number | None = None
-    missing: str | None = None
+    gap_us_per_interrupt: Number | None = None  # gap_pct per interrupt, us
+    missing: str | None = None  # why there are no figures (too few samples, no schedule or profiler window)
     spoilt: str | None = None  # why its rest is no baseline; left out of the summaries
 
 
@@ -563,9 +569,9 @@ class BurstRead(Exact):
     """One burst of a back-to-back trial: how many of its frames went
     through before the first one lost (all of them: none lost)."""
 
-    first_seq: int
+    first_seq: int  # sequence number of the burst's first frame
     lossless_pkts: int  # frames before the first lost one; a shorter burst is their prefix
-    lost_pkts: int
+    lost_pkts: int  # the burst's frames lost
     spoilt: str | None = None  # why the burst says nothing of the SUT (a host stall, the generator late)
 
 
@@ -575,8 +581,8 @@ class BackToBackResult(Exact):
     the burst's length, so the frames ahead of the first loss are a burst
     the SUT forwards whole: a burst's lossless length is read off once."""
 
-    burst_rate_pps: Number
-    burst_pkts: int
+    burst_rate_pps: Number  # the frame rate inside a burst, pps
+    burst_pkts: int  # frames per burst
     bursts: list[BurstRead]
     unknown: int = 0  # bursts the sink's kept lost runs do not cover (truncated)
 
@@ -585,41 +591,43 @@ class RecoveryResult(Exact):
     """A system recovery trial (RFC 2544 26.5): overload until the step (A),
     then the recovery load. Times in ms from A, on the generator's schedule."""
 
-    overload_pps: Number
-    recovery_pps: Number
+    overload_pps: Number  # the load until the step, pps
+    recovery_pps: Number  # the load after the step, pps
     step_s: Number  # A, from the window's start
     recovery_ms: Number | None  # the last frame lost after A (B) less A; 0: none lost after A
+    # packets lost from the step on (none: the sink's listed runs do not reach back to it)
     lost_after_step_pkts: int | None
     drain_ms: Number | None  # until the delay is back to the recovery load's (the queue the overload left drained)
     stall_lost_pkts: int = 0  # lost after B in host stalls' windows: the host's, set apart from the figure
     drain_spoilt: str | None = None  # a host stall while the queue drained: the drain time is not the SUT's
-    missing: str | None = None
+    missing: str | None = None  # why there are no figures
 
 
 class HostStalls(Exact):
     """The data path's CPUs' stalls the probe saw (or why there is no probe)."""
 
-    missing: str | None = None
+    missing: str | None = None  # why there is no probe, or no attribution (no sink timeline, loss unknown)
     probe: StallProbeInfo | None = None
-    ring_fill_ms: Number | None = None
-    qualifying_min_ms: Number | None = None
+    ring_fill_ms: Number | None = None  # time the veth ring (256 packets) takes to fill at the intended rate, ms
+    qualifying_min_ms: Number | None = None  # the shortest stall that can explain loss (a quarter of ring_fill_ms), ms
+    # per CPU of the data path: its role, stalls, their total and longest ms, who held it
     per_cpu: dict[str, CpuStalls] | None = None
-    stalls: list[Stall] | None = None
+    stalls: list[Stall] | None = None  # the stalls one by one (the first 200; start_s from the window's first due time)
     injected: InjectedFound | None = None
 
 
 class KernelSamples(Exact):
     """The sampler's series as the raw trial keeps it (softnet.results.series.Series.to_json)."""
 
-    interval_s: Number
-    t_s: list[Number]
-    marks: dict[str, int]
+    interval_s: Number  # the sampler's interval, s
+    t_s: list[Number]  # sample times, s since the sampler started (monotonic clock)
+    marks: dict[str, int]  # named samples (start, window_start, window_end, end) -> sample index
     keys: list[list[str | int]]  # [source, item, cpu]
-    values: list[list[Number | None]]
-    irq_names: dict[str, str]
-    qdiscs: dict[str, str]
-    missing: dict[str, str]
-    sampler: dict[str, Number | str | bool | list[int] | None]
+    values: list[list[Number | None]]  # per key, the raw counter at each sample (none: not read then)
+    irq_names: dict[str, str]  # IRQ -> its name (/proc/interrupts)
+    qdiscs: dict[str, str]  # role -> its root qdisc's kind
+    missing: dict[str, str]  # sources the sampler lacked -> why
+    sampler: dict[str, Number | str | bool | list[int] | None]  # the sampler's own cost and pinning
     power_zones: dict[str, str] = {}  # RAPL zone directory -> its name (package-0, core, dram...)
 
 
@@ -627,10 +635,10 @@ class PowerRead(Exact):
     """RAPL power over the window (softnet.analysis.power): the host's total
     counts its packages and DRAM once each; every zone is also shown alone."""
 
-    watts: Number | None
-    zones_w: dict[str, Number]
+    watts: Number | None  # the host's RAPL power over the window (packages + DRAM), W; none without such a zone
+    zones_w: dict[str, Number]  # each RAPL zone's power over the window, W, by "zone (name)"
     idle_watts: Number | None = None  # the same total before the traffic (collect.idle_power_s)
-    idle_s: Number | None = None
+    idle_s: Number | None = None  # the span the idle power was taken over, s
     traffic_watts: Number | None = None  # watts - idle_watts: what the traffic cost
 
 
@@ -662,14 +670,15 @@ class IrqRate(Exact):
 class NormalizedCost(Exact):
     """The WiFi-AP paper's normalized costs over the SUT's CPUs (none without throughput)."""
 
-    cpus: list[int]
-    throughput_mbps: Number
-    utilization_per_mbps: Number | None = None
-    cpu_time_per_mbps: Number | None = None
+    cpus: list[int]  # the SUT's CPUs the costs are summed over
+    throughput_mbps: Number  # window packets received x frame_bytes x 8 over the sampler's window, Mbit/s
+    utilization_per_mbps: Number | None = None  # sum of the SUT CPUs' utilization_pct per Mbps
+    cpu_time_per_mbps: Number | None = None  # sum of the SUT CPUs' cpu_time_pct per Mbps
+    # sum of the SUT CPUs' cycles as % of one core's frequency per Mbps; without a cycle counter, cpu_time_per_mbps
     cycles_per_mbps: Number | None = None
     cost_basis: str | None = None  # "cycles" | "cpu_time"
-    cost_basis_why: str | None = None
-    power_mw_per_mbps: Number | None = None
+    cost_basis_why: str | None = None  # why cycles_per_mbps is CPU time (no cycle counter)
+    power_mw_per_mbps: Number | None = None  # the host's RAPL power over the window, mW per Mbps
     traffic_power_mw_per_mbps: Number | None = None  # above the idle power
     cache_misses_per_mbps: Number | None = None  # per s, over the SUT's CPUs (the study's Table IV)
 
@@ -687,41 +696,44 @@ class KernelStats(Exact):
     """The kernel sampler's figures over the window; without window marks only
     why (missing) and how it sampled."""
 
-    window_s: Number | None = None
-    interval_s: Number | None = None
-    samples: int | None = None
-    per_cpu: dict[int, KernelCpu] | None = None
-    irqs: dict[str, IrqRate] | None = None
-    dev_weight: int | None = None
-    netdev_budget: int | None = None
-    context_switches_per_s: Number | None = None
+    window_s: Number | None = None  # the window between the sampler's edge samples, s
+    interval_s: Number | None = None  # the sampler's interval, s
+    samples: int | None = None  # samples taken over the trial
+    per_cpu: dict[int, KernelCpu] | None = None  # per CPU: its kernel rates over the window
+    irqs: dict[str, IrqRate] | None = None  # per IRQ that fired: its name and rates over the window
+    dev_weight: int | None = None  # the net.core.dev_weight sysctl (none: unknown)
+    netdev_budget: int | None = None  # the net.core.netdev_budget sysctl (none: unknown)
+    context_switches_per_s: Number | None = None  # host-wide context switches per second (/proc/stat ctxt)
     normalized: NormalizedCost | None = None
+    # none: counters cannot tell enqueued from bypassing packets (the profiler's stages can)
     qdisc_enqueued_share: Number | None = None
-    qdisc: dict[str, Number] | None = None
+    qdisc: dict[str, Number] | None = None  # root qdisc statistics' change over the window, by "<role>.<field>"
     power: PowerRead | None = None
     nic: dict[str, NicCounters] | None = None  # role -> its driver counters that moved
-    missing: dict[str, str]
+    missing: dict[str, str]  # sources the sampler lacked -> why
+    # the sampler's own cost and pinning (CPU seconds, share of one CPU, pinned CPUs)
     sampler: dict[str, Number | str | bool | list[int] | None]
 
 
 class CpuProfile(Exact):
     """One CPU's eBPF-measured times as % of the window (softnet.analysis.cpu_audit)."""
 
-    softirq_pct: Number
-    net_softirq_pct: Number
-    hardirq_pct: Number
-    sysvec_pct: Number
-    interrupts_per_s: Number
-    busy_pct: Number
-    softirq_in_idle_pct: Number
+    softirq_pct: Number  # time in softirqs, all vectors, % of the window
+    net_softirq_pct: Number  # time in NET_RX and NET_TX softirqs, % of the window
+    hardirq_pct: Number  # time in device interrupt handlers, % of the window
+    sysvec_pct: Number  # time in x86 system vectors (IPIs, local timer, irq work), % of the window
+    interrupts_per_s: Number  # device interrupts and system vectors per second
+    busy_pct: Number  # time a task other than idle ran, plus irq and softirq time inside idle, % of the window
+    softirq_in_idle_pct: Number  # softirq time run inside the idle task, % of the window
+    # softirq time by the task it ran on (idle, ksoftirqd, napi_thread, other_task), %
     softirq_pct_by_context: dict[str, Number]
-    net_rx_pct_by_context: dict[str, Number]
-    napi_polls_per_s: Number
-    napi_work_per_poll: Number | None
-    napi_budget_exhausted_share: Number | None
-    napi_work_hist: list[int]
-    context_switches_per_s: Number
-    unmatched_exits: int
+    net_rx_pct_by_context: dict[str, Number]  # NET_RX softirq time by the task it ran on, % of the window
+    napi_polls_per_s: Number  # NAPI polls per second
+    napi_work_per_poll: Number | None  # packets per NAPI poll, mean
+    napi_budget_exhausted_share: Number | None  # share of the polls that used their whole budget (0..1)
+    napi_work_hist: list[int]  # polls by packets done: 0, 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64-127, 128+
+    context_switches_per_s: Number  # context switches per second
+    unmatched_exits: int  # exits seen without their entry (attached mid-event): their time is not counted
     # switches the profiler did not see: the span after one is no NAPI-thread time (none: not counted then)
     unseen_switches: int | None = None
 
@@ -729,33 +741,33 @@ class CpuProfile(Exact):
 class CpuAudit(Exact):
     """Measured against /proc/stat's ticks of one CPU; only the verdict when it had no ticks."""
 
-    reported_busy_pct: Number | None = None
-    reported_softirq_pct: Number | None = None
-    reported_system_pct: Number | None = None
-    reported_idle_pct: Number | None = None
-    reported_steal_pct: Number | None = None
-    measured_busy_pct: Number | None = None
-    measured_softirq_pct: Number | None = None
-    misaccounted_pct: Number | None = None
-    verdict: str
+    reported_busy_pct: Number | None = None  # /proc/stat's non-idle ticks over the window, % of the ticks
+    reported_softirq_pct: Number | None = None  # /proc/stat's softirq ticks, %
+    reported_system_pct: Number | None = None  # /proc/stat's system ticks, %
+    reported_idle_pct: Number | None = None  # /proc/stat's idle and iowait ticks, %
+    reported_steal_pct: Number | None = None  # /proc/stat's steal ticks (the hypervisor ran something else), %
+    measured_busy_pct: Number | None = None  # the profiler's busy_pct
+    measured_softirq_pct: Number | None = None  # the profiler's softirq_pct
+    misaccounted_pct: Number | None = None  # measured less reported busy, percentage points
+    verdict: str  # the audit in words
 
 
 class DropRow(Exact):
-    reason: str
-    device: str
-    skbs: int
-    estimated_skbs: int
+    reason: str  # the kernel's skb drop reason
+    device: str  # the device the skb was on (its testbed role where it is one)
+    skbs: int  # drops counted while kfree_skb was attached
+    estimated_skbs: int  # drops estimated over the window (scaled by the packets polled)
 
 
 class StageRow(Exact):
-    stage: str
+    stage: str  # the stage's name
     exactness: str  # exact | approximate | unavailable
-    why: str
-    ns: Number
-    sampled_ns: int
-    sampled_intervals: int
-    pct_of_cpu: Number | None
-    ns_per_packet: Number | None
+    why: str  # what the stage spans, and why it is as exact as it is
+    ns: Number  # the stage's time over the window, ns (sampled_ns scaled to the window)
+    sampled_ns: int  # its time measured while the stage events were attached, ns
+    sampled_intervals: int  # intervals counted in it while attached
+    pct_of_cpu: Number | None  # ns as % of the window's wall time
+    ns_per_packet: Number | None  # ns per window packet the sink received
 
 
 class CpuStages(Exact):
@@ -763,37 +775,37 @@ class CpuStages(Exact):
 
     wifi_ap: list[StageRow]
     ebpf_profile: list[StageRow]
-    sampled_share: Number | None
-    scale: Number | None
-    unattributed_ns: Number
+    sampled_share: Number | None  # share of the window the stage events were attached (0..1)
+    scale: Number | None  # packet-processing time over the window against over the sampled periods: the stages' scale
+    unattributed_ns: Number  # sampled time between events no stage explains, ns
     unattributed: dict[str, Number]  # "from->to" -> ns, the largest
-    unsampled_ns: Number
-    transmits_enqueued: int
-    transmits_direct: int
-    qdisc_enqueued_share: Number | None
-    packet_time_ns: Number
-    packet_time_pct: Number | None
-    coverage: Number | None
+    unsampled_ns: Number  # sampled time in intervals that crossed an attach or detach (left out), ns
+    transmits_enqueued: int  # transmits through a qdisc (sampled)
+    transmits_direct: int  # transmits straight to the driver, no qdisc (sampled)
+    qdisc_enqueued_share: Number | None  # transmits_enqueued over all transmits (0..1)
+    packet_time_ns: Number  # packet-processing time over the window by the profiler's softirq and kthread counters, ns
+    packet_time_pct: Number | None  # packet_time_ns as % of the window
+    coverage: Number | None  # named stage time over packet_time_ns in the sampled periods (ratio; 1: all of it named)
 
 
 class ProfileResult(Exact):
     """The eBPF profiler's figures over the window, per CPU of the host."""
 
-    plan: str
-    window_s: Number
-    window_monotonic_ns: list[int]
+    plan: str  # what the profiler attached (its tracepoints, and what it left out)
+    window_s: Number  # the window between the profiler's edge reads, s
+    window_monotonic_ns: list[int]  # the window's edge reads, CLOCK_MONOTONIC ns
     per_cpu: dict[int, CpuProfile]
     drops: list[DropRow]
-    sampled_time_share: Number | None
-    sampled_packet_share: Number | None
+    sampled_time_share: Number | None  # share of the window the per-packet events were attached (0..1)
+    sampled_packet_share: Number | None  # share of the packets NAPI polled while they were attached (0..1)
     # the share of the window the per-CPU times and counts were measured in (none: all of it), scaled from it
     base_time_share: Number | None = None
-    drop_keys_full: int
+    drop_keys_full: int  # drops not itemized by reason and device (the profiler's map was full)
     audit: dict[int, CpuAudit]
     transitions: dict[int, list[list[str | int]]]  # CPU -> [from event, to event, ns, count]
-    duty: Number
+    duty: Number  # share of the time the stage events were attached (TrialSpec.profile_duty; 0: never)
     stages: dict[int, CpuStages]
-    stages_missing: str | None
+    stages_missing: str | None  # why there are no stages
 
 
 class _StoredView(BaseModel):
@@ -895,17 +907,17 @@ class Provenance(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    softnet_version: str
-    kernel: str
-    hostname: str
-    cpu_model: str | None = None
-    cpus_online: int | None = None
-    recorded_unix_s: Number
+    softnet_version: str  # the softnet version that measured
+    kernel: str  # the host's kernel release
+    hostname: str  # the host's name
+    cpu_model: str | None = None  # the host's CPU model (/proc/cpuinfo)
+    cpus_online: int | None = None  # the host's logical CPUs
+    recorded_unix_s: Number  # when the provenance was recorded, unix s
     # JSON on purpose: what was asked (the trial spec and its SUT, or a campaign cell's), as given, so
     # that its hash (spec_hash) stays the one it was recorded with
     spec: dict[str, Any]
-    spec_hash: str
-    host_changes_applied: list[str]
+    spec_hash: str  # the spec's hash (sha256 of its sorted JSON, first 16 hex digits)
+    host_changes_applied: list[str]  # every change softnet made to the host for the testbed and the trial, in words
 
 
 class NicFacts(Exact):
@@ -952,62 +964,67 @@ class TrialResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # this result's schema version (a raw trial of an older raw schema evaluates to an older one)
     schema_version: int = SCHEMA_VERSION
-    sut: str
-    ip_version: int
-    intended_rate_pps: Number
-    duration_s: Number
-    warmup_s: Number
-    frame_bytes: int
-    flows: int
-    intended_pkts: int
-    sent_pkts: int
-    warmup_sent_pkts: int
+    sut: str  # the SUT personality's spec string ("none": the generator's traffic goes straight to the sink)
+    ip_version: int  # 4 or 6: the test traffic's IP version
+    intended_rate_pps: Number  # the offered rate asked for, pps (bidirectional: both directions' sum)
+    duration_s: Number  # the measurement window, s
+    warmup_s: Number  # the warm-up sent before the window, s
+    frame_bytes: int  # frame size incl. FCS, B (with a frame mix: see frame_mix)
+    flows: int  # UDP source ports used in turn
+    intended_pkts: int  # window packets the schedule asks for
+    sent_pkts: int  # window packets the generator sent
+    warmup_sent_pkts: int  # warm-up packets the generator sent
+    # the window's achieved offered rate, pps: (sent_pkts - 1) / send_span_s at constant arrivals
     achieved_rate_pps: Number
-    achieved_ratio: Number
-    send_span_s: Number
-    received_pkts: int
-    lost_pkts: int | None
-    loss_ratio: Number | None
-    reordered_pkts: int
-    duplicate_pkts: int
-    out_of_range_pkts: int
-    warmup_received_pkts: int
-    latency_min_ns: Number | None
-    latency_mean_ns: Number | None
-    latency_max_ns: Number | None
+    achieved_ratio: Number  # achieved_rate_pps over the window's mean intended rate (off by more than 0.5%: flagged)
+    send_span_s: Number  # from the window's first send to the last, s (the generator's clock)
+    received_pkts: int  # window packets the sink received (first copies)
+    lost_pkts: int | None  # sent_pkts - received_pkts (none: more received than sent)
+    loss_ratio: Number | None  # lost_pkts / sent_pkts (0..1)
+    reordered_pkts: int  # window packets that arrived after a higher sequence number of their stream
+    duplicate_pkts: int  # window copies of a sequence number already received
+    out_of_range_pkts: int  # test frames with a sequence number beyond the trial's (corrupt or foreign), whole trial
+    warmup_received_pkts: int  # warm-up packets the sink received (first copies)
+    latency_min_ns: Number | None  # the smallest one-way delay of a window packet, ns (send stamp to the sink's XDP)
+    latency_mean_ns: Number | None  # the mean one-way delay of the window packets, ns
+    latency_max_ns: Number | None  # the largest one-way delay of a window packet, ns
     # schema 3 (raw schema 2): nearest-rank percentiles, each within latency_percentile_rel_error
     latency_pkts: int | None = None  # window packets with a delay (the histogram's count)
+    # window packets stamped after they arrived (a corrupt stamp): no delay taken
     latency_negative_pkts: int | None = None
-    latency_p50_ns: Number | None = None
-    latency_p90_ns: Number | None = None
-    latency_p99_ns: Number | None = None
-    latency_p99_9_ns: Number | None = None
+    latency_p50_ns: Number | None = None  # the median one-way delay, ns (nearest rank, from the histogram)
+    latency_p90_ns: Number | None = None  # the 90th percentile one-way delay, ns
+    latency_p99_ns: Number | None = None  # the 99th percentile one-way delay, ns
+    latency_p99_9_ns: Number | None = None  # the 99.9th percentile one-way delay, ns
+    # the bound on each percentile's relative error from the histogram's bucket width (ratio)
     latency_percentile_rel_error: float | None = None
     latency_hist: LatencyHistogram | None = None
     latency_exact: LatencyExact | None = None
     rfc8219: Rfc8219Latency | None = None
     # schema 2 (raw schema 1): upper edges of log2 buckets
     latency_p50_upper_ns: Number | None = None
-    latency_p99_upper_ns: Number | None = None
-    latency_p99_9_upper_ns: Number | None = None
+    latency_p99_upper_ns: Number | None = None  # schema 2: the 99th percentile's log2 bucket's upper edge, ns
+    latency_p99_9_upper_ns: Number | None = None  # schema 2: the 99.9th percentile's log2 bucket's upper edge, ns
+    # schema 2: window packets per log2 delay bucket (bucket b: below 2^(b+1) ns)
     latency_log2_hist: list[int] | None = None
-    drain_s: Number
+    drain_s: Number  # after the generator stopped, how long until the sink's counts stopped moving, s
     generator: GeneratorSummary
     diagnosis: Diagnosis
     placement: TrialPlacement
     other_runs: list[str] = []  # other softnet runs' namespaces seen during the trial
-    flags: list[str]
-    valid: bool
+    flags: list[str]  # the validity rules the trial broke (generator_limited, sink_limited, ...)
+    valid: bool  # no flag but the informational host_interference
     # schema 4: loss in time and host stalls (softnet.analysis.loss_time); sut_*: the loss with what host
     # stalls explain set apart (what the methods count by default)
     sut_lost_pkts: int | None = None
-    sut_loss_ratio: Number | None = None
+    sut_loss_ratio: Number | None = None  # sut_lost_pkts / sent_pkts (0..1)
     loss_explained_by_host_stalls: StallLoss | None = None
     loss_attribution: LossAttribution | None = None
     loss_timeline: LossTimeline | None = None
     host_stalls: HostStalls | None = None
-    started_unix_s: Number
+    started_unix_s: Number  # when the generator started sending (warm-up included), unix s on the controller's clock
     kernel: KernelStats | None = None
     kernel_samples: KernelSamples | None = None
     profile: ProfileResult | None = None
@@ -1032,7 +1049,7 @@ class TrialResult(BaseModel):
     # an inventory's trial: the hosts each piece ran on, and how far the SUT's window edges may sit from
     # the generator's clock
     hosts: dict[str, RemoteHost] | None = None
-    window_skew_ms: Number | None = None
+    window_skew_ms: Number | None = None  # how far the SUT host's window edges may sit from the generator's clock, ms
     reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
     victim: VictimCheck | None = None  # with a pinned victim (TrialSpec.victim)
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts (TrialSpec.burst_rate_pps)

@@ -78,3 +78,10 @@ def test_tutorials_and_how_tos_speak_to_users_not_of_the_lab():
             if p.parent.name in ("tutorials", "how-to")
             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not hits, hits
+
+
+def test_every_result_field_says_what_it_is():
+    empty = [f"{p.name}: {line.split('|')[1].strip()}" for p in (ROOT / "docs/reference").glob("results*.md")
+             for line in p.read_text().splitlines()
+             if line.startswith("| `") and not line.rstrip("|").rstrip().split("|")[-1].strip()]
+    assert not empty, empty

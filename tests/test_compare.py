@@ -412,3 +412,42 @@ def test_a_variant_whose_trials_are_flagged_says_why_it_has_no_pairs():
     s = paired_summary(["single", "dual"], {}, trials, [("fixed", 150e3)], ["cpu", "loss"], 3, 0.95, 0.02, 0.001)
     assert all(d.n_pairs == 0 and d.dropped_pairs == 3 for d in s.differences["dual"])
     assert s.unusable == {"dual": {"sink_limited": 3}}
+
+
+def test_reported_metrics_share_the_error_rate_so_a_table_has_no_false_verdict():
+    """A against A, six reported metrics of pure noise (20 rounds each): read
+    each at 95% and a table shows a false slower/faster about a quarter of
+    the time; at Bonferroni's share (1 - 0.05 / 6) at most 5% of tables do."""
+    from softnet.analysis.paired import paired_difference
+
+    rng = np.random.default_rng(7)
+    m, tables = 6, 300
+
+    def false_tables(conf: float) -> float:
+        bad = 0
+        for _ in range(tables):
+            a = rng.lognormal(0, 0.05, (m, 20))
+            b = rng.lognormal(0, 0.05, (m, 20))
+            verdicts = [paired_difference("x", a[i], b[i], better="lower", confidence=conf).verdict for i in range(m)]
+            bad += any(v in ("slower", "faster") for v in verdicts)
+        return bad / tables
+
+    assert false_tables(0.95) > 0.15
+    assert false_tables(1 - 0.05 / m) <= 0.08
+
+
+def test_a_comparison_reads_the_metrics_it_reports_at_their_share():
+    from pathlib import Path
+
+    from softnet.analysis.comparisons import paired_summary
+    from softnet.analysis.trial_eval import evaluate
+
+    d = json.loads((Path(__file__).parent / "data" / "raw_trials" / "ipv4fwd_150kpps_quiet.json").read_text())
+    quiet = evaluate(d.get("raw", d)).to_dict()
+    trials = {(v, 0, r): quiet for v in (0, 1) for r in range(6)}
+    s = paired_summary(["a", "b"], {}, trials, [("fixed", 150e3)], ["cpu", "loss", "latency"], 6, 0.99, 0.02,
+                       0.001, decide_on=["cpu"])
+    conf = {d.metric: d.confidence for d in s.differences["b"]}
+    reported = [k for k in conf if not k.startswith("cpu")]
+    assert conf["cpu@150 kpps"] == 0.99 and {"latency_p50@150 kpps", "loss@150 kpps"} <= set(reported)
+    assert all(conf[k] == pytest.approx(1 - 0.01 / len(reported)) for k in reported)

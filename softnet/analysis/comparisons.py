@@ -189,32 +189,44 @@ def value(trial: ComparedTrial | None, m: MetricDef) -> float | None:
 def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[int, int, int], dict],
                    loads: Sequence[tuple[str, float]], kinds: Sequence[str], rounds: int, confidence: float,
                    margin: float, loss_margin: float, stop_reason: str = "",
-                   searches: dict[tuple[int, int], dict[str, float | None]] | None = None) -> ComparisonSummary:
+                   searches: dict[tuple[int, int], dict[str, float | None]] | None = None,
+                   decide_on: Sequence[str] | None = None) -> ComparisonSummary:
     """Each candidate (variant 1..) against the baseline (variant 0), over
     ``rounds`` complete rounds. ``trials``: (variant, load index, round) ->
-    result; ``searches``: (variant, round) -> {goal: conditional throughput pps}."""
+    result; ``searches``: (variant, round) -> {goal: conditional throughput pps}.
+    ``confidence``: each look's, for the metrics the experiment decides on
+    (``decide_on``; None: all of them). The others are reported: their
+    intervals are Bonferroni's over them all (at 1 - (1 - confidence) / m for
+    m reported metrics), so no verdict in the table is a false one at more
+    than the experiment's error rate, however many rows it has."""
     trials = {k: compared(t) for k, t in trials.items()}
     out = ComparisonSummary(baseline=names[0], candidates=names[1:], rounds=rounds, stop_reason=stop_reason,
                             labels=labels)
     set_apart = loss_set_apart([t for t in trials.values() if t is not None])
     for v in range(1, len(names)):
-        diffs = []
+        planned = []  # (label, a, b, better, scale, unit, kind, margin, load)
         for li, m in metric_points(kinds, loads):
-            a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
-            b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
             if m.name == "loss_all" and not set_apart:
                 continue
-            d = paired_difference(metric_label(m, loads[li][1]), a, b, better=m.better, scale=m.scale,
-                                  unit=m.unit, confidence=confidence, kind=m.kind,
-                                  margin=margin if m.scale == "ratio" else loss_margin)
-            diffs.append(replace(d, load_pps=None if m.kind == "capacity" else loads[li][1]))
+            a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
+            b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
+            planned.append((metric_label(m, loads[li][1]), a, b, m.better, m.scale, m.unit, m.kind,
+                            margin if m.scale == "ratio" else loss_margin,
+                            None if m.kind == "capacity" else loads[li][1]))
         if searches is not None and "search" in kinds:
             goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})
             for g in goals:
                 a = [searches.get((0, r), {}).get(g) for r in range(rounds)]
                 b = [searches.get((v, r), {}).get(g) for r in range(rounds)]
-                diffs.append(paired_difference(f"search {g}", a, b, better="higher", scale="ratio", unit="pps",
-                                               confidence=confidence, margin=margin, kind="search"))
+                planned.append((f"search {g}", a, b, "higher", "ratio", "pps", "search", margin, None))
+        reported = sum(1 for p in planned if decide_on is not None and p[6] not in decide_on)
+        diffs = []
+        for label, a, b, better, scale, unit, kind, mg, load in planned:
+            conf = confidence if decide_on is None or kind in decide_on or reported < 2 else \
+                1 - (1 - confidence) / reported
+            d = paired_difference(label, a, b, better=better, scale=scale, unit=unit, confidence=conf, kind=kind,
+                                  margin=mg)
+            diffs.append(replace(d, load_pps=load))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
     for (v, _, r), t in trials.items():
@@ -394,28 +406,27 @@ def _by_load(trials: list[ComparedTrial]) -> dict[float, list[ComparedTrial]]:
 def sweep_differences(prefix: str, a_trials: list, b_trials: list, confidence: float, margin: float,
                       loss_margin: float) -> list[PairedDifference]:
     """Per load both swept: cpu, loss and latency; the throughput at the
-    highest common load as capacity. Trials: results as stored, or parsed."""
+    highest common load as capacity. Trials: results as stored, or parsed.
+    Every row is reported (nothing decides when to stop): each is read at
+    Bonferroni's share of the error rate, 1 - (1 - confidence) / rows, so
+    the table as a whole holds no false verdict at more than that rate."""
     la, lb = _by_load([ComparedTrial.of(t) for t in a_trials]), _by_load([ComparedTrial.of(t) for t in b_trials])
     common = sorted(k for k in la if any(abs(k - j) < LOAD_MATCH_PPS for j in lb))
     if not common:
         return []
     lb = {k: next(v for j, v in lb.items() if abs(k - j) < LOAD_MATCH_PPS) for k in common}
+    top = common[-1]
+    set_apart = loss_set_apart([t for k in common for t in (*la[k], *lb[k])])
+    rows = [(CAPACITY, top)] + [(m, load) for load in common for kind in ("cpu", "loss", "latency")
+                                for m in METRICS[kind] if m.name != "loss_all" or set_apart]
+    sides = [(m, load, [value(t, m) for t in la[load]], [value(t, m) for t in lb[load]]) for m, load in rows]
+    measured = [s for s in sides if any(v is not None for v in s[2]) and any(v is not None for v in s[3])]
+    share = 1 - (1 - confidence) / max(1, len(measured))
     out = []
-
-    def diff(m: MetricDef, load: float, label: str) -> None:
-        d = stored_difference(f"{prefix}{label}", m.unit, m.better, m.scale, [value(t, m) for t in la[load]],
-                              [value(t, m) for t in lb[load]], confidence,
+    for m, load, a, b in measured:
+        d = stored_difference(f"{prefix}{metric_label(m, load)}", m.unit, m.better, m.scale, a, b, share,
                               margin if m.scale == "ratio" else loss_margin)
         out.append(replace(d, kind=m.kind, load_pps=None if m.kind == "capacity" else load))
-
-    top = common[-1]
-    diff(CAPACITY, top, metric_label(CAPACITY, top))
-    set_apart = loss_set_apart([t for k in common for t in (*la[k], *lb[k])])
-    for load in common:
-        for kind in ("cpu", "loss", "latency"):
-            for m in METRICS[kind]:
-                if m.name != "loss_all" or set_apart:
-                    diff(m, load, metric_label(m, load))
     return [d for d in out if d.n_pairs]
 
 

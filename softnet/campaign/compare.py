@@ -129,7 +129,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
 
     def summary(results: dict, rounds: int, reason: str = "") -> ComparisonSummary:
         return paired_summary(names, labels, results, loads, c.metrics, rounds, look_conf, c.margin, c.loss_margin,
-                              reason, stored_searches(store, cid, nv) if searching else None)
+                              reason, stored_searches(store, cid, nv) if searching else None, c.decide_on)
 
     done = store.comparison(cid)
     if done is not None:

@@ -134,8 +134,13 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
              "unfinished": "unfinished: interrupted (softnet run SPEC resumes it)", "stored": ""}
     lines = [how + "."]
     if d0 is not None:
-        lines.append(f"Interval at confidence {d0.confidence:.4g}; equivalent: inside +-{100 * d0.margin:g}% "
-                     "(loss: its own absolute margin); slower: worse on that metric.")
+        confs = sorted({d.confidence for d in diffs}, reverse=True)
+        at = (f"Interval at confidence {confs[0]:.4g}" if len(confs) == 1 else
+              f"Intervals at confidence {confs[-1]:.4g} (the metrics it decides on, at each look) and "
+              f"{confs[0]:.4g} (the others, sharing the rest among them: no false verdict in the table at more than "
+              "the experiment's error rate)") if summary.paired else f"Interval at confidence {confs[0]:.4g}"
+        lines.append(f"{at}; equivalent: inside +-{100 * d0.margin:g}% (loss: its own absolute margin); slower: "
+                     "worse on that metric. A, B: each side's mean; change: the paired estimate.")
     sides = {n: summary.provenance.get(n) or {} for n in (summary.baseline, *summary.candidates)}
     for key in ("kernel", "softnet_version", "hostname", "cpu_model"):
         seen = {p.get(key) for p in sides.values() if p}

@@ -139,8 +139,10 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
               f"Intervals at confidence {confs[-1]:.4g} (the metrics it decides on, at each look) and "
               f"{confs[0]:.4g} (the others, sharing the rest among them: no false verdict in the table at more than "
               "the experiment's error rate)") if summary.paired else f"Interval at confidence {confs[0]:.4g}"
+        what = ("A, B: each side's mean; change: the paired estimate." if summary.paired else
+                "A, B: each side's mean; change: B's against A's (geometric for rates).")
         lines.append(f"{at}; equivalent: inside +-{100 * d0.margin:g}% (loss: its own absolute margin); slower: "
-                     "worse on that metric. A, B: each side's mean; change: the paired estimate.")
+                     f"worse on that metric. {what}")
     sides = {n: summary.provenance.get(n) or {} for n in (summary.baseline, *summary.candidates)}
     for key in ("kernel", "softnet_version", "hostname", "cpu_model"):
         seen = {p.get(key) for p in sides.values() if p}

@@ -71,6 +71,10 @@ class _Profile(_Read):
     drops: list[_DropRow] | None = None
 
 
+class _Pace(_Read):
+    ips: Number | None = None
+
+
 class ComparedTrial(_Read):
     """The figures of one trial result a comparison uses, parsed once."""
 
@@ -90,6 +94,7 @@ class ComparedTrial(_Read):
     profile: _Profile | None = None
     # the sampler's CPU per packet (analysis.data_paths), where the kthreads' exact figure is missing
     sampled_cpu_ns_per_pkt: Number | None = None
+    host_pace: _Pace | None = None  # the pace probe's covariate (TrialSpec.pace_probe)
 
     @classmethod
     def of(cls, trial) -> "ComparedTrial":
@@ -174,6 +179,19 @@ def metric_label(m: MetricDef, load_pps: float) -> str:
     return f"{m.name}@{format_rate(load_pps)}"
 
 
+# the figures a host's pace moves with it: the time per packet, the rate a flood gets through
+PACED = ("cpu", "capacity")
+
+
+def pace_of(trials: dict, v: int, li: int, rounds: int) -> list[float | None]:
+    """Each round's host pace for variant v at load li (None where not probed)."""
+    out = []
+    for r in range(rounds):
+        t = trials.get((v, li, r))
+        out.append(t.host_pace.ips if t is not None and t.host_pace is not None else None)
+    return out
+
+
 def loss_set_apart(trials: Sequence[ComparedTrial]) -> bool:
     """Whether any trial set loss apart (host stalls): only then do "loss"
     (the data path's) and "loss_all" (every lost packet) differ, and both
@@ -212,20 +230,22 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
             b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
             planned.append((metric_label(m, loads[li][1]), a, b, m.better, m.scale, m.unit, m.kind,
                             margin if m.scale == "ratio" else loss_margin,
-                            None if m.kind == "capacity" else loads[li][1]))
+                            None if m.kind == "capacity" else loads[li][1],
+                            (pace_of(trials, 0, li, rounds), pace_of(trials, v, li, rounds))
+                            if m.kind in PACED else None))
         if searches is not None and "search" in kinds:
             goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})
             for g in goals:
                 a = [searches.get((0, r), {}).get(g) for r in range(rounds)]
                 b = [searches.get((v, r), {}).get(g) for r in range(rounds)]
-                planned.append((f"search {g}", a, b, "higher", "ratio", "pps", "search", margin, None))
+                planned.append((f"search {g}", a, b, "higher", "ratio", "pps", "search", margin, None, None))
         reported = sum(1 for p in planned if decide_on is not None and p[6] not in decide_on)
         diffs = []
-        for label, a, b, better, scale, unit, kind, mg, load in planned:
+        for label, a, b, better, scale, unit, kind, mg, load, cov in planned:
             conf = confidence if decide_on is None or kind in decide_on or reported < 2 else \
                 1 - (1 - confidence) / reported
             d = paired_difference(label, a, b, better=better, scale=scale, unit=unit, confidence=conf, kind=kind,
-                                  margin=mg)
+                                  margin=mg, covariate=cov)
             diffs.append(replace(d, load_pps=load))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)

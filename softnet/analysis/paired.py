@@ -44,14 +44,34 @@ MIN_ROUNDS = 4
 LOOK_GROWTH = 1.5
 
 
+def adjust(d: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """Regression adjustment: the pair differences less the part a covariate
+    measured in both trials of each pair explains, d - beta x (beta: the
+    least-squares slope). The covariate (the host's pace, measured with the
+    SUT at rest) is one the variants cannot move, so its difference is
+    chance: all of it is taken out, the pairs' imbalance with it. One that
+    explains nothing leaves d as it was."""
+    xc = x - x.mean()
+    ss = float(xc @ xc)
+    if ss == 0 or len(d) < 4:
+        return d, 0.0
+    beta = float(xc @ (d - d.mean())) / ss
+    return d - beta * x, beta
+
+
 def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float | None], *, better: Better,
                       scale: Scale = "ratio", unit: str = "", confidence: float = 0.95,
-                      margin: float = 0.02, kind: str = "") -> PairedDifference:
+                      margin: float = 0.02, kind: str = "",
+                      covariate: tuple[Sequence[float | None], Sequence[float | None]] | None = None
+                      ) -> PairedDifference:
     """The paired difference of b against a, round by round (a[i], b[i] from
-    round i; None where a side has no value: that round is dropped)."""
+    round i; None where a side has no value: that round is dropped).
+    ``covariate``: the same rounds' covariate on each side (the host's pace),
+    taken out of the differences by regression when every pair has it."""
     if len(a) != len(b):
         raise ValueError(f"{metric}: {len(a)} baseline values against {len(b)} candidate values")
-    pairs = [(x, y) for x, y in zip(a, b) if _usable(x, scale) and _usable(y, scale)]
+    keep = [i for i, (x, y) in enumerate(zip(a, b)) if _usable(x, scale) and _usable(y, scale)]
+    pairs = [(a[i], b[i]) for i in keep]
     dropped = len(a) - len(pairs)
     n = len(pairs)
     base = dict(metric=metric, unit=unit, better=better, scale=scale, n_pairs=n, confidence=confidence,
@@ -61,6 +81,11 @@ def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float 
                                 p_value=None, verdict="undecided")
     xa, xb = np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], float)
     d = np.log(xb / xa) if scale == "ratio" else xb - xa
+    if covariate is not None and all(_usable(covariate[0][i], "ratio") and _usable(covariate[1][i], "ratio")
+                                     for i in keep):
+        ca, cb = (np.array([c[i] for i in keep], float) for c in covariate)
+        d, beta = adjust(d, np.log(cb / ca))
+        base["covariate_beta"] = beta
     mean, lo, hi = hodges_lehmann(d, confidence)
     from scipy import stats  # here: its import is 0.6 s, paid only where it is used
 

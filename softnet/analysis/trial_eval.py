@@ -7,6 +7,8 @@ lost nor double counted.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from softnet.analysis import counters, latency_hist, loss_time
@@ -20,11 +22,11 @@ from softnet.analysis.recovery import recovery_result
 from softnet.analysis.reset import reset_result
 from softnet.analysis.stages import stage_breakdown
 from softnet.errors import InputError
-from softnet.results.raw import (GeneratorReport, ProcSnapshot, RawProfile, RawTestbed, RawTrial, SinkReport,
-                                 StallReport, check_raw)
+from softnet.results.raw import (GeneratorReport, ProcSnapshot, RawPace, RawProfile, RawTestbed, RawTrial, RawVictim,
+                                 SinkReport, StallReport, check_raw)
 from softnet.results.series import Series
 from softnet.results.trial import (KNOWN_RAW_SCHEMA_VERSIONS, RESULT_SCHEMA_OF_RAW, Diagnosis, Direction, FlowCounts,
-                                   GeneratorSummary, HostStalls, KernelStats, LatencyExact, LatencyHistogram,
+                                   GeneratorSummary, HostPace, HostStalls, KernelStats, LatencyExact, LatencyHistogram,
                                    PlacementObserved, PlacementRequested, ProfileResult, SizeLoss, ThreadCpu,
                                    Rfc8219Latency, TrafficShape, TrialPlacement, TrialResult, TrialSpec)
 from softnet.results import shapes
@@ -361,6 +363,22 @@ def both_directions(raw: RawTrial, spec: TrialSpec) -> TrialResult:
     return out
 
 
+def pace_ips(v: RawVictim) -> float | None:
+    """A pace run's iterations per second of its own run time."""
+    rows = [r for r in v.series if len(r) >= 3]
+    if len(rows) < 2 or rows[-1][2] <= rows[0][2]:
+        return None
+    return (rows[-1][1] - rows[0][1]) / ((rows[-1][2] - rows[0][2]) / 1e9)
+
+
+def host_pace(p: RawPace) -> HostPace:
+    b, a = pace_ips(p.before), pace_ips(p.after)
+    out = HostPace(cpu=p.before.cpu, before_ips=b, after_ips=a)
+    if b and a:
+        out.ips, out.drift_pct = math.sqrt(a * b), 100 * (a / b - 1)
+    return out
+
+
 def sut_thread_cpu(raw: RawTrial, sink: SinkReport) -> ThreadCpu | None:
     """The SUT's kthreads' CPU time over the whole trial (nothing else runs in
     them, so warm-up and drain included) per packet the sink received."""
@@ -462,6 +480,8 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
     if raw.victim is not None:
         fields.update(victim=victim_check(raw, tuple(prof.window_monotonic_ns) if prof else None,
                                           prof.per_cpu.get(raw.victim.cpu) if prof else None))
+    if raw.pace is not None:
+        fields.update(host_pace=host_pace(raw.pace))
     if "arrivals" in raw.spec:  # a raw trial from before traffic shapes evaluates as it always did
         fields.update(traffic_shape(spec, sink, sent, received, span_s))
     fields.update(provenance=raw.provenance)

@@ -138,7 +138,8 @@ class TestbedMeasurer:
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu,
                          reset_at_s=m.reset_at_s, step_at_s=step_at, step_rate_pps=step_rate,
-                         idle_s=c.idle_power_s if c.sample else 0.0, victim=c.victim)
+                         idle_s=c.idle_power_s if c.sample else 0.0, victim=c.victim,
+                         pace_probe=c.pace_probe and not c.victim)
         return self._run(spec, live)
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:

@@ -769,6 +769,9 @@ class CollectSpec(Strict):
     # the eBPF profile study's cross-check: a CPU-bound victim pinned to the first SUT CPU, its lost
     # share against the profiler's softirq + irq time there (needs profile = true)
     victim: Literal["python", "c"] | None = None
+    # the host's pace before and after each trial (a fixed loop on the first SUT CPU, 0.1 s each): a
+    # covariate a comparison can take the host's drift out with
+    pace_probe: bool = False
 
     @model_validator(mode="after")
     def victim_needs_the_profiler(self):

@@ -59,6 +59,15 @@ def _overdue(gens, expected_s: float, started: float) -> bool:
 
 VICTIM_BASELINE_S = 1.5  # the victim alone on its CPU before the traffic: its baseline rate
 VICTIM_AFTER_S = 0.8  # and after it: a host whose pace moved between the two spoils the comparison
+PACE_S = 0.1  # the pace probe's loop, before and after the traffic
+
+
+def pace(hosts, changes) -> dict:
+    """The host's pace on the first SUT CPU: the C victim's iterations over
+    PACE_S, with its own run time (so a preemption does not count)."""
+    v = hosts.victim(changes, "c", PACE_S)
+    time.sleep(PACE_S + 0.03)
+    return v.read()
 
 def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
             exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None) -> dict:
@@ -103,6 +112,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         victim = hosts.victim(c, spec.victim, pause + expected_s + VICTIM_AFTER_S + 5) if spec.victim else None
         if pause:
             time.sleep(pause)
+        pace_before = pace(hosts, c) if spec.pace_probe and not spec.victim else None
         before = hosts.host_reads()
         gens = []
         for rev in directions:
@@ -132,6 +142,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         drained = [sink.drain() for sink in sinks]
         if victim:
             time.sleep(VICTIM_AFTER_S)
+        pace_after = pace(hosts, c) if pace_before is not None else None
         timelines = [sink.timeline(r["sent_pkts"]) for sink, r in zip(sinks, reports)]
         stalls = probe.read() if probe else {"missing": probe_missing}
         injected = injector.read() if injector else None
@@ -158,6 +169,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         raw["reset"] = reset_read
     if victim_read is not None:
         raw["victim"] = victim_read
+    if pace_before is not None:
+        raw["pace"] = {"before": pace_before, "after": pace_after}
     if profiler:
         raw["profile"] = {"reads": {"start": prof_start, "window_start": edges.get("profile_start"),
                                     "window_end": edges.get("profile_end")},

@@ -372,6 +372,7 @@ COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", 
                    "compare.confidence": "--confidence", "compare.budget_s": "--budget",
                    "compare.min_rounds": "--min-rounds", "compare.max_rounds": "--max-rounds",
                    "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name",
+                   "collect.pace_probe": "--pace",
                    "method.goals": "--goals", "method.width": "--width", "method.max_trial_seconds": "--search-seconds"}
 
 
@@ -449,6 +450,9 @@ def compare(
     max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)",
                                    rich_help_panel=P_DECIDE),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS", rich_help_panel=P_LOAD),
+    pace: bool = typer.Option(False, "--pace/--no-pace", help="probe the host's pace around each trial (0.2 s of a "
+                              "fixed loop) and take its drift out of capacity and CPU per packet",
+                              rich_help_panel=P_VARIANTS),
     profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "
                                  "reasons changed (ns per packet, with intervals)", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
@@ -497,7 +501,7 @@ def compare(
         [k for k in ("capacity", "cpu") if k in kinds] or kinds)
     base_sut = variants[0].get("testbed.sut", "ipv4-fwd") if variants else "ipv4-fwd"
     data = {"name": name, "testbed": {"sut": base_sut}, "traffic": {"frame_bytes": size},
-            "collect": {"profile": profile},
+            "collect": {"profile": profile, "pace_probe": pace},
             "method": {"kind": "compare", "loads": loads or None, "duration_s": duration, "warmup_s": warmup,
                        "goals": [g for g in goals.split(",") if g.strip()], "width": width,
                        "max_trial_seconds": search_seconds},

@@ -49,7 +49,7 @@ class Victim:
         self.proc = None
         changes.record(f"victim workload on CPU {cpu}", self.stop)
         argv = ([sys.executable, "-c", _VICTIM, str(cpu), str(seconds)] if kind == "python"
-                else [str(tool("victim")), "--cpu", str(cpu), "--seconds", str(int(seconds + 0.999))])
+                else [str(tool("victim")), "--cpu", str(cpu), "--seconds", f"{max(seconds, 0.01):g}"])
         self.kind, self.cpu = kind, cpu
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.started = time.monotonic()

@@ -42,6 +42,8 @@ class PairedDifference:
     kind: str = ""  # the metric's family as specs name it: capacity, cpu, loss, latency, search
     configuration: str = ""  # stored campaigns of several cells: the cell's knobs, which prefix the metric
     load_pps: float | None = None  # the offered load of a per-load metric (cpu, loss, latency)
+    # the host's pace taken out by regression: the slope of the change on the pace's change (None: not)
+    covariate_beta: float | None = None
 
     # read back from stored JSON by pydantic: a key this softnet does not write is an error
     __pydantic_config__ = ConfigDict(extra="forbid")

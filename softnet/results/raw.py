@@ -286,6 +286,13 @@ class RawVictim(Exact):
     series: list[list[Number]]
 
 
+class RawPace(Exact):
+    """The pace probe's two runs, before and after the traffic."""
+
+    before: RawVictim
+    after: RawVictim
+
+
 class RawReset(Exact):
     """The SUT's reset as the trial ran it (unix times, the controller's clock)."""
 
@@ -326,6 +333,7 @@ class RawTrial(Exact):
     path: TrialPath | None = None
     reset: RawReset | None = None
     victim: RawVictim | None = None
+    pace: RawPace | None = None
 
 
 def check_raw(raw: dict, where: str = "raw trial") -> RawTrial:

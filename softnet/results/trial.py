@@ -96,6 +96,8 @@ class TrialSpec:
     idle_s: float = 0.0
     # the profiler's cross-check: a CPU-bound victim ("python" or "c") pinned to the first SUT CPU
     victim: str | None = None
+    # the host's pace: a fixed loop on the first SUT CPU for PACE_S before and after the traffic
+    pace_probe: bool = False
 
     def one_direction(self) -> "TrialSpec":
         """What each direction of a bidirectional trial sends: half the rate."""
@@ -563,6 +565,19 @@ class VictimCheck(Exact):
     gap_us_per_interrupt: Number | None = None  # gap_pct per interrupt, us
     missing: str | None = None  # why there are no figures (too few samples, no schedule or profiler window)
     spoilt: str | None = None  # why its rest is no baseline; left out of the summaries
+
+
+class HostPace(Exact):
+    """The host's pace around the trial: a fixed loop's iterations per second
+    of its own run time on the first SUT CPU, before and after the traffic.
+    A host that gives the vCPU a slower core (a busy sibling, another guest)
+    slows it and the data path alike."""
+
+    cpu: int  # the CPU it ran on
+    before_ips: Number | None = None  # iterations per second of its run time, before the traffic
+    after_ips: Number | None = None  # the same, after the traffic
+    ips: Number | None = None  # the two's geometric mean: the trial's covariate
+    drift_pct: Number | None = None  # after against before, %
 
 
 class BurstRead(Exact):
@@ -1052,6 +1067,7 @@ class TrialResult(BaseModel):
     window_skew_ms: Number | None = None  # how far the SUT host's window edges may sit from the generator's clock, ms
     reset: ResetResult | None = None  # a reset trial's (TrialSpec.reset_at_s)
     victim: VictimCheck | None = None  # with a pinned victim (TrialSpec.victim)
+    host_pace: HostPace | None = None  # with the pace probe (TrialSpec.pace_probe)
     back_to_back: BackToBackResult | None = None  # a back-to-back trial's bursts (TrialSpec.burst_rate_pps)
     recovery: RecoveryResult | None = None  # a recovery trial's (TrialSpec.step_at_s)
 

@@ -198,7 +198,7 @@ def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
     assert len(inj["cpu_ns"]) == len(inj["stalls"]) and all(0 < c <= 3.5e6 for c in inj["cpu_ns"])
     found = r["host_stalls"]["injected"]
     assert 0 < found["delivered_pct"] <= 110
-    assert (found["disturbed"] is None) == (found["delivered_pct"] >= 90 and not inj["missed"]), found
+    assert (found.get("disturbed") is None) == (found["delivered_pct"] >= 90 and not inj["missed"]), found
     assert "missing" not in raw["stalls"] and "1" in {str(c) for c in raw["stalls"]["timers_per_cpu"]}
     assert any("stall injector" in c for c in r["provenance"]["host_changes_applied"])
 

@@ -450,7 +450,7 @@ def compare(
     max_rounds: int = typer.Option(None, help="at most this many rounds (default: as the budget allows)",
                                    rich_help_panel=P_DECIDE),
     size: int = typer.Option(64, help="frame size in bytes incl. FCS", rich_help_panel=P_LOAD),
-    pace: bool = typer.Option(False, "--pace/--no-pace", help="probe the host's pace around each trial (0.2 s of a "
+    pace: bool = typer.Option(False, "--pace", help="probe the host's pace around each trial (0.2 s of a "
                               "fixed loop) and take its drift out of capacity and CPU per packet",
                               rich_help_panel=P_VARIANTS),
     profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "

@@ -40,8 +40,8 @@ demo: setup
 
 # Unit tests two at a time, then the ones that change the host one at a time.
 test: setup
-	$(VENV)/bin/pytest -q -rR -n 2 --dist loadfile -m "not netns"
-	$(VENV)/bin/pytest -q -rR -m netns
+	$(VENV)/bin/pytest -q -rsR -n 2 --dist loadfile -m "not netns"
+	$(VENV)/bin/pytest -q -rsR -m netns
 
 # The quick loop while editing: the import contract and the unit tests
 # without the long end-to-end ones (marked slow) and without root.

@@ -33,7 +33,8 @@ def test_softnet_trial_finds_injected_stalls_and_says_so(tmp_path, host_unchange
     # own vCPU stalls add loss, what is left is named as stalls the probe did not see, not as the SUT's
     assert a["explained_pkts"] >= 400 * inj["injected"], a["words"]
     assert a["explained_pkts"] + a["unseen_stall_pkts"] >= 0.8 * a["lost_pkts"], a["words"]
-    assert "host_interference" in r["flags"] and r["valid"]
+    # valid, unless the host also kept the generator from its schedule (a busy host: its own flag says so)
+    assert "host_interference" in r["flags"] and (r["valid"] or any(f.startswith("generator") for f in r["flags"]))
     assert r["sut_lost_pkts"] == r["lost_pkts"] - a["explained_pkts"]
     # the injector is a host change like any other, and it is gone (host_unchanged)
     assert any(c.startswith("stall injector: CPU 1, 5 ms every 250 ms") for c in

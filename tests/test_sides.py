@@ -77,15 +77,15 @@ def test_an_egress_qdisc_queues_what_the_sut_sends(host_unchanged):
     assert r["path"]["sides"]["b"]["qdisc"] == "pfifo limit 2000" and "qdisc" not in r["path"]["sides"]["a"]
     assert r["kernel"]["qdisc"]["sut_out.packets"] > 0
     # Counted where the counts must agree: the sampler's first sample precedes the first test packet
-    # and its last follows the drain, so the qdisc passed every test packet the sink received, and of
-    # the others (the kernel's own, at any time) those between the two samples. (Over the window they
-    # cannot agree exactly: the sink's window is counted in packets, the kernel's in time between two
-    # reads some ms apart.)
+    # and its last follows the drain, so the qdisc passed every test packet the sink received, and a
+    # few of the kernel's own (IPv6 control packets, sent at any time; the sink counts those that came
+    # before its read). (Over the window they cannot agree exactly: the sink's window is counted in
+    # packets, the kernel's in time between two reads some ms apart.)
     series = Series.from_json(r["raw_trial"]["series"])
     key = ("qdisc", "sut_out.packets", -1)
     through = series.samples[-1][key] - series.samples[0][key]
     sink = r["raw_trial"]["sink"]
-    assert sink["rx_test_pkts"] <= through <= sink["rx_test_pkts"] + sink["other_pkts"], (through, sink)
+    assert 0 <= through - sink["rx_test_pkts"] <= sink["other_pkts"] + 10, (through, sink)
 
 
 def test_a_qdisc_the_kernel_refuses_is_named_and_the_host_restored(host_unchanged):

@@ -258,13 +258,13 @@ def test_victim_cross_check(hosts_of, kind):
 
 def test_a_victim_disturbed_at_rest_has_no_baseline(hosts_of):
     """A known truth: the stall injector takes the victim's CPU 100 ms in
-    every 250, at rest as under load. The kernel ran the victim for the rest
-    of the time, as the injector's own spans say, and the check refuses the
-    rest as a baseline. (The victim's pace at rest is no such truth: this
-    VM's host moved it by up to 5x between runs, 2026-11-29.)"""
+    every 250, at rest as under load. The kernel ran the victim at most for
+    the rest of the time, as the injector's own spans say (a busy host's
+    other tasks take more), and the check refuses the rest as a baseline.
+    (The victim's pace at rest is no such truth: a VM's host moves it.)"""
     spec = TrialSpec(rate_pps=20e3, duration_s=0.5, warmup_s=0.2, profile=True, victim="c",
                      sample_interval_s=None, stall_probe=False, inject_busy_ms=100, inject_every_ms=250)
     v = run(hosts_of, "this-host", spec)["victim"]
     assert 30 < v["injected_rest_pct"] < 50, v
-    assert v["rest_on_cpu_pct"] == pytest.approx(100 - v["injected_rest_pct"], abs=5), v
+    assert v["rest_on_cpu_pct"] <= 100 - v["injected_rest_pct"] + 5, v
     assert "another task had its CPU" in v["spoilt"], v

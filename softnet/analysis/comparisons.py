@@ -16,7 +16,7 @@ A trial gives:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -204,6 +204,21 @@ def value(trial: ComparedTrial | None, m: MetricDef) -> float | None:
     return m.read(trial) if trial is not None and usable(trial) else None
 
 
+class _Planned(NamedTuple):
+    """One row of a paired comparison before it is read: both sides' values per round."""
+
+    label: str
+    a: list[float | None]
+    b: list[float | None]
+    better: Better
+    scale: Scale
+    unit: str
+    kind: str
+    margin: float
+    load_pps: float | None
+    covariate: tuple[list[float | None], list[float | None]] | None
+
+
 def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[int, int, int], dict],
                    loads: Sequence[tuple[str, float]], kinds: Sequence[str], rounds: int, confidence: float,
                    margin: float, loss_margin: float, stop_reason: str = "",
@@ -222,31 +237,31 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
                             labels=labels)
     set_apart = loss_set_apart([t for t in trials.values() if t is not None])
     for v in range(1, len(names)):
-        planned = []  # (label, a, b, better, scale, unit, kind, margin, load)
+        planned: list[_Planned] = []
         for li, m in metric_points(kinds, loads):
             if m.name == "loss_all" and not set_apart:
                 continue
             a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
             b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
-            planned.append((metric_label(m, loads[li][1]), a, b, m.better, m.scale, m.unit, m.kind,
-                            margin if m.scale == "ratio" else loss_margin,
-                            None if m.kind == "capacity" else loads[li][1],
-                            (pace_of(trials, 0, li, rounds), pace_of(trials, v, li, rounds))
-                            if m.kind in PACED else None))
+            planned.append(_Planned(metric_label(m, loads[li][1]), a, b, m.better, m.scale, m.unit, m.kind,
+                                    margin if m.scale == "ratio" else loss_margin,
+                                    None if m.kind == "capacity" else loads[li][1],
+                                    (pace_of(trials, 0, li, rounds), pace_of(trials, v, li, rounds))
+                                    if m.kind in PACED else None))
         if searches is not None and "search" in kinds:
             goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})
             for g in goals:
                 a = [searches.get((0, r), {}).get(g) for r in range(rounds)]
                 b = [searches.get((v, r), {}).get(g) for r in range(rounds)]
-                planned.append((f"search {g}", a, b, "higher", "ratio", "pps", "search", margin, None, None))
-        reported = sum(1 for p in planned if decide_on is not None and p[6] not in decide_on)
+                planned.append(_Planned(f"search {g}", a, b, "higher", "ratio", "pps", "search", margin, None, None))
+        reported = sum(1 for p in planned if decide_on is not None and p.kind not in decide_on)
         diffs = []
-        for label, a, b, better, scale, unit, kind, mg, load, cov in planned:
-            conf = confidence if decide_on is None or kind in decide_on or reported < 2 else \
+        for p in planned:
+            conf = confidence if decide_on is None or p.kind in decide_on or reported < 2 else \
                 1 - (1 - confidence) / reported
-            d = paired_difference(label, a, b, better=better, scale=scale, unit=unit, confidence=conf, kind=kind,
-                                  margin=mg, covariate=cov)
-            diffs.append(replace(d, load_pps=load))
+            d = paired_difference(p.label, p.a, p.b, better=p.better, scale=p.scale, unit=p.unit, confidence=conf,
+                                  kind=p.kind, margin=p.margin, covariate=p.covariate)
+            diffs.append(replace(d, load_pps=p.load_pps))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
     for (v, _, r), t in trials.items():

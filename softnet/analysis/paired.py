@@ -268,8 +268,8 @@ def gate_words(bad: Sequence[PairedDifference]) -> str:
     """The metrics a gate failed on, each once: "capacity -10.2%; loss at 2
     loads (most +0.8 points, at 200 kpps)"."""
     out = []
-    for kind in dict.fromkeys(d.kind or d.metric for d in bad):
-        ds = [d for d in bad if (d.kind or d.metric) == kind]
+    for kind in dict.fromkeys(d.family for d in bad):
+        ds = [d for d in bad if d.family == kind]
         worst = max(ds, key=lambda d: d.worse_by or 0)
         size = (f"{100 * worst.estimate:+.1f}%" if worst.scale == "ratio" else
                 f"{100 * worst.estimate:+.2f} points")

@@ -137,6 +137,11 @@ class PastramiName:
         return asdict(self)
 
 
+def is_pastrami_name(name: str) -> bool:
+    """Whether a file name is in the pattern of PASTRAMI's measurement files."""
+    return _NAME_RE.match(name) is not None
+
+
 def pastrami_name(path: str | os.PathLike) -> PastramiName:
     """The metadata encoded in a PASTRAMI file name, typed."""
     p = Path(path)

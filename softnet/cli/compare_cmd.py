@@ -104,7 +104,7 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
         print_json({**(extra or {}), **summary.to_dict(), "threshold": threshold, "loss_threshold": loss_threshold,
                     "regressions": [{"candidate": c, "metric": d.metric, "kind": d.kind, "worse_by": d.worse_by}
                                     for c, ds in bad_of.items() for d in ds],
-                    "regressed_metrics": {c: list(dict.fromkeys(d.kind or d.metric for d in ds))
+                    "regressed_metrics": {c: list(dict.fromkeys(d.family for d in ds))
                                           for c, ds in bad_of.items() if ds}})
         return REGRESSION_EXIT if bad else 0
     gate = {id(d) for d in bad}
@@ -155,7 +155,7 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
     if ended.get(summary.stop_reason):
         lines.append(ended[summary.stop_reason] + ".")
     if threshold is not None:
-        n = sum(len(dict.fromkeys(d.kind or d.metric for d in ds)) for ds in bad_of.values())
+        n = sum(len({d.family for d in ds}) for ds in bad_of.values())
         lines.append(f"gate: {n} metric(s) significantly worse by more than {100 * threshold:g}% "
                      f"(loss: by {100 * loss_threshold:g} points)"
                      + (": " + "; ".join(f"B = {c}: {gate_words(ds)}" if len(summary.candidates) > 1

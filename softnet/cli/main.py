@@ -700,7 +700,7 @@ def check_readable(path: Path) -> None:
     """What analyze and report read: a results directory (softnet.duckdb in
     it), a PASTRAMI file or a folder of them; anything else is named, with
     what was expected, before a reader trips on it."""
-    from softnet.analysis.pastrami_files import _NAME_RE, list_pastrami_files
+    from softnet.analysis.pastrami_files import is_pastrami_name, list_pastrami_files
     from softnet.results.store import DB_NAME, is_store_dir
 
     expected = "expected a softnet results directory (with softnet.duckdb), a PASTRAMI file or a folder of them"
@@ -715,7 +715,7 @@ def check_readable(path: Path) -> None:
             return  # the PASTRAMI reader names what is wrong with it, by line
         raise InputError(str(path), f"not a PASTRAMI file: {expected}")
     texts = list_pastrami_files(path)
-    if any(_NAME_RE.match(p.name) for p in texts):
+    if any(is_pastrami_name(p.name) for p in texts):
         return
     if texts:
         raise InputError(str(path), f"not a results directory (no {DB_NAME}), and no file below it is named as "

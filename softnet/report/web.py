@@ -221,16 +221,22 @@ class Results:
         count of trials, then kept)."""
         import datetime
 
-        out = []
-        for c in self.campaigns():
-            specs, configs = {}, []
-            st = self._open(c.store) if c.status != "running" else None
-            if st is not None:
+        rows = self.campaigns()
+        stored: dict[int, tuple[list, dict[str, list[str]]]] = {}  # store -> its campaigns, their cells' knobs
+        for i in {c.store for c in rows if c.status != "running"}:
+            st = self._open(i)
+            if st is not None:  # one open per store, not per campaign
                 with st:
-                    recs = {r.campaign_id: r for r in readers.campaigns(st)}
-                    specs = {cid: r.spec for cid, r in recs.items() if r.name == c.name}
-                    configs = [knobs_label(x.knobs) for x in readers.cells(st, c.campaign_id)]
-            verdict, headline = ("", "") if st is None else self._verdict(c)
+                    recs = readers.campaigns(st)
+                    knobs = {r.campaign_id: [knobs_label(x.knobs) for x in readers.cells(st, r.campaign_id)]
+                             for r in recs}
+                    stored[i] = (recs, knobs)
+        out = []
+        for c in rows:
+            recs, cells = stored.get(c.store, ([], {})) if c.status != "running" else ([], {})
+            specs = {r.campaign_id: r.spec for r in recs if r.name == c.name}
+            configs = cells.get(c.campaign_id, [])
+            verdict, headline = self._verdict(c) if c.campaign_id in cells else ("", "")
             date = "" if c.created_unix_s is None else datetime.datetime.fromtimestamp(
                 c.created_unix_s, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
             differs = spec_differences(specs).get(c.campaign_id, "") if len(specs) > 1 else ""

@@ -49,6 +49,12 @@ class PairedDifference:
     __pydantic_config__ = ConfigDict(extra="forbid")
 
     @property
+    def family(self) -> str:
+        """The metric's family (capacity, cpu, loss, ...), or its name where none was given: a gate counts
+        each family once, however many loads it has rows at."""
+        return self.kind or self.metric
+
+    @property
     def worse_by(self) -> float | None:
         """How much worse B is (positive: worse), in the metric's scale."""
         if self.estimate is None:

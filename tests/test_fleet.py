@@ -268,8 +268,9 @@ stall_probe = false
         with duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True) as c:
             got = c.execute("""SELECT json_extract_string(knobs_json, '$."testbed.name"'),
                                       json_extract_string(result_json, '$.provenance.fleet.testbed'),
-                                      received_pkts FROM trials""").fetchall()
-        assert all(pinned == ran for pinned, ran, _ in got), got  # each cell on the testbed it names
-        assert {ran for _, ran, _ in got} == {"tb1", "tb2"}
-        assert all(n > 0.9 * 20_000 * 0.3 for *_, n in got), got  # real packets through each testbed
+                                      sent_pkts, received_pkts FROM trials""").fetchall()
+        assert all(pinned == ran for pinned, ran, *_ in got), got  # each cell on the testbed it names
+        assert {ran for _, ran, *_ in got} == {"tb1", "tb2"}
+        # real packets through each testbed; how many a 0.3 s trial loses is the host's business
+        assert all(0 < n <= sent for *_, sent, n in got), got
         assert wait_host_state(before) == before

@@ -19,7 +19,13 @@ apt:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.launcher
+
+# pip's entry point for softnet, replaced by one that holds signals back until softnet answers them
+$(VENV)/.launcher: bin/softnet.in $(VENV)/.installed
+	sed 's|@PYTHON@|$(abspath $(VENV))/bin/python|' bin/softnet.in > $(VENV)/bin/softnet
+	chmod 755 $(VENV)/bin/softnet
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

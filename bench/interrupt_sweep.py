@@ -53,7 +53,7 @@ def commands(folder: Path) -> dict[str, list[str]]:
 
 def one(args: list[str], delay: float) -> dict:
     before = host_state()
-    p = subprocess.Popen([sys.executable, "-m", "softnet", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.Popen([str(Path(sys.executable).parent / "softnet"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     time.sleep(delay)
     p.send_signal(signal.SIGINT)

@@ -63,14 +63,17 @@ def _unraisable(info) -> None:
 
 def install() -> None:
     """SIGINT and SIGTERM to the handler, for the rest of the process.
-    Before it runs (the interpreter's own start-up, some 40 ms) Python's
-    defaults apply: a Ctrl-C then ends the process by SIGINT, with Python's
-    traceback."""
+    Before it runs (the interpreter's own start-up, some 30 ms) Python's
+    defaults apply: a Ctrl-C then ends the process with Python's traceback,
+    unless the launcher held the signals back (`make install` writes one
+    that does, with env --block-signal): they are let through here, once the
+    handler is in place, and one that came meanwhile is raised now."""
     global _owner
     _owner = os.getpid()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _handler)
     sys.unraisablehook = _unraisable
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def received() -> int | None:

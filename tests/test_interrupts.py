@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,8 +78,26 @@ def test_a_trial_signalled_at_each_phase_leaves_the_host_as_it_was(host_unchange
 @needs_root
 @pytest.mark.parametrize("delay", [0.1, 0.15, 0.25, 0.35, 0.45, 0.6, 0.9, 1.3])
 def test_a_trial_interrupted_after_any_delay_never_reports_success(host_unchanged, delay):
-    """From 0.1 s: the interpreter's own start-up (about 40 ms, before softnet's
-    first line) is Python's (softnet.interrupts.install)."""
+    """Through `python -m softnet`; from exec on, test_the_command_holds_signals_from_exec."""
     p = subprocess.Popen(softnet_cmd(*TRIAL), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     assert_ended_by(signal.SIGINT, *ended(p, signal.SIGINT))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_holds_signals_from_exec(tmp_path, sig):
+    """The `softnet` command make setup writes holds signals back through
+    Python's start-up (where Python answers them with a traceback, or loses
+    one in a .pth file) and softnet answers them once it can. Only its shell's
+    first instants, before it execs, end it by the signal itself."""
+    command = Path(sys.executable).parent / "softnet"
+    assert command.read_text().startswith("#!/bin/sh"), f"{command} is pip's entry point: run make setup"
+    for i, delay in enumerate([0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07]):
+        p = subprocess.Popen([str(command), *SEARCH, "--results", str(tmp_path / str(i))], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        rc, out, err = ended(p, sig)
+        if rc == -sig:  # the shell, before exec: the signal's own ending, nothing ran
+            assert delay < 0.02 and not out and not err, (delay, out, err)
+            continue
+        assert_ended_by(sig, rc, out, err)

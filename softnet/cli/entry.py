@@ -17,8 +17,8 @@ def _early_exit(code: int) -> None:
 
 
 def main() -> None:
-    interrupts.install()
     try:
+        interrupts.install()
         from softnet.cli.main import main as run
 
         interrupts.checkpoint("imports")

@@ -181,7 +181,12 @@ static __always_inline void runq_event(struct stall_cpu *c, __u32 cpu, struct ta
 		flags |= STALL_STEAL_UNKNOWN;
 	e->start_ns = t->since;
 	e->end_ns = end;
+	/* The clock's update that t->steal comes from precedes the wake-up a
+	 * little: steal landing in between (a vCPU stall there) is credited to
+	 * the wait later. No more than the wait itself can have been stolen. */
 	e->stolen_ns = flags & STALL_STEAL_UNKNOWN ? 0 : steal - t->steal;
+	if (e->stolen_ns > end - t->since)
+		e->stolen_ns = end - t->since;
 	e->cpu = cpu;
 	e->kind = STALL_RUNQ;
 	e->pid = task->pid;

@@ -64,6 +64,32 @@ def test_verdicts():
     assert decide(None, 0.02, "lower") == ("undecided", False)
 
 
+def test_equivalence_reads_tost_interval():
+    """Schuirmann's TOST: equivalence when the 1 - 2 alpha interval lies inside the margin, even where the
+    interval shown (1 - alpha) reaches past it; slower / faster still read the interval shown."""
+    assert decide((-0.025, 0.01), 0.02, "lower", (-0.018, 0.008)) == ("equivalent", False)
+    assert decide((0.001, 0.025), 0.02, "lower", (0.003, 0.019)) == ("equivalent", True)
+    assert decide((0.001, 0.03), 0.02, "lower", (0.003, 0.025)) == ("slower", True)
+    assert decide(None, 0.02, "lower", (-0.01, 0.01)) == ("equivalent", False)
+
+
+def test_tost_claims_equivalence_at_the_margin_at_most_at_its_rate():
+    """A change of exactly the margin is called equivalent in at most about alpha of the experiments; no
+    change, far more often than the interval shown would allow."""
+    rng = np.random.default_rng(11)
+    a = np.full(20, 1000.0)
+    at_margin = no_change = shown = 0
+    for _ in range(400):
+        noise = rng.normal(0, 0.04, 20)
+        d = paired_difference("cpu", list(a), list(a * np.exp(np.log(1.02) + noise)), better="lower")
+        at_margin += d.verdict == "equivalent"
+        d0 = paired_difference("cpu", list(a), list(a * np.exp(noise)), better="lower")
+        no_change += d0.verdict == "equivalent"
+        shown += -0.02 < d0.ci[0] and d0.ci[1] < 0.02
+    assert at_margin / 400 <= 0.07, at_margin
+    assert no_change > shown * 1.1, (no_change, shown)
+
+
 def test_too_few_pairs_give_no_interval():
     d = paired_difference("capacity", [1.0, 1.0, 1.0], [0.5, 0.5, 0.5], better="higher")
     assert d.ci is None and d.verdict == "undecided"  # 3 pairs cannot reach 95% with a signed-rank test

@@ -15,8 +15,11 @@ Wilcoxon signed-rank test (distribution-free: this VM's stalls make a few
 wild pairs, which a mean and a t-interval would follow); the verdict reads
 that interval against zero and against the equivalence margin:
 
-* ``equivalent``: the interval lies inside (-margin, +margin): two one-sided
-  tests (TOST) at level (1 - confidence) / 2 each both reject;
+* ``equivalent``: two one-sided tests (TOST), each at level 1 - confidence,
+  both reject a change of the margin or more: the interval at confidence
+  1 - 2 (1 - confidence) (90% for 95%, ``tost_ci``) lies inside (-margin,
+  +margin). Schuirmann's test: it claims equivalence falsely at most at the
+  stated rate, and reads a narrower interval than the one shown;
 * ``slower`` / ``faster``: otherwise, the interval excludes zero (slower:
   worse on that metric; for capacity a lower rate, for a cost, a loss or a
   latency a higher one);
@@ -87,14 +90,23 @@ def paired_difference(metric: str, a: Sequence[float | None], b: Sequence[float 
         d, beta = adjust(d, np.log(cb / ca))
         base["covariate_beta"] = beta
     mean, lo, hi = hodges_lehmann(d, confidence)
+    _, tlo, thi = hodges_lehmann(d, tost_confidence(confidence))
     from scipy import stats  # here: its import is 0.6 s, paid only where it is used
 
     p = float(stats.wilcoxon(d).pvalue) if n >= 2 and np.any(d != 0) else (1.0 if n >= 2 else None)
     to_change = (lambda v: math.expm1(v)) if scale == "ratio" else (lambda v: v)
     ci = None if lo is None else (to_change(lo), to_change(hi))
-    verdict, significant = decide(ci, margin, better)
+    tost = None if tlo is None else (to_change(tlo), to_change(thi))
+    verdict, significant = decide(ci, margin, better, tost)
     return PairedDifference(**base, baseline_mean=float(xa.mean()), candidate_mean=float(xb.mean()),
-                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant)
+                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant,
+                            tost_ci=tost)
+
+
+def tost_confidence(confidence: float) -> float:
+    """The two-sided confidence of the interval TOST reads: each one-sided
+    test at 1 - confidence."""
+    return 1 - 2 * (1 - confidence)
 
 
 def signed_rank_counts(n: int) -> np.ndarray:
@@ -140,15 +152,20 @@ def _usable(v: float | None, scale: Scale) -> bool:
     return v > 0 if scale == "ratio" else True
 
 
-def decide(ci: tuple[float, float] | None, margin: float, better: Better) -> tuple[Verdict, bool]:
+def decide(ci: tuple[float, float] | None, margin: float, better: Better,
+           tost_ci: tuple[float, float] | None = None) -> tuple[Verdict, bool]:
     """The verdict an interval of the change (b against a) gives, and
-    whether it excludes zero."""
+    whether it excludes zero; equivalence reads ``tost_ci`` (TOST's
+    interval) where given, ``ci`` otherwise."""
+    if ci is None and tost_ci is None:
+        return "undecided", False
+    elo, ehi = tost_ci or ci
+    if -margin < elo and ehi < margin:
+        return "equivalent", ci is not None and (ci[0] > 0 or ci[1] < 0)
     if ci is None:
         return "undecided", False
     lo, hi = ci
     significant = lo > 0 or hi < 0
-    if -margin < lo and hi < margin:
-        return "equivalent", significant
     if not significant:
         return "undecided", False
     up = lo > 0
@@ -223,22 +240,27 @@ def unpaired_difference(metric: str, a: Sequence[float | None], b: Sequence[floa
     la, lb = (np.log(xa), np.log(xb)) if scale == "ratio" else (xa, xb)
     mean = float(lb.mean() - la.mean())
     to_change = (lambda v: math.expm1(v)) if scale == "ratio" else (lambda v: v)
-    ci = p = None
+    ci = tost = p = None
     if len(xa) >= 2 and len(xb) >= 2:
         va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
         se = math.sqrt(va + vb)
         if se == 0:
             ci, p = (to_change(mean), to_change(mean)), (1.0 if mean == 0 else 0.0)
+            tost = ci
         else:
             dof = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
             from scipy import stats
 
-            half = float(stats.t.ppf(1 - (1 - confidence) / 2, dof)) * se
-            ci = (to_change(mean - half), to_change(mean + half))
+            def interval(conf: float) -> tuple[float, float]:
+                half = float(stats.t.ppf(1 - (1 - conf) / 2, dof)) * se
+                return to_change(mean - half), to_change(mean + half)
+
+            ci, tost = interval(confidence), interval(tost_confidence(confidence))
             p = float(2 * stats.t.sf(abs(mean) / se, dof))
-    verdict, significant = decide(ci, margin, better)
+    verdict, significant = decide(ci, margin, better, tost)
     return PairedDifference(**base, baseline_mean=float(xa.mean()), candidate_mean=float(xb.mean()),
-                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant)
+                            estimate=to_change(mean), ci=ci, p_value=p, verdict=verdict, significant=significant,
+                            tost_ci=tost)
 
 
 def beyond_capacity(diffs: Sequence[PairedDifference]) -> float | None:

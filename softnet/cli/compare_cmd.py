@@ -141,8 +141,9 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
               "the experiment's error rate)") if summary.paired else f"Interval at confidence {confs[0]:.4g}"
         what = ("A, B: each side's mean; change: the paired estimate." if summary.paired else
                 "A, B: each side's mean; change: B's against A's (geometric for rates).")
-        lines.append(f"{at}; equivalent: inside +-{100 * d0.margin:g}% (loss: its own absolute margin); slower: "
-                     f"worse on that metric. {what}")
+        lines.append(f"{at}; equivalent: TOST's interval (at 1 - 2 x (1 - confidence), narrower than the one shown) "
+                     f"inside +-{100 * d0.margin:g}% (loss: its own absolute margin); slower: worse on that metric. "
+                     f"{what}")
     sides = {n: summary.provenance.get(n) or {} for n in (summary.baseline, *summary.candidates)}
     for key in ("kernel", "softnet_version", "hostname", "cpu_model"):
         seen = {p.get(key) for p in sides.values() if p}

@@ -44,6 +44,8 @@ class PairedDifference:
     load_pps: float | None = None  # the offered load of a per-load metric (cpu, loss, latency)
     # the host's pace taken out by regression: the slope of the change on the pace's change (None: not)
     covariate_beta: float | None = None
+    # the interval equivalence reads: TOST's, at 1 - 2 (1 - confidence) (90% for 95%; None: none reached)
+    tost_ci: tuple[float, float] | None = None
 
     # read back from stored JSON by pydantic: a key this softnet does not write is an error
     __pydantic_config__ = ConfigDict(extra="forbid")

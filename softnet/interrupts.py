@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 
 _received: int | None = None
@@ -61,6 +62,14 @@ def _unraisable(info) -> None:
     sys.__unraisablehook__(info)
 
 
+def _thread_error(args) -> None:
+    """A thread's error once a signal arrived (its work cut short under it): noise after
+    "interrupted", like _unraisable's."""
+    if _received is not None or isinstance(args.exc_value, (KeyboardInterrupt, Terminated)):
+        return
+    threading.__excepthook__(args)
+
+
 def install() -> None:
     """SIGINT and SIGTERM to the handler, for the rest of the process.
     Before it runs (the interpreter's own start-up, some 30 ms) Python's
@@ -73,6 +82,7 @@ def install() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _handler)
     sys.unraisablehook = _unraisable
+    threading.excepthook = _thread_error
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 

@@ -101,3 +101,24 @@ def test_the_command_holds_signals_from_exec(tmp_path, sig):
             assert delay < 0.02 and not out and not err, (delay, out, err)
             continue
         assert_ended_by(sig, rc, out, err)
+
+
+def test_a_query_duckdb_ends_for_the_signal_ends_the_command():
+    """DuckDB answers Ctrl-C its own way ("Query interrupted", a RuntimeError): the command still
+    ends as interrupted, 130, not with that error's traceback."""
+    code = """
+import os, signal, threading
+from softnet import interrupts
+interrupts.install()
+import duckdb
+from softnet.cli.main import _exit_if_signalled
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    duckdb.sql("SELECT count(*) FROM range(1000000000000)").fetchall()
+except RuntimeError as exc:
+    print(exc)
+    _exit_if_signalled()
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "interrupted" in r.stdout.lower(), r.stdout + r.stderr  # DuckDB's own word: the query did end
+    assert r.returncode == 130 and "softnet: interrupted" in r.stderr and "Traceback" not in r.stderr, r.stderr

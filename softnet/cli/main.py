@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from contextlib import contextmanager, nullcontext
 
@@ -990,6 +991,17 @@ def doctor(as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
         console.print(doc.render_table(checks) if verbose else render_summary(checks))
 
 
+def _exit_if_signalled() -> None:
+    """An error a signal caused (DuckDB answers Ctrl-C with "Query interrupted", a tool the
+    terminal's Ctrl-C ended fails): the signal is what ended the command, and says so."""
+    if interrupts.received() is None:
+        return
+    code = 130 if interrupts.received() == signal.SIGINT else 143
+    err_console.print(f"softnet: {'interrupted' if code == 130 else 'terminated'}; host changes undone")
+    exec("")  # see below: CPython's "unhandled KeyboardInterrupt" flag
+    sys.exit(code)
+
+
 def main() -> None:
     try:
         # Non-standalone typer returns exit codes (typer.Exit, Ctrl-C as 130)
@@ -1000,6 +1012,7 @@ def main() -> None:
         interrupts.check()  # a signal that code on its way swallowed: never reported as success
         sys.exit(rc if isinstance(rc, int) else 0)
     except SoftnetError as exc:
+        _exit_if_signalled()
         print_error(exc)
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
@@ -1015,6 +1028,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
+        _exit_if_signalled()
         # Usage errors of the vendored click: show them like click would, exit 2.
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()

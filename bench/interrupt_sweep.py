@@ -60,7 +60,9 @@ def one(args: list[str], delay: float) -> dict:
     out, err = p.communicate(timeout=120)
     after = wait_host_state(before)
     return {"delay_s": delay, "rc": p.returncode, "said": "interrupted" in err, "traceback": "Traceback" in err,
-            "host_as_it_was": after == before, "stderr_tail": err.strip().splitlines()[-3:]}
+            "host_as_it_was": after == before,
+            # a run that went wrong keeps enough to tell why (a fatal error's C-level report)
+            "stderr_tail": err.strip().splitlines()[-(3 if p.returncode == 130 and "Traceback" not in err else 40):]}
 
 
 def main() -> None:

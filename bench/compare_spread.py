@@ -62,7 +62,7 @@ def one(sut: str, load: str, duration: float, budget: float, folder: Path) -> di
         ok = [i for i in range(rounds) if a[i] and b[i]]
         d = np.log([b[i] / a[i] for i in ok])
         flags = Counter(f for v in (0, 1) for i in range(rounds) if (t := trials.get((v, li, i))) is not None
-                        and not usable(t) for f in t.flags or ())
+                        and not usable(t, kind) for f in t.flags or ())
         sd = float(1.4826 * np.median(np.abs(d - np.median(d)))) if len(d) > 2 else None
         got = {"pairs": len(ok), "sd": sd, "sd_plain": float(d.std(ddof=1)) if len(d) > 2 else None,
                "cost": None if sd is None else sd ** 2 * 4 * duration, "unusable_flags": dict(flags)}

@@ -515,3 +515,21 @@ def test_a_covariate_takes_the_hosts_pace_out_of_the_pairs():
     # a covariate a round lacks is no covariate: the plain difference
     gap = [None] + list(pace_b[1:])
     assert paired_difference("cpu", a, b, better="lower", covariate=(pace_a, gap)).ci == plain.ci
+
+
+def test_a_flood_the_generator_could_not_pace_still_measures_capacity():
+    """A 20 Mpps flood the generator sent at a fifth of its rate (generator_limited) where the SUT lost
+    88%: the SUT set the rate it forwarded, so capacity reads it; no other metric would."""
+    from pathlib import Path
+
+    from softnet.analysis.comparisons import compared, paired_summary, usable
+    from softnet.analysis.trial_eval import evaluate
+
+    d = json.loads((Path(__file__).parent / "data" / "raw_trials" / "ipv4fwd_20Mpps_flood.json").read_text())
+    flood = evaluate(d.get("raw", d)).to_dict()
+    assert flood["flags"] == ["generator_limited"] and flood["loss_ratio"] > 0.8
+    assert usable(compared(flood), "capacity") and not usable(compared(flood), "cpu")
+    trials = {(v, 0, r): flood for v in (0, 1) for r in range(6)}
+    s = paired_summary(["a", "b"], {}, trials, [("overload", 20e6)], ["capacity"], 6, 0.95, 0.02, 0.001)
+    (cap,) = s.differences["b"]
+    assert cap.n_pairs == 6 and cap.estimate == 0 and not s.unusable

@@ -158,10 +158,20 @@ def where_measured(trials) -> dict:
     return {}
 
 
-def usable(trial: ComparedTrial) -> bool:
+# A flood that the generator could not pace exactly (on two vCPUs it shares them with the SUT) still
+# measures capacity when the SUT dropped this share of it: the SUT, not the generator, set the rate.
+GENERATOR_FLAGS = {"generator_limited", "generator_overshoot"}
+SATURATED_LOSS = 0.1
+
+
+def usable(trial: ComparedTrial, kind: str = "") -> bool:
     """A trial whose figures a comparison may use (valid, or flagged only
-    for what the host did)."""
-    return not set(trial.flags or ()) - TOLERATED_FLAGS
+    for what the host did); for capacity, also a flood the generator paced
+    off its rate where the SUT was saturated (lost SATURATED_LOSS or more)."""
+    left = set(trial.flags or ()) - TOLERATED_FLAGS
+    if kind == "capacity" and trial.loss_ratio is not None and trial.loss_ratio >= SATURATED_LOSS:
+        left -= GENERATOR_FLAGS
+    return not left
 
 
 def metric_points(kinds: Sequence[str], loads: Sequence[tuple[str, float]]) -> list[tuple[int, MetricDef]]:
@@ -201,7 +211,7 @@ def loss_set_apart(trials: Sequence[ComparedTrial]) -> bool:
 
 
 def value(trial: ComparedTrial | None, m: MetricDef) -> float | None:
-    return m.read(trial) if trial is not None and usable(trial) else None
+    return m.read(trial) if trial is not None and usable(trial, m.kind) else None
 
 
 class _Planned(NamedTuple):
@@ -264,8 +274,8 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
             diffs.append(replace(d, load_pps=p.load_pps))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
-    for (v, _, r), t in trials.items():
-        if r < rounds and t is not None and not usable(t):
+    for (v, li, r), t in trials.items():
+        if r < rounds and t is not None and not usable(t, "capacity" if loads[li][0] == "overload" else ""):
             counts = out.unusable.setdefault(names[v], {})
             for f in set(t.flags or ()) - TOLERATED_FLAGS:
                 counts[f] = counts.get(f, 0) + 1

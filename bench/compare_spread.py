@@ -4,7 +4,9 @@ of one data path), one comparison per trial duration, each with the same
 budget. Per duration and metric (capacity at the overload, CPU per packet
 at the fixed load):
 
-* the pairs' spread: the robust SD (1.4826 x MAD) of ln(b / a);
+* the pairs' spread: the robust SD (1.4826 x MAD) of ln(b / a); CPU per
+  packet both over the whole trial (the kthreads' run time before to after,
+  warm-up and drain in it) and between the window's edges (cpu_window);
 * its cost: SD^2 x trial-seconds per round, the variance one trial-second
   buys (lower is better: the same interval for fewer trial-seconds);
 * the trials a metric could not use (their flags), and how much of the CPU
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from softnet.analysis.comparisons import METRICS, compared, usable, value  # noqa: E402
+from softnet.analysis.comparisons import METRICS, MetricDef, compared, usable, value  # noqa: E402
 from softnet.results.store import Store  # noqa: E402
 import results_file  # noqa: E402
 
@@ -42,11 +46,13 @@ def stalled_ms(result: dict) -> float | None:
     return sum((c.get("total_ms") or 0) + (c.get("steal_ms") or 0) for c in per_cpu.values())
 
 
-def one(sut: str, load: str, duration: float, budget: float, folder: Path) -> dict:
+def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep: Path | None = None) -> dict:
     r = subprocess.run([sys.executable, "-m", "softnet", "compare", "--variant", f"name=A;testbed.sut={sut}",
                         "--variant", f"name=A2;testbed.sut={sut}", "--load", load, "--metrics", "capacity,cpu",
                         "--duration", str(duration), "--budget", str(budget), "--min-rounds", "1000",
                         "--results", str(folder), "--json"], capture_output=True, text=True, timeout=3600)
+    if keep is not None:  # each comparison's results folder, to look at its pairs again
+        shutil.copytree(folder, keep / f"spread-{duration:g}s-{int(time.time())}")
     if r.returncode not in (0, 1):
         raise SystemExit(r.stderr[-3000:])
     with Store(folder, read_only=True) as st:
@@ -55,14 +61,16 @@ def one(sut: str, load: str, duration: float, budget: float, folder: Path) -> di
     trials = {k: compared(v) for k, v in raw.items()}
     rounds = 1 + max(k[2] for k in trials)
     out = {"duration_s": duration, "rounds": rounds, "trial_s_per_round": 4 * duration}
-    for kind, li in (("capacity", 1), ("cpu", 0)):
-        m = METRICS[kind][0]
+    window_cpu = MetricDef("cpu", "cpu_window", "ns/pkt", "lower", "ratio",
+                           lambda t: t.sut_thread_cpu.window_ns_per_pkt if t.sut_thread_cpu else None)
+    for kind, li, m in (("capacity", 1, METRICS["capacity"][0]), ("cpu", 0, METRICS["cpu"][0]),
+                        ("cpu_window", 0, window_cpu)):
         a = [value(trials.get((0, li, i)), m) for i in range(rounds)]
         b = [value(trials.get((1, li, i)), m) for i in range(rounds)]
         ok = [i for i in range(rounds) if a[i] and b[i]]
         d = np.log([b[i] / a[i] for i in ok])
         flags = Counter(f for v in (0, 1) for i in range(rounds) if (t := trials.get((v, li, i))) is not None
-                        and not usable(t, kind) for f in t.flags or ())
+                        and not usable(t, m.kind) for f in t.flags or ())
         sd = float(1.4826 * np.median(np.abs(d - np.median(d)))) if len(d) > 2 else None
         got = {"pairs": len(ok), "sd": sd, "sd_plain": float(d.std(ddof=1)) if len(d) > 2 else None,
                "cost": None if sd is None else sd ** 2 * 4 * duration, "unusable_flags": dict(flags)}
@@ -81,14 +89,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--sut", default="ipv4-fwd")
     ap.add_argument("--load", default="200kpps")
+    ap.add_argument("--keep", type=Path, help="copy each comparison's results folder here")
     a = ap.parse_args()
     runs = []
     for rep in range(a.repeats):
         for duration in (float(x) for x in a.durations.split(",")):
             with tempfile.TemporaryDirectory(prefix="softnet-spread-") as d:
-                got = one(a.sut, a.load, duration, a.budget, Path(d) / "r")
+                got = one(a.sut, a.load, duration, a.budget, Path(d) / "r", a.keep)
             runs.append(got)
-            for kind in ("capacity", "cpu"):
+            for kind in ("capacity", "cpu", "cpu_window"):
                 g = got[kind]
                 fmt = {k: "-" if g.get(k) is None else f"{g[k]:.4f}" for k in ("sd", "sd_plain", "cost",
                                                                                  "corr_with_stall_ms")}

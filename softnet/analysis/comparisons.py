@@ -42,6 +42,7 @@ class _Read(BaseModel):
 
 class _ThreadCpu(_Read):
     ns_per_pkt: Number | None = None
+    window_ns_per_pkt: Number | None = None
 
 
 class _Requested(_Read):

@@ -387,7 +387,12 @@ def sut_thread_cpu(raw: RawTrial, sink: SinkReport) -> ThreadCpu | None:
         return None
     ns = sum(a[pid] - b[pid] for pid in a)
     forwarded = sink.rx_window_pkts + sink.rx_warmup_pkts
-    return ThreadCpu(ns=ns, forwarded_pkts=forwarded, ns_per_pkt=ns / forwarded if forwarded else None, threads=len(a))
+    out = ThreadCpu(ns=ns, forwarded_pkts=forwarded, ns_per_pkt=ns / forwarded if forwarded else None, threads=len(a))
+    ws, we = (e.thread_runtime_ns if e is not None else None for e in (raw.window.start, raw.window.end))
+    if ws and we and set(ws) == set(we) == set(a) and None not in (*ws.values(), *we.values()):
+        out.window_ns = sum(we[pid] - ws[pid] for pid in we)
+        out.window_ns_per_pkt = out.window_ns / sink.rx_window_pkts if sink.rx_window_pkts else None
+    return out
 
 
 def evaluate(raw: dict | RawTrial, spec: TrialSpec | None = None) -> TrialResult:

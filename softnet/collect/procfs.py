@@ -7,6 +7,7 @@ subtracts two snapshots. All of these are host-wide (not per-namespace).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 from pathlib import Path
 
 # The arithmetic on these counters is pure and lives in analysis/counters.py.
@@ -148,12 +149,17 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def snapshot(root: Path = Path("/proc")) -> dict:
-    return {
+def snapshot(root: Path = Path("/proc"), threads: Sequence[int] = ()) -> dict:
+    """The per-CPU tables; with ``threads``, each one's exact run time too
+    (the SUT's kthreads at the window's edges: CPU per packet over the window)."""
+    out = {
         "softirqs": parse_softirqs((root / "softirqs").read_text()),
         "cpu_ticks": parse_stat_cpus((root / "stat").read_text()),
         "softnet": parse_softnet_stat((root / "net/softnet_stat").read_text()),
     }
+    if threads:
+        out["thread_runtime_ns"] = {str(pid): thread_runtime_ns(pid) for pid in threads}
+    return out
 
 
 def thread_cpu(pid: int) -> int | None:

@@ -503,11 +503,14 @@ class Agent(XskLabOps):
                                         for pid in napi_thread_pids(i)}}
         return out
 
-    def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None) -> dict:
+    def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None,
+                  napi: list[str] = ()) -> dict:
         """Take the window-edge reads at these times of this host's clock, on
-        the host, and keep them until `collect`: nothing crosses the link meanwhile."""
+        the host, and keep them until `collect`: nothing crosses the link
+        meanwhile. ``napi``: interfaces whose NAPI kthreads' run time each edge reads."""
         self.edges.arm(at_unix_s, self._tool(sampler, KernelSampler) if sampler else None,
-                       self._tool(profiler, Profiler) if profiler else None)
+                       self._tool(profiler, Profiler) if profiler else None,
+                       [pid for i in napi for pid in napi_thread_pids(i)])
         return {}
 
     def op_collect(self) -> dict:

@@ -301,7 +301,8 @@ class RemoteTestbed:
         the agent takes them there and keeps them until `collect`."""
         u = self.sut_agent
         u.call("window", at_unix_s=[at + u.clock.offset_s for at in at_unix_s],
-               sampler=sampler.handle if sampler else None, profiler=profiler.handle if profiler else None)
+               sampler=sampler.handle if sampler else None, profiler=profiler.handle if profiler else None,
+               napi=[self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name])
 
     def tick(self, past_window: bool) -> None:
         if past_window and time.time() - self.renewed > RENEW_S:

@@ -203,7 +203,7 @@ class ThisHost:
                 "sut_thread_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for pid in tb.sut_threads()}}
 
     def window(self, at_unix_s, sampler, profiler) -> None:
-        self.edges.arm(at_unix_s, sampler, profiler)
+        self.edges.arm(at_unix_s, sampler, profiler, self.tb.sut_threads())
 
     def tick(self, past_window: bool) -> None:
         self.edges.run_due()

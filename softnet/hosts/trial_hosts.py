@@ -114,13 +114,14 @@ class EdgeSchedule:
         self.taken: dict = {}
         self.late_ms: dict[str, float] = {}
 
-    def arm(self, at_unix_s, sampler=None, profiler=None) -> None:
-        """``sampler``: has sample_now(name); ``profiler``: has read()."""
+    def arm(self, at_unix_s, sampler=None, profiler=None, threads: list[int] = ()) -> None:
+        """``sampler``: has sample_now(name); ``profiler``: has read();
+        ``threads``: the SUT's kthreads, whose run time each edge reads."""
         self.taken, self.late_ms = {"scheduled_unix_s": list(at_unix_s)}, {}
 
         def edge(name: str) -> Callable[[], None]:
             def take():
-                self.taken[name] = procfs.snapshot()
+                self.taken[name] = procfs.snapshot(threads=threads)
                 self.taken[f"{name}_unix_s"] = time.time()
                 if profiler is not None:
                     self.taken[f"profile_{name}"] = profiler.read()

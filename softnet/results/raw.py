@@ -76,6 +76,8 @@ class ProcSnapshot(Exact):
     softirqs: dict[str, dict[int, int]]  # vector -> CPU -> count
     cpu_ticks: dict[int, dict[str, int]]  # CPU -> /proc/stat column -> ticks
     softnet: dict[int, dict[str, int]]  # CPU -> softnet_stat column -> value
+    # the SUT's kthreads' run time (schedstat), ns, at a window edge (pid -> ns; none: not read)
+    thread_runtime_ns: dict[str, int | None] | None = None
 
 
 class HostReads(Exact):

@@ -405,6 +405,8 @@ class ThreadCpu(Exact):
     forwarded_pkts: int  # packets the sink received, warm-up and window
     ns_per_pkt: Number | None  # ns / forwarded_pkts: kthread time per packet, ns
     threads: int  # NAPI kthreads counted
+    window_ns: int | None = None  # the NAPI kthreads' run time between the window's edges (read there), ns
+    window_ns_per_pkt: Number | None = None  # window_ns / the window's packets the sink received, ns
 
 
 class Direction(Exact):

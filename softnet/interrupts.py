@@ -22,9 +22,13 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable
 
 _received: int | None = None
 _owner: int | None = None
+# what a signal also stops: work in C code that may swallow the signal's exception and go on
+# (a DuckDB query: its own check can lose it; its connection's interrupt() cannot)
+_stoppers: dict[int, Callable[[], object]] = {}
 
 
 class Terminated(BaseException):
@@ -48,7 +52,20 @@ def _handler(signum, frame) -> None:
     if _owner is not None and os.getpid() != _owner:
         os._exit(128 + signum)  # a forked helper: its parent unwinds and undoes
     note(signum)
+    for stop in list(_stoppers.values()):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - a stopper that fails must not keep the signal from raising
+            pass
     raise_for(signum)
+
+
+def stop_on_signal(key: object, stop: Callable[[], object] | None) -> None:
+    """Call ``stop`` too when a signal arrives, until ``stop_on_signal(key, None)``."""
+    if stop is None:
+        _stoppers.pop(id(key), None)
+    else:
+        _stoppers[id(key)] = stop
 
 
 def _unraisable(info) -> None:

@@ -103,22 +103,25 @@ def test_the_command_holds_signals_from_exec(tmp_path, sig):
         assert_ended_by(sig, rc, out, err)
 
 
-def test_a_query_duckdb_ends_for_the_signal_ends_the_command():
-    """DuckDB answers Ctrl-C its own way ("Query interrupted", a RuntimeError): the command still
-    ends as interrupted, 130, not with that error's traceback."""
-    code = """
-import os, signal, threading
+def test_a_signal_stops_a_long_store_query_and_ends_the_command(tmp_path):
+    """DuckDB answers Ctrl-C its own way, and not always: its check can lose the signal and the query
+    runs on. A store's connection is interrupted by the signal itself (interrupts.stop_on_signal), and
+    the error the query ends with ends the command as interrupted, 130, without its traceback."""
+    code = f"""
+import os, signal, threading, time
 from softnet import interrupts
 interrupts.install()
-import duckdb
+from softnet.results.store import Store
 from softnet.cli.main import _exit_if_signalled
-threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-try:
-    duckdb.sql("SELECT count(*) FROM range(1000000000000)").fetchall()
-except RuntimeError as exc:
-    print(exc)
-    _exit_if_signalled()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+with Store({str(tmp_path)!r}) as s:
+    try:
+        s.query("SELECT count(*) FROM range(1000000000000)")
+    except (RuntimeError, KeyboardInterrupt) as exc:
+        print(type(exc).__name__, exc)
+        _exit_if_signalled()
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "interrupted" in r.stdout.lower(), r.stdout + r.stderr  # DuckDB's own word: the query did end
-    assert r.returncode == 130 and "softnet: interrupted" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    for _ in range(5):  # the signal's landing varies: in the query's set-up, its run, its check
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 130 and "softnet: interrupted" in r.stderr and "Traceback" not in r.stderr, \
+            (r.returncode, r.stdout, r.stderr)

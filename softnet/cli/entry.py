@@ -3,6 +3,7 @@ SIGTERM to softnet.interrupts for the whole run, so that one arriving while
 the command line modules load (half a second on a slow host, before
 anything is changed) ends it as one arriving later does, even when the code
 it lands in swallows the exception."""
+import signal
 import sys
 
 from softnet import interrupts
@@ -27,4 +28,10 @@ def main() -> None:
         _early_exit(130)
     except interrupts.Terminated:
         _early_exit(143)
+    except Exception:
+        # the signal's exception turned into another on its way (a class body's __set_name__
+        # raises RuntimeError from it): the signal still ended the command
+        if interrupts.received() is None:
+            raise
+        _early_exit(130 if interrupts.received() == signal.SIGINT else 143)
     run()

@@ -29,6 +29,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from softnet import interrupts
 from softnet.errors import InputError
 from softnet.results.comparison import ComparisonSummary
 from softnet.results.latency import LATENCY_SCHEMA_VERSION, LatencyRunResult
@@ -158,6 +159,7 @@ class Store:
         self.is_export = read_only and is_export_dir(self.dir)
         if self.is_export:
             self.db = duckdb.connect(":memory:")
+            interrupts.stop_on_signal(self, self.db.interrupt)
             self.db.execute(SCHEMA)
             self._attach_export()
             return
@@ -165,6 +167,7 @@ class Store:
             raise FileNotFoundError(f"{self.dir}: no {DB_NAME} here (not a softnet results directory)")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.db = duckdb.connect(str(self.dir / DB_NAME), read_only=read_only)
+        interrupts.stop_on_signal(self, self.db.interrupt)
         if not read_only:
             self.db.execute(SCHEMA)
 
@@ -190,6 +193,7 @@ class Store:
                             "hive_partitioning = true, hive_types_autocast = false, union_by_name = true)")
 
     def close(self) -> None:
+        interrupts.stop_on_signal(self, None)
         self.db.close()
 
     def __enter__(self) -> "Store":

@@ -11,7 +11,10 @@ at the fixed load):
   buys (lower is better: the same interval for fewer trial-seconds);
 * the trials a metric could not use (their flags), and how much of the CPU
   spread the host's stalls and steal time on the SUT's CPU explain (the
-  correlation of the pairs' changes with their difference in stall time).
+  correlation of the pairs' changes with their difference in stall time),
+  and how much the batching does: the kthreads' wake-ups per packet
+  (schedstat), their correlation, slope and the spread left after taking
+  them out by regression.
 
 Writes bench/results/compare_spread-<UTC>.json (ignored by git).
 Run (root): .venv/bin/python bench/compare_spread.py [--durations 0.25,0.5,1,2] [--budget 40] [--sut ipv4-fwd]
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from softnet.analysis.comparisons import METRICS, MetricDef, compared, usable, value  # noqa: E402
+from softnet.analysis.paired import adjust  # noqa: E402
 from softnet.results.store import Store  # noqa: E402
 import results_file  # noqa: E402
 
@@ -44,6 +48,16 @@ def stalled_ms(result: dict) -> float | None:
     if not per_cpu:
         return None
     return sum((c.get("total_ms") or 0) + (c.get("steal_ms") or 0) for c in per_cpu.values())
+
+
+def wakeups_per_pkt(result: dict, kind: str) -> float | None:
+    """The SUT kthreads' wake-ups per packet, over the trial or the window (cpu_window)."""
+    c = result.get("sut_thread_cpu") or {}
+    if kind == "cpu_window":
+        runs, pkts = c.get("window_runs"), result.get("received_pkts")
+    else:
+        runs, pkts = c.get("runs"), c.get("forwarded_pkts")
+    return runs / pkts if runs and pkts else None
 
 
 def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep: Path | None = None) -> dict:
@@ -74,6 +88,14 @@ def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep:
         sd = float(1.4826 * np.median(np.abs(d - np.median(d)))) if len(d) > 2 else None
         got = {"pairs": len(ok), "sd": sd, "sd_plain": float(d.std(ddof=1)) if len(d) > 2 else None,
                "cost": None if sd is None else sd ** 2 * 4 * duration, "unusable_flags": dict(flags)}
+        if kind.startswith("cpu"):  # the kthreads' wake-ups per packet: how the packets were batched
+            x = [(wakeups_per_pkt(raw[(0, li, i)], kind), wakeups_per_pkt(raw[(1, li, i)], kind)) for i in ok]
+            if len(d) > 3 and all(v for p in x for v in p):
+                dx = np.log([b_ / a_ for a_, b_ in x])
+                adjusted, beta = adjust(d, dx)
+                got |= {"corr_with_wakeups": float(np.corrcoef(d, dx)[0, 1]), "beta_wakeups": beta,
+                        "sd_adjusted": float(1.4826 * np.median(np.abs(adjusted - np.median(adjusted)))),
+                        "sd_plain_adjusted": float(adjusted.std(ddof=1))}
         s = [(stalled_ms(raw[(0, li, i)]), stalled_ms(raw[(1, li, i)])) for i in ok]
         if len(d) > 3 and all(x is not None for p in s for x in p):
             ds = np.array([y - x for x, y in s])
@@ -99,11 +121,14 @@ def main() -> None:
             runs.append(got)
             for kind in ("capacity", "cpu", "cpu_window"):
                 g = got[kind]
-                fmt = {k: "-" if g.get(k) is None else f"{g[k]:.4f}" for k in ("sd", "sd_plain", "cost",
-                                                                                 "corr_with_stall_ms")}
+                fmt = {k: "-" if g.get(k) is None else f"{g[k]:.4f}" for k in (
+                    "sd", "sd_plain", "cost", "corr_with_stall_ms", "corr_with_wakeups", "sd_adjusted",
+                    "sd_plain_adjusted", "beta_wakeups")}
                 print(f"{rep} {duration:g} s {kind}: {g['pairs']} pairs, sd {fmt['sd']} (plain {fmt['sd_plain']}), "
-                      f"cost {fmt['cost']}, corr with stalls {fmt['corr_with_stall_ms']}, "
-                      f"left out {g['unusable_flags']}", flush=True)
+                      f"cost {fmt['cost']}, corr with stalls {fmt['corr_with_stall_ms']}, with wake-ups per "
+                      f"packet {fmt['corr_with_wakeups']} (slope {fmt['beta_wakeups']}; sd after "
+                      f"{fmt['sd_adjusted']}, plain {fmt['sd_plain_adjusted']}), left out {g['unusable_flags']}",
+                      flush=True)
     print(results_file.write("compare_spread", {"args": vars(a), "runs": runs}))
 
 

@@ -186,6 +186,34 @@ def test_rounds_alternate_and_a_killed_round_is_measured_again_whole(tmp_path, m
     assert [first[r] for r in sorted(first)][:4] == [0, 1, 0, 1]
 
 
+def test_a_decided_load_is_measured_no_more_and_a_resume_agrees(tmp_path, monkeypatch):
+    """A against itself, deciding on capacity and loss: capacity is equivalent at the first look, so
+    the overload leaves the rounds and the loss, still undecided (0.1 s trials: binomial loss near 3%
+    spreads wider than its margin), gets the rest of the budget; a run killed after that resumes to
+    the same comparison, and leaves the same load out."""
+    v = {"synthetic.o_sat_pps": 500_000, "synthetic.plr_at_sat": 0.2, "synthetic.pre_sat_exponent": 2}
+    spec = CampaignSpec.model_validate({
+        "name": "cmp", "testbed": {"sut": "synthetic"},
+        "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": 0.1},
+        "compare": {"variants": [{**v, "name": "A"}, {**v, "name": "A-again"}], "metrics": ["capacity", "loss"],
+                    "decide_on": ["capacity", "loss"], "budget_s": 8, "overload": "1Mpps"}})
+    cid = run_campaign(spec, tmp_path / "ref")
+    ref = stored_paired(str(tmp_path / "ref"), cid)
+    loss, = [d for _, d in ref.all_differences() if d.kind == "loss"]
+    cap, = [d for _, d in ref.all_differences() if d.kind == "capacity"]
+    assert cap.verdict == "equivalent" and loss.verdict == "undecided" and ref.stop_reason == "budget_spent"
+    assert cap.n_pairs < loss.n_pairs == ref.rounds and cap.dropped_pairs == 0, (cap.n_pairs, ref.rounds)
+    with Store(tmp_path / "ref") as store:
+        per_load = {r["load_index"]: r["n"] for r in store.query(
+            "SELECT load_index, count(*) AS n FROM trials GROUP BY load_index")}
+    assert per_load == {0: 2 * ref.rounds, 1: 2 * cap.n_pairs}
+    # killed one trial into the second round after the overload left
+    run_until_interrupted(monkeypatch, lambda: run_campaign(spec, tmp_path / "cut"),
+                          after_trials=4 * cap.n_pairs + 3)
+    got = stored_paired(str(tmp_path / "cut"), run_campaign(spec, tmp_path / "cut"))
+    assert got.to_dict() == ref.to_dict()
+
+
 # ---- spec errors --------------------------------------------------------------
 
 @pytest.mark.parametrize("compare, words", [

@@ -194,10 +194,11 @@ def metric_label(m: MetricDef, load_pps: float) -> str:
 PACED = ("cpu", "capacity")
 
 
-def pace_of(trials: dict, v: int, li: int, rounds: int) -> list[float | None]:
-    """Each round's host pace for variant v at load li (None where not probed)."""
+def pace_of(trials: dict, v: int, li: int, rounds: int | Sequence[int]) -> list[float | None]:
+    """Each round's host pace for variant v at load li (None where not probed);
+    ``rounds``: how many, or which."""
     out = []
-    for r in range(rounds):
+    for r in (range(rounds) if isinstance(rounds, int) else rounds):
         t = trials.get((v, li, r))
         out.append(t.host_pace.ips if t is not None and t.host_pace is not None else None)
     return out
@@ -252,12 +253,14 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
         for li, m in metric_points(kinds, loads):
             if m.name == "loss_all" and not set_apart:
                 continue
-            a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
-            b = [value(trials.get((v, li, r)), m) for r in range(rounds)]
+            # the rounds that measured this load (a decided one is left out of later rounds)
+            rs = [r for r in range(rounds) if (0, li, r) in trials and (v, li, r) in trials]
+            a = [value(trials[(0, li, r)], m) for r in rs]
+            b = [value(trials[(v, li, r)], m) for r in rs]
             planned.append(_Planned(metric_label(m, loads[li][1]), a, b, m.better, m.scale, m.unit, m.kind,
                                     margin if m.scale == "ratio" else loss_margin,
                                     None if m.kind == "capacity" else loads[li][1],
-                                    (pace_of(trials, 0, li, rounds), pace_of(trials, v, li, rounds))
+                                    (pace_of(trials, 0, li, rs), pace_of(trials, v, li, rs))
                                     if m.kind in PACED else None))
         if searches is not None and "search" in kinds:
             goals = sorted({g for (_, r), gs in searches.items() if r < rounds for g in gs})

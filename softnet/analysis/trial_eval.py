@@ -388,11 +388,24 @@ def sut_thread_cpu(raw: RawTrial, sink: SinkReport) -> ThreadCpu | None:
     ns = sum(a[pid] - b[pid] for pid in a)
     forwarded = sink.rx_window_pkts + sink.rx_warmup_pkts
     out = ThreadCpu(ns=ns, forwarded_pkts=forwarded, ns_per_pkt=ns / forwarded if forwarded else None, threads=len(a))
-    ws, we = (e.thread_runtime_ns if e is not None else None for e in (raw.window.start, raw.window.end))
-    if ws and we and set(ws) == set(we) == set(a) and None not in (*ws.values(), *we.values()):
-        out.window_ns = sum(we[pid] - ws[pid] for pid in we)
-        out.window_ns_per_pkt = out.window_ns / sink.rx_window_pkts if sink.rx_window_pkts else None
+    # set only where read (a result keeps no empty field: stored trials re-evaluate exactly)
+    if (runs := _delta(raw.before.sut_thread_runs, raw.after.sut_thread_runs, set(a))) is not None:
+        out.runs = runs
+    edges = (raw.window.start, raw.window.end)
+    if None not in edges and (window_ns := _delta(*(e.thread_runtime_ns for e in edges), set(a))) is not None:
+        out.window_ns = window_ns
+        out.window_ns_per_pkt = window_ns / sink.rx_window_pkts if sink.rx_window_pkts else None
+        if (window_runs := _delta(*(e.thread_runs for e in edges), set(a))) is not None:
+            out.window_runs = window_runs
     return out
+
+
+def _delta(before: dict[str, int | None] | None, after: dict[str, int | None] | None, pids: set[str]) -> int | None:
+    """A per-thread counter's sum of increases, where both reads have every thread."""
+    if not before or not after or set(before) != pids or set(after) != pids \
+            or None in (*before.values(), *after.values()):
+        return None
+    return sum(after[p] - before[p] for p in pids)
 
 
 def evaluate(raw: dict | RawTrial, spec: TrialSpec | None = None) -> TrialResult:

@@ -9,12 +9,20 @@ the host as it was, and no variant's changes outlive its trial. With the
 search metric, each variant then runs one NDR/PDR search on its own testbed
 (stored in cell n_variants + v).
 
+Rounds go where the decision is still open: after a look, a load whose
+metrics the experiment decides on all have a verdict (capacity called
+slower at the overload, say) is measured no more, so the budget's
+trial-seconds go to the metrics still undecided. Its verdict stands: later
+looks read the same pairs. A load that carries no metric it decides on
+(loss and latency alone) stays in every round.
+
 Trials are stored as campaign trials: cell = variant, load index, run index =
 round. A round is the unit of pairing, so a round a kill cut short is
 measured again whole (its stored half is discarded): a pair is never made
 of trials minutes apart, never lost and never counted twice. The decision
 is a function of the stored complete rounds, so a resumed comparison looks
-where an uninterrupted one would have.
+where an uninterrupted one would have, and leaves out the loads it would
+have.
 """
 from __future__ import annotations
 
@@ -89,27 +97,48 @@ def stored_searches(store: Store, cid: str, n_variants: int) -> dict[tuple[int, 
     return out
 
 
-def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int,
-                  searching: bool = False) -> tuple[dict, int]:
-    """The stored trials of complete rounds, and how many rounds are
-    complete; what the first incomplete round stored (a kill cut it short)
-    is deleted, so it is measured again whole."""
+def open_loads(s: ComparisonSummary, loads: list[tuple[str, float]], decide_on: list[str],
+               now_open: list[int]) -> list[int]:
+    """The loads still to measure after a look: those with a metric the
+    experiment decides on that some candidate has no verdict for, and those
+    that carry none it decides on."""
+    undecided = {(d.kind, d.load_pps) for _, d in s.all_differences()
+                 if d.kind in decide_on and d.verdict == "undecided"}
+    deciding = {d.kind for _, d in s.all_differences() if d.kind in decide_on}
+
+    def kinds_at(li: int) -> set[str]:
+        return {"capacity"} if loads[li][0] == "overload" else deciding - {"capacity", "search"}
+
+    return [li for li in now_open if not kinds_at(li) or any(
+        (k, None if k == "capacity" else loads[li][1]) in undecided for k in kinds_at(li))]
+
+
+def stored_rounds(store: Store, cid: str, n_variants: int, n_loads: int, searching: bool = False,
+                  look: Callable[[dict, int, list[int]], list[int]] | None = None) -> tuple[dict, int, list[int]]:
+    """The stored trials of complete rounds, how many rounds are complete,
+    and the loads still measured; what the first incomplete round stored (a
+    kill cut it short) is deleted, so it is measured again whole. ``look``
+    (trials, rounds, loads open) -> loads open after the look at that many
+    rounds, the same as the running comparison's: a round is complete with
+    the loads open then."""
     trials: dict[tuple[int, int, int], dict] = {}
     for v in range(n_variants):  # rows and results come in the same (load, run) order
         for row, result in zip(store.trials(cid, v), store.trial_results(cid, v)):
             at = _TrialRow.model_validate(row, from_attributes=True)
             trials[(v, at.load_index, at.run_index)] = result
     searched = stored_searches(store, cid, n_variants) if searching else {}
-    complete = 0
-    while all((v, li, complete) in trials for v in range(n_variants) for li in range(n_loads)) and (
+    complete, measured = 0, list(range(n_loads))
+    while measured and all((v, li, complete) in trials for v in range(n_variants) for li in measured) and (
             not searching or all((v, complete) in searched for v in range(n_variants))):
         complete += 1
+        if look is not None:
+            measured = look({k: t for k, t in trials.items() if k[2] < complete}, complete, measured)
     for v in range(n_variants):
         store.delete_trials_from_round(cid, v, complete)
         if searching:
             store.delete_trials_from_round(cid, search_cell(n_variants, v), complete)
             store.delete_searches_from_round(cid, search_cell(n_variants, v), complete)
-    return {k: t for k, t in trials.items() if k[2] < complete}, complete
+    return {k: t for k, t in trials.items() if k[2] < complete}, complete, measured
 
 
 def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[str, int, int, str], None],
@@ -138,7 +167,13 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
         store.register_cell(cid, v, knobs, cell.model_dump())
         if searching:
             store.register_cell(cid, search_cell(nv, v), knobs, cell.model_dump())
-    results, rounds = stored_rounds(store, cid, nv, len(loads), searching)
+    def look(results: dict, rounds: int, measured: list[int]) -> list[int]:
+        """The loads still measured after a look at ``rounds`` (unchanged between looks)."""
+        if not rule.is_look(rounds):
+            return measured
+        return open_loads(summary(results, rounds), loads, list(c.decide_on), measured)
+
+    results, rounds, measured = stored_rounds(store, cid, nv, len(loads), searching, look)
     total = max_rounds * len(variants) * len(loads)
     on_event("plan", rounds * len(variants) * len(loads), total,
              f"{cid}: {len(variants)} variants x {len(loads)} load(s), at most {max_rounds} rounds "
@@ -153,10 +188,13 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
             if rule.decided([d for _, d in s.all_differences()]):
                 reason = DECIDED
                 break
+            measured = open_loads(s, loads, list(c.decide_on), measured)
         if rounds >= max_rounds:
             break
         order = round_order(nv, rounds)
         for li, (_, load) in enumerate(loads):
+            if li not in measured:
+                continue
             for v in order:  # A and B back to back at each load: the pair's two trials seconds apart
                 name, knobs, cell = variants[v]
                 with measurer_for(cell, v) as m:

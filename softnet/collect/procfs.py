@@ -159,6 +159,7 @@ def snapshot(root: Path = Path("/proc"), threads: Sequence[int] = ()) -> dict:
     }
     if threads:
         out["thread_runtime_ns"] = {str(pid): thread_runtime_ns(pid) for pid in threads}
+        out["thread_runs"] = {str(pid): thread_runs(pid) for pid in threads}
     return out
 
 
@@ -169,6 +170,15 @@ def thread_cpu(pid: int) -> int | None:
     except OSError:
         return None
     return int(text.rsplit(")", 1)[1].split()[36])
+
+
+def thread_runs(pid: int) -> int | None:
+    """How many times a task was put on a CPU (/proc/PID/schedstat's third
+    field): for a NAPI kthread, its wake-ups, each a batch of packets."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def thread_runtime_ns(pid: int) -> int | None:

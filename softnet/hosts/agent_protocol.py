@@ -239,6 +239,7 @@ class Reads(Reply):
     procfs: Any = None
     path_counters: Any = None
     napi_runtime_ns: dict[str, Any] | None = None
+    napi_runs: dict[str, Any] | None = None
 
 
 class DoctorCheck(Reply):

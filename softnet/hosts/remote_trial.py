@@ -294,7 +294,8 @@ class RemoteTestbed:
         links = {"gen": t.links[gen], "sut_in": u.links[sut_in], "sut_out": u.links[sut_out], "sink": t.links[sink]}
         return {"links": links, "ethtool_gen": t.ethtool[gen], "qdisc_drops": u.qdisc_drops,
                 "procfs": u.procfs, "path_counters": u.path_counters, "sut_netns_inode": u.netns_inode,
-                "sut_ifindex": u.ifindex, "sut_thread_runtime_ns": u.napi_runtime_ns or {}}
+                "sut_ifindex": u.ifindex, "sut_thread_runtime_ns": u.napi_runtime_ns or {},
+                "sut_thread_runs": u.napi_runs or {}}
 
     def window(self, at_unix_s, sampler, profiler) -> None:
         """The SUT's window edges on its own clock, sent during the warm-up:

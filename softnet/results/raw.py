@@ -78,6 +78,7 @@ class ProcSnapshot(Exact):
     softnet: dict[int, dict[str, int]]  # CPU -> softnet_stat column -> value
     # the SUT's kthreads' run time (schedstat), ns, at a window edge (pid -> ns; none: not read)
     thread_runtime_ns: dict[str, int | None] | None = None
+    thread_runs: dict[str, int | None] | None = None  # their times put on a CPU (wake-ups), at that edge
 
 
 class HostReads(Exact):
@@ -89,6 +90,7 @@ class HostReads(Exact):
     procfs: ProcSnapshot
     path_counters: dict[str, int] | None = None
     sut_thread_runtime_ns: dict[str, int | None] | None = None
+    sut_thread_runs: dict[str, int | None] | None = None  # the same kthreads' times put on a CPU (schedstat)
     sut_netns_inode: int | None = None  # an inventory's SUT host: how its kernel names the SUT's devices
     sut_ifindex: dict[str, int] | None = None
 

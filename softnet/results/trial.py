@@ -407,6 +407,8 @@ class ThreadCpu(Exact):
     threads: int  # NAPI kthreads counted
     window_ns: int | None = None  # the NAPI kthreads' run time between the window's edges (read there), ns
     window_ns_per_pkt: Number | None = None  # window_ns / the window's packets the sink received, ns
+    runs: int | None = None  # the NAPI kthreads' wake-ups over the trial (times put on a CPU; each a batch)
+    window_runs: int | None = None  # the same between the window's edges
 
 
 class Direction(Exact):

@@ -328,6 +328,9 @@ def test_real_compare_calls_200_rules_slower_and_restores_the_host(tmp_path, hos
         trials = [json.loads(row["result_json"]) for row in store.query("SELECT result_json FROM trials")]
     # the SUT's CPU from its NAPI kthread's exact run time, in every trial
     assert all(t["sut_thread_cpu"]["threads"] >= 1 and t["sut_thread_cpu"]["ns"] > 0 for t in trials)
+    # and between the window's edges, with the wake-ups that batched its packets
+    assert all(0 < t["sut_thread_cpu"]["window_ns"] < t["sut_thread_cpu"]["ns"]
+               and 0 < t["sut_thread_cpu"]["window_runs"] < t["sut_thread_cpu"]["runs"] for t in trials)
 
 
 @needs_root

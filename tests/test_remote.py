@@ -575,6 +575,9 @@ def test_remote_trial_profiles_the_sut_host(hosts):
     ids = r["raw_trial"]["testbed"]["interface_ids"]
     assert [name for _, _, name in ids] == ["sut_in (dut/eth1)", "sut_out (dut/eth2)"]
     assert "ebpf" in json.dumps(r["kernel_samples"])  # the profiler's times at every sample
+    # the SUT host's NAPI kthreads, read by its agent over the trial and at the window's edges there
+    cpu = r["sut_thread_cpu"]
+    assert 0 < cpu["window_ns"] < cpu["ns"] and 0 < cpu["window_runs"] < cpu["runs"], cpu
 
 
 @pytest.mark.netns

@@ -37,6 +37,7 @@ from softnet.campaign.runner import run_campaign  # noqa: E402
 from softnet.campaign.spec import CampaignSpec  # noqa: E402
 import results_file  # noqa: E402
 from softnet.provenance import provenance  # noqa: E402
+from softnet.results.store import Store  # noqa: E402
 
 
 
@@ -55,8 +56,10 @@ def one(name: str, variants: list[dict], budget: float, keep: Path | None = None
         cid = run_campaign(spec(name, variants, budget), d)
         s = stored_paired(d, cid)
         wall = time.time() - t0
+        with Store(d, read_only=True) as st:  # decided loads leave the rounds: count what was measured
+            trials = st.query("SELECT count(*) AS n FROM trials")[0]["n"]
     out = {"name": name, "rounds": s.rounds, "stop_reason": s.stop_reason, "wall_s": wall,
-           "trial_s": s.rounds * 2 * 2 * 1.0, "differences": [d.to_dict() for _, d in s.all_differences()]}
+           "trial_s": trials * 1.0, "differences": [d.to_dict() for _, d in s.all_differences()]}
     verdicts = ", ".join(f"{d['metric']} {100 * (d['estimate'] or 0):+.1f}% {d['verdict']}"
                          for d in out["differences"])
     print(f"{name}: {s.rounds} rounds, {s.stop_reason}, {wall:.0f} s: {verdicts}", flush=True)

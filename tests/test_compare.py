@@ -214,6 +214,27 @@ def test_a_decided_load_is_measured_no_more_and_a_resume_agrees(tmp_path, monkey
     assert got.to_dict() == ref.to_dict()
 
 
+def test_open_loads_keep_what_is_undecided_or_not_decided_on():
+    from softnet.campaign.compare import open_loads
+    from softnet.results.comparison import ComparisonSummary, PairedDifference
+
+    def row(kind: str, load: float | None, verdict: str) -> PairedDifference:
+        return PairedDifference(metric=kind, unit="", better="lower", scale="ratio", n_pairs=8, baseline_mean=1.0,
+                                candidate_mean=1.0, estimate=0.0, ci=(-0.01, 0.01), confidence=0.99, margin=0.02,
+                                p_value=1.0, verdict=verdict, kind=kind, load_pps=load)
+
+    loads = [("fixed", 100e3), ("fixed", 200e3), ("overload", 3e6)]
+    s = ComparisonSummary(baseline="a", candidates=["b", "c"], differences={
+        "b": [row("cpu", 100e3, "equivalent"), row("cpu", 200e3, "slower"), row("capacity", None, "slower"),
+              row("loss", 100e3, "undecided")],
+        "c": [row("cpu", 100e3, "equivalent"), row("cpu", 200e3, "undecided"), row("capacity", None, "slower")]})
+    assert open_loads(s, loads, ["capacity", "cpu"], [0, 1, 2]) == [1]  # c's cpu at 200k is still open
+    assert open_loads(s, loads, ["capacity", "cpu"], [0, 2]) == []  # a load once left stays out
+    assert open_loads(s, loads, ["capacity"], [0, 1, 2]) == [0, 1]  # loads that decide nothing stay
+    assert open_loads(s, loads, ["search"], [0, 1, 2]) == [0, 1, 2]
+    assert open_loads(s, loads, ["capacity", "cpu", "loss"], [0, 1, 2]) == [0, 1]
+
+
 # ---- spec errors --------------------------------------------------------------
 
 @pytest.mark.parametrize("compare, words", [

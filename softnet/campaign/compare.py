@@ -104,10 +104,10 @@ def open_loads(s: ComparisonSummary, loads: list[tuple[str, float]], decide_on: 
     that carry none it decides on."""
     undecided = {(d.kind, d.load_pps) for _, d in s.all_differences()
                  if d.kind in decide_on and d.verdict == "undecided"}
-    deciding = {d.kind for _, d in s.all_differences() if d.kind in decide_on}
 
     def kinds_at(li: int) -> set[str]:
-        return {"capacity"} if loads[li][0] == "overload" else deciding - {"capacity", "search"}
+        """The deciding metrics measured at load li."""
+        return set(decide_on) & ({"capacity"} if loads[li][0] == "overload" else {"cpu", "loss", "latency"})
 
     return [li for li in now_open if not kinds_at(li) or any(
         (k, None if k == "capacity" else loads[li][1]) in undecided for k in kinds_at(li))]

@@ -35,7 +35,7 @@ def trial(sut: str, rate: int, flows: int = 1, extra: dict | None = None, during
         seen = during(tb) if during else None
         before, fwd0 = tb.personality.counters(tb), forw_datagrams(tb.ns["sut"])
         r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=DURATION_S, warmup_s=WARMUP_S, flows=flows,
-                                        sample_interval_s=None, stall_probe=False), ch)
+                                        sample_interval_s=None), ch)  # the stall probe sets host stalls apart
         after, fwd1 = tb.personality.counters(tb), forw_datagrams(tb.ns["sut"])
     print(sut, flows, "flows:", {k: after[k] - before.get(k, 0) for k in after}, "after:", after)
     return r, before, after, fwd1 - fwd0, seen

@@ -104,6 +104,12 @@ def victim_check(raw: RawTrial, window_mono_ns: tuple[int, int] | None, cpu: Cpu
         out.interrupts_per_s = cpu.interrupts_per_s
         if cpu.interrupts_per_s:
             out.gap_us_per_interrupt = out.gap_pct / 100 / cpu.interrupts_per_s * 1e6
+        # what the kernel took from the victim's CPU is a floor of what it lost: a pace that lost
+        # less rose with the host's during the window, which the rests around it cannot see
+        if out.spoilt is None and out.stolen_victim_pct + DRIFT_PCT < out.stolen_ebpf_pct:
+            out.spoilt = (f"the victim lost {out.stolen_victim_pct:.1f}% of its pace, less than the "
+                          f"{out.stolen_ebpf_pct:.1f}% the profiler saw taken from its CPU: the host's pace "
+                          "rose during the window")
     return out
 
 

@@ -48,7 +48,7 @@ def one(sut: str, load: str, budget: float, folder: Path) -> dict:
         li = loads[-1] if kind == "capacity" else loads[0]
         a = [value(trials.get((0, li, r)), m) for r in range(rounds)]
         b = [value(trials.get((1, li, r)), m) for r in range(rounds)]
-        cov = (pace_of(trials, 0, li, rounds), pace_of(trials, 1, li, rounds))
+        cov = (pace_of(trials, 0, li, range(rounds)), pace_of(trials, 1, li, range(rounds)))
         plain = paired_difference(kind, a, b, better=m.better, confidence=0.95)
         paced = paired_difference(kind, a, b, better=m.better, confidence=0.95, covariate=cov)
         ok = [i for i in range(rounds) if None not in (a[i], b[i], cov[0][i], cov[1][i])]

@@ -91,8 +91,8 @@ def install() -> None:
     """SIGINT and SIGTERM to the handler, for the rest of the process.
     Before it runs (the interpreter's own start-up, some 30 ms) Python's
     defaults apply: a Ctrl-C then ends the process with Python's traceback,
-    unless the launcher held the signals back (`make install` writes one
-    that does, with env --block-signal): they are let through here, once the
+    unless the launcher held the signals back (the `softnet` command
+    `make setup` writes does, with env --block-signal): they are let through here, once the
     handler is in place, and one that came meanwhile is raised now."""
     global _owner
     _owner = os.getpid()

@@ -194,11 +194,10 @@ def metric_label(m: MetricDef, load_pps: float) -> str:
 PACED = ("cpu", "capacity")
 
 
-def pace_of(trials: dict, v: int, li: int, rounds: int | Sequence[int]) -> list[float | None]:
-    """Each round's host pace for variant v at load li (None where not probed);
-    ``rounds``: how many, or which."""
+def pace_of(trials: dict, v: int, li: int, rounds: Sequence[int]) -> list[float | None]:
+    """The host pace for variant v at load li in each of these rounds (None where not probed)."""
     out = []
-    for r in (range(rounds) if isinstance(rounds, int) else rounds):
+    for r in rounds:
         t = trials.get((v, li, r))
         out.append(t.host_pace.ips if t is not None and t.host_pace is not None else None)
     return out

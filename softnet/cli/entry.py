@@ -3,7 +3,6 @@ SIGTERM to softnet.interrupts for the whole run, so that one arriving while
 the command line modules load (half a second on a slow host, before
 anything is changed) ends it as one arriving later does, even when the code
 it lands in swallows the exception."""
-import signal
 import sys
 
 from softnet import interrupts
@@ -33,5 +32,5 @@ def main() -> None:
         # raises RuntimeError from it): the signal still ended the command
         if interrupts.received() is None:
             raise
-        _early_exit(130 if interrupts.received() == signal.SIGINT else 143)
+        _early_exit(128 + interrupts.received())
     run()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 from contextlib import contextmanager, nullcontext
 
@@ -996,7 +995,7 @@ def _exit_if_signalled() -> None:
     terminal's Ctrl-C ended fails): the signal is what ended the command, and says so."""
     if interrupts.received() is None:
         return
-    code = 130 if interrupts.received() == signal.SIGINT else 143
+    code = 128 + interrupts.received()  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
     err_console.print(f"softnet: {'interrupted' if code == 130 else 'terminated'}; host changes undone")
     exec("")  # see below: CPython's "unhandled KeyboardInterrupt" flag
     sys.exit(code)

@@ -158,8 +158,7 @@ def snapshot(root: Path = Path("/proc"), threads: Sequence[int] = ()) -> dict:
         "softnet": parse_softnet_stat((root / "net/softnet_stat").read_text()),
     }
     if threads:
-        out["thread_runtime_ns"] = {str(pid): thread_runtime_ns(pid) for pid in threads}
-        out["thread_runs"] = {str(pid): thread_runs(pid) for pid in threads}
+        out["thread_runtime_ns"], out["thread_runs"] = thread_times(threads)
     return out
 
 
@@ -172,22 +171,22 @@ def thread_cpu(pid: int) -> int | None:
     return int(text.rsplit(")", 1)[1].split()[36])
 
 
-def thread_runs(pid: int) -> int | None:
-    """How many times a task was put on a CPU (/proc/PID/schedstat's third
-    field): for a NAPI kthread, its wake-ups, each a batch of packets."""
+def _schedstat(pid: int) -> tuple[int, int] | None:
+    """A task's run time in ns (/proc/PID/schedstat's first field: the
+    scheduler's sum_exec_runtime, exact, where /proc/stat counts ticks) and
+    how many times it was put on a CPU (the third: for a NAPI kthread its
+    wake-ups, each a batch of packets), from one read."""
     try:
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[2])
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(fields[0]), int(fields[2])
     except (OSError, ValueError, IndexError):
         return None
 
 
-def thread_runtime_ns(pid: int) -> int | None:
-    """CPU time a task has run, in ns (/proc/PID/schedstat's first field: the
-    scheduler's sum_exec_runtime, exact, where /proc/stat counts ticks)."""
-    try:
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+def thread_times(pids: Sequence[int]) -> tuple[dict[str, int | None], dict[str, int | None]]:
+    """Per thread (pid as text): its run time in ns and its runs (None where unreadable)."""
+    read = {str(pid): _schedstat(pid) for pid in pids}
+    return ({p: r[0] if r else None for p, r in read.items()}, {p: r[1] if r else None for p, r in read.items()})
 
 
 # ---- host facts a trial's kernel statistics are normalised by ------------------------------------

@@ -499,9 +499,8 @@ class Agent(XskLabOps):
         if counters:
             out |= {"path_counters": self.lab.counters() if self.lab is not None else {}}
         if napi:
-            pids = [pid for i in napi for pid in napi_thread_pids(i)]
-            out |= {"napi_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for pid in pids},
-                    "napi_runs": {str(pid): procfs.thread_runs(pid) for pid in pids}}
+            runtime, runs = procfs.thread_times([pid for i in napi for pid in napi_thread_pids(i)])
+            out |= {"napi_runtime_ns": runtime, "napi_runs": runs}
         return out
 
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None,

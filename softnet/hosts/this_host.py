@@ -198,10 +198,10 @@ class ThisHost:
     # ---- reads ---------------------------------------------------------------------
     def host_reads(self) -> dict:
         tb = self.tb
+        runtime, runs = procfs.thread_times(tb.sut_threads())
         return {"links": tb.link_stats(), "ethtool_gen": tb.ethtool_stats("gen"), "qdisc_drops": tb.qdisc_drops(),
                 "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb),
-                "sut_thread_runtime_ns": {str(pid): procfs.thread_runtime_ns(pid) for pid in tb.sut_threads()},
-                "sut_thread_runs": {str(pid): procfs.thread_runs(pid) for pid in tb.sut_threads()}}
+                "sut_thread_runtime_ns": runtime, "sut_thread_runs": runs}
 
     def window(self, at_unix_s, sampler, profiler) -> None:
         self.edges.arm(at_unix_s, sampler, profiler, self.tb.sut_threads())

@@ -17,7 +17,11 @@ at the fixed load):
   them out by regression.
 
 Writes bench/results/compare_spread-<UTC>.json (ignored by git).
+With --pairings sequential,interleaved each duration gets one comparison of
+each pairing, one after the other (softnet.campaign.interleave).
+
 Run (root): .venv/bin/python bench/compare_spread.py [--durations 0.25,0.5,1,2] [--budget 40] [--sut ipv4-fwd]
+            [--metrics capacity,cpu] [--pairings sequential,interleaved] [--repeats N]
 """
 from __future__ import annotations
 
@@ -60,13 +64,15 @@ def wakeups_per_pkt(result: dict, kind: str) -> float | None:
     return runs / pkts if runs and pkts else None
 
 
-def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep: Path | None = None) -> dict:
+def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep: Path | None = None,
+        metrics: str = "capacity,cpu", pairing: str = "sequential") -> dict:
     r = subprocess.run([sys.executable, "-m", "softnet", "compare", "--variant", f"name=A;testbed.sut={sut}",
-                        "--variant", f"name=A2;testbed.sut={sut}", "--load", load, "--metrics", "capacity,cpu",
+                        "--variant", f"name=A2;testbed.sut={sut}", "--load", load, "--metrics", metrics,
                         "--duration", str(duration), "--budget", str(budget), "--min-rounds", "1000",
-                        "--results", str(folder), "--json"], capture_output=True, text=True, timeout=3600)
+                        "--pairing", pairing, "--results", str(folder), "--json"],
+                       capture_output=True, text=True, timeout=3600)
     if keep is not None:  # each comparison's results folder, to look at its pairs again
-        shutil.copytree(folder, keep / f"spread-{duration:g}s-{int(time.time())}")
+        shutil.copytree(folder, keep / f"spread-{pairing}-{duration:g}s-{int(time.time())}")
     if r.returncode not in (0, 1):
         raise SystemExit(r.stderr[-3000:])
     with Store(folder, read_only=True) as st:
@@ -74,11 +80,12 @@ def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep:
     raw = {(x["cell_id"], x["load_index"], x["run_index"]): json.loads(x["result_json"]) for x in rows}
     trials = {k: compared(v) for k, v in raw.items()}
     rounds = 1 + max(k[2] for k in trials)
-    out = {"duration_s": duration, "rounds": rounds, "trial_s_per_round": 4 * duration}
+    per_round = len(metrics.split(",")) * 2 * duration
+    out = {"duration_s": duration, "pairing": pairing, "rounds": rounds, "trial_s_per_round": per_round}
     window_cpu = MetricDef("cpu", "cpu_window", "ns/pkt", "lower", "ratio",
                            lambda t: t.sut_thread_cpu.window_ns_per_pkt if t.sut_thread_cpu else None)
-    for kind, li, m in (("capacity", 1, METRICS["capacity"][0]), ("cpu", 0, METRICS["cpu"][0]),
-                        ("cpu_window", 0, window_cpu)):
+    kinds = (("capacity", 1, METRICS["capacity"][0]), ("cpu", 0, METRICS["cpu"][0]), ("cpu_window", 0, window_cpu))
+    for kind, li, m in (k for k in kinds if k[0].split("_")[0] in metrics.split(",")):
         a = [value(trials.get((0, li, i)), m) for i in range(rounds)]
         b = [value(trials.get((1, li, i)), m) for i in range(rounds)]
         ok = [i for i in range(rounds) if a[i] and b[i]]
@@ -87,7 +94,7 @@ def one(sut: str, load: str, duration: float, budget: float, folder: Path, keep:
                         and not usable(t, m.kind) for f in t.flags or ())
         sd = float(1.4826 * np.median(np.abs(d - np.median(d)))) if len(d) > 2 else None
         got = {"pairs": len(ok), "sd": sd, "sd_plain": float(d.std(ddof=1)) if len(d) > 2 else None,
-               "cost": None if sd is None else sd ** 2 * 4 * duration, "unusable_flags": dict(flags)}
+               "cost": None if sd is None else sd ** 2 * per_round, "unusable_flags": dict(flags)}
         if kind.startswith("cpu"):  # the kthreads' wake-ups per packet: how the packets were batched
             x = [(wakeups_per_pkt(raw[(0, li, i)], kind), wakeups_per_pkt(raw[(1, li, i)], kind)) for i in ok]
             if len(d) > 3 and all(v for p in x for v in p):
@@ -112,19 +119,21 @@ def main() -> None:
     ap.add_argument("--sut", default="ipv4-fwd")
     ap.add_argument("--load", default="200kpps")
     ap.add_argument("--keep", type=Path, help="copy each comparison's results folder here")
+    ap.add_argument("--metrics", default="capacity,cpu")
+    ap.add_argument("--pairings", default="sequential", help="sequential,interleaved: one comparison each, in turn")
     a = ap.parse_args()
     runs = []
     for rep in range(a.repeats):
-        for duration in (float(x) for x in a.durations.split(",")):
+        for duration, pairing in ((float(x), p) for x in a.durations.split(",") for p in a.pairings.split(",")):
             with tempfile.TemporaryDirectory(prefix="softnet-spread-") as d:
-                got = one(a.sut, a.load, duration, a.budget, Path(d) / "r", a.keep)
+                got = one(a.sut, a.load, duration, a.budget, Path(d) / "r", a.keep, a.metrics, pairing)
             runs.append(got)
-            for kind in ("capacity", "cpu", "cpu_window"):
+            for kind in (k for k in ("capacity", "cpu", "cpu_window") if k in got):
                 g = got[kind]
                 fmt = {k: "-" if g.get(k) is None else f"{g[k]:.4f}" for k in (
                     "sd", "sd_plain", "cost", "corr_with_stall_ms", "corr_with_wakeups", "sd_adjusted",
                     "sd_plain_adjusted", "beta_wakeups")}
-                print(f"{rep} {duration:g} s {kind}: {g['pairs']} pairs, sd {fmt['sd']} (plain {fmt['sd_plain']}), "
+                print(f"{rep} {pairing} {duration:g} s {kind}: {g['pairs']} pairs, sd {fmt['sd']} (plain {fmt['sd_plain']}), "
                       f"cost {fmt['cost']}, corr with stalls {fmt['corr_with_stall_ms']}, with wake-ups per "
                       f"packet {fmt['corr_with_wakeups']} (slope {fmt['beta_wakeups']}; sd after "
                       f"{fmt['sd_adjusted']}, plain {fmt['sd_plain_adjusted']}), left out {g['unusable_flags']}",

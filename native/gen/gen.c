@@ -53,6 +53,8 @@
 #include "gen.skel.h"
 
 #define REPEAT (1u << 18) /* program iterations per syscall: ~10 ms of idle slots */
+#define GAP_REPEAT (1u << 12) /* with --sleep-gaps: ~150 us of idle slots, so a gap is seen soon */
+#define GAP_WAKE_EARLY_NS 200000ull /* wake this long before a gap's end, then spin (timer slack, wake-up) */
 #define START_DELAY_NS 2000000ull
 #define MAX_STREAMS 1024
 #define MAX_T0_AHEAD_NS (60ull * 1000000000ull) /* --t0-ns further ahead: a mistake, not a plan */
@@ -69,7 +71,7 @@ struct opts {
 	unsigned char src_mac[6], dst_mac[6];
 	unsigned size, flows, batch, src_ips, dst_ips, dst_ports;
 	double rate, duty, step_rate;
-	uint64_t count, warmup, streams, stream, t0_ns, seed, burst, step_at;
+	uint64_t count, warmup, streams, stream, t0_ns, seed, burst, step_at, sleep_gap_ns, hold_ns;
 	int cpu, arrivals, has_mix, has_burst, has_duty;
 	struct sn_mix mix;
 };
@@ -163,7 +165,7 @@ static size_t build_frame(const struct opts *o, unsigned char *f, uint32_t *csum
 
 enum { OPT_SRC_MAC = 256, OPT_DST_MAC, OPT_SRC_IP, OPT_DST_IP, OPT_CPU, OPT_BATCH, OPT_ANCHOR, OPT_STREAMS,
        OPT_STREAM, OPT_T0, OPT_SRC_IPS, OPT_DST_IPS, OPT_DST_PORTS, OPT_MIX, OPT_ARRIVALS, OPT_SEED, OPT_BURST,
-       OPT_DUTY, OPT_STEP_AT, OPT_STEP_RATE };
+       OPT_DUTY, OPT_STEP_AT, OPT_STEP_RATE, OPT_SLEEP_GAPS, OPT_HOLD_UNTIL };
 
 static const struct sn_option options[] = {
 	SN_OPTION("netns", 'n', "NS", "run in network namespace NS (/run/netns/NS)"),
@@ -190,6 +192,8 @@ static const struct sn_option options[] = {
 	SN_OPTION("streams", OPT_STREAMS, "N", "N generators share the schedule (default 1)..."),
 	SN_OPTION("stream", OPT_STREAM, "K", "...this one sends the seqs s with s % N == K"),
 	SN_OPTION("t0-ns", OPT_T0, "NS", "schedule origin, CLOCK_MONOTONIC ns (default: now)"),
+	SN_OPTION("sleep-gaps", OPT_SLEEP_GAPS, "NS", "sleep through gaps in the schedule longer than NS"),
+	SN_OPTION("hold-until", OPT_HOLD_UNTIL, "NS", "when done, sleep until CLOCK_MONOTONIC NS, then exit"),
 	SN_OPTION("cpu", OPT_CPU, "N", "pin the sending thread to CPU N"),
 	SN_OPTION("batch", OPT_BATCH, "N", "frames per flush, 1-256 (default: from the rate)"),
 	SN_OPTION("anchor", OPT_ANCHOR, "DEV", "idle veth that keeps the program attached"),
@@ -240,6 +244,9 @@ static void on_option(int key, const char *val, void *arg)
 	case OPT_STREAMS: o->streams = sn_parse_u64("streams", val, 1, MAX_STREAMS); break;
 	case OPT_STREAM: o->stream = sn_parse_u64("stream", val, 0, MAX_STREAMS - 1); break;
 	case OPT_T0: o->t0_ns = sn_parse_u64("t0-ns", val, 1, UINT64_MAX >> 1); break;
+	case OPT_SLEEP_GAPS: o->sleep_gap_ns = sn_parse_u64("sleep-gaps", val, 2 * GAP_WAKE_EARLY_NS, UINT64_MAX >> 2);
+		break;
+	case OPT_HOLD_UNTIL: o->hold_ns = sn_parse_u64("hold-until", val, 1, UINT64_MAX >> 1); break;
 	case OPT_CPU: o->cpu = sn_parse_u64("cpu", val, 0, CPU_SETSIZE - 1); break;
 	case OPT_BATCH: o->batch = sn_parse_u64("batch", val, 1, 256); break;
 	/* below 1e-3 pps the fixed-point interval overflows */
@@ -601,11 +608,11 @@ int main(int argc, char **argv)
 		o.batch = stream_rate < 500e3 ? 16 : stream_rate < 2e6 ? 64 : 256;
 	struct xdp_md ctx = { .data = 0, .data_end = len, .ingress_ifindex = ifindex };
 	LIBBPF_OPTS(bpf_test_run_opts, run, .data_in = frame, .data_size_in = len,
-		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = REPEAT,
+		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = o.sleep_gap_ns ? GAP_REPEAT : REPEAT,
 		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = o.batch);
 	int fd = bpf_program__fd(skel->progs.sn_gen);
 	struct gen_state *st = &skel->bss->state;
-	uint64_t calls = 0;
+	uint64_t calls = 0, sleeps = 0;
 	int err = 0;
 
 	st->next_seq = o.stream;
@@ -619,12 +626,31 @@ int main(int argc, char **argv)
 		st->t0 = sn_now_ns() + START_DELAY_NS;
 	}
 	while (st->next_seq < o.count && !stop) {
+		/* Another process may need this CPU in the gap (a generator whose
+		 * bursts interleave with these): sleep through it, do not spin. */
+		if (o.sleep_gap_ns) {
+			uint64_t due = due_of(skel, arr_off, st->t0, st->next_seq), now = sn_now_ns();
+			if (due > now + o.sleep_gap_ns) {
+				uint64_t wake = due - GAP_WAKE_EARLY_NS;
+				struct timespec ts = { .tv_sec = wake / 1000000000ull, .tv_nsec = wake % 1000000000ull };
+				while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+					;
+				sleeps++;
+			}
+		}
 		if (bpf_prog_test_run_opts(fd, &run)) {
 			if (errno != EINTR)
 				err = errno;
 			break;
 		}
 		calls++;
+	}
+	/* Generators taking turns on one CPU: an exit (the program's teardown)
+	 * must not fall in a partner's burst, so all leave at one time. */
+	if (o.hold_ns) {
+		struct timespec ts = { .tv_sec = o.hold_ns / 1000000000ull, .tv_nsec = o.hold_ns % 1000000000ull };
+		while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
 	}
 	uint64_t sent = (st->next_seq - o.stream) / o.streams, warmup = stream_share(&o, o.warmup);
 	uint64_t window = sent > warmup ? sent - warmup : 0;
@@ -657,6 +683,8 @@ int main(int argc, char **argv)
 	printf("\"window_due_start_ns\": %llu, \"last_due_ns\": %llu, ",
 	       window ? (unsigned long long)due_of(skel, arr_off, st->t0, mark) : 0ull,
 	       sent ? (unsigned long long)due_of(skel, arr_off, st->t0, last_seq) : 0ull);
+	if (o.sleep_gap_ns)
+		printf("\"gap_sleeps\": %llu, ", (unsigned long long)sleeps);
 	printf("\"xdp_mode\": \"%s\", \"interrupted\": %s, \"error\": \"%s\"}\n",
 	       xdp_mode, stop ? "true" : "false", err ? strerror(err) : "");
 	if (arr_off)

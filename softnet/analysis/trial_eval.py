@@ -505,6 +505,8 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
     fields.update(provenance=raw.provenance)
     if raw.path is not None:
         fields.update(path=raw.path)
+    if raw.interleave is not None:
+        fields.update(interleave=raw.interleave)
     cpu = sut_thread_cpu(raw, sink)
     if cpu is not None:
         fields.update(sut_thread_cpu=cpu)

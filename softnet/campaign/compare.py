@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import ExitStack
 from typing import Callable
 
 from pydantic import BaseModel
 
 from softnet.analysis.comparisons import ComparedTrial, paired_summary, stop_rule
 from softnet.analysis.paired import round_order
+from softnet.campaign.interleave import Turns, measure_together
 from softnet.campaign.live import LiveWriter
 from softnet.campaign.measurers import measurer_for
 from softnet.campaign.search_runner import run_search
@@ -155,10 +157,13 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
 
     searching = "search" in c.metrics
     nv = len(variants)
+    turns = Turns(nv, c.interleave_ms / 1e3) if c.pairing == "interleaved" else None
 
     def summary(results: dict, rounds: int, reason: str = "") -> ComparisonSummary:
-        return paired_summary(names, labels, results, loads, c.metrics, rounds, look_conf, c.margin, c.loss_margin,
-                              reason, stored_searches(store, cid, nv) if searching else None, c.decide_on)
+        s = paired_summary(names, labels, results, loads, c.metrics, rounds, look_conf, c.margin, c.loss_margin,
+                           reason, stored_searches(store, cid, nv) if searching else None, c.decide_on)
+        s.pairing = c.pairing
+        return s
 
     done = store.comparison(cid)
     if done is not None:
@@ -192,8 +197,21 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
         if rounds >= max_rounds:
             break
         order = round_order(nv, rounds)
-        for li, (_, load) in enumerate(loads):
+        for li, (what, load) in enumerate(loads):
             if li not in measured:
+                continue
+            if turns is not None and what != "overload":  # the variants in the same seconds, in turns
+                on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: "
+                         f"{', '.join(names[v] for v in order)} in turns at {format_rate(load)}")
+                with ExitStack() as stack:
+                    ms = [stack.enter_context(measurer_for(variants[v][2], v)) for v in order]
+                    together = measure_together(turns, ms, load, li, rounds)
+                for v, result in zip(order, together):  # slot k: order[k], so each takes every slot in turn
+                    store.add_trial(cid, v, li, rounds, variants[v][1], result)
+                    results[(v, li, rounds)] = result
+                    count += 1
+                    on_event("trial", count, total, f"round {rounds + 1} {names[v]} at {format_rate(load)} "
+                             f"(in turns): forwarded {forwarded_text(result)}")
                 continue
             for v in order:  # A and B back to back at each load: the pair's two trials seconds apart
                 name, knobs, cell = variants[v]

@@ -18,6 +18,7 @@ import numpy as np
 from softnet import interrupts
 from softnet.analysis.back_to_back import BurstPlan
 from softnet.analysis.synthetic import LoadLossModel
+from softnet.campaign.interleave import Turn
 from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.provenance import provenance
@@ -44,14 +45,17 @@ class SyntheticMeasurer:
     def __exit__(self, *exc):
         return None
 
+    def run_id(self) -> str:
+        return f"synthetic-{self.cell_id}"  # no testbed: a name for the trials it takes turns with
+
     def _rng(self, *key: int) -> np.random.Generator:
         # One stream per (cell, load, run): a resumed campaign draws exactly what
         # an uninterrupted one would have.
         return np.random.default_rng([self.spec.synthetic.seed, self.cell_id, *key])
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
-                live: Callable[[LiveSample], None] | None = None) -> dict:
-        """``live``: unused, the model has no kernel to sample."""
+                live: Callable[[LiveSample], None] | None = None, turn: Turn | None = None) -> dict:
+        """``live``: unused, the model has no kernel to sample; ``turn``: unused, nor a host to share."""
         interrupts.check()  # a signal swallowed on its way: no more simulated trials either
         m = self.spec.method
         duration = duration_s or m.duration_s
@@ -116,8 +120,11 @@ class TestbedMeasurer:
     def __exit__(self, *exc):
         self.changes.__exit__(*exc)
 
+    def run_id(self) -> str:
+        return self.tb.run_id
+
     def _trial(self, rate_pps: float, duration_s: float, warmup_s: float,
-               live: Callable[[LiveSample], None] | None = None) -> dict:
+               live: Callable[[LiveSample], None] | None = None, turn: Turn | None = None) -> dict:
         t, c, m = self.spec.traffic, self.spec.collect, self.spec.method
         arrivals, burst_pkts, on_duty, burst_rate = t.arrivals, t.burst_pkts, t.on_duty, None
         step_at, step_rate = None, None
@@ -140,17 +147,20 @@ class TestbedMeasurer:
                          reset_at_s=m.reset_at_s, step_at_s=step_at, step_rate_pps=step_rate,
                          idle_s=c.idle_power_s if c.sample else 0.0, victim=c.victim,
                          pace_probe=c.pace_probe and not c.victim)
-        return self._run(spec, live)
+        return self._run(turn.turns.spec(spec) if turn else spec, live, turn)
 
-    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
-        return trial(ThisHost(self.tb, self.ep, self.changes), spec, keep_raw=True, path=self.path(), live=live,
-                     exact_pkts=self.spec.collect.exact_delays)
+    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None, turn: Turn | None = None) -> dict:
+        hosts = ThisHost(self.tb, self.ep, self.changes, turn.partners if turn else frozenset())
+        return trial(hosts, spec, keep_raw=True, path=self.path(), live=live, exact_pkts=self.spec.collect.exact_delays,
+                     together=turn.slot if turn else None, interleave=turn.record() if turn else None)
 
     def measure(self, rate_pps: float, load_index: int, run_index: int, duration_s: float | None = None,
-                live: Callable[[LiveSample], None] | None = None) -> dict:
-        """One trial; ``live``: called with the kernel's figures at each sample while it runs."""
+                live: Callable[[LiveSample], None] | None = None, turn: Turn | None = None) -> dict:
+        """One trial; ``live``: called with the kernel's figures at each sample while it runs;
+        ``turn``: its place among trials that take turns in the same seconds (softnet.campaign.interleave)."""
         interrupts.check()
-        return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s, live)
+        return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s, live,
+                           turn)
 
     def path(self) -> dict:
         """Which side of the SUT receives (sut_in) and which sends (sut_out)."""
@@ -197,7 +207,9 @@ class RemoteMeasurer(TestbedMeasurer):
     def __exit__(self, *exc):
         self.tb.__exit__(*exc)
 
-    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None) -> dict:
+    def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None, turn: Turn | None = None) -> dict:
+        if turn is not None:  # the spec refuses it first (CampaignSpec): each host's clock is its own
+            raise InputError("compare.pairing", "interleaved trials run on this host's testbeds only")
         result = trial(self.tb, spec, keep_raw=True, path=self.path(), live=live,
                        exact_pkts=self.spec.collect.exact_delays)
         result.pop("hosts", None)  # kept in the raw trial and its provenance

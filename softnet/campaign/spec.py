@@ -71,6 +71,22 @@ def spec_folder(info: ValidationInfo) -> Path | None:
     return info.context.folder if isinstance(info.context, SpecFile) else None
 
 
+def interleavable(c: CompareSpec, cells: list[CampaignSpec]) -> None:
+    """Interleaved pairing shares one host's clock and its generator CPU
+    between the variants' bursts: refused where a variant cannot keep to a slot."""
+    from softnet.campaign.interleave import Turns
+
+    Turns(len(cells), c.interleave_ms / 1e3).check("compare.interleave_ms")
+    for i, cell in enumerate(cells):
+        t = cell.traffic
+        why = ("on an inventory's hosts (each host has its own clock)" if cell.testbed.inventory else
+               f"with traffic.arrivals = \"{t.arrivals}\" (its bursts are the turns)" if t.arrivals != "const" else
+               "with bidirectional traffic" if t.bidirectional else "")
+        if why:
+            raise InputError("compare.pairing", f"\"interleaved\" cannot run variant {i} {why}: use "
+                             "pairing = \"sequential\"")
+
+
 def _knob_beside_the_spec(path: str, value: Any, folder: Path) -> Any:
     """A knob's value as a spec file gives it: a personality's file= relative to the spec."""
     return _file_param_from(value, folder) if path == "testbed.sut" and isinstance(value, str) else value
@@ -459,6 +475,11 @@ class CompareSpec(Strict):
     min_rounds: int = Field(4, ge=2, le=10_000)
     # at most this many rounds (None: the budget decides)
     max_rounds: int | None = Field(None, ge=2, le=10_000)
+    # at the fixed loads: "sequential", each variant's trial in turn (A B, B A, ...); "interleaved", all
+    # variants' testbeds up at once, their bursts taking turns every interleave_ms, so each pair shares the
+    # host's seconds (this host's testbeds; capacity stays sequential: a flood cannot keep to its slot)
+    pairing: Literal["sequential", "interleaved"] = "sequential"
+    interleave_ms: float = Field(20.0, ge=2, le=1000)  # one turn of every variant
 
     @field_validator("variants", mode="before")
     @classmethod
@@ -1035,6 +1056,8 @@ def load_spec(path: str | Path) -> CampaignSpec:
         try:
             targets = [(knobs, cell) for _, knobs, cell in spec.variants()]
             spec.compare_loads_pps()
+            if spec.compare.pairing == "interleaved":
+                interleavable(spec.compare, [cell for _, cell in targets])
         except InputError as exc:
             raise InputError(f"{path}: {exc.field}", exc.message) from None
     else:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
-from typing import Callable
+from dataclasses import asdict, replace
+from typing import Callable, Protocol
 
 from softnet import interrupts
 from softnet.analysis.kernel_stats import live_sample
@@ -33,6 +33,19 @@ from softnet.traffic.native import Shape, timeline_bin_pkts
 OVERTIME_FACTOR, OVERTIME_S = 1.5, 10.0  # a generator this far behind schedule is stopped
 
 
+class Together(Protocol):
+    """How a trial keeps time with the trials it takes turns with."""
+
+    def start_at(self) -> int:
+        """Wait for the others to be ready; the schedule's origin, CLOCK_MONOTONIC ns."""
+
+    def end_at(self, pkts: int, burst_pkts: int) -> int:
+        """When the last of them has sent ``pkts`` in bursts of ``burst_pkts``, CLOCK_MONOTONIC ns."""
+
+    def sent(self) -> None:
+        """Wait for the others' generators to finish."""
+
+
 def traffic_shape(spec: TrialSpec, ip_version: int, dst_ip: str) -> tuple[Shape, SinkShape]:
     """The generator's shape options and the sink's (flows, mix, dst_ports)
     for a spec; ``dst_ip``: the testbed's sink address."""
@@ -41,7 +54,8 @@ def traffic_shape(spec: TrialSpec, ip_version: int, dst_ip: str) -> tuple[Shape,
                   dst_ip=first_destination(ip_version, dst_ip, spec.dst_ips) if spec.dst_ips > 1 else None,
                   mix=shapes.mix_text(mix) if mix else None, arrivals=spec.arrivals, seed=spec.seed,
                   burst_pkts=spec.burst_pkts, on_duty=spec.on_duty, step_seq=spec.step_seq,
-                  step_rate_pps=spec.step_rate_pps)
+                  step_rate_pps=spec.step_rate_pps,
+                  sleep_gaps_ns=None if spec.sleep_gaps_us is None else round(spec.sleep_gaps_us * 1e3))
     n = shapes.total_flows(spec.flows, spec.src_ips, spec.dst_ips, spec.dst_ports)
     # per-flow counts when the sink can hold them (--flows and --src-ips alone may address more)
     return shape, SinkShape(flows=n if 1 < n <= shapes.MAX_FLOWS else 1, mix=shape.mix, dst_ports=spec.dst_ports)
@@ -70,13 +84,17 @@ def pace(hosts, changes) -> dict:
     return v.read()
 
 def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
-            exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None) -> dict:
+            exact_pkts: int = 0, live: Callable[[LiveSample], None] | None = None,
+            together: Together | None = None) -> dict:
     """Run one trial on built hosts and return its raw reads; every piece the
     trial starts (sinks, generators, sampler, probe, injector, profiler) is
     stopped when it returns, however it returns. ``exact_pkts``: the sink
     also keeps that many window delays one by one (the raw's sink
     latency_exact_ns), to check its histogram against. ``live``: called with
-    the kernel's figures over each new sample interval while the trial runs."""
+    the kernel's figures over each new sample interval while the trial runs.
+    ``together``: a trial taking turns with others' in the same seconds
+    (softnet.campaign.interleave): they wait for each other before their
+    generators start, and again when they have all sent, before any reads."""
     spec.validate(hosts.ip_version)
     hosts.check(spec)
     one = spec.one_direction()  # what each direction sends (the whole spec when one-way)
@@ -115,12 +133,15 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         pace_before = pace(hosts, c) if spec.pace_probe and not spec.victim else None
         before = hosts.host_reads()
         gens = []
+        t0_ns = together.start_at() if together else None
+        if together:
+            shape = replace(shape, hold_until_ns=together.end_at(total, one.burst_pkts))
         for rev in directions:
             s0, _ = hosts.endpoints(reverse=rev)
             first = first_source(hosts.ip_version, s0, one.src_ips)
             gens.append(hosts.generators(c, rev, GenPlan(
                 one.rate_pps, total, warmup, one.frame_bytes, one.flows, gen_cpus, src_ips=one.src_ips,
-                src_ip=first if one.src_ips > 1 else None, shape=shape)))
+                src_ip=first if one.src_ips > 1 else None, shape=shape, t0_ns=t0_ns)))
         started = gens[0].started_unix_s
         interrupts.checkpoint("tools")
         # The window's edges on the SUT host's clock, arranged during the
@@ -134,10 +155,13 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
             if progress:
                 progress(min(max(elapsed, 0.0) / expected_s, 1.0))
             watch.poll(elapsed)
+            interrupts.check()  # a trial in a worker thread (interleaved): the signal went to the main one
             if _overdue(gens, expected_s, started):
                 break
             time.sleep(hosts.poll_s)
         reports = [g.wait(timeout=5) for g in gens]
+        if together:  # its reads would take the CPU from a partner's generator still sending
+            together.sent()
         edges = hosts.window_reads()
         drained = [sink.drain() for sink in sinks]
         if victim:
@@ -208,13 +232,18 @@ class LiveWatch:
 
 def trial(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None] | None = None,
           keep_raw: bool = False, path: dict | None = None, exact_pkts: int = 0,
-          live: Callable[[LiveSample], None] | None = None) -> dict:
+          live: Callable[[LiveSample], None] | None = None, together: Together | None = None,
+          interleave: dict | None = None) -> dict:
     """measure + evaluate; the result as a dict (``keep_raw``: with the raw
     trial under "raw_trial", which the store saves as the raw file; ``path``:
-    which sides of the SUT a campaign cell uses, kept with the trial)."""
-    raw = measure(hosts, spec, progress, exact_pkts, live)
+    which sides of the SUT a campaign cell uses, kept with the trial;
+    ``together`` and ``interleave``: a trial taking turns with others, how
+    it keeps time with them and what it records of them)."""
+    raw = measure(hosts, spec, progress, exact_pkts, live, together)
     if path is not None:
         raw["path"] = path
+    if interleave is not None:
+        raw["interleave"] = interleave
     result = evaluate(raw, spec).to_dict()
     if keep_raw:
         result["raw_trial"] = raw

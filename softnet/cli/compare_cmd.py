@@ -126,7 +126,7 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
                                                 explain_interval(d)] for d in shown], wide,
                                 box=SIMPLE_HEAD, pad_edge=False))
     d0 = diffs[0] if diffs else None
-    how = (f"paired over {summary.rounds} rounds (A and B interleaved, ABBA); Hodges-Lehmann estimate, "
+    how = (f"paired over {summary.rounds} rounds ({summary.pairing_words()}); Hodges-Lehmann estimate, "
            "signed-rank interval" if summary.paired else
            "unpaired: measured apart, so the host's drift between the runs is in the difference (Welch's t)")
     ended = {"decided": "stopped: every metric it decides on has a verdict",

@@ -372,7 +372,8 @@ COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", 
                    "compare.confidence": "--confidence", "compare.budget_s": "--budget",
                    "compare.min_rounds": "--min-rounds", "compare.max_rounds": "--max-rounds",
                    "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name",
-                   "collect.pace_probe": "--pace",
+                   "collect.pace_probe": "--pace", "compare.pairing": "--pairing",
+                   "compare.interleave_ms": "--interleave-ms",
                    "method.goals": "--goals", "method.width": "--width", "method.max_trial_seconds": "--search-seconds"}
 
 
@@ -453,6 +454,11 @@ def compare(
     pace: bool = typer.Option(False, "--pace", help="probe the host's pace around each trial (0.2 s of a "
                               "fixed loop) and take its drift out of capacity and CPU per packet",
                               rich_help_panel=P_VARIANTS),
+    pairing: str = typer.Option("sequential", help="at the fixed loads: sequential (each variant in turn, ABBA) "
+                                "or interleaved (all at once, bursts taking turns: pairs share the host's seconds)",
+                                rich_help_panel=P_DECIDE),
+    interleave_ms: float = typer.Option(20.0, help="with --pairing interleaved: one turn of every variant, ms",
+                                        rich_help_panel=P_DECIDE),
     profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "
                                  "reasons changed (ns per packet, with intervals)", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
@@ -466,7 +472,8 @@ def compare(
     wide: bool = wide_option(),
     wait: float = wait_option(),
 ) -> None:
-    """Is B faster than A? Variants measured interleaved (ABBA) until a verdict, or stored results compared."""
+    """Is B faster than A? Variants measured in pairs (ABBA, or interleaved) until a verdict, or stored results
+    compared."""
     interrupts.checkpoint("options")
     from softnet.cli import compare_cmd
 
@@ -507,11 +514,16 @@ def compare(
                        "max_trial_seconds": search_seconds},
             "compare": {"variants": variants, "overload": overload, "metrics": kinds, "decide_on": decide,
                         "margin": rel_margin, "loss_margin": loss_margin, "confidence": confidence,
-                        "budget_s": budget, "min_rounds": min_rounds, "max_rounds": max_rounds}}
+                        "budget_s": budget, "min_rounds": min_rounds, "max_rounds": max_rounds,
+                        "pairing": pairing, "interleave_ms": interleave_ms}}
     spec = spec_from_options(data, COMPARE_OPTIONS)
     try:
         cells = spec.variants()
         spec.compare_loads_pps()
+        if spec.compare.pairing == "interleaved":
+            from softnet.campaign.spec import interleavable
+
+            interleavable(spec.compare, [c for _, _, c in cells])
     except InputError as exc:
         raise option_error(exc, COMPARE_OPTIONS) from None
     from softnet.doctor.personalities import require

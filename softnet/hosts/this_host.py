@@ -113,11 +113,14 @@ class ThisHost:
 
     poll_s = 0.05
 
-    def __init__(self, tb: LocalTestbed, ep: Endpoints, changes: HostChanges):
+    def __init__(self, tb: LocalTestbed, ep: Endpoints, changes: HostChanges, partners: frozenset[str] = frozenset()):
+        """``partners``: the run ids of testbeds whose trials take turns with
+        this one's (softnet.campaign.interleave): no other run to flag."""
         self.tb, self.ep, self.changes = tb, ep, changes
         self.sut, self.ip_version = tb.sut, tb.ip_version
         self.edges = EdgeSchedule()
         self.others: set[str] = set()
+        self.partners = partners
 
     # ---- before the trial ----------------------------------------------------
     def check(self, spec) -> None:
@@ -149,7 +152,7 @@ class ThisHost:
         return ep.src_ip, ep.dst_ip
 
     def begin(self, expected_s: float) -> None:
-        self.others = other_runs(self.tb.run_id)
+        self.others = other_runs(self.tb.run_id) - self.partners
 
     # ---- the pieces ----------------------------------------------------------------
     def sink(self, changes, reverse, count, warmup, exact, bin_pkts, streams, shape: SinkShape) -> Sink:
@@ -161,7 +164,7 @@ class ThisHost:
         started = time.time()
         group = GeneratorGroup.start(changes, self._ep(reverse), plan.rate_pps, plan.count, plan.warmup,
                                      plan.frame_bytes, plan.flows, plan.cpus, src_ips=plan.src_ips,
-                                     src_ip=plan.src_ip, shape=plan.shape)
+                                     src_ip=plan.src_ip, shape=plan.shape, t0_ns=plan.t0_ns)
         if group.t0_ns:
             started = time.time() + max((group.t0_ns - time.monotonic_ns()) / 1e9, 0.0)
         return _Generators(group, started)
@@ -215,7 +218,7 @@ class ThisHost:
     # ---- what the raw trial records ---------------------------------------------
     def describe(self, spec, gen_cpus, src_ip, dst_ip, profiled, edges) -> dict:
         tb, p = self.tb, self.tb.placement
-        self.others |= other_runs(tb.run_id)
+        self.others |= other_runs(tb.run_id) - self.partners
         testbed = {"sut": tb.sut, "ip_version": tb.ip_version, "run_id": tb.run_id,
                    # several generators: gen_cpu is the first stream's (the merged report's "cpu")
                    "placement": {"gen_cpu": gen_cpus[0], "sut_cpus": p.sut_cpus, "sink_cpu": p.sink_cpu,

@@ -41,6 +41,7 @@ class GenPlan:
     src_ips: int = 1
     src_ip: str | None = None  # the first of several source addresses (None: the endpoint's own)
     shape: Shape = field(default_factory=Shape)
+    t0_ns: int | None = None  # the schedule's origin on the generator host's CLOCK_MONOTONIC (None: its own)
 
 
 class SinkHandle(Protocol):

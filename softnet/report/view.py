@@ -802,7 +802,7 @@ def comparison(name: str, summary) -> dict:
              "confidence": f"{d.confidence * 100:.4g}%", "margin": "\u00b1" + _compare_change(d.margin, d).lstrip("+"),
              "verdict": d.verdict, "n": f"{d.n_pairs} of {d.n_pairs + d.dropped_pairs}" if d.dropped_pairs
              else f"{d.n_pairs}", "p": DASH if d.p_value is None else f"{d.p_value:.2g}"} for c, d in diffs]
-    how = (f"paired over {summary.rounds} rounds (A and B interleaved, ABBA): Hodges\u2013Lehmann estimate and "
+    how = (f"paired over {summary.rounds} rounds ({summary.pairing_words()}): Hodges\u2013Lehmann estimate and "
            "signed-rank interval" if summary.paired else
            "unpaired (measured apart, so the host's drift between the runs is in the difference): Welch's t")
     variants = [("A (baseline)", summary.baseline)] + [(short[c], c) for c in summary.candidates]

@@ -90,6 +90,14 @@ class ComparisonSummary:
     provenance: dict[str, dict] = field(default_factory=dict)
     # variant -> flag -> trials that carried it and so gave no figure (why a metric has no pairs)
     unusable: dict[str, dict[str, int]] = field(default_factory=dict)
+    # how the fixed loads' pairs were measured: "sequential" (A B, B A, ...) or "interleaved" (in turns, in the
+    # same seconds; capacity sequential still)
+    pairing: str = "sequential"
+
+    def pairing_words(self) -> str:
+        """How each round paired its trials, as a reader's table says it."""
+        return ("the variants in the same seconds, bursts taking turns; capacity ABBA" if self.pairing == "interleaved"
+                else "A and B one after the other, ABBA")
 
     def to_dict(self) -> dict:
         return {"schema_version": COMPARISON_SCHEMA_VERSION, "baseline": self.baseline,
@@ -97,7 +105,7 @@ class ComparisonSummary:
                 "paired": self.paired, "labels": self.labels,
                 "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
                 "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()},
-                "provenance": self.provenance, "unusable": self.unusable}
+                "provenance": self.provenance, "unusable": self.unusable, "pairing": self.pairing}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -111,7 +119,7 @@ class ComparisonSummary:
             raise spec_error(exc, f"{where}: ") from None
         return cls(baseline=s.baseline, candidates=s.candidates, rounds=s.rounds, stop_reason=s.stop_reason,
                    paired=s.paired, labels=s.labels or {}, differences=s.differences, explain=s.explain or {},
-                   provenance=s.provenance or {}, unusable=s.unusable or {})
+                   provenance=s.provenance or {}, unusable=s.unusable or {}, pairing=s.pairing)
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]
@@ -144,6 +152,7 @@ class _StoredSummary(BaseModel):
     explain: dict[str, list[PairedDifference]] | None = None
     provenance: dict[str, dict] | None = None
     unusable: dict[str, dict[str, int]] | None = None
+    pairing: str = "sequential"
 
     @field_validator("differences", "explain", mode="before")
     @classmethod

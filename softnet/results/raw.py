@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from softnet.results.trial import Exact, InterfaceFacts, KernelSamples, Number, Provenance, RemoteHost, TrialPath
+from softnet.results.trial import Exact, InterfaceFacts, Interleave, KernelSamples, Number, Provenance, RemoteHost, TrialPath
 
 
 class _ToolReport(BaseModel):
@@ -335,6 +335,7 @@ class RawTrial(Exact):
     hosts: dict[str, RemoteHost] | None = None
     provenance: Provenance
     path: TrialPath | None = None
+    interleave: Interleave | None = None
     reset: RawReset | None = None
     victim: RawVictim | None = None
     pace: RawPace | None = None

@@ -82,6 +82,9 @@ class TrialSpec:
     burst_pkts: int = 32
     on_duty: float = 0.5
     seed: int = 1
+    # the generator sleeps through gaps in its schedule longer than this (onoff): its CPU is shared with
+    # another trial's generator whose bursts fill the gaps (an interleaved comparison); None: it spins
+    sleep_gaps_us: float | None = None
     # both directions at once: the sink's side sends to the generator's too; rate_pps is the aggregate
     # (each direction rate_pps / 2, as CSIT and TRex count bidirectional loads)
     bidirectional: bool = False
@@ -208,6 +211,9 @@ class TrialSpec:
                                  f"({self.duration_s} s)")
             if not (self.step_rate_pps > 0 and math.isfinite(self.step_rate_pps)):
                 raise InputError("step_rate_pps", f"{self.step_rate_pps} pps: a positive rate is needed")
+        if self.sleep_gaps_us is not None and (self.arrivals != "onoff" or not 200 <= self.sleep_gaps_us <= 1e6):
+            raise InputError("sleep_gaps_us", f"{self.sleep_gaps_us!r}: expected 200-1000000 us with onoff arrivals "
+                             "(the generator sleeps through its schedule's off periods)")
         if self.burst_rate_pps is not None and (self.arrivals != "onoff" or self.bidirectional):
             raise InputError("burst_rate_pps", "back-to-back bursts are one direction's onoff arrivals")
 
@@ -396,6 +402,17 @@ class TrialPath(Exact):
     sides: dict[str, SideSetting]
     placement: str | None = None  # "single" or "split" egress-side processing (none: as sink_cpu says)
     ingress_steering: str  # the receiving side's steering: "threaded" or "rps"
+
+
+class Interleave(Exact):
+    """A trial that took turns with other variants' trials in the same seconds
+    (softnet.campaign.interleave): its bursts filled one slot of every period."""
+
+    variants: int  # trials taking turns, this one included
+    slot: int  # this trial's slot in each period (0: first)
+    period_s: Number  # one turn of every variant
+    duty: Number  # this trial's share of the time on: its slot less the guard
+    partners: list[str]  # the other trials' testbed run ids
 
 
 class ThreadCpu(Exact):
@@ -1049,6 +1066,7 @@ class TrialResult(BaseModel):
     profile: ProfileResult | None = None
     provenance: Provenance
     path: TrialPath | None = None
+    interleave: Interleave | None = None  # took turns with other trials (a comparison's variants); None: alone
     # traffic shapes (docs/how-to/traffic.md); a result without them had one size, constant arrivals
     frame_mix: str | None = None  # the generator's --mix ("64:7,570:4,1518:1"); None: frame_bytes only
     mean_frame_bytes: Number | None = None  # of what was sent (frame_bytes, or the mix's mean)

@@ -171,9 +171,15 @@ class Shape:
     on_duty: float = 0.5
     step_seq: int | None = None  # a rate step: from this seq on...
     step_rate_pps: float | None = None  # ...this rate (all streams)
+    sleep_gaps_ns: int | None = None  # sleep, not spin, through gaps this long (a CPU shared with another)
+    hold_until_ns: int | None = None  # exit no sooner (CLOCK_MONOTONIC): not during a partner's burst
 
     def argv(self) -> list[str]:
         out = []
+        if self.sleep_gaps_ns is not None:
+            out += ["--sleep-gaps", str(self.sleep_gaps_ns)]
+        if self.hold_until_ns is not None:
+            out += ["--hold-until", str(self.hold_until_ns)]
         if self.step_seq is not None:
             out += ["--step-at", str(self.step_seq), "--step-rate", repr(float(self.step_rate_pps))]
         if self.dst_ips != 1:
@@ -373,20 +379,23 @@ class GeneratorGroup:
     def start(cls, changes: HostChanges, ep, rate_pps: float, count: int, warmup: int, frame_bytes: int,
               flows: int, cpus: list[int], *, src_ips: int = 1, src_ip: str | None = None,
               lead_s: float = GROUP_LEAD_S, anchors: list[str] | None = None,
-              shape: Shape | None = None) -> "GeneratorGroup":
+              shape: Shape | None = None, t0_ns: int | None = None) -> "GeneratorGroup":
         """``anchors``: one idle interface per CPU, made by the caller (the
-        remote agent journals its own); None: made here, through ``changes``."""
+        remote agent journals its own); None: made here, through ``changes``.
+        ``t0_ns``: the schedule's origin (CLOCK_MONOTONIC), shared with
+        another group's (interleaved bursts); None: ``lead_s`` from now with
+        several CPUs, the generator's own start with one."""
         cpus = list(cpus)
         if not cpus or len(set(cpus)) != len(cpus):
             raise TestbedError(f"generator CPUs {cpus}: one or more, each once")
         if len(cpus) == 1:
             return cls([GeneratorJob.start(changes, ep, rate_pps, count, warmup, frame_bytes, flows, cpus[0],
-                                           src_ips=src_ips, src_ip=src_ip, shape=shape)], cpus, None)
+                                           src_ips=src_ips, src_ip=src_ip, shape=shape, t0_ns=t0_ns)], cpus, t0_ns)
         if anchors is None:
             anchors = [ep.anchor_if, *extra_anchors(changes, ep.gen_ns, ep.anchor_if, len(cpus) - 1)]
         elif len(anchors) != len(cpus):
             raise TestbedError(f"{len(anchors)} anchor interfaces for {len(cpus)} generator CPUs")
-        t0 = time.monotonic_ns() + int(lead_s * 1e9)  # CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock
+        t0 = t0_ns or time.monotonic_ns() + int(lead_s * 1e9)  # CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock
         group = cls([], cpus, t0)
         try:
             for k, (cpu, anchor) in enumerate(zip(cpus, anchors)):

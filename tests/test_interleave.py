@@ -1,0 +1,121 @@
+"""Interleaved pairing: the variants' trials in the same seconds, their
+bursts taking turns (softnet.campaign.interleave)."""
+from __future__ import annotations
+
+import glob
+import json
+import threading
+
+import pytest
+
+from softnet.campaign.interleave import GUARD_S, PARTNER_STOPPED, Turns, run_together
+from softnet.errors import InputError, TestbedError
+from softnet.results.trial import TrialSpec
+from tests.conftest import needs_root, softnet_cmd
+
+import subprocess
+
+
+def test_a_turn_sends_the_load_in_its_slot_and_the_cycles_line_up():
+    turns = Turns(2, 0.02)
+    assert turns.duty == pytest.approx(0.5 - GUARD_S / 0.02)
+    s = turns.spec(TrialSpec(rate_pps=200e3, duration_s=1.0, warmup_s=0.5))
+    # inside its burst the SUT sees the load's rate; the burst fills the slot less the guard
+    assert s.rate_pps / s.on_duty == pytest.approx(200e3, rel=1e-3)
+    assert s.burst_pkts / s.rate_pps == pytest.approx(0.02, rel=1e-9)  # one cycle = one period, exactly
+    assert s.arrivals == "onoff" and s.sleep_gaps_us is not None
+    # twice the window: each variant sends 0.9 of what it would alone, in the trial-seconds two would take
+    assert s.duration_s == 2.0 and s.window_pkts == pytest.approx(0.9 * 200e3, rel=1e-3)
+    s.validate(4)
+    assert Turns(3, 0.03).offset_ns(2) == 20_000_000
+
+
+def test_slots_too_short_and_lone_variants_are_refused():
+    with pytest.raises(InputError, match="interleave_ms.*2.5 ms"):
+        Turns(2, 0.004).check("compare.interleave_ms")
+    with pytest.raises(InputError, match="two or more"):
+        Turns(1, 0.02).check("compare.interleave_ms")
+
+
+def test_trials_start_together_and_a_failing_one_stops_its_partners():
+    seen = []
+
+    def run(k, slot):
+        t0 = slot.start_at()
+        seen.append(t0)
+        slot.sent()
+        return {"k": k}
+
+    assert run_together(Turns(3, 0.03), run) == [{"k": 0}, {"k": 1}, {"k": 2}]
+    assert max(seen) - min(seen) == 20_000_000  # one origin, each shifted to its slot
+
+    waited = threading.Event()
+
+    def fails(k, slot):
+        if k == 1:
+            raise TestbedError("variant 1's testbed failed")
+        waited.set()
+        slot.start_at()  # would wait for ever for variant 1 without the abort
+        return {}
+
+    # the partner's own error is raised, not the broken wait it caused
+    with pytest.raises(TestbedError, match="variant 1's testbed failed"):
+        run_together(Turns(2, 0.02), fails)
+    assert waited.is_set()
+
+    def late(k, slot):
+        slot.start_at()
+        if k == 0:
+            raise TestbedError("variant 0 failed after the start")
+        slot.sent()
+        return {}
+
+    with pytest.raises(TestbedError) as exc:
+        run_together(Turns(2, 0.02), late)
+    assert str(exc.value) != PARTNER_STOPPED
+
+
+@pytest.mark.parametrize("variant, words", [
+    ("name=B;traffic.arrivals=poisson", 'traffic.arrivals = "poisson"'),
+    ("name=B;traffic.bidirectional=true", "bidirectional"),
+])
+def test_variants_that_cannot_take_turns_are_refused_by_name(tmp_path, variant, words):
+    r = subprocess.run(softnet_cmd("compare", "--variant", "name=A;testbed.sut=ipv4-fwd", "--variant", variant,
+                                   "--load", "50kpps", "--pairing", "interleaved", "--results", str(tmp_path / "r")),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "error: --pairing" in r.stderr and words in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@needs_root
+@pytest.mark.netns
+def test_an_interleaved_comparison_takes_turns_on_two_testbeds(tmp_path, host_unchanged):
+    r = subprocess.run(softnet_cmd("compare", "--variant", "name=A;testbed.sut=ipv4-fwd", "--variant",
+                                   "name=B;testbed.sut=ipv4-fwd", "--load", "50kpps", "--metrics", "cpu,loss",
+                                   "--pairing", "interleaved", "--duration", "0.5", "--min-rounds", "2",
+                                   "--max-rounds", "2", "--results", str(tmp_path / "r"), "--json"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    raws = {}
+    for f in glob.glob(str(tmp_path / "r" / "raw" / "*" / "cell*.json")):
+        doc = json.loads(open(f).read())
+        raws[(doc["cell_id"], doc["run_index"])] = (doc["raw_trial"], doc["result"])
+    assert len(raws) == 4
+    for rnd in (0, 1):
+        (ra, a), (rb, b) = raws[(0, rnd)], raws[(1, rnd)]
+        # each names the other's testbed as its partner, and that overlap is not flagged
+        assert ra["interleave"]["partners"] == [rb["testbed"]["run_id"]]
+        assert rb["interleave"]["partners"] == [ra["testbed"]["run_id"]]
+        assert "overlapped_other_run" not in a["flags"] + b["flags"]
+        # the slots alternate between rounds (ABBA), half a period apart on one schedule
+        assert {ra["interleave"]["slot"], rb["interleave"]["slot"]} == {0, 1}
+        assert ra["interleave"]["slot"] == rnd
+        first, second = sorted((ra, rb), key=lambda x: x["interleave"]["slot"])
+        assert second["generator"]["schedule_start_ns"] - first["generator"]["schedule_start_ns"] == 10_000_000
+        # each generator slept through its partner's bursts, and every packet reached its own sink
+        for raw, res in ((ra, a), (rb, b)):
+            assert raw["generator"]["gap_sleeps"] >= 40
+            assert res["received_pkts"] > 0.9 * res["sent_pkts"] > 0
+            assert res["sut_thread_cpu"]["ns_per_pkt"] > 0
+    out = json.loads(r.stdout)
+    assert out["rounds"] == 2

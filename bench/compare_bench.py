@@ -16,7 +16,12 @@ Metrics: capacity (the forwarded rate at 3 Mpps) and the SUT's CPU ns per
 packet at 200 kpps (its NAPI kthread's run time); both decide.
 
 Writes bench/results/compare_bench-<UTC>.json (ignored by git).
+Per metric also the intervals' coverage (A/A: of zero; A/B: of the A/B
+estimates' median, the best figure of the truth there is) and the trial-seconds
+each comparison took to its verdict.
+
 Run (root): .venv/bin/python bench/compare_bench.py [--repeats 10] [--k 6] [--sweep 3,12,24]
+            [--metrics capacity,cpu] [--pairing sequential|interleaved] [--duration 1] [--overload 3Mpps]
 """
 from __future__ import annotations
 
@@ -41,12 +46,15 @@ from softnet.results.store import Store  # noqa: E402
 
 
 
+METHOD = {"metrics": ["capacity", "cpu"], "pairing": "sequential", "duration_s": 1.0, "overload": "3Mpps"}
+
+
 def spec(name: str, variants: list[dict], budget: float) -> CampaignSpec:
     return CampaignSpec.model_validate({
         "name": name, "testbed": {"sut": variants[0]["testbed.sut"]},
-        "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": 1.0, "warmup_s": 0.5},
-        "compare": {"variants": variants, "metrics": ["capacity", "cpu"], "decide_on": ["capacity", "cpu"],
-                    "budget_s": budget}})
+        "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": METHOD["duration_s"], "warmup_s": 0.5},
+        "compare": {"variants": variants, "metrics": METHOD["metrics"], "decide_on": METHOD["metrics"],
+                    "budget_s": budget, "pairing": METHOD["pairing"], "overload": METHOD["overload"]}})
 
 
 def one(name: str, variants: list[dict], budget: float, keep: Path | None = None) -> dict:
@@ -59,7 +67,7 @@ def one(name: str, variants: list[dict], budget: float, keep: Path | None = None
         with Store(d, read_only=True) as st:  # decided loads leave the rounds: count what was measured
             trials = st.query("SELECT count(*) AS n FROM trials")[0]["n"]
     out = {"name": name, "rounds": s.rounds, "stop_reason": s.stop_reason, "wall_s": wall,
-           "trial_s": trials * 1.0, "differences": [d.to_dict() for _, d in s.all_differences()]}
+           "trial_s": trials * METHOD["duration_s"], "differences": [d.to_dict() for _, d in s.all_differences()]}
     verdicts = ", ".join(f"{d['metric']} {100 * (d['estimate'] or 0):+.1f}% {d['verdict']}"
                          for d in out["differences"])
     print(f"{name}: {s.rounds} rounds, {s.stop_reason}, {wall:.0f} s: {verdicts}", flush=True)
@@ -74,7 +82,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--sweep", default="3,12,24")
     ap.add_argument("--keep", action="store_true", help="keep each comparison's results folder beside the JSON")
+    ap.add_argument("--metrics", default="capacity,cpu", help="measured and decided on")
+    ap.add_argument("--pairing", default="sequential", help="sequential or interleaved (compare.pairing)")
+    ap.add_argument("--duration", type=float, default=1.0, help="each trial's window, s (method.duration_s)")
+    ap.add_argument("--overload", default="3Mpps", help="capacity's load (compare.overload)")
     args = ap.parse_args()
+    METHOD.update(metrics=args.metrics.split(","), pairing=args.pairing, duration_s=args.duration,
+                  overload=args.overload)
     a = {"testbed.sut": f"nft-fw:rules={args.r0}"}
     b = {"testbed.sut": f"nft-fw:rules={args.r0 + args.k}"}
     runs = {"ab": [], "aa": [], "sweep": [], "k": args.k}
@@ -130,6 +144,13 @@ def summary(runs: dict) -> dict:
             per_metric[m] = {v: sum(d["verdict"] == v for d in ds) for v in ("slower", "faster", "equivalent",
                                                                               "undecided")}
             per_metric[m]["median_estimate"] = float(np.median([d["estimate"] for d in ds]))
+        for m, row in per_metric.items():
+            ds = [d for r in rs for d in r["differences"] if d["metric"] == m and d["ci"]]
+            truth = 0.0 if kind == "aa" else row["median_estimate"]
+            row["coverage"] = {"of": len(ds), "covered": sum(d["ci"][0] <= truth <= d["ci"][1] for d in ds),
+                               "against": "zero" if kind == "aa" else "the median of the A/B estimates"}
+            row["trial_s_to_verdict"] = sorted(r["trial_s"] for r in rs for d in r["differences"]
+                                               if d["metric"] == m and d["verdict"] != "undecided")
         out[kind] = {"n": len(rs), "verdicts": per_metric,
                      "trial_s_median": float(np.median([r["trial_s"] for r in rs])),
                      "trial_s_max": max(r["trial_s"] for r in rs),

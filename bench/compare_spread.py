@@ -133,7 +133,8 @@ def main() -> None:
                 fmt = {k: "-" if g.get(k) is None else f"{g[k]:.4f}" for k in (
                     "sd", "sd_plain", "cost", "corr_with_stall_ms", "corr_with_wakeups", "sd_adjusted",
                     "sd_plain_adjusted", "beta_wakeups")}
-                print(f"{rep} {pairing} {duration:g} s {kind}: {g['pairs']} pairs, sd {fmt['sd']} (plain {fmt['sd_plain']}), "
+                print(f"{rep} {pairing} {duration:g} s {kind}: {g['pairs']} pairs, sd {fmt['sd']} "
+                      f"(plain {fmt['sd_plain']}), "
                       f"cost {fmt['cost']}, corr with stalls {fmt['corr_with_stall_ms']}, with wake-ups per "
                       f"packet {fmt['corr_with_wakeups']} (slope {fmt['beta_wakeups']}; sd after "
                       f"{fmt['sd_adjusted']}, plain {fmt['sd_plain_adjusted']}), left out {g['unusable_flags']}",

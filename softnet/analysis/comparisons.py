@@ -72,6 +72,10 @@ class _Profile(_Read):
     drops: list[_DropRow] | None = None
 
 
+class _Interleave(_Read):
+    duty: Number  # the trial's share of the time on (softnet.campaign.interleave)
+
+
 class _Pace(_Read):
     ips: Number | None = None
 
@@ -96,6 +100,7 @@ class ComparedTrial(_Read):
     # the sampler's CPU per packet (analysis.data_paths), where the kthreads' exact figure is missing
     sampled_cpu_ns_per_pkt: Number | None = None
     host_pace: _Pace | None = None  # the pace probe's covariate (TrialSpec.pace_probe)
+    interleave: _Interleave | None = None  # it took turns with its partners' trials
 
     @classmethod
     def of(cls, trial) -> "ComparedTrial":
@@ -126,6 +131,11 @@ class MetricDef:
 
 
 def _capacity(t: ComparedTrial) -> float | None:
+    """The forwarded rate; for a trial that took turns, while its bursts
+    lasted: the share it forwarded of the rate inside them."""
+    if t.interleave is not None:
+        rate, rx, sent = t.intended_rate_pps, t.received_pkts, t.sent_pkts
+        return rx / sent * rate / t.interleave.duty if rate and rx and sent else None
     span, rx = t.send_span_s or t.duration_s, t.received_pkts
     return rx / span if span and rx else None
 

@@ -9,6 +9,12 @@ the host as it was, and no variant's changes outlive its trial. With the
 search metric, each variant then runs one NDR/PDR search on its own testbed
 (stored in cell n_variants + v).
 
+With pairing "interleaved" each load of a round is one trial per variant,
+all in the same seconds: their testbeds are up at once and their bursts take
+turns (softnet.campaign.interleave), the slots rotating with the rounds as
+the order does; capacity is then the share forwarded of the rate inside the
+bursts.
+
 Rounds go where the decision is still open: after a look, a load whose
 metrics the experiment decides on all have a verdict (capacity called
 slower at the overload, say) is measured no more, so the budget's
@@ -200,7 +206,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
         for li, (what, load) in enumerate(loads):
             if li not in measured:
                 continue
-            if turns is not None and what != "overload":  # the variants in the same seconds, in turns
+            if turns is not None:  # the variants in the same seconds, in turns
                 on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: "
                          f"{', '.join(names[v] for v in order)} in turns at {format_rate(load)}")
                 with ExitStack() as stack:

@@ -9,7 +9,9 @@ variant k sends its burst in slot k (onoff arrivals, the load's rate inside
 the burst), then sleeps while the others send. Every variant sees the host
 of the same seconds, a slot apart, and its figures come from its own
 testbed's counters and NAPI kthreads as in any trial. A guard at the end of
-each slot lets the last burst drain before the next variant starts.
+each slot lets the last burst drain before the next variant starts. A burst
+the generator cannot pace (a flood beyond what its CPU sends) runs late into
+the next slot: the trials then overlap, alike for every variant.
 """
 from __future__ import annotations
 

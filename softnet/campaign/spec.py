@@ -475,9 +475,9 @@ class CompareSpec(Strict):
     min_rounds: int = Field(4, ge=2, le=10_000)
     # at most this many rounds (None: the budget decides)
     max_rounds: int | None = Field(None, ge=2, le=10_000)
-    # at the fixed loads: "sequential", each variant's trial in turn (A B, B A, ...); "interleaved", all
-    # variants' testbeds up at once, their bursts taking turns every interleave_ms, so each pair shares the
-    # host's seconds (this host's testbeds; capacity stays sequential: a flood cannot keep to its slot)
+    # "sequential": at each load each variant's trial in turn (A B, B A, ...); "interleaved": all variants'
+    # testbeds up at once, their bursts taking turns every interleave_ms, so each pair shares the host's
+    # seconds (this host's testbeds; the overload then goes in bursts too: give one the generator can pace)
     pairing: Literal["sequential", "interleaved"] = "sequential"
     interleave_ms: float = Field(20.0, ge=2, le=1000)  # one turn of every variant
 

@@ -454,8 +454,8 @@ def compare(
     pace: bool = typer.Option(False, "--pace", help="probe the host's pace around each trial (0.2 s of a "
                               "fixed loop) and take its drift out of capacity and CPU per packet",
                               rich_help_panel=P_VARIANTS),
-    pairing: str = typer.Option("sequential", help="at the fixed loads: sequential (each variant in turn, ABBA) "
-                                "or interleaved (all at once, bursts taking turns: pairs share the host's seconds)",
+    pairing: str = typer.Option("sequential", help="sequential (each variant in turn, ABBA) or interleaved (all "
+                                "at once, bursts taking turns: pairs share the host's seconds)",
                                 rich_help_panel=P_DECIDE),
     interleave_ms: float = typer.Option(20.0, help="with --pairing interleaved: one turn of every variant, ms",
                                         rich_help_panel=P_DECIDE),

@@ -256,8 +256,8 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         figs = _Figures(Path(plots_dir) if plots_dir is not None else Path(tmp), plots_dir is not None)
         methods = (["PASTRAMI load-loss analysis (PLR/DR/T(O) with Student-t CI, TIR saturation check, PDR@X% and "
                     "NDR)"] if configs else []) + (["NDR/PDR searches (RFC 9971)"] if data.searches else []) + \
-            (["paired comparison (interleaved rounds, Hodges-Lehmann estimate, signed-rank interval, sequential "
-              "looks)"] if data.comparisons else []) + (["RFC 2544/6201 benchmarks"] if data.rfc else [])
+            (["paired comparison (rounds of pairs, ABBA or interleaved; Hodges-Lehmann estimate, signed-rank interval, "
+              "sequential looks)"] if data.comparisons else []) + (["RFC 2544/6201 benchmarks"] if data.rfc else [])
         page = {
             "method": "; ".join(methods) or "kernel and profiler statistics",
             "title": title, "source": source, "sources": ", ".join(sources), "version": __version__,

@@ -90,13 +90,12 @@ class ComparisonSummary:
     provenance: dict[str, dict] = field(default_factory=dict)
     # variant -> flag -> trials that carried it and so gave no figure (why a metric has no pairs)
     unusable: dict[str, dict[str, int]] = field(default_factory=dict)
-    # how the fixed loads' pairs were measured: "sequential" (A B, B A, ...) or "interleaved" (in turns, in the
-    # same seconds; capacity sequential still)
+    # how the pairs were measured: "sequential" (A B, B A, ...) or "interleaved" (in turns, in the same seconds)
     pairing: str = "sequential"
 
     def pairing_words(self) -> str:
         """How each round paired its trials, as a reader's table says it."""
-        return ("the variants in the same seconds, bursts taking turns; capacity ABBA" if self.pairing == "interleaved"
+        return ("the variants in the same seconds, bursts taking turns" if self.pairing == "interleaved"
                 else "A and B one after the other, ABBA")
 
     def to_dict(self) -> dict:

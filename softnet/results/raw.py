@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from softnet.results.trial import Exact, InterfaceFacts, Interleave, KernelSamples, Number, Provenance, RemoteHost, TrialPath
+from softnet.results.trial import (Exact, InterfaceFacts, Interleave, KernelSamples, Number, Provenance, RemoteHost,
+                                   TrialPath)
 
 
 class _ToolReport(BaseModel):

@@ -30,7 +30,8 @@ from softnet.units import format_rate
 
 # Flags that leave a trial's figures usable for a comparison: the host's
 # doing, the same for both sides of a pair, and set apart by the loss metric.
-TOLERATED_FLAGS = {"host_interference"}
+# what the host did, and bursts that ran into a partner's slot (alike for every variant of a round)
+TOLERATED_FLAGS = {"host_interference", "turns_overlapped"}
 
 
 class _Read(BaseModel):
@@ -292,6 +293,8 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
             counts = out.unusable.setdefault(names[v], {})
             for f in set(t.flags or ()) - TOLERATED_FLAGS:
                 counts[f] = counts.get(f, 0) + 1
+        if r < rounds and t is not None and "turns_overlapped" in (t.flags or ()):
+            out.overlapped[names[v]] = out.overlapped.get(names[v], 0) + 1
     out.provenance = {n: where_measured(t for (v, _, _), t in sorted(trials.items(), key=lambda kv: kv[0][2])
                                         if v == i) for i, n in enumerate(names)}
     return out

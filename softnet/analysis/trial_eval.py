@@ -35,7 +35,19 @@ PLACEMENT_MIN_SHARE = 0.99  # of sink packets counted on the requested CPUs
 PACING_TOLERANCE = 0.005  # achieved load within +-0.5% of intended, or the trial is flagged
 # Flags that inform without invalidating: the trial still measured the SUT
 # (host_interference: host stalls explain part of its loss, which is set apart).
-INFORMATIONAL_FLAGS = frozenset({loss_time.HOST_INTERFERENCE})
+# a trial that took turns whose bursts ran, on average, past its slot's idle guard into a partner's slot
+TURNS_OVERLAPPED = "turns_overlapped"
+INFORMATIONAL_FLAGS = frozenset({loss_time.HOST_INTERFERENCE, TURNS_OVERLAPPED})
+
+
+def turns_overlapped(raw: RawTrial, gen: GeneratorReport) -> bool:
+    """The generator's mean lag in the window beyond the guard left idle at
+    the end of each slot (the generator could not pace its bursts)."""
+    t = raw.interleave
+    if t is None or gen.window_lag_mean_ns is None:
+        return False
+    guard_s = t.period_s / t.variants - t.duty * t.period_s
+    return gen.window_lag_mean_ns > guard_s * 1e9
 
 
 def latency_v1(sink: SinkReport) -> dict:
@@ -444,6 +456,8 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
     diag = diagnosis(raw, counters.delta(before, after))
     if sink_limited(diag, tb, lost):
         found.append("sink_limited")
+    if turns_overlapped(raw, gen):
+        found.append(TURNS_OVERLAPPED)
     fields = dict(
         # a raw trial of version 1 (log2 histogram) gives the result it always gave
         schema_version=RESULT_SCHEMA_OF_RAW[raw_version],
@@ -464,7 +478,7 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         diagnosis=diag,
         placement=place,
         other_runs=other_runs,
-        flags=found, valid=not found,
+        flags=found, valid=not set(found) - INFORMATIONAL_FLAGS,
         started_unix_s=raw.started_unix_s,
     )
     if raw_version >= 3:

@@ -153,6 +153,9 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
         if flags:  # trials flagged for more than the host's stalls give no figure
             lines.append(f"{name}: trials left out (flags): " + ", ".join(
                 f"{f} {n}" for f, n in sorted(flags.items(), key=lambda kv: -kv[1])))
+    for name, n in summary.overlapped.items():  # kept, but the sides were no longer apart in time
+        lines.append(f"{name}: {n} trial(s) sent bursts into their partners' slots (the generator fell behind; "
+                     "a lower --overload keeps each to its own)")
     if ended.get(summary.stop_reason):
         lines.append(ended[summary.stop_reason] + ".")
     if threshold is not None:

@@ -806,6 +806,10 @@ def comparison(name: str, summary) -> dict:
            "signed-rank interval" if summary.paired else
            "unpaired (measured apart, so the host's drift between the runs is in the difference): Welch's t")
     variants = [("A (baseline)", summary.baseline)] + [(short[c], c) for c in summary.candidates]
+    if summary.overlapped:  # kept in the pairs, but the sides were no longer apart in time
+        how += "; " + ", ".join(f"{n}: {k} trial(s) sent bursts into their partners' slots" for n, k in
+                                summary.overlapped.items()) + \
+            " (the generator fell behind: a lower overload keeps each to its own)"
     return {"name": name, "how": how, "ended": COMPARE_ENDED.get(summary.stop_reason, ""), "rows": rows,
             "many": many, "confidence": f"{confs.pop() * 100:.4g}%" if len(confs) == 1 else None,
             "variants": [(k, v + (f" (sets {summary.labels[v]})" if summary.labels.get(v) not in (None, "", v) else ""))

@@ -92,6 +92,8 @@ class ComparisonSummary:
     unusable: dict[str, dict[str, int]] = field(default_factory=dict)
     # how the pairs were measured: "sequential" (A B, B A, ...) or "interleaved" (in turns, in the same seconds)
     pairing: str = "sequential"
+    # variant -> its interleaved trials whose bursts ran into a partner's slot (flag turns_overlapped)
+    overlapped: dict[str, int] = field(default_factory=dict)
 
     def pairing_words(self) -> str:
         """How each round paired its trials, as a reader's table says it."""
@@ -104,7 +106,8 @@ class ComparisonSummary:
                 "paired": self.paired, "labels": self.labels,
                 "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
                 "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()},
-                "provenance": self.provenance, "unusable": self.unusable, "pairing": self.pairing}
+                "provenance": self.provenance, "unusable": self.unusable, "pairing": self.pairing,
+                "overlapped": self.overlapped}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -118,7 +121,8 @@ class ComparisonSummary:
             raise spec_error(exc, f"{where}: ") from None
         return cls(baseline=s.baseline, candidates=s.candidates, rounds=s.rounds, stop_reason=s.stop_reason,
                    paired=s.paired, labels=s.labels or {}, differences=s.differences, explain=s.explain or {},
-                   provenance=s.provenance or {}, unusable=s.unusable or {}, pairing=s.pairing)
+                   provenance=s.provenance or {}, unusable=s.unusable or {}, pairing=s.pairing,
+                   overlapped=s.overlapped or {})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]
@@ -152,6 +156,7 @@ class _StoredSummary(BaseModel):
     provenance: dict[str, dict] | None = None
     unusable: dict[str, dict[str, int]] | None = None
     pairing: str = "sequential"
+    overlapped: dict[str, int] | None = None
 
     @field_validator("differences", "explain", mode="before")
     @classmethod

@@ -74,13 +74,16 @@ def test_trials_start_together_and_a_failing_one_stops_its_partners():
     assert str(exc.value) != PARTNER_STOPPED
 
 
-@pytest.mark.parametrize("variant, words", [
-    ("name=B;traffic.arrivals=poisson", 'traffic.arrivals = "poisson"'),
-    ("name=B;traffic.bidirectional=true", "bidirectional"),
+@pytest.mark.parametrize("variant, more, words", [
+    ("name=B;traffic.arrivals=poisson", [], 'traffic.arrivals = "poisson"'),
+    ("name=B;traffic.bidirectional=true", [], "bidirectional"),
+    ("name=B", ["--profile"], "collect.profile"),  # two profilers would each see both variants' packets
+    ("name=B", ["--pace"], "collect.pace_probe"),
 ])
-def test_variants_that_cannot_take_turns_are_refused_by_name(tmp_path, variant, words):
+def test_variants_that_cannot_take_turns_are_refused_by_name(tmp_path, variant, more, words):
     r = subprocess.run(softnet_cmd("compare", "--variant", "name=A;testbed.sut=ipv4-fwd", "--variant", variant,
-                                   "--load", "50kpps", "--pairing", "interleaved", "--results", str(tmp_path / "r")),
+                                   "--load", "50kpps", "--pairing", "interleaved", "--results", str(tmp_path / "r"),
+                                   *more),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "error: --pairing" in r.stderr and words in r.stderr, r.stderr
     assert not (tmp_path / "r").exists()
@@ -170,6 +173,7 @@ def test_an_interleaved_comparison_stores_what_a_sequential_one_does_and_resumes
 def test_a_signal_while_trials_take_turns_undoes_both_testbeds(tmp_path, host_unchanged, sig, code):
     """The signal reaches the main thread; both trials' threads see it, stop
     their generators and unwind their own changes; then both testbeds go."""
+    import os
     import signal
     import time
 
@@ -181,15 +185,16 @@ def test_a_signal_while_trials_take_turns_undoes_both_testbeds(tmp_path, host_un
     deadline = time.monotonic() + 60
     gens = []
     while time.monotonic() < deadline and len(gens) < 2:  # both generators of the pair sending
-        gens = subprocess.run(["pgrep", "-f", "softnet-gen.*--hold-until"], capture_output=True,
-                              text=True).stdout.split()
+        gens = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "softnet-gen.*--hold-until"],
+                              capture_output=True, text=True).stdout.split()
         time.sleep(0.05)
     assert len(gens) == 2, "the interleaved trial's two generators never ran"
     time.sleep(1.0)  # well inside the window (10 s)
     proc.send_signal(getattr(signal, sig))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code and "Traceback" not in err, err
-    assert not subprocess.run(["pgrep", "-f", "softnet-gen.*--hold-until"], capture_output=True).stdout
+    # both generators stopped (they die with the command too, but it stopped them: no leftovers for clean)
+    assert not [g for g in gens if os.path.exists(f"/proc/{g}")]
 
 
 def test_bursts_that_ran_past_their_slot_are_flagged_but_kept():

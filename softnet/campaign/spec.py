@@ -78,10 +78,17 @@ def interleavable(c: CompareSpec, cells: list[CampaignSpec]) -> None:
 
     Turns(len(cells), c.interleave_ms / 1e3).check("compare.interleave_ms")
     for i, cell in enumerate(cells):
-        t = cell.traffic
+        t, c = cell.traffic, cell.collect
+        # the profiler, the victim, the pace probe and the stall injector each take the whole CPU's view or
+        # time: run twice at once they would see both variants' packets, or take each other's CPU
+        shared = [n for n, on in (("collect.profile", c.profile), ("collect.victim", c.victim),
+                                  ("collect.pace_probe", c.pace_probe), ("collect.inject_busy_ms", c.inject_busy_ms))
+                  if on]
         why = ("on an inventory's hosts (each host has its own clock)" if cell.testbed.inventory else
                f"with traffic.arrivals = \"{t.arrivals}\" (its bursts are the turns)" if t.arrivals != "const" else
-               "with bidirectional traffic" if t.bidirectional else "")
+               "with bidirectional traffic" if t.bidirectional else
+               f"with {shared[0]} (it watches or takes the CPU for the whole host, so two at once would mix the "
+               "variants)" if shared else "")
         if why:
             raise InputError("compare.pairing", f"\"interleaved\" cannot run variant {i} {why}: use "
                              "pairing = \"sequential\"")

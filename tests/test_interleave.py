@@ -79,6 +79,7 @@ def test_trials_start_together_and_a_failing_one_stops_its_partners():
     ("name=B;traffic.bidirectional=true", [], "bidirectional"),
     ("name=B", ["--profile"], "collect.profile"),  # two profilers would each see both variants' packets
     ("name=B", ["--pace"], "collect.pace_probe"),
+    ("name=B;testbed.steering=rps", [], "rps steering"),
 ])
 def test_variants_that_cannot_take_turns_are_refused_by_name(tmp_path, variant, more, words):
     r = subprocess.run(softnet_cmd("compare", "--variant", "name=A;testbed.sut=ipv4-fwd", "--variant", variant,

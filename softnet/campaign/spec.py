@@ -87,6 +87,9 @@ def interleavable(c: CompareSpec, cells: list[CampaignSpec]) -> None:
         why = ("on an inventory's hosts (each host has its own clock)" if cell.testbed.inventory else
                f"with traffic.arrivals = \"{t.arrivals}\" (its bursts are the turns)" if t.arrivals != "const" else
                "with bidirectional traffic" if t.bidirectional else
+               "with rps steering (its packets are handled in the CPU's softirq, not in its testbed's own NAPI "
+               "kthreads: CPU per packet could not be told apart)"
+               if cell.testbed.sut != "synthetic" and cell.testbed.ingress_steering() == "rps" else
                f"with {shared[0]} (it watches or takes the CPU for the whole host, so two at once would mix the "
                "variants)" if shared else "")
         if why:

@@ -152,7 +152,9 @@ def test_two_generators_send_every_seq_once(host_unchanged):
             # the ring counters span the warm-up too: its lost packets count there
             warmup_lost = 40_000 - raw["sink"]["rx_warmup_pkts"]
             assert r["lost_pkts"] + warmup_lost == path_drops(r)
-            if path_drops(r) == 0:
+            # a vCPU stall can also hold a stream back (achieved 0.990 once, flagged generator_limited):
+            # measured again, as a ring overflow is
+            if path_drops(r) == 0 and "generator_limited" not in r["flags"]:
                 break
     gen = raw["generator"]
     streams = gen["streams"]

@@ -74,6 +74,7 @@ def test_trials_start_together_and_a_failing_one_stops_its_partners():
     assert str(exc.value) != PARTNER_STOPPED
 
 
+@pytest.mark.slow  # six CLI processes: in make test, not make check
 @pytest.mark.parametrize("variant, more, words", [
     ("name=B;traffic.arrivals=poisson", [], 'traffic.arrivals = "poisson"'),
     ("name=B;traffic.bidirectional=true", [], "bidirectional"),
@@ -148,6 +149,7 @@ def test_a_captured_interleaved_pair_reads_capacity_inside_its_bursts():
     assert caps[1] / caps[0] == pytest.approx(1, abs=0.01)
 
 
+@pytest.mark.slow
 def test_an_interleaved_comparison_stores_what_a_sequential_one_does_and_resumes(tmp_path, monkeypatch):
     """On the simulated SUT (each trial drawn by its variant, load and
     round) the interleaved runner must store every trial where the

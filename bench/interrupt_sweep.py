@@ -4,7 +4,8 @@ traceback, never a report of success, and the host as it was after it.
 
 Commands (root; the ones that build a testbed wait for it, SOFTNET_WAIT):
 trial (ipv4-fwd, 3 s), run (a 2-load sweep), search (ipv4-fwd), compare
-(two data paths), latency (the AF_XDP lab, 3 s). Reports per command how
+(two data paths), latency (the AF_XDP lab, 3 s); compare-interleaved (the
+same, its trials taking turns) when asked for. Reports per command how
 many runs exited 130, how many otherwise (with the exit codes), and how
 many left the host changed.
 
@@ -48,6 +49,10 @@ def commands(folder: Path) -> dict[str, list[str]]:
         "compare": ["compare", "--sut", "ipv4-fwd", "--sut", "nft-fw:rules=10", "--load", "50kpps",
                     "--duration", "0.5", "--budget", "4", "--results", str(folder / "compare")],
         "latency": ["latency", "--runs", "1", "--duration", "3"],
+        # two testbeds up at once, a thread per trial (softnet.campaign.interleave)
+        "compare-interleaved": ["compare", "--sut", "ipv4-fwd", "--sut", "nft-fw:rules=10", "--load", "50kpps",
+                                "--metrics", "cpu", "--pairing", "interleaved", "--duration", "0.5", "--budget", "4",
+                                "--results", str(folder / "compare-interleaved")],
     }
 
 

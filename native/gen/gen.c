@@ -481,6 +481,14 @@ static void fill_arrivals(const struct opts *o, uint64_t *off, uint32_t m)
 	}
 }
 
+/* Sleep (not spin) until CLOCK_MONOTONIC ns, or until a stop signal */
+static void sleep_until(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / 1000000000ull, .tv_nsec = ns % 1000000000ull };
+	while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
 /* seq's due time, as the program computes it */
 static uint64_t due_of(const struct gen_bpf *skel, const uint64_t *off, uint64_t t0, uint64_t seq)
 {
@@ -618,9 +626,7 @@ int main(int argc, char **argv)
 	st->next_seq = o.stream;
 	if (o.t0_ns) { /* a shared origin: sleep (not spin) until just before it */
 		uint64_t wake = o.t0_ns > WAKE_EARLY_NS ? o.t0_ns - WAKE_EARLY_NS : 0;
-		struct timespec ts = { .tv_sec = wake / 1000000000ull, .tv_nsec = wake % 1000000000ull };
-		while (!stop && sn_now_ns() < wake && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
+		sleep_until(wake); /* at once when wake has passed */
 		st->t0 = o.t0_ns;
 	} else {
 		st->t0 = sn_now_ns() + START_DELAY_NS;
@@ -631,10 +637,7 @@ int main(int argc, char **argv)
 		if (o.sleep_gap_ns) {
 			uint64_t due = due_of(skel, arr_off, st->t0, st->next_seq), now = sn_now_ns();
 			if (due > now + o.sleep_gap_ns) {
-				uint64_t wake = due - GAP_WAKE_EARLY_NS;
-				struct timespec ts = { .tv_sec = wake / 1000000000ull, .tv_nsec = wake % 1000000000ull };
-				while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-					;
+				sleep_until(due - GAP_WAKE_EARLY_NS);
 				sleeps++;
 			}
 		}
@@ -647,11 +650,8 @@ int main(int argc, char **argv)
 	}
 	/* Generators taking turns on one CPU: an exit (the program's teardown)
 	 * must not fall in a partner's burst, so all leave at one time. */
-	if (o.hold_ns) {
-		struct timespec ts = { .tv_sec = o.hold_ns / 1000000000ull, .tv_nsec = o.hold_ns % 1000000000ull };
-		while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
-	}
+	if (o.hold_ns)
+		sleep_until(o.hold_ns);
 	uint64_t sent = (st->next_seq - o.stream) / o.streams, warmup = stream_share(&o, o.warmup);
 	uint64_t window = sent > warmup ? sent - warmup : 0;
 	printf("{\"sent_pkts\": %llu, \"intended_pkts\": %llu, \"warmup_pkts\": %llu, "

@@ -203,7 +203,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
         if rounds >= max_rounds:
             break
         order = round_order(nv, rounds)
-        for li, (what, load) in enumerate(loads):
+        for li, (_, load) in enumerate(loads):
             if li not in measured:
                 continue
             if turns is not None:  # the variants in the same seconds, in turns

@@ -45,10 +45,10 @@ class Turns:
     def check(self, field: str) -> None:
         if self.n < 2:
             raise InputError(field, "interleaving takes two or more variants")
-        if not self.period_s / self.n >= 2 * GUARD_S + SLEEP_GAPS_US * 1e-6:
+        shortest_s = 2 * GUARD_S + SLEEP_GAPS_US * 1e-6  # a burst, the guard, and a gap the generator sleeps in
+        if not self.period_s / self.n >= shortest_s:
             raise InputError(field, f"{self.period_s * 1e3:g} ms: each of {self.n} variants' slots must last at "
-                             f"least {(2 * GUARD_S + SLEEP_GAPS_US * 1e-6) * 1e3:g} ms "
-                             f"(a period of {(2 * GUARD_S + SLEEP_GAPS_US * 1e-6) * self.n * 1e3:g} ms or more)")
+                             f"least {shortest_s * 1e3:g} ms (a period of {shortest_s * self.n * 1e3:g} ms or more)")
 
     def spec(self, spec: TrialSpec) -> TrialSpec:
         """A variant's trial: the load's rate inside its bursts, over a window
@@ -157,9 +157,12 @@ def _broken(exc: BaseException) -> bool:
 class Turn:
     """One trial's place among interleaved ones."""
 
-    turns: Turns
     slot: Slot
     partners: frozenset[str]  # the other trials' testbed run ids
+
+    @property
+    def turns(self) -> Turns:
+        return self.slot.origin.turns
 
     def record(self) -> dict:
         """What the raw trial keeps of it (softnet.results.trial.Interleave)."""
@@ -167,14 +170,12 @@ class Turn:
                           duty=self.turns.duty, partners=sorted(self.partners)).model_dump()
 
 
-def measure_together(turns: Turns, measurers: list, rate_pps: float, load_index: int, run_index: int,
-                     run_ids: list[str] | None = None) -> list[dict]:
-    """One trial per measurer at ``rate_pps``, taking turns (measurer k in
-    slot k); ``run_ids``: their testbeds' (None: the measurers' own)."""
-    ids = run_ids or [m.run_id() for m in measurers]
+def measure_together(turns: Turns, measurers: list, rate_pps: float, load_index: int, run_index: int) -> list[dict]:
+    """One trial per measurer at ``rate_pps``, taking turns (measurer k in slot k)."""
+    ids = [m.run_id() for m in measurers]
 
     def one(k: int, slot: Slot) -> dict:
-        turn = Turn(turns, slot, frozenset(ids[:k] + ids[k + 1:]))
+        turn = Turn(slot, frozenset(ids[:k] + ids[k + 1:]))
         return measurers[k].measure(rate_pps, load_index, run_index, turn=turn)
 
     return run_together(turns, one)

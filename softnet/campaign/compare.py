@@ -203,6 +203,16 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
         if rounds >= max_rounds:
             break
         order = round_order(nv, rounds)
+
+        def keep(v: int, li: int, load: float, result: dict, how: str = "") -> None:
+            """Store a measured trial of this round and say so."""
+            nonlocal count
+            store.add_trial(cid, v, li, rounds, variants[v][1], result)
+            results[(v, li, rounds)] = result
+            count += 1
+            on_event("trial", count, total, f"round {rounds + 1} {names[v]} at {format_rate(load)}{how}: "
+                     f"forwarded {forwarded_text(result)}")
+
         for li, (_, load) in enumerate(loads):
             if li not in measured:
                 continue
@@ -213,11 +223,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
                     ms = [stack.enter_context(measurer_for(variants[v][2], v)) for v in order]
                     together = measure_together(turns, ms, load, li, rounds)
                 for v, result in zip(order, together):  # slot k: order[k], so each takes every slot in turn
-                    store.add_trial(cid, v, li, rounds, variants[v][1], result)
-                    results[(v, li, rounds)] = result
-                    count += 1
-                    on_event("trial", count, total, f"round {rounds + 1} {names[v]} at {format_rate(load)} "
-                             f"(in turns): forwarded {forwarded_text(result)}")
+                    keep(v, li, load, result, " (in turns)")
                 continue
             for v in order:  # A and B back to back at each load: the pair's two trials seconds apart
                 name, knobs, cell = variants[v]
@@ -225,11 +231,7 @@ def run_compare(spec: CampaignSpec, store: Store, cid: str, on_event: Callable[[
                     on_event("start", count, total, f"round {rounds + 1}/{max_rounds}: {name} at "
                              f"{format_rate(load)}")
                     result = m.measure(load, li, rounds, live=live and live.trial(v, li, rounds, knobs, load, cell))
-                store.add_trial(cid, v, li, rounds, knobs, result)
-                results[(v, li, rounds)] = result
-                count += 1
-                on_event("trial", count, total, f"round {rounds + 1} {name} at {format_rate(load)}: "
-                         f"forwarded {forwarded_text(result)}")
+                keep(v, li, load, result)
         for v in order if searching else []:
             name, knobs, cell = variants[v]
             with measurer_for(cell, v) as m:

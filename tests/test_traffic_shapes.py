@@ -273,15 +273,23 @@ def test_arrivals_keep_the_mean_rate_and_vary_the_gaps(arrivals, extra, host_unc
     assert abs(r["achieved_ratio"] - 1) < 0.005 and "generator_limited" not in r["flags"]
     assert r["arrivals"] == arrivals and r["traffic_shape"]["arrivals"] == arrivals
     ts = {f["seq"]: f["ts"] for f in frames}
-    gaps = np.array([ts[s + 1] - ts[s] for s in sorted(ts) if s + 1 in ts], dtype=float)
+    pairs = [s for s in sorted(ts) if s + 1 in ts]
+    gaps = np.array([ts[s + 1] - ts[s] for s in pairs], dtype=float)
     assert len(gaps) > 1000
     if arrivals == "poisson":
         cv = gaps.std() / gaps.mean()
         assert cv > 0.6, cv  # constant arrivals: well under 0.3 even with the VM's jitter
     else:
-        long_gaps = gaps > 50_000  # the silence: 75% of a 1 ms cycle; on: 2.5 us apart
-        assert 0.5 / 100 < long_gaps.mean() < 2 / 100, long_gaps.mean()
-        assert np.median(gaps) < 5_000
+        # The silence (75% of a 1 ms cycle) precedes each burst's first packet
+        # (seq a multiple of 100); inside a burst packets are 2.5 us apart. A
+        # vCPU stall adds a long gap inside a burst, or eats a silence when the
+        # generator catches up, so both are counted where the schedule puts them.
+        before_burst = np.array([(s + 1) % 100 == 0 for s in pairs])
+        long_gaps = gaps > 50_000
+        assert before_burst.sum() >= 30
+        assert long_gaps[before_burst].mean() > 0.9, gaps[before_burst]
+        assert long_gaps[~before_burst].mean() < 0.05, long_gaps[~before_burst].mean()
+        assert np.median(gaps[~before_burst]) < 5_000
 
 
 # ---- VXLAN: a SUT that encapsulates towards the sink ------------------------------------------------------

@@ -21,7 +21,7 @@ estimates' median, the best figure of the truth there is) and the trial-seconds
 each comparison took to its verdict.
 
 Run (root): .venv/bin/python bench/compare_bench.py [--repeats 10] [--k 6] [--sweep 3,12,24]
-            [--metrics capacity,cpu] [--pairing sequential|interleaved] [--duration 1] [--overload 3Mpps]
+            [--metrics capacity,cpu] [--report loss,latency] [--no-aa] [--pairing sequential|interleaved] [--duration 1] [--overload 3Mpps]
 """
 from __future__ import annotations
 
@@ -46,14 +46,15 @@ from softnet.results.store import Store  # noqa: E402
 
 
 
-METHOD = {"metrics": ["capacity", "cpu"], "pairing": "sequential", "duration_s": 1.0, "overload": "3Mpps"}
+METHOD = {"metrics": ["capacity", "cpu"], "report": [], "pairing": "sequential", "duration_s": 1.0, "overload": "3Mpps"}
 
 
 def spec(name: str, variants: list[dict], budget: float) -> CampaignSpec:
     return CampaignSpec.model_validate({
         "name": name, "testbed": {"sut": variants[0]["testbed.sut"]},
         "method": {"kind": "compare", "loads": ["200kpps"], "duration_s": METHOD["duration_s"], "warmup_s": 0.5},
-        "compare": {"variants": variants, "metrics": METHOD["metrics"], "decide_on": METHOD["metrics"],
+        "compare": {"variants": variants, "metrics": METHOD["metrics"] + METHOD["report"],
+                    "decide_on": METHOD["metrics"],
                     "budget_s": budget, "pairing": METHOD["pairing"], "overload": METHOD["overload"]}})
 
 
@@ -83,11 +84,14 @@ def main() -> None:
     ap.add_argument("--sweep", default="3,12,24")
     ap.add_argument("--keep", action="store_true", help="keep each comparison's results folder beside the JSON")
     ap.add_argument("--metrics", default="capacity,cpu", help="measured and decided on")
+    ap.add_argument("--report", default="", help="also measured and reported, not decided on: loss,latency")
+    ap.add_argument("--aa", action=argparse.BooleanOptionalAction, default=True,
+                    help="each repeat also compares A against itself")
     ap.add_argument("--pairing", default="sequential", help="sequential or interleaved (compare.pairing)")
     ap.add_argument("--duration", type=float, default=1.0, help="each trial's window, s (method.duration_s)")
     ap.add_argument("--overload", default="3Mpps", help="capacity's load (compare.overload)")
     args = ap.parse_args()
-    METHOD.update(metrics=args.metrics.split(","), pairing=args.pairing, duration_s=args.duration,
+    METHOD.update(metrics=args.metrics.split(","), report=[m for m in args.report.split(",") if m], pairing=args.pairing, duration_s=args.duration,
                   overload=args.overload)
     a = {"testbed.sut": f"nft-fw:rules={args.r0}"}
     b = {"testbed.sut": f"nft-fw:rules={args.r0 + args.k}"}
@@ -101,7 +105,8 @@ def main() -> None:
 
     for i in range(args.repeats):
         runs["ab"].append(one(f"ab{i}", [a, b], args.budget, keep))
-        runs["aa"].append(one(f"aa{i}", [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget, keep))
+        if args.aa:
+            runs["aa"].append(one(f"aa{i}", [{**a, "name": "A"}, {**a, "name": "A-again"}], args.budget, keep))
         save()
     for k in [int(x) for x in args.sweep.split(",") if x.strip()]:
         bk = {"testbed.sut": f"nft-fw:rules={args.r0 + k}"}
@@ -154,7 +159,10 @@ def summary(runs: dict) -> dict:
         out[kind] = {"n": len(rs), "verdicts": per_metric,
                      "trial_s_median": float(np.median([r["trial_s"] for r in rs])),
                      "trial_s_max": max(r["trial_s"] for r in rs),
-                     "decided": sum(r["stop_reason"] == "decided" for r in rs)}
+                     "decided": sum(r["stop_reason"] == "decided" for r in rs),
+                     # no slower or faster on any row of the table (the A/A criterion)
+                     "without_direction": sum(all(d["verdict"] not in ("slower", "faster") for d in r["differences"])
+                                              for r in rs)}
     # every comparison is a point of the fit: A/B at k, A/A at 0, the sweep's
     points = ([{"k": runs["k"], **r} for r in runs["ab"]] + [{"k": 0, **r} for r in runs["aa"]] + runs["sweep"])
     if len({r["k"] for r in points}) >= 3:

@@ -226,6 +226,59 @@ void sn_serve_reads(void (*read)(void *), void *arg)
 	sn_serve_commands(read, NULL, arg);
 }
 
+int sn_parse_cpus(const char *opt, const char *val, unsigned char *set, int max, int ncpu)
+{
+	const char *s = val;
+	char *end;
+	int n = 0;
+
+	memset(set, 0, max);
+	for (;;) {
+		errno = 0;
+		long a = strtol(s, &end, 10), b;
+		if (end == s || errno || a < 0 || *s == '-' || *s == '+')
+			goto bad;
+		b = a;
+		if (*end == '-') {
+			s = end + 1;
+			b = strtol(s, &end, 10);
+			if (end == s || errno || b < a || *s == '-' || *s == '+')
+				goto bad;
+		}
+		for (long c = a; c <= b; c++) {
+			if (c >= ncpu || c >= max)
+				sn_usage_error("--%s: CPU %ld does not exist (this host has CPUs 0-%d), got '%s'", opt, c,
+					       ncpu - 1, val);
+			if (set[c])
+				sn_usage_error("--%s: CPU %ld named twice, got '%s'", opt, c, val);
+			set[c] = 1;
+			n++;
+		}
+		if (!*end)
+			return n;
+		if (*end != ',')
+			goto bad;
+		s = end + 1;
+	}
+bad:
+	sn_usage_error("--%s: expected a CPU list such as 0,1 or 0-3, got '%s'", opt, val);
+}
+
+void sn_print_json_string(const char *s, size_t max)
+{
+	putchar('"');
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
 void sn_parse_mac(const char *opt, const char *val, unsigned char *mac)
 {
 	int end = 0;

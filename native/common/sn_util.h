@@ -44,6 +44,10 @@ void sn_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf
 /* Parse a number option (OPT without dashes) within [min, max] or exit 2 naming it. */
 uint64_t sn_parse_u64(const char *opt, const char *val, uint64_t min, uint64_t max);
 double sn_parse_double(const char *opt, const char *val, double min, double max);
+/* Parse a CPU list option ("0,1", "2-5", "0,2-3") into set[0..max) (1 for
+ * each CPU named) or exit 2 naming OPT: every CPU below ncpu, none twice.
+ * Returns how many it names. */
+int sn_parse_cpus(const char *opt, const char *val, unsigned char *set, int max, int ncpu);
 /* Parse a MAC option (aa:bb:cc:dd:ee:ff) into mac[6] or exit 2 naming it. */
 void sn_parse_mac(const char *opt, const char *val, unsigned char *mac);
 
@@ -72,6 +76,13 @@ struct sn_mix {
  * WEIGHT in a row. */
 void sn_parse_mix(const char *opt, const char *val, struct sn_mix *m);
 double sn_mix_mean_size(const struct sn_mix *m);
+
+/* ---- output ---- */
+
+/* s (up to max bytes, or its NUL) as a JSON string: quotes, backslashes and
+ * control bytes escaped; a kernel name (a comm) is not always valid UTF-8,
+ * so bytes >= 0x80 are escaped as \u00XX. */
+void sn_print_json_string(const char *s, size_t max);
 
 /* ---- process ---- */
 

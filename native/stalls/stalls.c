@@ -86,23 +86,6 @@ static void *drainer_main(void *arg)
 	return NULL;
 }
 
-/* comm as a JSON string: quotes, backslashes and control bytes escaped; a
- * comm is not always valid UTF-8, so bytes >= 0x80 are escaped as \u00XX. */
-static void print_comm(const char *s)
-{
-	putchar('"');
-	for (int i = 0; i < STALLS_COMM_LEN && s[i]; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
 static void print_cpus(const struct opts *o)
 {
 	printf("[");
@@ -154,9 +137,9 @@ static void print_read(void *arg)
 		printf("%s{\"cpu\": %u, \"kind\": \"%s\", \"start_ns\": %llu, \"end_ns\": %llu, \"pid\": %u, \"task\": ",
 		       i ? ", " : "", e->cpu, e->kind == STALL_RUNQ ? "runq" : "gap", (unsigned long long)e->start_ns,
 		       (unsigned long long)e->end_ns, e->pid);
-		print_comm(e->task);
+		sn_print_json_string(e->task, STALLS_COMM_LEN);
 		printf(", \"prio\": %d, \"by_pid\": %u, \"by\": ", e->prio, e->by_pid);
-		print_comm(e->by);
+		sn_print_json_string(e->by, STALLS_COMM_LEN);
 		printf(", \"by_policy\": %d, \"end_unseen\": %s, \"stolen_ns\": ", e->by_policy,
 		       e->flags & STALL_END_UNSEEN ? "true" : "false");
 		if (e->flags & STALL_STEAL_UNKNOWN)
@@ -167,45 +150,6 @@ static void print_read(void *arg)
 	printf("]}\n");
 	fflush(stdout);
 	pthread_mutex_unlock(&p->mu);
-}
-
-/* "0,1", "2-5", "0,2-3": each CPU below the possible count, none twice. */
-static void parse_cpus(struct opts *o, const char *val)
-{
-	const char *s = val;
-	char *end;
-
-	memset(o->watched, 0, sizeof(o->watched));
-	o->nwatched = 0;
-	for (;;) {
-		errno = 0;
-		long a = strtol(s, &end, 10), b;
-		if (end == s || errno || a < 0 || *s == '-' || *s == '+')
-			goto bad;
-		b = a;
-		if (*end == '-') {
-			s = end + 1;
-			b = strtol(s, &end, 10);
-			if (end == s || errno || b < a || *s == '-' || *s == '+')
-				goto bad;
-		}
-		for (long c = a; c <= b; c++) {
-			if (c >= o->ncpu || c >= STALLS_MAX_CPUS)
-				sn_usage_error("--cpus: CPU %ld does not exist (this host has CPUs 0-%d), got '%s'", c,
-					       o->ncpu - 1, val);
-			if (o->watched[c])
-				sn_usage_error("--cpus: CPU %ld named twice, got '%s'", c, val);
-			o->watched[c] = 1;
-			o->nwatched++;
-		}
-		if (!*end)
-			return;
-		if (*end != ',')
-			goto bad;
-		s = end + 1;
-	}
-bad:
-	sn_usage_error("--cpus: expected a CPU list such as 0,1 or 0-3, got '%s'", val);
 }
 
 enum { OPT_CPUS = 256, OPT_PERIOD_US, OPT_THRESHOLD_US, OPT_CPU, OPT_MAX_EVENTS };
@@ -235,7 +179,7 @@ static void on_option(int key, const char *val, void *arg)
 {
 	struct opts *o = arg;
 	switch (key) {
-	case OPT_CPUS: o->cpus_arg = val; parse_cpus(o, val); break;
+	case OPT_CPUS: o->cpus_arg = val; o->nwatched = sn_parse_cpus("cpus", val, o->watched, STALLS_MAX_CPUS, o->ncpu); break;
 	case OPT_PERIOD_US: o->period_us = sn_parse_u64("period-us", val, 100, 100000); break;
 	case OPT_THRESHOLD_US: o->threshold_us = sn_parse_u64("threshold-us", val, 10, 10000000); break;
 	case OPT_CPU: o->cpu = (int)sn_parse_u64("cpu", val, 0, STALLS_MAX_CPUS - 1); break;

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from softnet.analysis.data_paths import cpu_ns_per_packet
 from softnet.analysis.paired import (StopRule, look_schedule, paired_difference, per_look_confidence,
                                      unpaired_difference)
-from softnet.results.comparison import Better, ComparisonSummary, PairedDifference, Scale
+from softnet.analysis.kernel_functions import Side, function_changes
+from softnet.results.comparison import Better, ComparisonSummary, FunctionChanges, PairedDifference, Scale
 from softnet.results.search import SearchGoalRow
 from softnet.results.trial import Number
 from softnet.units import format_rate
@@ -68,9 +69,20 @@ class _DropRow(_Read):
     estimated_skbs: Number | None = None
 
 
+class _FunctionRow(_Read):
+    function: str
+    incl_ns_per_pkt: Number | None = None
+
+
+class _Functions(_Read):
+    busy_ns_per_pkt: Number | None = None
+    functions: list[_FunctionRow] = []
+
+
 class _Profile(_Read):
     stages: dict[int | str, _CpuStages | None] | None = None  # CPU (a string once stored) -> its stages
     drops: list[_DropRow] | None = None
+    functions: _Functions | None = None
 
 
 class _Interleave(_Read):
@@ -288,6 +300,7 @@ def paired_summary(names: list[str], labels: dict[str, str], trials: dict[tuple[
             diffs.append(replace(d, load_pps=p.load_pps))
         out.differences[names[v]] = diffs
     out.explain = explain(names, trials, loads, rounds, confidence)
+    out.functions = explain_functions(names, trials, loads, rounds, confidence)
     for (v, li, r), t in trials.items():
         if r < rounds and t is not None and not usable(t, "capacity" if loads[li][0] == "overload" else ""):
             counts = out.unusable.setdefault(names[v], {})
@@ -311,6 +324,33 @@ def stage_ns(trial: ComparedTrial) -> dict[str, float]:
         for row in (at.ebpf_profile if at else None) or []:
             if row.ns_per_packet is not None:
                 out[row.stage] = out.get(row.stage, 0.0) + row.ns_per_packet
+    return out
+
+
+def function_side(trial: ComparedTrial) -> Side | None:
+    """A profiled trial's busy ns per packet and each kernel function's
+    inclusive ns per packet (None: no stacks sampled)."""
+    f = trial.profile.functions if trial.profile else None
+    if f is None or f.busy_ns_per_pkt is None:
+        return None
+    return f.busy_ns_per_pkt, {r.function: r.incl_ns_per_pkt for r in f.functions if r.incl_ns_per_pkt is not None}
+
+
+def explain_functions(names: list[str], trials: dict[tuple[int, int, int], ComparedTrial | None],
+                      loads: Sequence[tuple[str, float]], rounds: int,
+                      confidence: float) -> dict[str, list[FunctionChanges]]:
+    """Per candidate and fixed load, the kernel functions behind the CPU change (analysis.kernel_functions)."""
+    out: dict[str, list[FunctionChanges]] = {}
+    for v in range(1, len(names)):
+        for li, (kind, load) in enumerate(loads):
+            if kind == "overload":  # saturated: time per packet there is the capacity's story, not the path's
+                continue
+            sides = [(trials.get((0, li, r)), trials.get((v, li, r))) for r in range(rounds)]
+            pairs = [(function_side(a), function_side(b)) for a, b in sides
+                     if a is not None and b is not None and usable(a) and usable(b)]
+            pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+            if (fc := function_changes(pairs, load, confidence)) is not None:
+                out.setdefault(names[v], []).append(fc)
     return out
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from softnet.analysis import counters, latency_hist, loss_time
 from softnet.analysis.victim_check import victim_check
 from softnet.analysis.cpu_audit import audit_cpu, cpu_profile
+from softnet.analysis.kernel_functions import functions_of
 from softnet.analysis.kernel_stats import trial_kernel_stats
 from softnet.analysis.profile_reads import delta as profiler_delta
 from softnet.analysis.profile_reads import name_drops
@@ -201,7 +202,10 @@ def profile(prof: RawProfile, interface_ids: list, window: ProcSnapshot, packets
     per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d.cpus)) if cpu in window.cpu_ticks}
     transitions = {cpu: [[events[f], events[t], ns, n] for f, t, ns, n in d.cpus[cpu].transitions] for cpu in per_cpu}
     polled, polled_sampled = (sum(c.napi_work for c in cpus) for cpus in (d.cpus, d.sampled_cpus))
+    functions, functions_missing = functions_of(prof.stacks, packets)
     return ProfileResult(
+        # set only where stacks were sampled: a result without them is as it was before softnet-stacks
+        **({"functions": functions, "functions_missing": functions_missing} if prof.stacks is not None else {}),
         plan=prof.plan, window_s=d.wall_ns / 1e9, window_monotonic_ns=d.monotonic_ns,
         per_cpu=per_cpu,
         # drops: counted while sampled (all the window at duty 1), and estimated over the window by the

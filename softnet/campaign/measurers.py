@@ -141,7 +141,7 @@ class TestbedMeasurer:
                          on_duty=on_duty, seed=t.seed, bidirectional=t.bidirectional, burst_rate_pps=burst_rate,
                          sample_interval_s=c.sample_interval_s if c.sample else None, profile=c.profile,
                          profile_per_packet=c.profile_per_packet, profile_duty=c.profile_duty,
-                         profile_base_duty=c.profile_base_duty,
+                         profile_base_duty=c.profile_base_duty, profile_stack_hz=c.profile_stack_hz,
                          stall_probe=c.stall_probe, stall_period_us=c.stall_period_us, inject_busy_ms=c.inject_busy_ms,
                          inject_every_ms=c.inject_every_ms, inject_cpu=c.inject_cpu,
                          reset_at_s=m.reset_at_s, step_at_s=step_at, step_rate_pps=step_rate,

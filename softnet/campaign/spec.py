@@ -783,6 +783,8 @@ class CollectSpec(Strict):
     profile_duty: float = Field(0.02, ge=0.01, le=1)  # share of time the stage clock's packet events are attached
     # ... and the other programs (softirq, irq, switch, poll: their times estimated from it below 1)
     profile_base_duty: float = Field(0.2, ge=0.01, le=1)
+    # with the profiler: the SUT CPUs' kernel stacks sampled this often per CPU, time by kernel function; 0: off
+    profile_stack_hz: int = Field(999, ge=0, le=20000)
     stall_probe: bool = True  # softnet-stalls: the data path's CPU stalls, to set host-stall loss apart
     stall_period_us: int = Field(2000, ge=100, le=1_000_000)  # its clock on a busy CPU (cost vs shortest gap)
     # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for
@@ -809,6 +811,13 @@ class CollectSpec(Strict):
         if self.victim is not None and not self.profile:
             raise ValueError("victim: needs profile = true (its lost CPU share is checked against the profiler's)")
         return self
+
+    @field_validator("profile_stack_hz")
+    @classmethod
+    def stack_rate(cls, v: int) -> int:
+        if 0 < v < 10:
+            raise ValueError(f"{v}: expected 0 (no stack sampling) or 10..20000 samples per second")
+        return v
 
     @model_validator(mode="after")
     def injector_period(self):

@@ -124,6 +124,7 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         base_duty = 1.0 if spec.victim else spec.profile_base_duty
         profiler = hosts.profiler(c, spec.profile_per_packet, spec.profile_duty, base_duty) if spec.profile else None
         prof_start = profiler.read() if profiler else None
+        stacks = hosts.stack_sampler(c, spec.profile_stack_hz) if profiler and spec.profile_stack_hz else None
         sampler = hosts.sampler(c, spec.sample_interval_s, profiler) if spec.sample_interval_s is not None else None
         # the host at rest before the traffic: the sampler's idle power, the victim's baseline rate
         pause = max(spec.idle_s if sampler else 0.0, VICTIM_BASELINE_S if spec.victim else 0.0)
@@ -146,7 +147,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         interrupts.checkpoint("tools")
         # The window's edges on the SUT host's clock, arranged during the
         # warm-up: nothing needs to reach that host while the window runs.
-        hosts.window((started + spec.warmup_s, started + spec.warmup_s + spec.duration_s), sampler, profiler)
+        hosts.window((started + spec.warmup_s, started + spec.warmup_s + spec.duration_s), sampler, profiler,
+                     stacks)
         reset = hosts.reset(c, started + spec.warmup_s + spec.reset_at_s) if spec.reset_at_s is not None else None
         watch = LiveWatch(sampler, live, spec.sample_interval_s)
         while any(g.running() for g in gens):
@@ -163,6 +165,8 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
         if together:  # its reads would take the CPU from a partner's generator still sending
             together.sent()
         edges = hosts.window_reads()
+        # named after the traffic (kallsyms read then: the SUT's BPF programs are still loaded)
+        stack_names = stacks.symbols() if stacks else None
         drained = [sink.drain() for sink in sinks]
         if victim:
             time.sleep(VICTIM_AFTER_S)
@@ -201,6 +205,10 @@ def measure(hosts: TrialHosts, spec: TrialSpec, progress: Callable[[float], None
                           "plan": profiler.plan, "events": profiler.events, "drop_reasons": profiler.drop_reasons,
                           "duty": profiler.duty, "period_ms": profiler.period_ms,
                           **({"base_duty": profiler.base_duty} if profiler.base_duty < 1 else {})}
+        if stacks:
+            raw["profile"]["stacks"] = {"freq_hz": stacks.freq_hz, "period_ns": stacks.period_ns, "cpus": stacks.cpus,
+                                        "window_start": edges.get("stacks_start"),
+                                        "window_end": edges.get("stacks_end"), **stack_names}
     raw["provenance"] = hosts.provenance(spec, trial_changes)
     # As JSON from here on: the result is the same whether evaluated now or
     # re-evaluated from the stored file. Either kind of hosts gives one shape.

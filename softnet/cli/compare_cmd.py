@@ -9,6 +9,7 @@ from rich.box import SIMPLE_HEAD
 from softnet.analysis.paired import gate_words, regressions
 from softnet.cli.output import Col, console, eng, print_json, sci, table
 from softnet.results.comparison import ComparisonSummary, PairedDifference
+from softnet.units import format_rate
 
 REGRESSION_EXIT = 1
 VERDICT_STYLE = {"slower": "red", "faster": "green", "equivalent": "cyan", "undecided": "yellow"}
@@ -75,6 +76,31 @@ def explain_interval(d: PairedDifference) -> str:
     return f"[{explain_value(d.ci[0], d, True)}, {explain_value(d.ci[1], d, True)}]"
 
 
+FUNCTION_ROWS = 10
+FUNCTION_COLS = [Col("function", text=True), Col("A"), Col("B"), Col("change"), Col("interval", wide=True),
+                 Col("of busy")]
+
+
+def show_functions(summary: ComparisonSummary, wide: bool = False) -> None:
+    """Per candidate and load, the kernel functions whose inclusive time
+    changed most, each with its share of the busy time's change."""
+    for cand, per_load in summary.functions.items():
+        for fc in per_load:
+            b = fc.busy
+            shown = fc.functions[:FUNCTION_ROWS]
+            rows_ = [[("* " if d.significant else "") + d.metric, explain_value(d.baseline_mean, d),
+                      explain_value(d.candidate_mean, d), explain_value(d.estimate, d, True), explain_interval(d),
+                      "-" if (s := fc.share_of_busy(d)) is None else f"{100 * s:.0f}%"] for d in shown]
+            console.print(table(f"kernel functions, B = {cand} at {format_rate(fc.load_pps)} (ns per packet, with "
+                                f"callees; busy {explain_value(b.estimate, b, True)} {explain_interval(b)})",
+                                FUNCTION_COLS, rows_, wide, box=SIMPLE_HEAD, pad_edge=False))
+            each = 1 - (1 - fc.family_confidence) / max(1, fc.tested)
+            console.print(f"[dim]* significant: each of the {fc.tested} functions with {100 * fc.min_share:g}% or "
+                          f"more of the busy time read at {each:.4g} (Bonferroni: {fc.family_confidence:g} for the "
+                          "table); paired t over the rounds; of busy: its part of the busy change[/]",
+                          highlight=False)
+
+
 def rows(diffs: list[PairedDifference], gate: set[int]) -> list[list[str]]:
     out = []
     for d in diffs:
@@ -125,6 +151,7 @@ def show(summary: ComparisonSummary, threshold: float | None, loss_threshold: fl
                                                 explain_value(d.candidate_mean, d), explain_value(d.estimate, d, True),
                                                 explain_interval(d)] for d in shown], wide,
                                 box=SIMPLE_HEAD, pad_edge=False))
+    show_functions(summary, wide)
     d0 = diffs[0] if diffs else None
     how = (f"paired over {summary.rounds} rounds ({summary.pairing_words()}); Hodges-Lehmann estimate, "
            "signed-rank interval" if summary.paired else

@@ -121,6 +121,8 @@ def version() -> None:
 
 BASE_DUTY_HELP = ("share of time the other programs (softirq, irq, switch, poll) are attached, at least --duty; "
                   "below 1 their figures are estimates scaled from that time")
+STACK_HZ_HELP = ("kernel stacks sampled per second on each SUT CPU: time by kernel function (0: none; "
+                 "10..20000)")
 # the panels of `softnet trial`, `search` and `compare --help`
 P_LOAD, P_TRAFFIC, P_PLACEMENT, P_COLLECT, P_REAL, P_OUTPUT = (
     "Load", "Traffic shape", "Placement", "Collect", "Real hosts and NICs", "Output")
@@ -157,6 +159,7 @@ def trial(
                                rich_help_panel=P_COLLECT),
     base_duty: float = typer.Option(0.2, help=f"with --profile: {BASE_DUTY_HELP}",
                                     rich_help_panel=P_COLLECT),
+    stack_hz: int = typer.Option(999, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_COLLECT),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
@@ -208,7 +211,7 @@ def trial(
     traffic = trial_cmd.parse_traffic(src_ips, gen_cpus, remote=remote, shape=trial_cmd.ShapeOptions(
         dst_ips, dst_ports, mix, arrivals, burst_pkts=burst, on_duty=duty_on, seed=seed, bidirectional=bidirectional))
     collect = trial_cmd.CollectOptions(sample_interval or None, profile, duty, base_duty, trial_cmd.parse_inject(
-        inject_stall, inject_cpu, stall_probe, stall_period_us, remote=remote))
+        inject_stall, inject_cpu, stall_probe, stall_period_us, remote=remote), stack_hz)
     spec = trial_cmd.validate_inputs(sut, load, collect, traffic, raw, remote=remote)
     req = trial_cmd.TrialRequest(sut, spec, placement, rate, rate_layer, nic=trial_cmd.parse_nic(nic, remote=remote),
                                  remote=(inventory, testbed) if inventory else None, raw_out=raw)
@@ -373,7 +376,7 @@ COMPARE_OPTIONS = {"method.loads": "--load", "method.duration_s": "--duration", 
                    "compare.min_rounds": "--min-rounds", "compare.max_rounds": "--max-rounds",
                    "compare.variants": "--sut/--variant", "traffic.frame_bytes": "--size", "name": "--name",
                    "collect.pace_probe": "--pace", "compare.pairing": "--pairing",
-                   "compare.interleave_ms": "--interleave-ms",
+                   "compare.interleave_ms": "--interleave-ms", "collect.profile_stack_hz": "--stack-hz",
                    "method.goals": "--goals", "method.width": "--width", "method.max_trial_seconds": "--search-seconds"}
 
 
@@ -459,8 +462,10 @@ def compare(
                                 rich_help_panel=P_DECIDE),
     interleave_ms: float = typer.Option(20.0, help="with --pairing interleaved: one turn of every variant, ms",
                                         rich_help_panel=P_DECIDE),
-    profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages and drop "
-                                 "reasons changed (ns per packet, with intervals)", rich_help_panel=P_VARIANTS),
+    profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages, kernel "
+                                 "functions and drop reasons changed (ns per packet, with intervals)",
+                                 rich_help_panel=P_VARIANTS),
+    stack_hz: int = typer.Option(999, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
                                   "this (e.g. 5%)", rich_help_panel=P_DECIDE),
     loss_threshold: str = typer.Option("0.1%", help="CI gate for loss ratios (absolute: worse by more than "
@@ -508,7 +513,7 @@ def compare(
         [k for k in ("capacity", "cpu") if k in kinds] or kinds)
     base_sut = variants[0].get("testbed.sut", "ipv4-fwd") if variants else "ipv4-fwd"
     data = {"name": name, "testbed": {"sut": base_sut}, "traffic": {"frame_bytes": size},
-            "collect": {"profile": profile, "pace_probe": pace},
+            "collect": {"profile": profile, "pace_probe": pace, "profile_stack_hz": stack_hz},
             "method": {"kind": "compare", "loads": loads or None, "duration_s": duration, "warmup_s": warmup,
                        "goals": [g for g in goals.split(",") if g.strip()], "width": width,
                        "max_trial_seconds": search_seconds},
@@ -811,6 +816,24 @@ def trend(results: list[Path] = typer.Argument(..., help="softnet results direct
     for r in results:
         check_store(r)
     raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide))
+
+
+@app.command()
+def stacks(source: Path = typer.Argument(..., help="a raw trial file (softnet trial --profile --raw FILE) or a "
+                                          "results directory"),
+           fmt: str = typer.Option("svg", "--format", help="svg (a flame graph), folded (Brendan Gregg's format: "
+                                   "flamegraph.pl, speedscope, inferno) or speedscope (its JSON)"),
+           out: Path = typer.Option(None, "--out", "-o", help="write here (default: standard output)"),
+           campaign: str = typer.Option(None, help="with a results directory: the campaign (default: the last)"),
+           variant: str = typer.Option(None, help="the comparison's variant (default: the baseline), or a cell "
+                                       "number"),
+           against: str = typer.Option(None, help="with --format svg: a differential flame graph against this "
+                                       "variant (red: grew, blue: shrank)"),
+           load: str = typer.Option(None, help="the profiled load to show (default: the lowest)")) -> None:
+    """The kernel stacks sampled on the SUT's CPUs (--profile), as a flame graph or for other viewers."""
+    from softnet.cli import stacks_cmd
+
+    stacks_cmd.run(source, fmt, out, campaign, variant, against, load)
 
 
 @app.command()

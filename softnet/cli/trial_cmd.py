@@ -84,6 +84,7 @@ class CollectOptions:
     profile_duty: float = 0.02
     profile_base_duty: float = TrialSpec.profile_base_duty
     stalls: StallOptions = StallOptions()
+    profile_stack_hz: int = TrialSpec.profile_stack_hz
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,7 @@ def validate_inputs(sut: str, load: LoadOptions, collect: CollectOptions, traffi
                      duration_s=load.duration_s, warmup_s=load.warmup_s, frame_bytes=load.frame_bytes,
                      flows=load.flows, sample_interval_s=collect.sample_interval_s, profile=collect.profile,
                      profile_duty=collect.profile_duty, profile_base_duty=collect.profile_base_duty,
+                     profile_stack_hz=collect.profile_stack_hz,
                      **asdict(collect.stalls), src_ips=traffic.src_ips,
                      gen_cpus=traffic.gen_cpus, **asdict(traffic.shape))
     v = personality.ip_version
@@ -590,6 +592,31 @@ def show_profile(p: ProfileResult, wide: bool = False) -> None:
                       f"{'' if exact else ' (estimated from ' + count(d.skbs) + ' counted while sampled)'}, "
                       f"{d.reason} on {d.device}", highlight=False)
     show_stages(p, wide)
+    show_functions(p, wide)
+
+
+FUNCTIONS_SHOWN = 12
+
+
+def show_functions(p: ProfileResult, wide: bool = False) -> None:
+    """The kernel functions that took the SUT CPUs' time, by self time (as
+    perf report sorts), with their inclusive time beside."""
+    f = p.functions
+    if f is None:
+        if p.functions_missing:
+            console.print(f"[dim]kernel functions: {p.functions_missing}[/]", highlight=False)
+        return
+    rows = [[r.function, eng(r.self_ns_per_pkt), eng(r.incl_ns_per_pkt),
+             pct(100 * r.self_samples / f.busy_samples if f.busy_samples else None, 1)]
+            for r in sorted(f.functions, key=lambda r: -r.self_samples)[:FUNCTIONS_SHOWN]]
+    cpus = ",".join(str(c) for c in f.cpus)
+    console.print(table(f"kernel functions on CPU {cpus}, ns per forwarded packet ({f.freq_hz} Hz: "
+                        f"{f.busy_samples} busy of {f.samples} samples)",
+                        [Col("function", text=True), Col("self"), Col("with callees"), Col("self % busy")],
+                        rows, wide))
+    console.print(f"busy {eng(f.busy_ns_per_pkt)} ns/pkt; idle {f.idle_samples}, user space {f.user_samples}, "
+                  f"no stack {f.lost_samples} samples; the flame graph: softnet stacks RAW (with --raw RAW)",
+                  highlight=False)
 
 
 def show_stages(p: ProfileResult, wide: bool = False) -> None:

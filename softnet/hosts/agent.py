@@ -35,11 +35,13 @@ from softnet.collect.procfs import cpu_freq_hz, host_sysctls
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
+from softnet.collect.stacks import StackSampler
 from softnet.collect.stalls import StallProbe
 from softnet.collect.victim import Victim
 from softnet.errors import InputError, SoftnetError
 from softnet.hosts import safety
 from softnet.hosts.agent_protocol import (GenStart, InjectorStart, ProfilerStart, Request, SamplerStart, SinkStart,
+                                          StacksStart,
                                           StallsStart, ToolStart, VictimStart)
 from softnet.hosts.safety import PortSpec
 from softnet.hosts.host_ops import HostOps, anchor_names
@@ -417,6 +419,12 @@ class Agent(XskLabOps):
                 "drop_reasons": prof.drop_reasons, "duty": prof.duty, "base_duty": prof.base_duty,
                 "period_ms": prof.period_ms}
 
+    def _start_stacks(self, a: StacksStart) -> dict:
+        self._changes()
+        s = StackSampler(self.closers, a.cpus, a.freq_hz)
+        return {"handle": self._add_tool(s, s.proc, "stack sampler"), "cpus": s.cpus, "freq_hz": s.freq_hz,
+                "period_ns": s.period_ns}
+
     def _start_victim(self, a: VictimStart) -> dict:
         self._changes()
         v = Victim(self.closers, a.cpu, a.seconds, a.kind)
@@ -452,11 +460,14 @@ class Agent(XskLabOps):
     def op_timeline(self, handle: str, sent: int) -> dict:
         return {"timeline": self._tool(handle, Sink).timeline(sent)}
 
-    def op_read(self, handle: str, last: int | None = None) -> dict:
-        """A tool's read; a sampler's series so far (``last``: its last samples only)."""
+    def op_read(self, handle: str, last: int | None = None, symbols: bool = False) -> dict:
+        """A tool's read; a sampler's series so far (``last``: its last
+        samples only); the stack sampler's stacks, named here (``symbols``)."""
         obj = self._tool(handle)
         if isinstance(obj, KernelSampler):
             return {"series": (obj.tail(last) if last else obj.series).to_json()}
+        if symbols:
+            return {"read": self._tool(handle, StackSampler).symbols()}
         return {"read": obj.read()}
 
     def op_stop(self, handle: str) -> dict:
@@ -504,13 +515,14 @@ class Agent(XskLabOps):
         return out
 
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None,
-                  napi: list[str] = ()) -> dict:
+                  napi: list[str] = (), stacks: str | None = None) -> dict:
         """Take the window-edge reads at these times of this host's clock, on
         the host, and keep them until `collect`: nothing crosses the link
         meanwhile. ``napi``: interfaces whose NAPI kthreads' run time each edge reads."""
         self.edges.arm(at_unix_s, self._tool(sampler, KernelSampler) if sampler else None,
                        self._tool(profiler, Profiler) if profiler else None,
-                       [pid for i in napi for pid in napi_thread_pids(i)])
+                       [pid for i in napi for pid in napi_thread_pids(i)],
+                       self._tool(stacks, StackSampler) if stacks else None)
         return {}
 
     def op_collect(self) -> dict:
@@ -599,7 +611,7 @@ START: dict[str, tuple[type[ToolStart], Callable[[Agent, Any], dict]]] = {
     "sink": (SinkStart, Agent._start_sink), "gen": (GenStart, Agent._start_gen),
     "stalls": (StallsStart, Agent._start_stalls), "injector": (InjectorStart, Agent._start_injector),
     "profiler": (ProfilerStart, Agent._start_profiler), "sampler": (SamplerStart, Agent._start_sampler),
-    "victim": (VictimStart, Agent._start_victim),
+    "victim": (VictimStart, Agent._start_victim), "stacks": (StacksStart, Agent._start_stacks),
 }
 
 

@@ -99,6 +99,11 @@ class ProfilerStart(ToolStart):
     avoid_cpus: list[int] | None = None
 
 
+class StacksStart(ToolStart):
+    cpus: list[int]
+    freq_hz: int
+
+
 class VictimStart(ToolStart):
     kind: str
     cpu: int
@@ -186,6 +191,12 @@ class DrainReply(Reply):
 
 class TimelineReply(Reply):
     timeline: Any = None
+
+
+class StacksStarted(Started):
+    cpus: list[int]
+    freq_hz: int
+    period_ns: int
 
 
 class ReadReply(Reply):

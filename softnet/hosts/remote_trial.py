@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError
 from softnet.hosts.agent_protocol import (Applied, DrainReply, GenStarted, ProfilerStarted, ReadReply, SeriesReply,
+                                          StacksStarted,
                                           Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
                                           WindowReply)
 from softnet.hosts.inventory import Inventory, Port
@@ -91,6 +92,15 @@ class _Profiler(_Tool):
         super().__init__(session, started.handle, changes, "profiler")
         self.plan, self.events, self.drop_reasons = started.plan, started.events, started.drop_reasons
         self.duty, self.base_duty, self.period_ms = started.duty, started.base_duty, started.period_ms
+
+
+class _Stacks(_Tool):
+    def __init__(self, session, started: StacksStarted, changes):
+        super().__init__(session, started.handle, changes, "stack sampler")
+        self.cpus, self.freq_hz, self.period_ns = started.cpus, started.freq_hz, started.period_ns
+
+    def symbols(self) -> dict:
+        return self.session.ask(ReadReply, "read", handle=self.handle, symbols=True, timeout=60).read
 
 
 class _Sampler(_Tool):
@@ -278,6 +288,11 @@ class RemoteTestbed:
                                   base_duty=base_duty,
                                   avoid_cpus=self.placement.sut_cpus, timeout=120), changes)
 
+    def stack_sampler(self, changes, freq_hz) -> _Stacks:
+        u = self.sut_agent
+        return _Stacks(u, u.ask(StacksStarted, "start", tool="stacks", cpus=self.placement.sut_cpus,
+                                freq_hz=freq_hz), changes)
+
     # ---- reads -------------------------------------------------------------------
     def _reads(self, role: str, procfs_snapshot: bool = False) -> Reads:
         if role == "traffic":
@@ -297,12 +312,13 @@ class RemoteTestbed:
                 "sut_ifindex": u.ifindex, "sut_thread_runtime_ns": u.napi_runtime_ns or {},
                 "sut_thread_runs": u.napi_runs or {}}
 
-    def window(self, at_unix_s, sampler, profiler) -> None:
+    def window(self, at_unix_s, sampler, profiler, stacks=None) -> None:
         """The SUT's window edges on its own clock, sent during the warm-up:
         the agent takes them there and keeps them until `collect`."""
         u = self.sut_agent
         u.call("window", at_unix_s=[at + u.clock.offset_s for at in at_unix_s],
                sampler=sampler.handle if sampler else None, profiler=profiler.handle if profiler else None,
+               stacks=stacks.handle if stacks else None,
                napi=[self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name])
 
     def tick(self, past_window: bool) -> None:

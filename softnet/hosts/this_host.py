@@ -15,6 +15,7 @@ from softnet.analysis.loss_time import cpu_roles
 from softnet.collect import procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
+from softnet.collect.stacks import StackSampler
 from softnet.collect.stalls import StallProbe
 from softnet.collect.victim import Victim
 from softnet.errors import InputError
@@ -198,6 +199,9 @@ class ThisHost:
     def profiler(self, changes, per_packet, duty, base_duty) -> Profiler:
         return Profiler(changes, per_packet, duty, base_duty, avoid_cpus=self.tb.placement.sut_cpus)
 
+    def stack_sampler(self, changes, freq_hz) -> StackSampler:
+        return StackSampler(changes, self.tb.placement.sut_cpus, freq_hz)
+
     # ---- reads ---------------------------------------------------------------------
     def host_reads(self) -> dict:
         tb = self.tb
@@ -206,8 +210,8 @@ class ThisHost:
                 "procfs": procfs.snapshot(), "path_counters": tb.personality.counters(tb),
                 "sut_thread_runtime_ns": runtime, "sut_thread_runs": runs}
 
-    def window(self, at_unix_s, sampler, profiler) -> None:
-        self.edges.arm(at_unix_s, sampler, profiler, self.tb.sut_threads())
+    def window(self, at_unix_s, sampler, profiler, stacks=None) -> None:
+        self.edges.arm(at_unix_s, sampler, profiler, self.tb.sut_threads(), stacks)
 
     def tick(self, past_window: bool) -> None:
         self.edges.run_due()

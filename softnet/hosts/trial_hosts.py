@@ -69,6 +69,14 @@ class ProfilerHandle(ReadHandle, Protocol):
     period_ms: float
 
 
+class StacksHandle(ReadHandle, Protocol):
+    freq_hz: int
+    period_ns: int
+    cpus: list[int]
+
+    def symbols(self) -> dict: ...  # every stack seen, named from the SUT host's kallsyms
+
+
 class SamplerHandle(Protocol):
     def recent(self) -> Series: ...  # the last two samples so far (a running trial's live figures)
     def finish(self) -> dict: ...  # stop sampling; the series as JSON
@@ -91,11 +99,12 @@ class TrialHosts(Protocol):
     def stall_probe(self, changes: HostChanges, cpus: list[int], period_us: int) -> ReadHandle: ...
     def injector(self, changes: HostChanges, cpu: int | None, busy_ms: float, every_ms: float) -> ReadHandle: ...
     def profiler(self, changes: HostChanges, per_packet: bool, duty: float, base_duty: float) -> ProfilerHandle: ...
+    def stack_sampler(self, changes: HostChanges, freq_hz: int) -> StacksHandle: ...  # on the SUT's CPUs
     def reset(self, changes: HostChanges, at_unix_s: float) -> ReadHandle: ...  # the SUT's reset, at that time
     def victim(self, changes: HostChanges, kind: str, seconds: float) -> ReadHandle: ...  # on the first SUT CPU
     def host_reads(self) -> dict: ...
     def window(self, at_unix_s: tuple[float, float], sampler: SamplerHandle | None,
-               profiler: ProfilerHandle | None) -> None: ...
+               profiler: ProfilerHandle | None, stacks: StacksHandle | None = None) -> None: ...
     def tick(self, past_window: bool) -> None: ...
     def window_reads(self) -> dict: ...
     def describe(self, spec, gen_cpus: list[int], src_ip: str, dst_ip: str | None, profiled: bool,
@@ -115,9 +124,9 @@ class EdgeSchedule:
         self.taken: dict = {}
         self.late_ms: dict[str, float] = {}
 
-    def arm(self, at_unix_s, sampler=None, profiler=None, threads: list[int] = ()) -> None:
-        """``sampler``: has sample_now(name); ``profiler``: has read();
-        ``threads``: the SUT's kthreads, whose run time each edge reads."""
+    def arm(self, at_unix_s, sampler=None, profiler=None, threads: list[int] = (), stacks=None) -> None:
+        """``sampler``: has sample_now(name); ``profiler`` and ``stacks``:
+        have read(); ``threads``: the SUT's kthreads, whose run time each edge reads."""
         self.taken, self.late_ms = {"scheduled_unix_s": list(at_unix_s)}, {}
 
         def edge(name: str) -> Callable[[], None]:
@@ -126,6 +135,8 @@ class EdgeSchedule:
                 self.taken[f"{name}_unix_s"] = time.time()
                 if profiler is not None:
                     self.taken[f"profile_{name}"] = profiler.read()
+                if stacks is not None:
+                    self.taken[f"stacks_{name}"] = stacks.read()
                 if sampler is not None:
                     sampler.sample_now(f"window_{name}")
             return take

@@ -25,6 +25,7 @@ from softnet import __version__
 from softnet.analysis import kernel_stats
 from softnet.analysis.campaigns import Configuration, analyze_path
 from softnet.analysis.cpu_audit import summarize_audit
+from softnet.analysis.kernel_functions import folded_per_packet
 from softnet.analysis.synthetic import LoadLossModel, ModelCurve, model_curve
 from softnet.analysis.victim_check import DISTURBED_REST_PCT, summarize_victims
 from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
@@ -35,7 +36,8 @@ from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
 from softnet.results.readers import ResultsProvenance, StoredTrial
 
-from . import charts, compare_plots, kernel_plots, latency_plots, plots, view
+from . import charts, compare_plots, flamegraph, kernel_plots, latency_plots, plots, view
+from .plots import format_rate
 from .kernel_plots import KernelLevel, StageLevel
 
 ENV = Environment(loader=PackageLoader("softnet.report", "templates"),
@@ -65,7 +67,29 @@ class SoftnetData:
     latency: list[tuple[str, object]] = field(default_factory=list)  # (campaign, latency_campaigns.LatencyAnalysis)
     cell_trials: dict[tuple[str, int], list[StoredTrial]] = field(default_factory=dict)  # sweep (campaign, cell)
     comparisons: list[tuple[str, object]] = field(default_factory=list)  # (campaign, comparison.ComparisonSummary)
+    # (campaign, candidate, load pps) -> (the baseline's flame graph, the candidate's against it), SVG
+    flames: dict[tuple[str, str, float], tuple[str, str]] = field(default_factory=dict)
     rfc: list[tuple[str, object]] = field(default_factory=list)  # (campaign, rfc_benchmarks.RfcBenchmarks)
+
+
+def flame_graphs(store, cid: str, summary) -> dict[tuple[str, str, float], tuple[str, str]]:
+    """For each candidate and load with kernel functions: the baseline's
+    flame graph and the candidate's differential one against it."""
+    out = {}
+    variants = [summary.baseline, *summary.candidates]
+    for cand, per_load in summary.functions.items():
+        for fc in per_load:
+            sides = []
+            for v in (0, variants.index(cand)):
+                trials = [(t.stacks, t.forwarded_pkts) for t in readers.trial_stacks(store, cid, v)
+                          if abs(t.intended_rate_pps - fc.load_pps) <= 0.001 * fc.load_pps]
+                sides.append(folded_per_packet(trials))
+            if all(sides):
+                at = format_rate(fc.load_pps)
+                out[(cid, cand, fc.load_pps)] = (
+                    flamegraph.svg(sides[0], f"A = {summary.baseline} at {at}: kernel stacks, ns per packet"),
+                    flamegraph.svg(sides[1], f"B = {cand} against A at {at}", against=sides[0]))
+    return out
 
 
 def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.005) -> SoftnetData:
@@ -79,6 +103,7 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         done = store.comparison(cid, finished_only=False)  # an unfinished one too: its complete rounds
         if done is not None and done.differences:
             data.comparisons.append((cid, done))
+            data.flames.update(flame_graphs(store, cid, done))
         rfc = stored_rfc_benchmarks(store, cid)
         if rfc:
             data.rfc.append((cid, rfc))
@@ -179,13 +204,17 @@ class _Figures:
         paths = latency_plots.plot_latency(analysis.configs, analysis.clustering, folder, formats=self.formats)
         return [self.embed([p], f"{name}: {p.stem.replace('_', ' ')}") for p in paths if p.suffix == ".png"]
 
-    def comparisons(self, comparisons: Sequence[tuple[str, object]], names: dict) -> list[dict]:
+    def comparisons(self, comparisons: Sequence[tuple[str, object]], names: dict,
+                    flames: dict | None = None) -> list[dict]:
         out = []
         for i, (cid, summary) in enumerate(comparisons):
             name = f"{names.get(cid) or cid} ({cid})"
             files = compare_plots.plot_comparison(summary, f"paired comparison: {name}",
                                                   self.folder / f"compare{i + 1:02d}", formats=self.formats)
-            out.append({**view.comparison(name, summary), "fig": self.embed(files, f"paired comparison {name}")})
+            cmp = view.comparison(name, summary)
+            for t in cmp["functions"]:
+                t["flames"] = (flames or {}).get((cid, t["candidate"], t["load_pps"]))
+            out.append({**cmp, "fig": self.embed(files, f"paired comparison {name}")})
         return out
 
     def stages(self, stages: Sequence[tuple[str, StageData]]) -> list[dict]:
@@ -270,7 +299,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             "configs": [view.configuration(i, c, data.provenance) for i, c in enumerate(configs)],
             "searches": replace(view.searches(data.searches), figures=figs.searches(data.searches, data.search_trials))
             if data.searches else None,
-            "comparisons": figs.comparisons(data.comparisons, names),
+            "comparisons": figs.comparisons(data.comparisons, names, data.flames),
             "rfc": rfc_rows(data.rfc, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "model": figs.models(data.models),

@@ -788,6 +788,32 @@ def _compare_change(v, d) -> str:
     return ("0" if x == 0 else f"{x:+.3g}") + ("%" if d.scale == "ratio" else " pp")
 
 
+FUNCTION_ROWS = 12
+
+
+def function_tables(summary, short: dict[str, str]) -> list[dict]:
+    """Per candidate and load, the kernel functions whose inclusive time per
+    packet changed most (results.comparison.FunctionChanges)."""
+    out = []
+    for cand, per_load in summary.functions.items():
+        for fc in per_load:
+            b = fc.busy
+            each = 1 - (1 - fc.family_confidence) / max(1, fc.tested)
+            rows = [{"function": d.metric, "a": f"{d.baseline_mean:.1f}", "b": f"{d.candidate_mean:.1f}",
+                     "change": f"{d.estimate:+.1f}", "interval": DASH if d.ci is None else
+                     f"[{d.ci[0]:+.1f}, {d.ci[1]:+.1f}]", "share": DASH if (s := fc.share_of_busy(d)) is None
+                     else f"{100 * s:.0f}%", "significant": d.significant}
+                    for d in fc.functions[:FUNCTION_ROWS] if d.estimate is not None]
+            out.append({"title": f"{short[cand]} = {cand} at {format_rate(fc.load_pps)}",
+                        "busy": f"{b.baseline_mean:.0f} \u2192 {b.candidate_mean:.0f} ns per packet, change "
+                                f"{b.estimate:+.0f} ns" + ("" if b.ci is None else
+                                                          f" [{b.ci[0]:+.0f}, {b.ci[1]:+.0f}]"),
+                        "tested": fc.tested, "min_share": f"{100 * fc.min_share:g}%", "each": f"{100 * each:.4g}%",
+                        "family": f"{100 * fc.family_confidence:g}%", "rows": rows,
+                        "candidate": cand, "load_pps": fc.load_pps})
+    return out
+
+
 def comparison(name: str, summary) -> dict:
     """A paired comparison (results.comparison.ComparisonSummary) as rows;
     candidates are B1, B2, ... in the table when there are several."""
@@ -811,6 +837,6 @@ def comparison(name: str, summary) -> dict:
                                 summary.overlapped.items()) + \
             " (the generator fell behind: a lower overload keeps each to its own)"
     return {"name": name, "how": how, "ended": COMPARE_ENDED.get(summary.stop_reason, ""), "rows": rows,
-            "many": many, "confidence": f"{confs.pop() * 100:.4g}%" if len(confs) == 1 else None,
+            "functions": function_tables(summary, short), "many": many, "confidence": f"{confs.pop() * 100:.4g}%" if len(confs) == 1 else None,
             "variants": [(k, v + (f" (sets {summary.labels[v]})" if summary.labels.get(v) not in (None, "", v) else ""))
                          for k, v in variants]}

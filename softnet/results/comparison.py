@@ -71,6 +71,36 @@ class PairedDifference:
         return TypeAdapter(cls).validate_python(_as_written(d))
 
 
+@dataclass(frozen=True)
+class FunctionChanges:
+    """Which kernel functions account for a candidate's CPU change at one
+    load (profiled trials with stacks): each function's inclusive time per
+    forwarded packet, paired by round, against the busy time's change."""
+
+    load_pps: float
+    busy: PairedDifference  # the sampled CPUs' busy ns per packet: the change to account for
+    # each tested function's inclusive ns per packet, largest change first; the family of rows is read at
+    # Bonferroni's share of the error rate (each row's confidence), so no verdict is false at more than
+    # 1 - family_confidence for the table
+    functions: list[PairedDifference]
+    family_confidence: float
+    tested: int  # functions tested: those with at least min_share of the busy time on either side
+    min_share: float
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    def share_of_busy(self, d: PairedDifference) -> float | None:
+        """The part of the busy time's change this function's change accounts for."""
+        if d.estimate is None or not self.busy.estimate:
+            return None
+        return d.estimate / self.busy.estimate
+
+    def to_dict(self) -> dict:
+        return {"load_pps": self.load_pps, "busy": self.busy.to_dict(),
+                "functions": [d.to_dict() for d in self.functions], "family_confidence": self.family_confidence,
+                "tested": self.tested, "min_share": self.min_share}
+
+
 @dataclass
 class ComparisonSummary:
     """Every candidate's differences and how the experiment ended."""
@@ -94,6 +124,8 @@ class ComparisonSummary:
     pairing: str = "sequential"
     # variant -> its interleaved trials whose bursts ran into a partner's slot (flag turns_overlapped)
     overlapped: dict[str, int] = field(default_factory=dict)
+    # candidate -> per load, the kernel functions behind its CPU change (trials profiled with stacks)
+    functions: dict[str, list[FunctionChanges]] = field(default_factory=dict)
 
     def pairing_words(self) -> str:
         """How each round paired its trials, as a reader's table says it."""
@@ -107,7 +139,8 @@ class ComparisonSummary:
                 "differences": {k: [d.to_dict() for d in v] for k, v in self.differences.items()},
                 "explain": {k: [d.to_dict() for d in v] for k, v in self.explain.items()},
                 "provenance": self.provenance, "unusable": self.unusable, "pairing": self.pairing,
-                "overlapped": self.overlapped}
+                "overlapped": self.overlapped,
+                "functions": {k: [f.to_dict() for f in v] for k, v in self.functions.items()}}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "comparison") -> "ComparisonSummary":
@@ -122,7 +155,7 @@ class ComparisonSummary:
         return cls(baseline=s.baseline, candidates=s.candidates, rounds=s.rounds, stop_reason=s.stop_reason,
                    paired=s.paired, labels=s.labels or {}, differences=s.differences, explain=s.explain or {},
                    provenance=s.provenance or {}, unusable=s.unusable or {}, pairing=s.pairing,
-                   overlapped=s.overlapped or {})
+                   overlapped=s.overlapped or {}, functions=s.functions or {})
 
     def all_differences(self) -> list[tuple[str, PairedDifference]]:
         return [(c, d) for c in self.candidates for d in self.differences.get(c, [])]
@@ -157,8 +190,18 @@ class _StoredSummary(BaseModel):
     unusable: dict[str, dict[str, int]] | None = None
     pairing: str = "sequential"
     overlapped: dict[str, int] | None = None
+    functions: dict[str, list[FunctionChanges]] | None = None
 
     @field_validator("differences", "explain", mode="before")
     @classmethod
     def _derived_keys_dropped(cls, v):
         return {k: [_as_written(x) for x in rows] for k, rows in v.items()} if isinstance(v, dict) else v
+
+    @field_validator("functions", mode="before")
+    @classmethod
+    def _derived_function_keys_dropped(cls, v):
+        if not isinstance(v, dict):
+            return v
+        return {k: [{**f, "busy": _as_written(f["busy"]), "functions": [_as_written(x) for x in f["functions"]]}
+                    if isinstance(f, dict) and isinstance(f.get("functions"), list) and isinstance(f.get("busy"), dict)
+                    else f for f in rows] for k, rows in v.items()}

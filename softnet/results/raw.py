@@ -258,6 +258,28 @@ class ProfileReads(Exact):
     window_end: ProfileRead | None = None
 
 
+class StacksRead(_ToolReport):
+    """One read of softnet-stacks' counts (cumulative since it started)."""
+
+    monotonic_ns: int
+    samples_per_cpu: dict[int, int]
+    missed: int  # samples not counted: its counts map was full
+    counts: list[tuple[int, int, str, int, int]]  # [cpu, thread id, comm, stack id, samples]
+
+
+class RawStacks(Exact):
+    """softnet-stacks' reads at the window's edges and the stacks' names."""
+
+    freq_hz: int
+    period_ns: int  # each sample stands for this much of its CPU's time
+    cpus: list[int]
+    window_start: StacksRead | None = None
+    window_end: StacksRead | None = None
+    stacks: dict[int, str]  # stack id -> its frames, root first, ";"-joined (named from the SUT host's kallsyms)
+    symbols: int  # kernel symbols known when they were named
+    unknown_frames: int  # frames no symbol covered
+
+
 class RawProfile(Exact):
     """The eBPF profiler's reads at the trial's start and window edges, and its plan."""
 
@@ -268,6 +290,7 @@ class RawProfile(Exact):
     duty: Number
     period_ms: Number
     base_duty: Number = 1  # the other programs' share of time (older trials: attached all along)
+    stacks: RawStacks | None = None  # the SUT CPUs' kernel stacks (older trials, --stack-hz 0: none)
 
 
 class ReverseReads(Exact):

@@ -282,3 +282,35 @@ def search_trials(store: Store, campaign_id: str) -> dict[tuple[int, int], list[
         trials = stored_trials(store, campaign_id, cell_id, run_index)
         out[(cell_id, run_index)] = [t for t in trials if not t.is_latency_trial]
     return out
+
+
+@dataclass
+class TrialStacks:
+    """A trial's sampled kernel stacks (its raw file's) and the packets it forwarded in the window."""
+
+    load_index: int
+    run_index: int
+    intended_rate_pps: float
+    stacks: "RawStacks"
+    forwarded_pkts: int
+
+
+def trial_stacks(store: Store, campaign_id: str, cell_id: int, load_index: int | None = None) -> list[TrialStacks]:
+    """The kernel stacks of a cell's profiled trials (of one load), from
+    their raw files; trials without stacks or raw files are left out."""
+    from softnet.results.raw import RawStacks
+
+    out = []
+    for t in stored_trials(store, campaign_id, cell_id):
+        if load_index is not None and t.load_index != load_index:
+            continue
+        path = store.raw_path(campaign_id, cell_id, t.load_index, t.run_index)
+        try:
+            raw = json.loads(path.read_text()).get("raw_trial") or {}
+        except (OSError, ValueError):
+            continue
+        stacks = (raw.get("profile") or {}).get("stacks")
+        if stacks:
+            out.append(TrialStacks(t.load_index, t.run_index, t.document.get("intended_rate_pps") or 0.0,
+                                   RawStacks.model_validate(stacks), t.document.get("received_pkts") or 0))
+    return out

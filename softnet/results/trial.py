@@ -59,6 +59,9 @@ class TrialSpec:
     # share of time the other programs (softirq, irq, switch, poll) are attached, at least profile_duty;
     # below 1 their figures are estimates scaled from that time
     profile_base_duty: float = 0.2
+    # with the profiler: the SUT CPUs' kernel stacks sampled this often per CPU (softnet-stacks), time by
+    # kernel function; 0: not sampled
+    profile_stack_hz: int = 999
     stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
     # its clock on a busy CPU: gaps from period + 0.2 ms are seen; each tick costs 5-10 us here
     # (2 ms: about 1% of a busy CPU, docs/explanation/host-stalls.md)
@@ -138,6 +141,10 @@ class TrialSpec:
             raise InputError("--duty", f"{self.profile_duty} is not a share between 0.01 and 1")
         if not 0.01 <= self.profile_base_duty <= 1:
             raise InputError("--base-duty", f"{self.profile_base_duty} is not a share between 0.01 and 1")
+        hz = self.profile_stack_hz
+        if isinstance(hz, bool) or not isinstance(hz, int) or not (hz == 0 or 10 <= hz <= 20000):
+            raise InputError("--stack-hz", f"{hz!r}: expected 0 (no stack sampling) or a whole number of samples "
+                             "per second in [10, 20000]")
         if self.sample_interval_s is not None and not lo <= self.sample_interval_s <= hi:
             raise InputError("--sample-interval", f"{self.sample_interval_s} s is outside [{lo}, {hi:.0f}] s")
         if not STALL_PERIOD_RANGE_US[0] <= self.stall_period_us <= STALL_PERIOD_RANGE_US[1]:
@@ -824,6 +831,35 @@ class CpuStages(Exact):
     coverage: Number | None  # named stage time over packet_time_ns in the sampled periods (ratio; 1: all of it named)
 
 
+class FunctionRow(Exact):
+    """One kernel function's share of the sampled CPUs' busy time (softnet.analysis.kernel_functions)."""
+
+    function: str  # its symbol (a module's or a BPF program's too: bpf_prog_<tag>_<name>)
+    self_samples: int  # samples whose innermost frame it was
+    incl_samples: int  # samples with it anywhere on the stack (once per sample, recursion or not)
+    self_ns_per_pkt: Number | None  # self_samples x period over the window's forwarded packets, ns
+    incl_ns_per_pkt: Number | None  # with what it calls, ns per forwarded packet
+
+
+class FunctionProfile(Exact):
+    """The SUT CPUs' kernel stacks over the window, sampled on a fixed-period
+    CPU clock (each sample is period_ns of its CPU's time), by function."""
+
+    freq_hz: int  # samples per second per CPU
+    period_ns: int  # the time each sample stands for, ns
+    cpus: list[int]  # the CPUs sampled (the SUT's)
+    window_s: Number  # between the two edge reads, s
+    samples: int  # samples taken in the window on those CPUs
+    idle_samples: int  # in the idle loop with no interrupt or softirq on the stack
+    user_samples: int  # in user space (no kernel stack)
+    lost_samples: int  # without a stack: the stack map full or two stacks in one slot, or not counted
+    busy_samples: int  # samples - idle_samples: the CPU time the data path and anything else took
+    forwarded_pkts: int  # window packets the sink received
+    busy_ns_per_pkt: Number | None  # busy_samples x period over forwarded_pkts, ns
+    functions: list[FunctionRow]  # every function seen in a busy kernel stack, largest inclusive time first
+    unknown_frames: int  # frames no kernel symbol covered when the stacks were named
+
+
 class ProfileResult(Exact):
     """The eBPF profiler's figures over the window, per CPU of the host."""
 
@@ -842,6 +878,9 @@ class ProfileResult(Exact):
     duty: Number  # share of the time the stage events were attached (TrialSpec.profile_duty; 0: never)
     stages: dict[int, CpuStages]
     stages_missing: str | None  # why there are no stages
+    # the SUT CPUs' time by kernel function (profile_stack_hz > 0); None: not sampled (functions_missing says why)
+    functions: FunctionProfile | None = None
+    functions_missing: str | None = None
 
 
 class _StoredView(BaseModel):

@@ -1,10 +1,12 @@
-"""What softnet-stalls takes from a busy CPU, by detours: a loop pinned to the
+"""What softnet-stalls (or softnet-stacks) takes from a busy CPU, by detours: a loop pinned to the
 SUT CPU reads CLOCK_MONOTONIC back to back (bench/detour/detour.c); gaps above
 300 ns are time taken from it (interrupts, the probe's programs, the host).
 Probe off / on alternated, REPS pairs of SECS each; Welch 95% intervals of the
-difference. Extra arguments go to softnet-stalls (e.g. --period-us 1000).
+difference. Extra arguments go to softnet-stalls (e.g. --period-us 1000);
+with --tool stacks first, to softnet-stacks sampling the loop's CPU (e.g.
+--freq 999).
 
-Run (root, quiet host): .venv/bin/python bench/stall_cost.py REPS SECS [--period-us N]
+Run (root, quiet host): .venv/bin/python bench/stall_cost.py REPS SECS [--tool stacks] [--period-us N | --freq HZ]
 Writes bench/results/stall_cost-<UTC>.json."""
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ COLS = ["small/s", "small ns/s", "mid/s", "mid ns/s", "big/s", "big ns/s", "loop
 
 def main() -> None:
     reps, secs, extra = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+    name = "stalls"
+    if extra[:1] == ["--tool"]:
+        name, extra = extra[1], extra[2:]
+    cpus = ["--cpus", "0,1"] if name == "stalls" else ["--cpus", str(CPU)]
     with tempfile.TemporaryDirectory() as tmp:
         detour = Path(tmp) / "detour"
         subprocess.run(["gcc", "-O2", "-o", str(detour), str(ROOT / "bench/detour/detour.c")], check=True)
@@ -38,7 +44,7 @@ def main() -> None:
                 for on in ((False, True) if rep % 2 == 0 else (True, False)):
                     probe = None
                     if on:
-                        probe = subprocess.Popen([str(tool("stalls")), "--cpus", "0,1", "--cpu", "0", *extra],
+                        probe = subprocess.Popen([str(tool(name)), *cpus, "--cpu", "0", *extra],
                                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                         probe.stdout.readline()
                     out = subprocess.run([str(detour), str(CPU), str(secs)], capture_output=True, text=True).stdout
@@ -53,7 +59,7 @@ def main() -> None:
     summary = {"added_cpu_pct": 100 * (tot_on.mean() - tot_off.mean()) / 1e9,
                "added_cpu_pct_ci95": [100 * ci.low / 1e9, 100 * ci.high / 1e9],
                "loop_rate_on_off": on[:, 6].mean() / off[:, 6].mean()}
-    out = {"benchmark": "stall_cost", "args": sys.argv[1:], "columns": COLS, "on": on.tolist(), "off": off.tolist(),
+    out = {"benchmark": "stall_cost", "tool": name, "args": sys.argv[1:], "columns": COLS, "on": on.tolist(), "off": off.tolist(),
            "summary": summary}
     path = results_file.write("stall_cost", out)
     print(json.dumps(summary, indent=1), f"\nwritten: {path}")

@@ -77,7 +77,7 @@ def test_folded_stacks_hold_the_busy_samples():
     f = kf.folded(raw)
     assert sum(f.values()) == p.busy_samples - p.lost_samples
     assert all(not s.startswith(";") and ";;" not in s for s in f)
-    per_pkt = kf.folded_per_packet([(raw, 1000), (raw, 3000)])  # two trials: time over all their packets
+    per_pkt = kf.folded_per_packet([(raw, 1000, None), (raw, 3000, None)])  # two trials: time over all their packets
     assert sum(per_pkt.values()) == pytest.approx(2 * sum(f.values()) * raw.period_ns / 4000)
 
 
@@ -120,7 +120,7 @@ def test_function_changes_survive_the_store():
 
 def test_flame_graph_svg():
     raw = capture("nft_fw_cpu1.json")
-    folded = kf.folded_per_packet([(raw, 100_000)])
+    folded = kf.folded_per_packet([(raw, 100_000, None)])
     root = ET.fromstring(flamegraph.svg(folded, "A at 200 kpps"))
     ns = "{http://www.w3.org/2000/svg}"
     titles = [t.text for t in root.iter(f"{ns}title")]
@@ -154,3 +154,17 @@ def test_speedscope_file():
     assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds" and prof["endValue"] == 6.0
     stacks = Counter({";".join(frames[i] for i in smp): w for smp, w in zip(prof["samples"], prof["weights"])})
     assert stacks == Counter(folded)
+
+
+def test_a_trial_taking_turns_counts_its_own_threads():
+    """Partners' SUTs share the CPU: only the trial's kthreads' samples are its time."""
+    raw = capture("nft_fw_cpu1.json")
+    counts = kf.window_counts(raw.window_start, raw.window_end)
+    per_thread = Counter()
+    for (_, tid, comm, _), n in counts.items():
+        if comm.startswith("napi/"):
+            per_thread[tid] += n
+    one = max(per_thread, key=per_thread.get)
+    p = kf.function_profile(raw, 1000, threads={one})
+    assert p.samples == per_thread[one] and p.threads == [one]
+    assert sum(kf.folded(raw, {one}).values()) == per_thread[one] - p.lost_samples

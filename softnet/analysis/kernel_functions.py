@@ -45,10 +45,14 @@ def window_counts(start: StacksRead | None, end: StacksRead) -> Counter:
     return +out  # keys gone to zero dropped
 
 
-def busy_stacks(raw: RawStacks) -> tuple[Counter, dict[str, int]]:
+def busy_stacks(raw: RawStacks, threads: set[int] | None = None) -> tuple[Counter, dict[str, int]]:
     """The window's busy samples by stack (frames root first; a user-space
-    sample is [USER]), and the window's tally: samples, idle, user, lost."""
+    sample is [USER]), and the window's tally: samples, idle, user, lost.
+    ``threads``: only these threads' samples (the trial's own SUT kthreads
+    where other trials' SUTs share its CPUs)."""
     counts = window_counts(raw.window_start, raw.window_end)
+    if threads is not None:
+        counts = Counter({k: n for k, n in counts.items() if k[1] in threads})
     stacks: Counter = Counter()
     tally = {"samples": 0, "idle": 0, "user": 0, "lost": 0}
     for (_, tid, _, sid), n in counts.items():
@@ -67,16 +71,16 @@ def busy_stacks(raw: RawStacks) -> tuple[Counter, dict[str, int]]:
             tally["idle"] += n
             continue
         stacks[frames] += n
-    # samples missed by the counts map: in the totals only (the same per-CPU totals bracket the window)
-    end_missed = raw.window_end.missed - (raw.window_start.missed if raw.window_start else 0)
-    tally["lost"] += end_missed
-    tally["samples"] += end_missed
+    if threads is None:  # samples the counts map missed: in the totals only, of no thread
+        missed = raw.window_end.missed - (raw.window_start.missed if raw.window_start else 0)
+        tally["lost"] += missed
+        tally["samples"] += missed
     return stacks, tally
 
 
-def function_profile(raw: RawStacks, forwarded_pkts: int) -> FunctionProfile:
+def function_profile(raw: RawStacks, forwarded_pkts: int, threads: set[int] | None = None) -> FunctionProfile:
     """Per function, self and inclusive samples and their time per forwarded packet."""
-    stacks, tally = busy_stacks(raw)
+    stacks, tally = busy_stacks(raw, threads)
     self_n: Counter = Counter()
     incl_n: Counter = Counter()
     for frames, n in stacks.items():
@@ -94,35 +98,40 @@ def function_profile(raw: RawStacks, forwarded_pkts: int) -> FunctionProfile:
                            window_s=(raw.window_end.monotonic_ns - start_ns) / 1e9, samples=tally["samples"],
                            idle_samples=tally["idle"], user_samples=tally["user"], lost_samples=tally["lost"],
                            busy_samples=busy, forwarded_pkts=forwarded_pkts, busy_ns_per_pkt=per_pkt(busy),
-                           functions=rows, unknown_frames=raw.unknown_frames)
+                           functions=rows, unknown_frames=raw.unknown_frames,
+                           threads=None if threads is None else sorted(threads))
 
 
-def folded(raw: RawStacks) -> dict[str, int]:
+def folded(raw: RawStacks, threads: set[int] | None = None) -> dict[str, int]:
     """The window's busy stacks in Brendan Gregg's folded form: "root;...;leaf" -> samples."""
-    stacks, _ = busy_stacks(raw)
+    stacks, _ = busy_stacks(raw, threads)
     return {";".join(frames): n for frames, n in stacks.items()}
 
 
-def folded_per_packet(trials: Sequence[tuple[RawStacks, int]]) -> dict[str, float]:
+Trial = tuple[RawStacks, int, "set[int] | None"]  # a trial's stacks, forwarded packets, its own threads (or all)
+
+
+def folded_per_packet(trials: Sequence[Trial]) -> dict[str, float]:
     """Several trials' busy stacks together ("root;...;leaf" -> ns per
     forwarded packet): each trial's samples x period summed, over all the
     packets they forwarded."""
     ns: Counter = Counter()
     pkts = 0
-    for raw, forwarded in trials:
+    for raw, forwarded, threads in trials:
         pkts += forwarded
-        for stack, n in folded(raw).items():
+        for stack, n in folded(raw, threads).items():
             ns[stack] += n * raw.period_ns
     return {s: v / pkts for s, v in ns.items()} if pkts else {}
 
 
-def functions_of(raw: RawStacks | None, forwarded_pkts: int) -> tuple[FunctionProfile | None, str | None]:
+def functions_of(raw: RawStacks | None, forwarded_pkts: int,
+                 threads: set[int] | None = None) -> tuple[FunctionProfile | None, str | None]:
     """The profile, or why there is none (nothing when stacks were not sampled: --stack-hz 0)."""
     if raw is None:
         return None, None
     if raw.window_end is None:
         return None, "no window-end read of the stack sampler"
-    return function_profile(raw, forwarded_pkts), None
+    return function_profile(raw, forwarded_pkts, threads), None
 
 
 # ---- paired differences per function (softnet compare --profile) ----------------------------------------------

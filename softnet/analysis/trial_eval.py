@@ -192,7 +192,8 @@ def sink_limited(diag: Diagnosis, tb: RawTestbed, lost: int | None) -> bool:
     return drops > max(SINK_DROP_MIN, SINK_DROP_SHARE * lost)
 
 
-def profile(prof: RawProfile, interface_ids: list, window: ProcSnapshot, packets: int) -> ProfileResult:
+def profile(prof: RawProfile, interface_ids: list, window: ProcSnapshot, packets: int,
+            threads: set[int] | None = None) -> ProfileResult:
     """Per-CPU eBPF times over the window, drops by reason and device (host-wide:
     the sink's XDP drops of skbs count too, on its device), and the audit
     against the same window's /proc/stat ticks."""
@@ -202,7 +203,7 @@ def profile(prof: RawProfile, interface_ids: list, window: ProcSnapshot, packets
     per_cpu = {cpu: cpu_profile(d, cpu) for cpu in range(len(d.cpus)) if cpu in window.cpu_ticks}
     transitions = {cpu: [[events[f], events[t], ns, n] for f, t, ns, n in d.cpus[cpu].transitions] for cpu in per_cpu}
     polled, polled_sampled = (sum(c.napi_work for c in cpus) for cpus in (d.cpus, d.sampled_cpus))
-    functions, functions_missing = functions_of(prof.stacks, packets)
+    functions, functions_missing = functions_of(prof.stacks, packets, threads)
     return ProfileResult(
         # set only where stacks were sampled: a result without them is as it was before softnet-stacks
         **({"functions": functions, "functions_missing": functions_missing} if prof.stacks is not None else {}),
@@ -510,7 +511,9 @@ def _evaluate(raw: RawTrial, spec: TrialSpec) -> TrialResult:
         else:
             kernel = KernelStats(missing=dict(series.missing), sampler=dict(series.sampler))
         fields.update(kernel=kernel, kernel_samples=series.to_json())
-    prof = profile(raw.profile, tb.interface_ids, window, received) if raw.profile is not None else None
+    # taking turns, partners' SUTs share the CPUs: the trial's stacks are its own SUT kthreads' samples
+    own = {int(t) for t in raw.before.sut_thread_runtime_ns or {}} if raw.interleave is not None else None
+    prof = profile(raw.profile, tb.interface_ids, window, received, own) if raw.profile is not None else None
     if prof is not None:
         fields.update(profile=prof)
     if raw.victim is not None:

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from softnet.analysis.kernel_functions import folded_per_packet
+from softnet.analysis.kernel_functions import Trial, folded_per_packet
 from softnet.errors import InputError
 from softnet.report.flamegraph import speedscope, svg
 from softnet.results import readers
@@ -20,10 +20,10 @@ FORMATS = ("svg", "folded", "speedscope")
 
 @dataclass
 class Picked:
-    """The stacks chosen: a title, and (stacks, forwarded packets) per trial."""
+    """The stacks chosen: a title, and (stacks, forwarded packets, own threads) per trial."""
 
     title: str
-    trials: list[tuple[RawStacks, int]]
+    trials: list[Trial]
 
 
 def from_raw_file(path: Path) -> Picked:
@@ -39,8 +39,11 @@ def from_raw_file(path: Path) -> Picked:
                          "above 0)")
     forwarded = int(((raw.get("sink") or {}).get("rx_window_pkts")) or 0)
     rate = (raw.get("spec") or {}).get("rate_pps")
+    # a trial that took turns: its own SUT kthreads' samples (as its result counts them)
+    own = {int(t) for t in (raw.get("before") or {}).get("sut_thread_runtime_ns") or {}} \
+        if raw.get("interleave") else None
     return Picked(f"{raw.get('sut', 'trial')} at {format_rate(rate) if rate else '?'}",
-                  [(RawStacks.model_validate(stacks), forwarded)])
+                  [(RawStacks.model_validate(stacks), forwarded, own)])
 
 
 def from_store(results: Path, campaign: str | None, variant: str | None, load: str | None) -> Picked:
@@ -71,7 +74,7 @@ def from_store(results: Path, campaign: str | None, variant: str | None, load: s
     if not pick:
         raise InputError("--load", f"'{load}': the profiled loads are {', '.join(format_rate(r) for r in rates)}")
     return Picked(f"{name} at {format_rate(want)}, {len(pick)} trials",
-                  [(t.stacks, t.forwarded_pkts) for t in pick])
+                  [(t.stacks, t.forwarded_pkts, t.threads) for t in pick])
 
 
 def run(source: Path, fmt: str, out: Path | None, campaign: str | None, variant: str | None,
@@ -110,7 +113,7 @@ def _samples(picked: Picked) -> dict[str, int]:
     from softnet.analysis.kernel_functions import folded
 
     out: dict[str, int] = {}
-    for raw, _ in picked.trials:
-        for stack, n in folded(raw).items():
+    for raw, _, threads in picked.trials:
+        for stack, n in folded(raw, threads).items():
             out[stack] = out.get(stack, 0) + n
     return out

@@ -81,7 +81,7 @@ def flame_graphs(store, cid: str, summary) -> dict[tuple[str, str, float], tuple
         for fc in per_load:
             sides = []
             for v in (0, variants.index(cand)):
-                trials = [(t.stacks, t.forwarded_pkts) for t in readers.trial_stacks(store, cid, v)
+                trials = [(t.stacks, t.forwarded_pkts, t.threads) for t in readers.trial_stacks(store, cid, v)
                           if abs(t.intended_rate_pps - fc.load_pps) <= 0.001 * fc.load_pps]
                 sides.append(folded_per_packet(trials))
             if all(sides):

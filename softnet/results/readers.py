@@ -293,6 +293,7 @@ class TrialStacks:
     intended_rate_pps: float
     stacks: "RawStacks"
     forwarded_pkts: int
+    threads: set[int] | None = None  # only these threads' samples are the trial's (see FunctionProfile.threads)
 
 
 def trial_stacks(store: Store, campaign_id: str, cell_id: int, load_index: int | None = None) -> list[TrialStacks]:
@@ -311,6 +312,8 @@ def trial_stacks(store: Store, campaign_id: str, cell_id: int, load_index: int |
             continue
         stacks = (raw.get("profile") or {}).get("stacks")
         if stacks:
+            threads = ((t.document.get("profile") or {}).get("functions") or {}).get("threads")
             out.append(TrialStacks(t.load_index, t.run_index, t.document.get("intended_rate_pps") or 0.0,
-                                   RawStacks.model_validate(stacks), t.document.get("received_pkts") or 0))
+                                   RawStacks.model_validate(stacks), t.document.get("received_pkts") or 0,
+                                   None if threads is None else set(threads)))
     return out

@@ -858,6 +858,9 @@ class FunctionProfile(Exact):
     busy_ns_per_pkt: Number | None  # busy_samples x period over forwarded_pkts, ns
     functions: list[FunctionRow]  # every function seen in a busy kernel stack, largest inclusive time first
     unknown_frames: int  # frames no kernel symbol covered when the stacks were named
+    # only these threads' samples count (the trial's own SUT kthreads: other trials' SUTs took turns on
+    # the same CPUs); None: every sample of the CPUs
+    threads: list[int] | None = None
 
 
 class ProfileResult(Exact):

@@ -413,7 +413,9 @@ def test_searches_need_their_own_budget():
 @pytest.mark.slow
 def test_a_profiled_compare_finds_the_rules_in_ip_processing(tmp_path):
     """200 nftables rules run in the forward hook: the eBPF profile's IP
-    processing stage is where the added ns per packet show."""
+    processing stage is where the added ns per packet show, and the kernel
+    stacks name nft_do_chain; the flame graphs and exports come from the
+    same results."""
     spec = tmp_path / "c.toml"
     spec.write_text('name = "prof"\n[testbed]\nsut = "ipv4-fwd"\n[collect]\nprofile = true\nprofile_duty = 1.0\n'
                     '[method]\nkind = "compare"\nloads = ["50kpps"]\nduration_s = 0.5\nwarmup_s = 0.2\n'
@@ -427,6 +429,30 @@ def test_a_profiled_compare_finds_the_rules_in_ip_processing(tmp_path):
     ip = stages["stage IP processing"]
     assert ip.n_pairs >= 4 and ip.estimate > 500  # 200 rules x 15-18 ns, well above the other stages' change
     assert ip.estimate == max(d.estimate for d in stages.values())
+    fc = s.functions["nft-fw:rules=200"][0]
+    top = fc.functions[0]  # the largest change of a function's own time: the rule walk
+    assert top.function == "nft_do_chain" and top.self.n_pairs >= 4 and top.self.estimate > 500
+    assert fc.busy.estimate > 500 and fc.share_of_busy(top.incl) > 0.6
+    results = str(tmp_path / "r")
+    folded = subprocess.run(softnet_cmd("stacks", results, "--variant", "nft-fw:rules=200", "--format", "folded"),
+                            capture_output=True, text=True, timeout=120)
+    assert folded.returncode == 0, folded.stderr
+    lines = folded.stdout.splitlines()
+    assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
+    assert any(line.split(" ")[0].endswith(";nft_do_chain") for line in lines)
+    diff = tmp_path / "diff.svg"
+    r = subprocess.run(softnet_cmd("stacks", results, "--variant", "nft-fw:rules=200", "--against", "ipv4-fwd",
+                                   "-o", str(diff)), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert diff.read_text().startswith("<svg") and "nft_do_chain" in diff.read_text()
+    r = subprocess.run(softnet_cmd("stacks", results, "--variant", "bogus"), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "--variant" in r.stderr and "nft-fw:rules=200" in r.stderr
+    report = subprocess.run(softnet_cmd("report", results, "--out", str(tmp_path / "rep.html")),
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "rep.html").read_text()
+    assert "Kernel functions: B = nft-fw:rules=200" in page and page.count("<svg") >= 2
 
 
 def test_analyze_and_run_show_a_stored_comparison(tmp_path):

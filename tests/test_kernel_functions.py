@@ -82,31 +82,36 @@ def test_folded_stacks_hold_the_busy_samples():
 
 
 def sides(rng, n: int, grow: float) -> list[tuple[kf.Side, kf.Side]]:
-    """n rounds of (A, B): busy ~ 1000 ns, a chain function 300 ns of it,
-    B's chain ``grow`` ns more; per-round noise as sample counts give it."""
+    """n rounds of (A, B): busy ~ 1000 ns, a caller (its own time 20 ns)
+    of nft_do_chain (300 ns), B's chain ``grow`` ns more; 15 other
+    functions; per-round noise as sample counts give it."""
     out = []
     for _ in range(n):
         def one(extra: float) -> kf.Side:
             chain = 300 + extra + rng.normal(0, 15)
-            other = {f"f{i}": 40 + rng.normal(0, 6) for i in range(15)}
-            return 700 + chain + rng.normal(0, 10), {"nft_do_chain": chain, **other}
+            hook = 20 + rng.normal(0, 3)
+            other = {f"f{i}": (v := 40 + rng.normal(0, 6), v) for i in range(15)}
+            return (700 + chain + rng.normal(0, 10),
+                    {"nft_do_chain": (chain, chain), "nf_hook_slow": (hook, hook + chain), **other})
         out.append((one(0.0), one(grow)))
     return out
 
 
 def test_a_grown_function_is_found_and_accounts_for_the_change():
     fc = kf.function_changes(sides(np.random.default_rng(1), 12, 100.0), 200e3, 0.95)
-    top = fc.functions[0]
-    assert top.metric == "nft_do_chain" and top.significant and top.verdict == "slower"
-    assert 0.8 < fc.share_of_busy(top) < 1.2
-    assert fc.tested == 16 and top.confidence == pytest.approx(1 - 0.05 / 16)
+    top = fc.functions[0]  # by its own time's change: the caller's inclusive change is as large
+    assert top.function == "nft_do_chain" and top.self.verdict == "slower" and top.significant
+    assert 0.8 < fc.share_of_busy(top.incl) < 1.2
+    hook = next(c for c in fc.functions if c.function == "nf_hook_slow")
+    assert hook.incl.significant and not hook.self.significant
+    assert fc.tested == 17 and top.self.confidence == pytest.approx(1 - 0.05 / 34)
 
 
 def test_no_false_function_verdict_beyond_the_family_rate():
     """A against A, 200 simulated comparisons of 10 rounds: comparisons with
     any significant function stay near the 5% the table states."""
     rng = np.random.default_rng(7)
-    hits = sum(any(d.significant for d in kf.function_changes(sides(rng, 10, 0.0), 1e5, 0.95).functions)
+    hits = sum(any(c.significant for c in kf.function_changes(sides(rng, 10, 0.0), 1e5, 0.95).functions)
                for _ in range(200))
     assert hits <= 20, hits  # 5% of 200 is 10; Bonferroni is conservative
 

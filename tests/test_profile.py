@@ -311,6 +311,7 @@ def test_trial_prints_the_stage_table(host_unchanged):
                                    "--duty", "1"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "packet-path stages" in r.stdout and "IP Stack" in r.stdout and "stage coverage" in r.stdout
+    assert "kernel functions on CPU 1" in r.stdout and "busy " in r.stdout
 
 
 def test_profile_command_rejects_bad_input_before_touching_the_host():

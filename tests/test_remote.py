@@ -578,6 +578,11 @@ def test_remote_trial_profiles_the_sut_host(hosts):
     # the SUT host's NAPI kthreads, read by its agent over the trial and at the window's edges there
     cpu = r["sut_thread_cpu"]
     assert 0 < cpu["window_ns"] < cpu["ns"] and 0 < cpu["window_runs"] < cpu["runs"], cpu
+    # the SUT host's kernel stacks, sampled and named there (its kallsyms), read at the window's edges
+    f = p["functions"]
+    assert f["cpus"] == [1] and 0.9 < f["window_s"] < 1.1 and f["busy_samples"] > 0
+    names = {row["function"] for row in f["functions"]}
+    assert {"ip_forward", "__napi_poll"} <= names, sorted(names)[:40]
 
 
 @pytest.mark.netns

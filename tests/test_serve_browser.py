@@ -211,3 +211,30 @@ def test_the_interactive_report_is_one_file_and_draws_without_overlaps(browser, 
         assert page.locator(f"#{chart_id} .point").count() == loads[i], chart_id
         assert _boxes_apart(page, chart_id) == [], chart_id
     assert not errors, errors
+
+
+def test_flame_graphs_render_with_labels_inside_their_frames(browser, tmp_path):
+    """The report's flame graphs (a real capture of nft-fw's kernel stacks,
+    and a differential one) in Chromium: drawn, no console error, and every
+    label's rendered width inside its frame (the fitting assumes a
+    character width the browser's monospace font must not exceed)."""
+    from softnet.analysis.kernel_functions import folded_per_packet
+    from softnet.report import flamegraph
+    from tests.test_kernel_functions import capture
+
+    a = folded_per_packet([(capture("nft_fw_cpu1.json"), 100_000, None)])
+    b = {k: v * (1.5 if k.endswith("nft_do_chain") else 1.0) for k, v in a.items()}
+    page_file = tmp_path / "flames.html"
+    page_file.write_text("<!doctype html><html><body>" + flamegraph.svg(a, "A: kernel stacks") +
+                         flamegraph.svg(b, "B against A", against=a) + "</body></html>")
+    page, errors = open_page(browser, page_file.as_uri())
+    page.wait_for_selector("svg")
+    fits = page.evaluate("""(() => Array.from(document.querySelectorAll('svg g')).map(g => {
+        const t = g.querySelector('text'), r = g.querySelector('rect');
+        return t ? [t.getComputedTextLength(), r.width.baseVal.value] : null;
+    }).filter(x => x))()""")
+    assert len(fits) > 20 and all(w <= rect + 0.5 for w, rect in fits), [f for f in fits if f[0] > f[1]][:5]
+    assert page.locator("svg").count() == 2 and page.locator("text=nft_do_chain").count() >= 1
+    shot = page.screenshot(full_page=True)
+    (tmp_path / "flames.png").write_bytes(shot)
+    assert not_blank(shot) and not errors, errors

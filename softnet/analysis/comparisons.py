@@ -71,6 +71,7 @@ class _DropRow(_Read):
 
 class _FunctionRow(_Read):
     function: str
+    self_ns_per_pkt: Number | None = None
     incl_ns_per_pkt: Number | None = None
 
 
@@ -328,12 +329,13 @@ def stage_ns(trial: ComparedTrial) -> dict[str, float]:
 
 
 def function_side(trial: ComparedTrial) -> Side | None:
-    """A profiled trial's busy ns per packet and each kernel function's
-    inclusive ns per packet (None: no stacks sampled)."""
+    """A profiled trial's busy ns per packet and each kernel function's own
+    and inclusive ns per packet (None: no stacks sampled)."""
     f = trial.profile.functions if trial.profile else None
     if f is None or f.busy_ns_per_pkt is None:
         return None
-    return f.busy_ns_per_pkt, {r.function: r.incl_ns_per_pkt for r in f.functions if r.incl_ns_per_pkt is not None}
+    return f.busy_ns_per_pkt, {r.function: (r.self_ns_per_pkt or 0.0, r.incl_ns_per_pkt) for r in f.functions
+                               if r.incl_ns_per_pkt is not None}
 
 
 def explain_functions(names: list[str], trials: dict[tuple[int, int, int], ComparedTrial | None],

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from softnet.analysis.paired import decide, tost_confidence
-from softnet.results.comparison import FunctionChanges, PairedDifference
+from softnet.results.comparison import FunctionChange, FunctionChanges, PairedDifference
 from softnet.results.raw import RawStacks, StacksRead
 from softnet.results.trial import FunctionProfile, FunctionRow
 
@@ -168,28 +168,33 @@ def paired_t(metric: str, a: Sequence[float], b: Sequence[float], confidence: fl
                             ci=ci, p_value=p, verdict=verdict, significant=significant, tost_ci=tost)
 
 
-Side = tuple[float, dict[str, float]]  # a trial's busy ns per packet, and each function's inclusive ns per packet
+# a trial's busy ns per packet, and each function's (self, inclusive) ns per packet
+Side = tuple[float, dict[str, tuple[float, float]]]
 
 
 def function_changes(pairs: Sequence[tuple[Side, Side]], load_pps: float, confidence: float,
                      min_share: float = MIN_SHARE) -> FunctionChanges | None:
-    """Each function's inclusive time per packet, candidate against baseline,
-    paired by round; the functions tested are those with ``min_share`` of
-    the busy time on either side, read at Bonferroni's share of the error
-    rate. The equivalence margin is 2% of the baseline's busy time."""
+    """Each function's own and inclusive time per packet, candidate against
+    baseline, paired by round; the functions tested are those with
+    ``min_share`` of the busy time (inclusive) on either side, their
+    intervals read at Bonferroni's share of the error rate. Sorted by the
+    change of their own time: those add up to the busy time's change, as
+    perf diff sorts. The equivalence margin is 2% of the baseline's busy time."""
     if len(pairs) < 2:
         return None
     busy_a, busy_b = [a[0] for a, _ in pairs], [b[0] for _, b in pairs]
     ma, mb = float(np.mean(busy_a)), float(np.mean(busy_b))
     names = sorted({f for a, b in pairs for f in (*a[1], *b[1])})
-    tested = [f for f in names
-              if np.mean([a[1].get(f, 0.0) for a, _ in pairs]) >= min_share * ma
-              or np.mean([b[1].get(f, 0.0) for _, b in pairs]) >= min_share * mb]
-    each = 1 - (1 - confidence) / max(1, len(tested))
+
+    def vals(f: str, side: int, which: int) -> list[float]:
+        return [p[side][1].get(f, (0.0, 0.0))[which] for p in pairs]
+
+    tested = [f for f in names if np.mean(vals(f, 0, 1)) >= min_share * ma or np.mean(vals(f, 1, 1)) >= min_share * mb]
+    each = 1 - (1 - confidence) / max(1, 2 * len(tested))
     margin = 0.02 * ma
-    rows = [paired_t(f, [a[1].get(f, 0.0) for a, _ in pairs], [b[1].get(f, 0.0) for _, b in pairs], each, margin,
-                     load_pps) for f in tested]
-    rows.sort(key=lambda d: -abs(d.estimate or 0.0))
+    rows = [FunctionChange(f, paired_t(f, vals(f, 0, 0), vals(f, 1, 0), each, margin, load_pps),
+                           paired_t(f, vals(f, 0, 1), vals(f, 1, 1), each, margin, load_pps)) for f in tested]
+    rows.sort(key=lambda c: (-abs(c.self.estimate or 0.0), -abs(c.incl.estimate or 0.0)))
     return FunctionChanges(load_pps=load_pps, busy=paired_t("busy", busy_a, busy_b, confidence, margin, load_pps,
                                                             kind="cpu"),
                            functions=rows, family_confidence=confidence, tested=len(tested), min_share=min_share)

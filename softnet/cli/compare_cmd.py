@@ -77,28 +77,31 @@ def explain_interval(d: PairedDifference) -> str:
 
 
 FUNCTION_ROWS = 10
-FUNCTION_COLS = [Col("function", text=True), Col("A"), Col("B"), Col("change"), Col("interval", wide=True),
+FUNCTION_COLS = [Col("function", text=True), Col("self A"), Col("self B"), Col("self change"),
+                 Col("self interval", wide=True), Col("with callees change"), Col("interval", wide=True),
                  Col("of busy")]
 
 
 def show_functions(summary: ComparisonSummary, wide: bool = False) -> None:
-    """Per candidate and load, the kernel functions whose inclusive time
-    changed most, each with its share of the busy time's change."""
+    """Per candidate and load, the kernel functions whose own time changed
+    most, with what they call beside, and that change's share of the busy
+    time's change."""
     for cand, per_load in summary.functions.items():
         for fc in per_load:
             b = fc.busy
-            shown = fc.functions[:FUNCTION_ROWS]
-            rows_ = [[("* " if d.significant else "") + d.metric, explain_value(d.baseline_mean, d),
-                      explain_value(d.candidate_mean, d), explain_value(d.estimate, d, True), explain_interval(d),
-                      "-" if (s := fc.share_of_busy(d)) is None else f"{100 * s:.0f}%"] for d in shown]
+            rows_ = [[("* " if c.significant else "") + c.function, explain_value(c.self.baseline_mean, c.self),
+                      explain_value(c.self.candidate_mean, c.self), explain_value(c.self.estimate, c.self, True),
+                      explain_interval(c.self), explain_value(c.incl.estimate, c.incl, True), explain_interval(c.incl),
+                      "-" if (s := fc.share_of_busy(c.incl)) is None else f"{100 * s:.0f}%"]
+                     for c in fc.functions[:FUNCTION_ROWS]]
             console.print(table(f"kernel functions, B = {cand} at {format_rate(fc.load_pps)} (ns per packet, with "
                                 f"callees; busy {explain_value(b.estimate, b, True)} {explain_interval(b)})",
                                 FUNCTION_COLS, rows_, wide, box=SIMPLE_HEAD, pad_edge=False))
-            each = 1 - (1 - fc.family_confidence) / max(1, fc.tested)
-            console.print(f"[dim]* significant: each of the {fc.tested} functions with {100 * fc.min_share:g}% or "
-                          f"more of the busy time read at {each:.4g} (Bonferroni: {fc.family_confidence:g} for the "
-                          "table); paired t over the rounds; of busy: its part of the busy change[/]",
-                          highlight=False)
+            each = 1 - (1 - fc.family_confidence) / max(1, 2 * fc.tested)
+            console.print(f"[dim]* an interval excludes zero: each of the {fc.tested} functions with "
+                          f"{100 * fc.min_share:g}% or more of the busy time, self and with callees, read at "
+                          f"{each:.4g} (Bonferroni: {fc.family_confidence:g} for the table); paired t over the "
+                          "rounds; of busy: the change with callees over the busy change[/]", highlight=False)
 
 
 def rows(diffs: list[PairedDifference], gate: set[int]) -> list[list[str]]:

@@ -1,7 +1,9 @@
 """Flame graphs as self-contained SVG: a variant's kernel stacks, or the
-difference of two (width: the candidate's time, colour: how each frame's
-inclusive time changed against the baseline; red grew, blue shrank), as
-Brendan Gregg's flamegraph.pl and difffolded.pl draw them.
+difference of two (width: the candidate's time, colour: how each frame's own
+time changed against the baseline; red grew, blue shrank), after Brendan
+Gregg's flamegraph.pl and its differential graphs. Colouring by a frame's
+own time (not with its callees) puts the red where the time went: the
+callers of a function that grew stay pale.
 
 Written here rather than with a plotting library: the report is one static
 HTML file with no script, and an SVG of rectangles with a <title> each
@@ -26,6 +28,12 @@ class Node:
     value: float = 0.0  # inclusive
     base: float = 0.0  # the baseline's inclusive value (differential graphs)
     children: dict[str, "Node"] = field(default_factory=dict)
+
+    def self_delta(self) -> float:
+        """The change of this frame's own time (without its callees') from the baseline's."""
+        own = self.value - sum(c.value for c in self.children.values())
+        own_base = self.base - sum(c.base for c in self.children.values())
+        return own - own_base
 
 
 def tree(folded: dict[str, float], against: dict[str, float] | None = None) -> Node:
@@ -69,15 +77,15 @@ def svg(folded: dict[str, float], title: str, against: dict[str, float] | None =
     top = 2 * ROW + 6  # the title and the legend
     height = top + levels * ROW + 4
     diff = against is not None
-    scale = max((abs(n.value - n.base) for n in _walk(root) if n is not root), default=0.0) if diff else 0.0
+    scale = max((abs(n.self_delta()) for n in _walk(root)), default=0.0) if diff else 0.0
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="{FONT_PX}" role="img" '
            f'aria-label="{escape(title)}">',
            f'<rect width="{width}" height="{height}" fill="#fff"/>',
            f'<text x="{width / 2:.0f}" y="{ROW}" text-anchor="middle" font-size="{FONT_PX + 2}" '
            f'font-weight="bold">{escape(title)}</text>']
-    legend = (f"width: {unit} of the candidate ({total:.0f} in all); red: grew, blue: shrank against the baseline "
-              f"(full colour at {scale:.0f} {unit})" if diff else
+    legend = (f"width: {unit} of the candidate ({total:.0f} in all); colour: a frame's own time against the "
+              f"baseline's, red grew, blue shrank (full at {scale:.0f} {unit})" if diff else
               f"width: {unit} ({total:.0f} in all); each frame with what it calls above it")
     out.append(f'<text x="4" y="{2 * ROW}" fill="#444">{escape(legend)}</text>')
     if total > 0:
@@ -98,13 +106,15 @@ def _draw(node: Node, x: float, level: int, px_per: float, top: float, diff: boo
     if w < MIN_PX:
         return
     y = top + level * ROW
-    delta = node.value - node.base
-    fill = _diff(delta, scale) if diff else ("#d0d0d0" if node.name == "all" else _hot(node.name))
+    own = node.self_delta()
+    fill = _diff(own, scale) if diff else ("#d0d0d0" if node.name == "all" else _hot(node.name))
     tip = f"{node.name}: {node.value:.1f} {unit} ({100 * node.value / total:.1f}%)"
     if diff:
-        tip += f", {delta:+.1f} {unit} against the baseline ({node.base:.1f})"
+        tip += (f", with callees {node.value - node.base:+.1f} {unit} against the baseline ({node.base:.1f}), "
+                f"its own time {own:+.1f}")
+    edge = ' stroke="#c8c8c8" stroke-width="0.5"' if diff else ""  # pale frames stay visible
     out.append(f'<g><title>{escape(tip)}</title><rect x="{x:.2f}" y="{y:.1f}" width="{w:.2f}" height="{ROW - 1}" '
-               f'fill="{fill}" rx="1"/>')
+               f'fill="{fill}" rx="1"{edge}/>')
     chars = int((w - 4) / CHAR_PX)
     if chars >= 3:
         label = node.name if len(node.name) <= chars else node.name[:chars - 2] + ".."

@@ -798,12 +798,18 @@ def function_tables(summary, short: dict[str, str]) -> list[dict]:
     for cand, per_load in summary.functions.items():
         for fc in per_load:
             b = fc.busy
-            each = 1 - (1 - fc.family_confidence) / max(1, fc.tested)
-            rows = [{"function": d.metric, "a": f"{d.baseline_mean:.1f}", "b": f"{d.candidate_mean:.1f}",
-                     "change": f"{d.estimate:+.1f}", "interval": DASH if d.ci is None else
-                     f"[{d.ci[0]:+.1f}, {d.ci[1]:+.1f}]", "share": DASH if (s := fc.share_of_busy(d)) is None
-                     else f"{100 * s:.0f}%", "significant": d.significant}
-                    for d in fc.functions[:FUNCTION_ROWS] if d.estimate is not None]
+            each = 1 - (1 - fc.family_confidence) / max(1, 2 * fc.tested)
+
+            def interval(d) -> str:
+                return DASH if d.ci is None else f"[{d.ci[0]:+.1f}, {d.ci[1]:+.1f}]"
+
+            rows = [{"function": c.function, "a": f"{c.self.baseline_mean:.1f}", "b": f"{c.self.candidate_mean:.1f}",
+                     "change": f"{c.self.estimate:+.1f}", "interval": interval(c.self),
+                     "incl_a": f"{c.incl.baseline_mean:.1f}", "incl_b": f"{c.incl.candidate_mean:.1f}",
+                     "incl_change": f"{c.incl.estimate:+.1f}", "incl_interval": interval(c.incl),
+                     "share": DASH if (s := fc.share_of_busy(c.incl)) is None else f"{100 * s:.0f}%",
+                     "significant": c.significant}
+                    for c in fc.functions[:FUNCTION_ROWS] if c.self.estimate is not None]
             out.append({"title": f"{short[cand]} = {cand} at {format_rate(fc.load_pps)}",
                         "busy": f"{b.baseline_mean:.0f} \u2192 {b.candidate_mean:.0f} ns per packet, change "
                                 f"{b.estimate:+.0f} ns" + ("" if b.ci is None else

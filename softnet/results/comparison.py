@@ -72,17 +72,36 @@ class PairedDifference:
 
 
 @dataclass(frozen=True)
+class FunctionChange:
+    """One kernel function's change in ns per packet: its own time (self: it
+    was the innermost frame) and with what it calls (incl)."""
+
+    function: str
+    self: PairedDifference
+    incl: PairedDifference
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    @property
+    def significant(self) -> bool:
+        return self.self.significant or self.incl.significant
+
+    def to_dict(self) -> dict:
+        return {"function": self.function, "self": self.self.to_dict(), "incl": self.incl.to_dict()}
+
+
+@dataclass(frozen=True)
 class FunctionChanges:
     """Which kernel functions account for a candidate's CPU change at one
-    load (profiled trials with stacks): each function's inclusive time per
-    forwarded packet, paired by round, against the busy time's change."""
+    load (profiled trials with stacks): each function's time per forwarded
+    packet, paired by round, against the busy time's change."""
 
     load_pps: float
     busy: PairedDifference  # the sampled CPUs' busy ns per packet: the change to account for
-    # each tested function's inclusive ns per packet, largest change first; the family of rows is read at
-    # Bonferroni's share of the error rate (each row's confidence), so no verdict is false at more than
-    # 1 - family_confidence for the table
-    functions: list[PairedDifference]
+    # each tested function, the largest change of its own time first; its two intervals are each read at
+    # Bonferroni's share of the error rate, 1 - (1 - family_confidence) / (2 tested), so no interval in the
+    # table excludes zero falsely at more than 1 - family_confidence
+    functions: list[FunctionChange]
     family_confidence: float
     tested: int  # functions tested: those with at least min_share of the busy time on either side
     min_share: float
@@ -97,7 +116,7 @@ class FunctionChanges:
 
     def to_dict(self) -> dict:
         return {"load_pps": self.load_pps, "busy": self.busy.to_dict(),
-                "functions": [d.to_dict() for d in self.functions], "family_confidence": self.family_confidence,
+                "functions": [f.to_dict() for f in self.functions], "family_confidence": self.family_confidence,
                 "tested": self.tested, "min_share": self.min_share}
 
 
@@ -202,6 +221,10 @@ class _StoredSummary(BaseModel):
     def _derived_function_keys_dropped(cls, v):
         if not isinstance(v, dict):
             return v
-        return {k: [{**f, "busy": _as_written(f["busy"]), "functions": [_as_written(x) for x in f["functions"]]}
+        def change(x):
+            return {**x, "self": _as_written(x["self"]), "incl": _as_written(x["incl"])} \
+                if isinstance(x, dict) and isinstance(x.get("self"), dict) and isinstance(x.get("incl"), dict) else x
+
+        return {k: [{**f, "busy": _as_written(f["busy"]), "functions": [change(x) for x in f["functions"]]}
                     if isinstance(f, dict) and isinstance(f.get("functions"), list) and isinstance(f.get("busy"), dict)
                     else f for f in rows] for k, rows in v.items()}

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -373,4 +375,21 @@ double sn_mix_mean_size(const struct sn_mix *m)
 	for (unsigned i = 0; i < m->n; i++)
 		sum += (double)m->size[i] * m->weight[i];
 	return m->len ? sum / m->len : 0;
+}
+
+struct bpf_link *sn_attach_cpu_clock(struct bpf_program *prog, int cpu, uint64_t period_ns)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = period_ns,
+	};
+	int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		sn_die("perf_event_open(cpu-clock) on CPU %d: %s", cpu, strerror(errno));
+	struct bpf_link *link = bpf_program__attach_perf_event(prog, fd);
+	if (!link)
+		sn_die("attach %s on CPU %d's cpu-clock: %s", bpf_program__name(prog), cpu, strerror(errno));
+	return link;
 }

@@ -77,6 +77,15 @@ struct sn_mix {
 void sn_parse_mix(const char *opt, const char *val, struct sn_mix *m);
 double sn_mix_mean_size(const struct sn_mix *m);
 
+/* ---- perf events ---- */
+
+struct bpf_program;
+struct bpf_link;
+/* A cpu-clock perf event on CPU firing every period_ns, with prog (a
+ * perf_event program) attached: the link owns the event (closed with it).
+ * Exits naming the CPU on failure. */
+struct bpf_link *sn_attach_cpu_clock(struct bpf_program *prog, int cpu, uint64_t period_ns);
+
 /* ---- output ---- */
 
 /* s (up to max bytes, or its NUL) as a JSON string: quotes, backslashes and

@@ -12,11 +12,9 @@
  * kill -9 included. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -222,17 +220,6 @@ static void on_option(int key, const char *val, void *arg)
 	}
 }
 
-static int open_cpu_clock(int cpu, __u64 period_ns)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period = period_ns,
-	};
-	return (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
-
 int main(int argc, char **argv)
 {
 	struct opts o = { .cpu = -1, .freq_hz = STACKS_HZ };
@@ -256,12 +243,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < o.ncpu; c++) {
 		if (!o.cpus[c])
 			continue;
-		int fd = open_cpu_clock(c, s.period_ns);
-		if (fd < 0)
-			sn_die("perf_event_open(cpu-clock) on CPU %d: %s", c, strerror(errno));
-		links[c] = bpf_program__attach_perf_event(s.skel->progs.sn_stack_sample, fd);
-		if (!links[c])
-			sn_die("attach the sampling program on CPU %d: %s", c, strerror(errno));
+		links[c] = sn_attach_cpu_clock(s.skel->progs.sn_stack_sample, c, s.period_ns);
 	}
 	s.started_ns = sn_now_ns();
 	printf("{\"ready\": true, \"ncpu\": %d, \"cpus\": [", o.ncpu);

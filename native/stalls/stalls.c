@@ -16,13 +16,11 @@
  * belong to this process: they go when it exits, kill -9 included. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -187,17 +185,6 @@ static void on_option(int key, const char *val, void *arg)
 	}
 }
 
-static int open_cpu_clock(int cpu, __u64 period_ns)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period = period_ns,
-	};
-	return (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
-
 int main(int argc, char **argv)
 {
 	struct opts o = { .cpu = -1, .period_us = STALLS_PERIOD_US, .threshold_us = 200, .max_events = 100000 };
@@ -236,13 +223,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < o.ncpu; c++) {
 		if (!o.watched[c])
 			continue;
-		int fd = open_cpu_clock(c, o.period_us * 1000);
-		if (fd < 0)
-			sn_die("perf_event_open(cpu-clock) on CPU %d: %s", c, strerror(errno));
-		ticks[c] = bpf_program__attach_perf_event(skel->progs.sn_stall_tick, fd);
-		if (!ticks[c])
-			sn_die("attach the cpu-clock program on CPU %d: %s", c, strerror(errno));
-		/* the link owns the fd: closed with it */
+		ticks[c] = sn_attach_cpu_clock(skel->progs.sn_stall_tick, c, o.period_us * 1000);
 	}
 	p.rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &p, NULL);
 	if (!p.rb)

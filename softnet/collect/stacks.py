@@ -11,14 +11,10 @@ per function.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import threading
-
 from pydantic import BaseModel, ConfigDict
 
 from softnet.tools.changes import HostChanges
-from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
+from softnet.tools.process import CommandTool, pinned_off, tool
 
 DEFAULT_HZ = 999  # samples per second per CPU: off the 250 Hz tick's multiples, as perf's 999
 
@@ -35,44 +31,26 @@ class StacksHello(BaseModel):
     started_ns: int
 
 
-class StackSampler:
+class StackSampler(CommandTool):
     """softnet-stacks on ``cpus``, attached while this object lives (a change
     recorded in ``changes``: detached however the run ends)."""
 
-    def __init__(self, changes: HostChanges, cpus: list[int], freq_hz: int = DEFAULT_HZ,
-                 avoid_cpus: list[int] | None = None):
-        """``avoid_cpus``: keep the tool's own thread off these (the sampled
-        CPUs: its reads and symbolizing are not the SUT's work)."""
+    def __init__(self, changes: HostChanges, cpus: list[int], freq_hz: int = DEFAULT_HZ):
+        """Its own thread is kept off the sampled CPUs: its reads and
+        symbolizing are not the SUT's work."""
         if not cpus:
             raise ValueError("StackSampler: no CPU to sample")
-        self.proc = None
-        self._lock = threading.Lock()
         cpu_list = ",".join(str(c) for c in sorted(set(cpus)))
-        argv = [str(tool("stacks")), "--cpus", cpu_list, "--freq", str(int(freq_hz))]
-        allowed = sorted(set(os.sched_getaffinity(0)) - set(avoid_cpus or cpus))
-        if allowed:
-            argv += ["--cpu", str(allowed[0])]
-        changes.record(f"softnet-stacks sampler on CPUs {cpu_list}", self.close)  # before it exists: no leak window
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        try:
-            hello = StacksHello.model_validate(read_json_line(self.proc, "softnet-stacks did not start", 15))
-        except BaseException:
-            self.close()
-            raise
-        self.cpus, self.freq_hz, self.period_ns = hello.cpus, hello.freq_hz, hello.period_ns
+        argv = [str(tool("stacks")), "--cpus", cpu_list, "--freq", str(int(freq_hz)), *pinned_off(cpus)]
+        super().__init__(changes, argv, f"softnet-stacks sampler on CPUs {cpu_list}", StacksHello)
+        self.cpus, self.freq_hz, self.period_ns = self.hello.cpus, self.hello.freq_hz, self.hello.period_ns
 
     def read(self) -> dict:
         """The counts so far: {"monotonic_ns", "samples_per_cpu", "missed",
         "counts": [[cpu, tid, comm, stack id, samples], ...]}."""
-        with self._lock:
-            return read_tool(self.proc, "softnet-stacks")
+        return self.ask()
 
     def symbols(self) -> dict:
         """Every stack seen: {"stacks": {id: "root;...;leaf"}, "symbols",
         "unknown_frames"} (a 120k-symbol kallsyms takes about 0.1 s)."""
-        with self._lock:
-            return read_tool(self.proc, "softnet-stacks", "stacks", timeout=30)
-
-    def close(self) -> None:
-        quit_tool(self.proc)
+        return self.ask("stacks", timeout=30)

@@ -26,14 +26,10 @@ CLOCK_MONOTONIC ns, the clock of softnet-gen's schedule.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import threading
-
 from pydantic import BaseModel, ConfigDict
 
 from softnet.tools.changes import HostChanges
-from softnet.tools.process import quit_tool, read_json_line, read_tool, tool
+from softnet.tools.process import CommandTool, pinned_off, tool
 
 
 class StallsHello(BaseModel):
@@ -48,7 +44,7 @@ class StallsHello(BaseModel):
     steal_clock: bool  # stolen_ns is measured (paravirt steal time)
 
 
-class StallProbe:
+class StallProbe(CommandTool):
     """softnet-stalls watching ``cpus``, attached while this object lives (a
     change recorded in ``changes``: detached however the run ends). Usable as
     a context manager."""
@@ -63,28 +59,13 @@ class StallProbe:
         these (pinned to the first other CPU this process may use, if any)."""
         if not cpus:
             raise ValueError("StallProbe: no CPU to watch")
-        self.proc = None
-        self._lock = threading.Lock()
         cpu_list = ",".join(str(c) for c in sorted(set(cpus)))
         argv = [str(tool("stalls")), "--cpus", cpu_list, "--period-us", str(int(period_us)),
-                "--threshold-us", str(int(threshold_us)), "--max-events", str(int(max_events))]
-        allowed = sorted(set(os.sched_getaffinity(0)) - set(avoid_cpus or []))
-        if avoid_cpus and allowed:
-            argv += ["--cpu", str(allowed[0])]
-        changes.record(f"softnet-stalls probe on CPUs {cpu_list}", self.close)  # before it exists: no leak window
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        try:
-            hello = StallsHello.model_validate(read_json_line(self.proc, "softnet-stalls did not start", 15))
-        except BaseException:
-            self.close()
-            raise
+                "--threshold-us", str(int(threshold_us)), "--max-events", str(int(max_events)), *pinned_off(avoid_cpus)]
+        super().__init__(changes, argv, f"softnet-stalls probe on CPUs {cpu_list}", StallsHello)
+        hello = self.hello
         self.cpus, self.period_ns, self.threshold_ns = hello.cpus, hello.period_ns, hello.threshold_ns
         self.started_ns, self.steal_clock = hello.started_ns, hello.steal_clock
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def read(self) -> dict:
         """Every stall since the start: {"period_ns", "threshold_ns", "cpus",
@@ -93,11 +74,7 @@ class StallProbe:
         "events_seen", "events_truncated", "stalls": [{"cpu", "kind",
         "start_ns", "end_ns", "pid", "task", "prio", "by_pid", "by",
         "by_policy", "end_unseen", "stolen_ns"}, ...]}."""
-        with self._lock:
-            return read_tool(self.proc, "softnet-stalls")
-
-    def close(self) -> None:
-        quit_tool(self.proc)
+        return self.ask()
 
     def __enter__(self) -> "StallProbe":
         return self

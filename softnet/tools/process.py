@@ -84,3 +84,41 @@ def read_json_line(proc: subprocess.Popen, what: str, timeout: float) -> dict:
         err = proc.stderr.read() if proc.poll() is not None else f"no answer within {timeout} s"
         raise TestbedError(f"{what}: {err.strip()}")
     return json.loads(line)
+
+
+def pinned_off(avoid_cpus) -> list[str]:
+    """A tool's --cpu option keeping its own thread off ``avoid_cpus`` (the
+    first other CPU this process may use), or none if no CPU is left."""
+    allowed = sorted(set(os.sched_getaffinity(0)) - set(avoid_cpus or []))
+    return ["--cpu", str(allowed[0])] if avoid_cpus and allowed else []
+
+
+class CommandTool:
+    """A native tool answering commands on stdin ("read", its own, "quit"),
+    started now and stopped through ``changes`` however the run ends; its
+    first line (``hello``, parsed into that model) says it is ready."""
+
+    def __init__(self, changes, argv: list[str], what: str, hello):
+        import threading
+
+        self.proc, self.name = None, Path(argv[0]).name
+        self._lock = threading.Lock()  # a trial and a sampler's thread may both ask
+        changes.record(what, self.close)  # before it exists: no leak window
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        try:
+            self.hello = hello.model_validate(read_json_line(self.proc, f"{self.name} did not start", 15))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ask(self, command: str = "read", timeout: float = 5) -> dict:
+        with self._lock:
+            return read_tool(self.proc, self.name, command, timeout)
+
+    def close(self) -> None:
+        quit_tool(self.proc)

@@ -8,7 +8,7 @@
 #define STACKS_DEPTH 127      /* frames kept per stack: the kernel's perf_event_max_stack default */
 #define STACKS_MAX 16384      /* distinct stacks the stack map holds */
 #define STACKS_MAX_KEYS 65536 /* distinct (CPU, thread, stack) counted */
-#define STACKS_HZ 999         /* the default rate: off the 250 Hz tick's multiples, as perf's 99/999 */
+#define STACKS_HZ 499         /* the default rate: off the 250 Hz tick's multiples; ~11 us a sample here */
 
 /* One count: a kernel stack seen on a CPU while a thread was current. A
  * negative kstack is bpf_get_stackid()'s error: -EFAULT when the sample

@@ -784,7 +784,7 @@ class CollectSpec(Strict):
     # ... and the other programs (softirq, irq, switch, poll: their times estimated from it below 1)
     profile_base_duty: float = Field(0.2, ge=0.01, le=1)
     # with the profiler: the SUT CPUs' kernel stacks sampled this often per CPU, time by kernel function; 0: off
-    profile_stack_hz: int = Field(999, ge=0, le=20000)
+    profile_stack_hz: int = Field(499, ge=0, le=20000)
     stall_probe: bool = True  # softnet-stalls: the data path's CPU stalls, to set host-stall loss apart
     stall_period_us: int = Field(2000, ge=100, le=1_000_000)  # its clock on a busy CPU (cost vs shortest gap)
     # the stall injector (softnet-inject): take inject_cpu (default: the first SUT CPU) away for

@@ -159,7 +159,7 @@ def trial(
                                rich_help_panel=P_COLLECT),
     base_duty: float = typer.Option(0.2, help=f"with --profile: {BASE_DUTY_HELP}",
                                     rich_help_panel=P_COLLECT),
-    stack_hz: int = typer.Option(999, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_COLLECT),
+    stack_hz: int = typer.Option(499, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_COLLECT),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON", rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
@@ -465,7 +465,7 @@ def compare(
     profile: bool = typer.Option(False, "--profile", help="eBPF profile every trial: which stages, kernel "
                                  "functions and drop reasons changed (ns per packet, with intervals)",
                                  rich_help_panel=P_VARIANTS),
-    stack_hz: int = typer.Option(999, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_VARIANTS),
+    stack_hz: int = typer.Option(499, help=f"with --profile: {STACK_HZ_HELP}", rich_help_panel=P_VARIANTS),
     threshold: str = typer.Option(None, help="CI gate: exit 1 when a metric is significantly worse by more than "
                                   "this (e.g. 5%)", rich_help_panel=P_DECIDE),
     loss_threshold: str = typer.Option("0.1%", help="CI gate for loss ratios (absolute: worse by more than "

@@ -61,7 +61,7 @@ class TrialSpec:
     profile_base_duty: float = 0.2
     # with the profiler: the SUT CPUs' kernel stacks sampled this often per CPU (softnet-stacks), time by
     # kernel function; 0: not sampled
-    profile_stack_hz: int = 999
+    profile_stack_hz: int = 499
     stall_probe: bool = True  # softnet-stalls watches the data path's CPUs (host stalls, loss attribution)
     # its clock on a busy CPU: gaps from period + 0.2 ms are seen; each tick costs 5-10 us here
     # (2 ms: about 1% of a busy CPU, docs/explanation/host-stalls.md)

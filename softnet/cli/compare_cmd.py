@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rich.box import SIMPLE_HEAD
+from rich.markup import escape
 
 from softnet.analysis.paired import gate_words, regressions
 from softnet.cli.output import Col, console, eng, print_json, sci, table
@@ -89,7 +90,7 @@ def show_functions(summary: ComparisonSummary, wide: bool = False) -> None:
     for cand, per_load in summary.functions.items():
         for fc in per_load:
             b = fc.busy
-            rows_ = [[("* " if c.significant else "") + c.function, explain_value(c.self.baseline_mean, c.self),
+            rows_ = [[("* " if c.significant else "") + escape(c.function), explain_value(c.self.baseline_mean, c.self),
                       explain_value(c.self.candidate_mean, c.self), explain_value(c.self.estimate, c.self, True),
                       explain_interval(c.self), explain_value(c.incl.estimate, c.incl, True), explain_interval(c.incl),
                       "-" if (s := fc.share_of_busy(c.incl)) is None else f"{100 * s:.0f}%"]
@@ -100,7 +101,7 @@ def show_functions(summary: ComparisonSummary, wide: bool = False) -> None:
             each = 1 - (1 - fc.family_confidence) / max(1, 2 * fc.tested)
             console.print(f"[dim]* an interval excludes zero: each of the {fc.tested} functions with "
                           f"{100 * fc.min_share:g}% or more of the busy time, self and with callees, read at "
-                          f"{each:.4g} (Bonferroni: {fc.family_confidence:g} for the table); paired t over the "
+                          f"{each:.4g} (Bonferroni: {fc.family_confidence:.4g} for the table); paired t over the "
                           "rounds; of busy: the change with callees over the busy change[/]", highlight=False)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from softnet.analysis.cpu_audit import by_context
@@ -606,7 +607,7 @@ def show_functions(p: ProfileResult, wide: bool = False) -> None:
         if p.functions_missing:
             console.print(f"[dim]kernel functions: {p.functions_missing}[/]", highlight=False)
         return
-    rows = [[r.function, eng(r.self_ns_per_pkt), eng(r.incl_ns_per_pkt),
+    rows = [[escape(r.function), eng(r.self_ns_per_pkt), eng(r.incl_ns_per_pkt),
              pct(100 * r.self_samples / f.busy_samples if f.busy_samples else None, 1)]
             for r in sorted(f.functions, key=lambda r: -r.self_samples)[:FUNCTIONS_SHOWN]]
     cpus = ",".join(str(c) for c in f.cpus)

@@ -16,7 +16,8 @@ packets, on minus off, in ns per packet.
 Writes bench/results/profile_bench<tag>-<UTC>.json (ignored by git).
 Run as root: .venv/bin/python bench/profile_bench.py [--repeats N] [--duty F | --no-per-packet] [--base-duty B]
 (--duty: the share of time the stage events are attached, default 0.02 as in trials; --base-duty: the
-other programs', default 0.2 as in trials)
+other programs', default 0.2 as in trials). With --stack-hz N the arms are the profiler with and
+without softnet-stacks at N Hz ("off" then means the profiler on, stacks off): the sampler's own cost.
 """
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def main() -> None:
     arms = {"off": None, f"base {base:g}": base}
     if "--with-base" in sys.argv:
         arms[f"base {arg('--with-base', 1.0):g}"] = arg("--with-base", 1.0)
+    stack_hz = int(arg("--stack-hz", 0))
+    if stack_hz:  # the profiler in both arms; the stack sampler only in the second
+        arms = {"off": base, f"stacks {stack_hz} Hz": base}
     t0 = time.time()
     runs = []
     with HostChanges() as changes:
@@ -72,10 +76,11 @@ def main() -> None:
                 order = list(arms) if rep % 2 == 0 else list(arms)[::-1]  # alternate the order too
                 for arm in order:
                     b = arms[arm]
+                    hz = stack_hz if stack_hz and arm != "off" else 0
                     r = run_trial(tb, ep, TrialSpec(rate_pps=rate, duration_s=WINDOW_S, warmup_s=0.5,
                                                     profile=b is not None, profile_per_packet=per_packet,
                                                     profile_duty=duty, profile_base_duty=b or 1.0,
-                                                    sample_interval_s=1.0), changes)
+                                                    profile_stack_hz=hz, sample_interval_s=1.0), changes)
                     sut = r["kernel"]["per_cpu"].get("1", r["kernel"]["per_cpu"].get(1))
                     runs.append({"repeat": rep, "rate_pps": rate, "arm": arm, "valid": r["valid"],
                                  "flags": r["flags"], "forwarded_pps": r["received_pkts"] / r["duration_s"],
@@ -109,7 +114,7 @@ def main() -> None:
            "stage_duty": duty if per_packet else None, "overload_pps": OVERLOAD_PPS, "load_pps": LOAD_PPS,
            "target_drop": TARGET_DROP, "target_ns_per_pkt": TARGET_NS, "plans": plans,
            "runs": runs, "elapsed_s": time.time() - t0, "provenance": provenance(None, benchmark="profile_overhead")}
-    tag = f"_duty{duty:g}" if per_packet else "_no_per_packet"
+    tag = (f"_duty{duty:g}" if per_packet else "_no_per_packet") + (f"_stacks{stack_hz}" if stack_hz else "")
     results_file.write(f"profile_bench{tag}", out)
     for arm, pl in plans.items():
         cap, cpu = pl["capacity_forwarded_pps"], pl["sut_cpu_ns_per_pkt"]

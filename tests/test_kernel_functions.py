@@ -173,3 +173,27 @@ def test_a_trial_taking_turns_counts_its_own_threads():
     p = kf.function_profile(raw, 1000, threads={one})
     assert p.samples == per_thread[one] and p.threads == [one]
     assert sum(kf.folded(raw, {one}).values()) == per_thread[one] - p.lost_samples
+
+
+def test_stacks_command_on_a_raw_trial(tmp_path):
+    """A captured profiled trial (nft-fw rules=10 at 200 kpps, 999 Hz): its
+    folded stacks hold its busy samples, the SVG names the rule walk, and an
+    option that picks from a results folder is refused by name."""
+    import subprocess
+
+    from tests.conftest import softnet_cmd
+
+    path = Path(__file__).parent / "data" / "raw_trials" / "nftfw_200kpps_profiled_stacks.json"
+    result = json.loads(path.read_text())["result"]
+    run = subprocess.run(softnet_cmd("stacks", str(path), "--format", "folded"), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    counts = [int(line.rsplit(" ", 1)[1]) for line in run.stdout.splitlines()]
+    f = result["profile"]["functions"]
+    assert sum(counts) == f["busy_samples"] - f["lost_samples"]
+    svg = tmp_path / "t.svg"
+    run = subprocess.run(softnet_cmd("stacks", str(path), "-o", str(svg)), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "nft_do_chain" in svg.read_text() and "nft-fw:rules=10 at 200 kpps" in svg.read_text()
+    run = subprocess.run(softnet_cmd("stacks", str(path), "--variant", "B"), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "--campaign/--variant/--against" in run.stderr

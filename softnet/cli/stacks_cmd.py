@@ -32,7 +32,8 @@ def from_raw_file(path: Path) -> Picked:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(str(path), f"not a readable JSON file: {exc}") from None
-    raw = doc.get("raw_trial", doc) if isinstance(doc, dict) else None
+    # as `softnet trial --raw` writes it, or a store's raw file ("raw_trial"), or a kept pair ("raw")
+    raw = (doc.get("raw_trial") or doc.get("raw") or doc) if isinstance(doc, dict) else None
     stacks = ((raw or {}).get("profile") or {}).get("stacks") if isinstance(raw, dict) else None
     if not stacks:
         raise InputError(str(path), "no kernel stacks in this raw trial: measure with --profile (and --stack-hz "
@@ -42,7 +43,8 @@ def from_raw_file(path: Path) -> Picked:
     # a trial that took turns: its own SUT kthreads' samples (as its result counts them)
     own = {int(t) for t in (raw.get("before") or {}).get("sut_thread_runtime_ns") or {}} \
         if raw.get("interleave") else None
-    return Picked(f"{raw.get('sut', 'trial')} at {format_rate(rate) if rate else '?'}",
+    sut = (raw.get("testbed") or {}).get("sut") or "trial"
+    return Picked(f"{sut} at {format_rate(rate) if rate else '?'}",
                   [(RawStacks.model_validate(stacks), forwarded, own)])
 
 

@@ -883,7 +883,7 @@ class ProfileResult(Exact):
     stages_missing: str | None  # why there are no stages
     # the SUT CPUs' time by kernel function (profile_stack_hz > 0); None: not sampled (functions_missing says why)
     functions: FunctionProfile | None = None
-    functions_missing: str | None = None
+    functions_missing: str | None = None  # why stacks were sampled but give no functions (no window-end read)
 
 
 class _StoredView(BaseModel):

@@ -430,7 +430,9 @@ def test_a_profiled_compare_finds_the_rules_in_ip_processing(tmp_path):
     assert ip.n_pairs >= 4 and ip.estimate > 500  # 200 rules x 15-18 ns, well above the other stages' change
     assert ip.estimate == max(d.estimate for d in stages.values())
     fc = s.functions["nft-fw:rules=200"][0]
-    top = fc.functions[0]  # the largest change of a function's own time: the rule walk
+    # the largest change of a kernel function's own time: the rule walk (user space on the SUT CPU, this
+    # controller's own polling included, is one noisy row of its own at 50 kpps and 4 rounds)
+    top = next(c for c in fc.functions if c.function != "[user]")
     assert top.function == "nft_do_chain" and top.self.n_pairs >= 4 and top.self.estimate > 500
     assert fc.busy.estimate > 500 and fc.share_of_busy(top.incl) > 0.6
     results = str(tmp_path / "r")

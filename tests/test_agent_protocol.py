@@ -30,7 +30,7 @@ def test_every_op_in_the_table_and_hello_lists_them(agent):
     assert set(OPS) >= {"hello", "time", "lease", "check", "reserve", "apply", "start", "poll", "interrupt",
                         "wait", "drain", "timeline", "read", "stop", "reads", "window", "collect", "clean",
                         "undo", "bye"}
-    assert set(START) == {"sink", "gen", "stalls", "injector", "profiler", "sampler", "victim"}
+    assert set(START) == {"sink", "gen", "stalls", "injector", "profiler", "sampler", "victim", "stacks"}
     r = ask(agent, id=1, op="hello", version=PROTOCOL_VERSION, controller="me@there pid 1")
     assert r["ok"] and r["id"] == 1 and r["ops"] == sorted(OPS)
     hello = proto.Hello.model_validate(r)

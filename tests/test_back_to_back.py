@@ -5,6 +5,7 @@ refused by name before anything runs."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -57,8 +58,13 @@ def test_a_known_queue_gives_the_burst_it_predicts(tmp_path):
         for b in b2b["bursts"]:
             if b["spoilt"] is None:  # the queue overflowed: every frame past the FIFO's fill was lost or queued
                 assert b["lost_pkts"] > 0 and b["lossless_pkts"] < 1500
+    # A vCPU stall shorter than the probe's period stops the queue's drain unseen and shortens that burst:
+    # the typical burst must match the queue (median within 5%), the RFC's mean stay near it (10%)
+    counted = sorted(b["lossless_pkts"] for t in trials for b in t["back_to_back"]["bursts"] if b["spoilt"] is None)
+    median = statistics.median(counted)
     mean = summary["lossless_pkts"]["mean"]
-    assert abs(mean - PREDICTED) <= 0.05 * PREDICTED, summary
+    assert abs(median - PREDICTED) <= 0.05 * PREDICTED, (counted, summary)
+    assert abs(mean - PREDICTED) <= 0.10 * PREDICTED and mean == pytest.approx(sum(counted) / len(counted)), summary
     assert summary["bursts"] >= 10 and summary["bursts"] + summary["spoilt"] + summary["unknown"] == 20
     assert summary["lossless_pkts"]["ci_lower"] <= mean <= summary["lossless_pkts"]["ci_upper"]
     implied, corrected = buffer_times(mean, BURST_PPS, OUT_PPS)

@@ -6,10 +6,12 @@ controller lost mid-campaign loses nothing."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -20,6 +22,7 @@ from softnet.campaign.spec import CampaignSpec
 from softnet.errors import InputError
 from softnet.fleet.resources import cell_resources, describe, resources_arg, satisfies, worker_resources
 from softnet.fleet.local import LocalFleet as Fleet, free_port
+from softnet.results.store import Store
 from tests.conftest import softnet_cmd
 
 # long end-to-end tests: `make test` runs them, `make check` does not
@@ -93,23 +96,171 @@ def test_cells_run_where_their_knobs_pin_them_and_each_trial_is_stored_once(tmp_
     assert "3 testbed(s): sim1, sim2, sim3" in r.stderr
 
 
-def test_a_worker_killed_mid_cell_loses_nothing_and_stores_nothing_twice(tmp_path, fleet):
+START = re.compile(r"(sim\d): cell (\d+) load (\d+)/\d+ \(.*\) run (\d+)/")
+
+
+def starts(lines: list[str]) -> Counter:
+    """How many times each trial (testbed, cell, load index, run index) was started, from the progress log."""
+    keys = [START.search(line) for line in lines]
+    return Counter((m[1], int(m[2]), int(m[3]) - 1, int(m[4]) - 1) for m in keys if m)
+
+
+def test_a_worker_killed_mid_cell_repeats_at_most_the_trial_in_flight(tmp_path, fleet):
     f = fleet(["sim1", "sim2"])
     spec = spec_file(tmp_path, "kill", '"fleet.testbed" = ["sim1", "sim2"]', wall=0.4)
     p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address),
                          stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     seen = []
-    for line in p.stderr:  # kill sim1's worker in the middle of its cell (6 trials of 0.4 s)
+    for line in p.stderr:  # kill sim1's worker in the middle of its cell (6 trials of 0.4 s), 2 trials stored
         seen.append(line)
-        if "sim1: cell 0 (6 trials)" in line:
-            time.sleep(1.0)
+        if sum("sim1: cell 0 run" in x for x in seen) == 2:
+            time.sleep(0.2)
             f.kill_worker_process("sim1")
             break
+    else:
+        raise AssertionError("sim1 stored no 2 trials: " + "".join(seen)[-3000:])
     seen += p.stderr.readlines()
     assert p.wait(timeout=300) == 0, "".join(seen)[-3000:]
     rows = stored(tmp_path / "r")
     assert len(rows) == len({r[:4] for r in rows}) == 12, rows
-    assert sum("sim1: cell 0 (6 trials)" in line for line in seen) == 2, "".join(seen)  # started again, whole
+    n = starts(seen)
+    # the cell started again on sim1's new worker from the trial in flight: the stored ones not again
+    assert len([k for k in n if k[:2] == ("sim1", 0)]) == 6 and sum(n.values()) <= 13, n
+    assert all(c == 1 for k, c in n.items() if k[0] == "sim2"), n
+
+
+def test_a_controller_killed_mid_cell_loses_nothing_the_worker_measured(tmp_path, fleet):
+    """The worker goes on with the cell; its trials wait on the scheduler's
+    log for the next controller, which stores them and measures nothing again."""
+    f = fleet(["sim1"])
+    spec = spec_file(tmp_path, "ctl", '"traffic.frame_bytes" = [64]', wall=0.5)
+    p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address),
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in p.stderr:
+        if "sim1: cell 0 run" in line:  # one trial stored
+            p.kill()
+            break
+    else:
+        raise AssertionError("no trial stored")
+    p.wait()
+    before = stored(tmp_path / "r")
+    assert len(before) == 1, before
+    time.sleep(3.5)  # the worker measures on meanwhile (6 trials of 0.5 s)
+    r = run(spec, tmp_path / "r", f)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = stored(tmp_path / "r")
+    assert len(rows) == len({x[:4] for x in rows}) == 6 and before[0] in rows
+    # what the worker measured while no controller listened was stored, not measured again
+    assert sum(starts(r.stderr.splitlines()).values()) <= 6 - len(before) - 3, r.stderr[-3000:]
+
+
+SEARCH = """name = "{name}"
+[testbed]
+sut = "synthetic"
+[synthetic]
+trial_wall_s = {wall}
+[method]
+kind = "search"
+goals = ["ndr", "pdr0.5"]
+min_load = "10kpps"
+max_load = "1Mpps"
+runs = 2
+[matrix]
+"fleet.testbed" = ["sim1", "sim2"]
+"""
+
+COMPARE = """name = "{name}"
+[testbed]
+sut = "synthetic"
+[synthetic]
+trial_wall_s = {wall}
+[fleet]
+testbed = "{testbed}"
+[method]
+kind = "compare"
+loads = ["200kpps"]
+duration_s = 1.0
+[compare]
+variants = [{{"synthetic.o_sat_pps" = 500000}}, {{"synthetic.o_sat_pps" = 450000}}]
+metrics = ["capacity"]
+decide_on = ["capacity"]
+overload = "1Mpps"
+budget_s = 40
+"""
+
+
+def goals(results: Path) -> list[tuple]:
+    with duckdb.connect(str(results / "softnet.duckdb"), read_only=True) as c:
+        return c.execute("SELECT cell_id, run_index, goal, lower_bound_pps, upper_bound_pps, trial_count "
+                         "FROM searches ORDER BY ALL").fetchall()
+
+
+def test_searches_on_a_fleet_find_what_one_testbed_finds(tmp_path, fleet):
+    """Each cell's searches on the testbed it names, its trials streamed: the
+    same bounds, trial for trial, as the campaign run here; a worker killed
+    mid-search goes on from the trials stored."""
+    f = fleet(["sim1", "sim2"])
+    local = tmp_path / "local.toml"
+    local.write_text(SEARCH.format(name="s", wall=0))
+    here = subprocess.run(softnet_cmd("run", str(local), "--results", str(tmp_path / "here")),
+                          capture_output=True, text=True, timeout=300)
+    assert here.returncode == 0, here.stderr[-3000:]
+    spec = tmp_path / "s.toml"
+    spec.write_text(SEARCH.format(name="s", wall=0.1))
+    p = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address),
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen = []
+    for line in p.stderr:  # sim2's worker killed after 4 of its search trials are stored
+        seen.append(line)
+        if sum("sim2: cell 1" in x and "stored" not in x and ": load" in x for x in seen) == 4:
+            f.kill_worker_process("sim2")
+            break
+    else:
+        raise AssertionError("sim2 stored no 4 search trials: " + "".join(seen)[-3000:])
+    seen += p.stderr.readlines()
+    assert any("sim2: cell 1" in x and "search" in x and "stored" in x for x in seen), "".join(seen)[-3000:]
+    assert p.wait(timeout=300) == 0, "".join(seen)[-3000:]
+    got, want = goals(tmp_path / "r"), goals(tmp_path / "here")
+    assert got == want and len(got) == 2 * 2 * 2, (got, want)  # cells x searches x goals
+    rows = stored(tmp_path / "r")
+    assert all(pinned == ran for *_, pinned, ran in rows), rows
+    assert len(rows) == len({r[:4] for r in rows}) == len(stored(tmp_path / "here"))
+
+
+def test_two_comparisons_run_at_once_each_on_its_testbed(tmp_path, fleet):
+    """A comparison's pairs on one testbed (the one it names); two of them on
+    two testbeds at the same time, each with the verdict it has here."""
+    f = fleet(["sim1", "sim2"])
+    here = tmp_path / "here.toml"
+    here.write_text(COMPARE.format(name="c", wall=0, testbed="sim1"))
+    r = subprocess.run(softnet_cmd("run", str(here), "--results", str(tmp_path / "here")),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    procs = {}
+    for tb in ("sim1", "sim2"):
+        spec = tmp_path / f"{tb}.toml"
+        spec.write_text(COMPARE.format(name=f"c{tb}", wall=0.2, testbed=tb))
+        procs[tb] = subprocess.Popen(softnet_cmd("run", str(spec), "--results", str(tmp_path / tb), "--scheduler",
+                                                 f.address, "--json"),
+                                     stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    out = {tb: p.communicate(timeout=300) for tb, p in procs.items()}
+    wall = time.monotonic() - t0
+    assert all(p.returncode == 0 for p in procs.values()), {tb: o[1][-2000:] for tb, o in out.items()}
+    with Store(tmp_path / "here", read_only=True) as st:
+        (cid,) = [c["campaign_id"] for c in st.campaigns()]
+        want = st.comparison(cid)
+    for tb in ("sim1", "sim2"):
+        rows = stored(tmp_path / tb)
+        assert {ran for *_, ran in rows} == {tb}, rows  # every pair on the testbed it names
+        with Store(tmp_path / tb, read_only=True) as st:
+            (cid,) = [c["campaign_id"] for c in st.campaigns()]
+            got = st.comparison(cid)
+        assert got is not None and got.rounds == want.rounds and got.stop_reason == want.stop_reason
+        assert [d.verdict for _, d in got.all_differences()] == [d.verdict for _, d in want.all_differences()]
+        assert len(rows) == len(stored(tmp_path / "here"))
+    # at once: not one after the other (each comparison's trials take 0.2 s of wall time)
+    assert wall < 1.5 * len(rows) * 0.2 + 10, wall
 
 
 def test_two_controllers_share_the_fleet(tmp_path, fleet):
@@ -139,11 +290,13 @@ def test_the_scheduler_lost_is_waited_for_and_the_campaign_resumes(tmp_path, fle
     seen = []
     for line in p.stderr:
         seen.append(line)
-        if "sim1: cell 1 (" in line:  # cell 0 stored: the scheduler dies
+        if "sim1: cell 1 load 1/3" in line:  # cell 0 stored, cell 1 in flight: the scheduler dies
             for child in psutil.Process(f.scheduler.pid).children(recursive=True):
                 child.kill()
             f.scheduler.wait()
             break
+    else:
+        raise AssertionError("cell 1 never started: " + "".join(seen)[-3000:])
     time.sleep(3)
     f.restart_scheduler()  # the worker finds it again by itself
     seen += p.stderr.readlines()
@@ -261,8 +414,63 @@ stall_probe = false
 "traffic.frame_bytes" = [64, 128]
 """)
             r = run(spec, tmp_path / "r", f)
+            # a search on each testbed, and a comparison on the one it names, with real packets
+            search = tmp_path / "search.toml"
+            search.write_text(f"""name = "search"
+[testbed]
+sut = "ipv4-fwd"
+inventory = "{eh.inventory}"
+testbeds = ["tb1", "tb2"]
+[method]
+kind = "search"
+goals = ["ndr"]
+min_load = "10kpps"
+max_load = "100kpps"
+width = 0.5
+duration_s = 0.3
+initial_duration_s = 0.3
+warmup_s = 0.1
+max_trials = 3
+[collect]
+sample = false
+stall_probe = false
+""")
+            rs = run(search, tmp_path / "s", f)
+            compare = tmp_path / "compare.toml"
+            compare.write_text(f"""name = "compare"
+[testbed]
+sut = "ipv4-fwd"
+inventory = "{eh.inventory}"
+name = "tb2"
+[method]
+kind = "compare"
+loads = ["20kpps"]
+duration_s = 0.3
+warmup_s = 0.1
+[collect]
+sample = false
+stall_probe = false
+[compare]
+variants = [{{"traffic.frame_bytes" = 64}}, {{"traffic.frame_bytes" = 128}}]
+metrics = ["loss"]
+decide_on = ["loss"]
+min_rounds = 2
+max_rounds = 2
+""")
+            rc = run(compare, tmp_path / "c", f)
             f.close()
         assert r.returncode == 0, r.stderr[-3000:]
+        assert rs.returncode == 0, rs.stderr[-3000:]
+        assert rc.returncode == 0, rc.stderr[-3000:]
+        srows = stored(tmp_path / "s")
+        assert {ran for *_, ran in srows} == {"tb1", "tb2"} and 2 <= len(srows) <= 6, srows
+        with duckdb.connect(str(tmp_path / "s" / "softnet.duckdb"), read_only=True) as c:
+            assert c.execute("SELECT count(DISTINCT cell_id) FROM searches").fetchone()[0] == 2
+            assert all(n > 0 for (n,) in c.execute("SELECT received_pkts FROM trials").fetchall())
+        crows = stored(tmp_path / "c")
+        assert {ran for *_, ran in crows} == {"tb2"} and len(crows) == 4, crows  # 2 rounds x 2 variants
+        with duckdb.connect(str(tmp_path / "c" / "softnet.duckdb"), read_only=True) as c:
+            assert c.execute("SELECT finished FROM comparisons").fetchall() == [(True,)]
         rows = stored(tmp_path / "r")
         assert len(rows) == 8
         with duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True) as c:

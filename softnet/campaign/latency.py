@@ -157,12 +157,14 @@ def measure_run(lab: XskLab, cell: CampaignSpec, records_path, run: Run = Run(0)
     return raw, records
 
 
-def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_event) -> None:
-    """Every cell's runs not yet stored; ``on_event(kind, done, total, text)``."""
+def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_event,
+                         only: set[int] | None = None, rerun: bool = True) -> None:
+    """Every cell's runs not yet stored (of the cells in ``only``), then the
+    re-runs per cluster (``rerun``); ``on_event(kind, done, total, text)``."""
     recovered = store.recover_latency(cid)
     done = store.done_latency_runs(cid)
     plan = [(cell_id, cell, [Run(r) for r in range(cell.method.runs) if (cell_id, r) not in done])
-            for cell_id, (_knobs, cell) in enumerate(cells)]
+            for cell_id, (_knobs, cell) in enumerate(cells) if only is None or cell_id in only]
     total, count = len(done) + sum(len(t) for *_, t in plan), len(done)
     on_event("plan", count, total, f"{cid}: {len(plan)} configuration(s), {total} runs, {count} already stored"
              + (f" ({recovered} recovered from raw files)" if recovered else ""))
@@ -177,7 +179,7 @@ def run_latency_campaign(spec: CampaignSpec, store: Store, cid: str, cells, on_e
                      f"{_median(result)}, {result.received}/{result.sent} back"
                      + (f" [{', '.join(result.flags)}]" if result.flags else ""))
         run_cell(store, cid, cell_id, cell, todo, on_run)
-    if spec.latency.rerun_per_cluster:
+    if rerun and spec.latency.rerun_per_cluster:
         rerun_phase(spec, store, cid, cells, on_event)
 
 

@@ -66,24 +66,32 @@ def run_sweep_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Even
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s), {total} trials, {count} already stored"
                        + (f" ({recovered} recovered from raw files)" if recovered else "")))
         for cell_id, knobs, cell, todo in plan:
-            with measurer_for(cell, cell_id) as m:
-                probe = None
-                if cell.needs_probe():
-                    probe = store.probe(cid, cell_id)
-                    if probe is None:
-                        probe, probe_result = m.probe_max()
-                        store.set_probe(cid, cell_id, probe, probe_result)
-                    on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
-                loads = cell.loads_pps(probe)
-                for li, ri in todo:
-                    on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
-                                   f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
-                    result = m.measure(loads[li], li, ri, live=live.trial(cell_id, li, ri, knobs, loads[li], cell))
-                    store.add_trial(cid, cell_id, li, ri, knobs, result)
-                    count += 1
-                    on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
-                                   f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+            count = measure_cell(store, cid, cell_id, knobs, cell, todo, count, total, on_event, live)
     return cid
+
+
+def measure_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignSpec, todo: list[tuple[int, int]],
+                 count: int, total: int, on_event: Callable[[Event], None], live: LiveWriter | None) -> int:
+    """The cell's (load, run) keys in ``todo``, each stored as it ends (its
+    probe first, where its loads need one); the count of trials stored."""
+    with measurer_for(cell, cell_id) as m:
+        probe = None
+        if cell.needs_probe():
+            probe = store.probe(cid, cell_id)
+            if probe is None:
+                probe, probe_result = m.probe_max()
+                store.set_probe(cid, cell_id, probe, probe_result)
+            on_event(Event("probe", count, total, f"cell {cell_id}: SUT maximum ~{format_rate(probe)}"))
+        loads = cell.loads_pps(probe)
+        for li, ri in todo:
+            on_event(Event("start", count, total, f"cell {cell_id} load {li + 1}/{len(loads)} "
+                           f"({format_rate(loads[li])}) run {ri + 1}/{cell.method.runs}"))
+            result = m.measure(loads[li], li, ri, live=live and live.trial(cell_id, li, ri, knobs, loads[li], cell))
+            store.add_trial(cid, cell_id, li, ri, knobs, result)
+            count += 1
+            on_event(Event("trial", count, total, f"cell {cell_id} run {ri}: "
+                           f"{trial_text(StoredResult.parse(result, 'trial result'))}"))
+    return count
 
 
 def pending_cells(done: set[tuple[int, int, int]], cells) -> list[tuple[int, dict, CampaignSpec, list]]:
@@ -161,40 +169,44 @@ def run_search_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Eve
         on_event(Event("plan", count, total, f"{cid}: {len(cells)} cell(s) x {spec.method.runs} search(es), "
                        f"{count} already complete" + (f" ({recovered} trials recovered)" if recovered else "")))
         for cell_id, (knobs, cell) in enumerate(cells):
-            fractions = cell.method.latency_fractions
             todo = [r for r in range(cell.method.runs) if (cell_id, r) not in done]
-            latency_left = any(pending_latency(store, cid, cell_id, r, fractions) for r in done_runs(done, cell_id))
-            if not todo and not latency_left:
-                continue
-
-            def on_trial(result: StoredResult, _replayed: bool, cell_id=cell_id) -> None:
-                on_event(Event("trial", count, total, f"cell {cell_id}: {trial_text(result)}"))
-                on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}, "
-                               f"last {trial_text(result)}"))
-
-            with measurer_for(cell, cell_id) as m:
-                for run_index in range(cell.method.runs):
-                    if run_index in todo:
-                        on_event(Event("start", count, total,
-                                       f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
-                        found = StoredSearch.model_validate(
-                            run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial, live))
-                        count += 1
-                        goals = "; ".join(f"{g.goal.name} {g.status} [{rate_or_none(g.lower_bound_pps)}, "
-                                          f"{rate_or_none(g.upper_bound_pps)}]"
-                                          for g in map(GoalDocument.model_validate, found.goals))
-                        on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
-                                       f"{found.trial_count} trials: {goals}"))
-                    # latency under load at fractions of the PDR found (only those not stored yet)
-                    for t in pending_latency(store, cid, cell_id, run_index, fractions):
-                        what = f"cell {cell_id} search {run_index}: latency at {t.fraction:.0%} of {t.goal}"
-                        on_event(Event("start", count, total, f"{what} ({format_rate(t.load_pps)})"))
-                        result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t, live)
-                        p99 = result.latency_p99_ns
-                        on_event(Event("trial", count, total, f"{what}: {trial_text(result)}, latency p99 "
-                                       + ("-" if p99 is None else f"{p99 / 1e3:.3g} us")))
+            count = search_cell(store, cid, cell_id, knobs, cell, todo, count, total, on_event, live)
     return cid
 
 
-def done_runs(done: set[tuple[int, int]], cell_id: int) -> list[int]:
-    return sorted(r for c, r in done if c == cell_id)
+def search_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignSpec, todo: list[int], count: int,
+                total: int, on_event: Callable[[Event], None], live: LiveWriter | None) -> int:
+    """The cell's searches in ``todo`` (run indexes), then the latency trials
+    of every search not stored yet; the count of searches stored."""
+    fractions = cell.method.latency_fractions
+    finished = [r for r in range(cell.method.runs) if r not in todo]
+    if not todo and not any(pending_latency(store, cid, cell_id, r, fractions) for r in finished):
+        return count
+
+    def on_trial(result: StoredResult, _replayed: bool) -> None:
+        on_event(Event("trial", count, total, f"cell {cell_id}: {trial_text(result)}"))
+        on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}, "
+                       f"last {trial_text(result)}"))
+
+    with measurer_for(cell, cell_id) as m:
+        for run_index in range(cell.method.runs):
+            if run_index in todo:
+                on_event(Event("start", count, total, f"cell {cell_id} search {run_index + 1}/{cell.method.runs}"))
+                found = StoredSearch.model_validate(
+                    run_search(store, cid, cell_id, knobs, cell, m, run_index, on_trial, live))
+                count += 1
+                goals = "; ".join(f"{g.goal.name} {g.status} [{rate_or_none(g.lower_bound_pps)}, "
+                                  f"{rate_or_none(g.upper_bound_pps)}]"
+                                  for g in map(GoalDocument.model_validate, found.goals))
+                on_event(Event("search", count, total, f"cell {cell_id} search {run_index}: "
+                               f"{found.trial_count} trials: {goals}"))
+            # latency under load at fractions of the PDR found (only those not stored yet)
+            for t in pending_latency(store, cid, cell_id, run_index, fractions):
+                what = f"cell {cell_id} search {run_index}: latency at {t.fraction:.0%} of {t.goal}"
+                on_event(Event("start", count, total, f"{what} ({format_rate(t.load_pps)})"))
+                result = run_latency_trial(store, cid, cell_id, knobs, cell, m, run_index, t, live)
+                p99 = result.latency_p99_ns
+                on_event(Event("trial", count, total, f"{what}: {trial_text(result)}, latency p99 "
+                               + ("-" if p99 is None else f"{p99 / 1e3:.3g} us")))
+    return count
+

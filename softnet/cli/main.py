@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import typer
 
@@ -49,6 +49,11 @@ def wait_option():
     return typer.Option(0.0, "--wait", envvar="SOFTNET_WAIT", help=WAIT_HELP)
 
 
+def scheduler_option():
+    return typer.Option(None, "--scheduler", help="tcp://HOST:PORT: run on the testbeds of a fleet, through its "
+                        "Dask scheduler (docs/how-to/fleet.md)")
+
+
 def wide_option():
     return typer.Option(False, "--wide", help="all table columns (wider than 80 characters)")
 
@@ -69,19 +74,11 @@ def measuring(results: Path | None, wait: float, real: bool = True):
         f"waiting up to {wait:g} s for the testbed, in use by {describe(h)}", markup=False, highlight=False)))
 
 
-@contextmanager
 def _restoring(lock):
     from softnet.testbed import cleanup
 
-    with lock as holder:
-        found = cleanup.find_leftovers()
-        if found.any():  # only a dead run's: a live one holds the lock or owns its namespaces
-            errors = cleanup.clean().journal_errors
-            err_console.print(f"restored what a killed run left: {', '.join(found.counts())}", markup=False,
-                              highlight=False)
-            if errors:
-                raise SoftnetError("a killed run's changes could not be undone: " + "; ".join(errors))
-        yield holder
+    return cleanup.restoring(lock, lambda counts: err_console.print(
+        f"restored what a killed run left: {', '.join(counts)}", markup=False, highlight=False))
 
 
 def check_store(results: Path, running_ok: bool = False) -> None:
@@ -237,8 +234,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
         as_json: bool = typer.Option(False, "--json", help="print the analysis as JSON when done"),
         wide: bool = wide_option(),
         wait: float = wait_option(),
-        scheduler: str = typer.Option(None, "--scheduler", help="tcp://HOST:PORT: run the cells on the testbeds of "
-                                      "a fleet, through its Dask scheduler (docs/how-to/fleet.md)")) -> None:
+        scheduler: str = scheduler_option()) -> None:
     """Run (or resume) a campaign: load sweeps x runs x knob matrix, stored as they complete."""
     interrupts.checkpoint("options")
     from softnet.campaign.spec import load_spec
@@ -319,6 +315,7 @@ def search(
                                    rich_help_panel=P_HOSTS),
     testbed: str = typer.Option(None, help="with --inventory: the testbed(s), e.g. tb1 or tb1,tb2",
                                 rich_help_panel=P_HOSTS),
+    scheduler: str = scheduler_option(),
 ) -> None:
     """Find NDR / PDR as RFC 9971 (MLRsearch) defines them: relevant bounds and conditional throughput; stored like
     a campaign."""
@@ -354,13 +351,16 @@ def search(
     except InputError as exc:
         raise option_error(exc, SEARCH_OPTIONS) from None
     check_store(results)
+    if scheduler is not None:
+        check_scheduler(scheduler)
     from softnet.cli import campaign_cmd  # scipy, DuckDB: after the input is checked, so errors come fast
 
-    local = sut != "synthetic" and inventory is None  # on an inventory's hosts each agent locks its host
+    # on an inventory's hosts each agent locks its host; on a fleet, each worker's testbed
+    local = sut != "synthetic" and inventory is None and scheduler is None
     if local:
         need_root()
     with measuring(results, wait, local):
-        cid = campaign_cmd.run(spec, results, as_json)
+        cid = campaign_cmd.run(spec, results, as_json, scheduler)
     summaries = campaign_cmd.search_summaries(results, cid)
     if as_json:
         print_json({"campaign_id": cid, "results_dir": str(results), "searches": [s.to_dict() for s in summaries]})
@@ -476,6 +476,7 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel=P_OUTPUT),
     wide: bool = wide_option(),
     wait: float = wait_option(),
+    scheduler: str = scheduler_option(),
 ) -> None:
     """Is B faster than A? Variants measured in pairs (ABBA, or interleaved) until a verdict, or stored results
     compared."""
@@ -538,12 +539,15 @@ def compare(
         if c.testbed.sut != "synthetic":
             require(c.testbed.personality(), "--sut" if "testbed.sut" in knobs else "--variant")
     check_store(results)
+    if scheduler is not None:
+        check_scheduler(scheduler)
     from softnet.cli import campaign_cmd
 
+    real = real and scheduler is None  # on a fleet, the worker's testbed is measured, not this host
     if real:
         need_root()
     with measuring(results, wait, real):
-        cid = campaign_cmd.run(spec, results, as_json)
+        cid = campaign_cmd.run(spec, results, as_json, scheduler)
     from softnet.analysis.comparisons import stored_paired
 
     summary = stored_paired(str(results), cid)
@@ -588,6 +592,7 @@ def latency(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
     wide: bool = wide_option(),
     wait: float = wait_option(),
+    scheduler: str = scheduler_option(),
 ) -> None:
     """AF_XDP round-trip latency of one configuration: A -> B (AF_XDP forward) -> C (reflect) -> B -> A."""
     interrupts.checkpoint("options")
@@ -599,11 +604,14 @@ def latency(
     spec = spec_from_options({"name": name, "traffic": {"frame_bytes": size}, "latency": lat,
                               "method": {"kind": "latency", "runs": runs, "duration_s": duration}}, LATENCY_OPTIONS)
     check_store(results)
-    need_root()
+    if scheduler is not None:
+        check_scheduler(scheduler)
+    else:
+        need_root()
     from softnet.cli import campaign_cmd, latency_cmd  # after the input is checked, so errors come fast
 
-    with measuring(results, wait):
-        cid = campaign_cmd.run(spec, results, as_json)
+    with measuring(results, wait, scheduler is None):
+        cid = campaign_cmd.run(spec, results, as_json, scheduler)
     latency_cmd.show(results, cid, as_json, wide)
     if not as_json:
         console.print(f"results: {results}/ (campaign {cid}); report: softnet report {results}")

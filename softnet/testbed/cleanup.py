@@ -10,9 +10,11 @@ else: they know exactly what to undo, in which namespace.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 import shutil
-import dataclasses
+from typing import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,3 +128,18 @@ def clean() -> Leftovers:
                 for idx in ipr.link_lookup(ifname=name):
                     ipr.link("del", index=idx)
     return dataclasses.replace(found, journal_errors=errors)
+
+
+@contextlib.contextmanager
+def restoring(lock, on_restored: Callable[[list[str]], None] = lambda counts: None) -> Iterator[object]:
+    """Hold the testbed ``lock``; once held, undo what a killed run left
+    (only a dead run's: a live one holds the lock or owns its namespaces),
+    ``on_restored`` told what it was."""
+    with lock as holder:
+        found = find_leftovers()
+        if found.any():
+            errors = clean().journal_errors
+            on_restored(found.counts())
+            if errors:
+                raise SoftnetError("a killed run's changes could not be undone: " + "; ".join(errors))
+        yield holder

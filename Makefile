@@ -4,7 +4,9 @@ PYTHON   ?= python3
 VENV     := .venv
 APT_PKGS := clang llvm libbpf-dev libxdp-dev libelf-dev zlib1g-dev bpftool iproute2 ethtool nftables \
             netsniff-ng iperf3 procps gcc make iputils-ping openssh-server openssh-client \
-            chromium  # softnet serve's pages, tested in headless Chromium (playwright drives it)
+            chromium \
+            slurmctld slurmd slurm-client munge  # the fleet's Slurm path, tested on a one-node Slurm
+# chromium: softnet serve's pages, tested in headless Chromium (playwright drives it)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH):/usr/sbin:/sbin
 
 .PHONY: setup apt venv native install demo test check bench clean

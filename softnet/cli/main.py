@@ -996,11 +996,45 @@ def fleet_worker(scheduler: str = typer.Option(..., "--scheduler", help="tcp://H
                                                 "(checked first); none: a testbed without hosts (synthetic)"),
                  host: str = typer.Option("127.0.0.1", help="address the worker listens on (the lab's, when the "
                                           "scheduler is on another host)")) -> None:
-    """Start one Dask worker for one testbed: checked first, then one cell at a time."""
+    """Start one Dask worker for one testbed: checked first, then one part at a time."""
     check_scheduler(scheduler)
     from softnet.fleet.worker import start
 
     raise typer.Exit(start(scheduler, testbed, str(inventory) if inventory else None, host))
+
+
+@fleet_app.command("sbatch")
+def fleet_sbatch(scheduler: str = typer.Option(..., "--scheduler", help="tcp://HOST:PORT of the fleet's scheduler"),
+                 testbed: list[str] = typer.Option(..., "--testbed", help="a testbed to start a worker for, as a "
+                                                   "Slurm job of its own (give several)"),
+                 inventory: Path = typer.Option(None, "--inventory", help="the inventory naming the testbeds"),
+                 host: str = typer.Option("127.0.0.1", help="address each worker listens on (the lab's, when "
+                                          "the scheduler is on another host)"),
+                 partition: str = typer.Option(None, help="the Slurm partition (default: the cluster's)"),
+                 logs: Path = typer.Option(Path("."), help="folder for each job's output (softnet-TESTBED-JOB.log)"),
+                 sbatch_arg: list[str] = typer.Option(None, "--sbatch-arg", help="more for sbatch, e.g. "
+                                                      "--sbatch-arg=--time=8:00:00"),
+                 dry_run: bool = typer.Option(False, "--dry-run", help="print the job script; submit nothing"),
+                 as_json: bool = typer.Option(False, "--json", help="print the job ids as JSON")) -> None:
+    """Start fleet workers as Slurm jobs: one job per testbed, each running
+    `softnet fleet worker` on a node of its own (scancel stops it cleanly)."""
+    check_scheduler(scheduler)
+    from softnet.fleet.slurm import job_script, submit
+
+    if inventory is not None and not inventory.is_file():
+        raise InputError("--inventory", f"{inventory}: no such file")
+    inv = str(inventory.resolve()) if inventory else None
+    if dry_run:
+        for tb in testbed:
+            print(job_script(scheduler, tb, inv, host, partition, str(logs.resolve()), sbatch_arg or []), end="")
+        return
+    jobs = {tb: submit(job_script(scheduler, tb, inv, host, partition, str(logs.resolve()), sbatch_arg or []))
+            for tb in testbed}
+    if as_json:
+        print_json({"jobs": jobs})
+    else:
+        for tb, job in jobs.items():
+            console.print(f"{tb}: Slurm job {job} (scancel {job} stops it)", markup=False, highlight=False)
 
 
 host_app = typer.Typer(no_args_is_help=True, help="Prepare the hosts of an inventory.")

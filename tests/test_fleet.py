@@ -5,6 +5,7 @@ knobs pin it, every trial is stored once, and a worker, the scheduler or a
 controller lost mid-campaign loses nothing."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -94,6 +95,25 @@ def test_cells_run_where_their_knobs_pin_them_and_each_trial_is_stored_once(tmp_
         assert len({x[5] for x in rows if x[:2] == (cid, cell)}) == 1  # a cell on one testbed
     assert len({r[5] for r in rows if r[0].startswith("free")}) >= 2  # the free cells spread
     assert "3 testbed(s): sim1, sim2, sim3" in r.stderr
+    # one lab, read whole: each testbed's series, from the store and from its Parquet export alike
+    ex = subprocess.run(softnet_cmd("export", str(tmp_path / "r"), "--out", str(tmp_path / "lab")),
+                        capture_output=True, text=True, timeout=120)
+    assert ex.returncode == 0, ex.stderr
+    measured = {(f"{cid.rsplit('-', 1)[0]}", ran) for cid, _, _, _, _, ran in rows}
+    got = {}
+    for src in ("r", "lab"):
+        t = subprocess.run(softnet_cmd("trend", str(tmp_path / src), "--json"), capture_output=True, text=True,
+                           timeout=120)
+        assert t.returncode == 0, t.stderr
+        got[src] = sorted(x["key"] for x in json.loads(t.stdout)["series"])
+        assert {(x["name"], x["testbed"]) for x in json.loads(t.stdout)["series"]} == measured
+    assert got["r"] == got["lab"] and all(" @ sim" in k for k in got["r"]), got
+    one = subprocess.run(softnet_cmd("trend", str(tmp_path / "lab"), "--testbed", "sim1", "--json"),
+                         capture_output=True, text=True, timeout=120)
+    assert {x["testbed"] for x in json.loads(one.stdout)["series"]} == {"sim1"}
+    bad = subprocess.run(softnet_cmd("trend", str(tmp_path / "lab"), "--testbed", "sim9"), capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "--testbed" in bad.stderr and "sim9" in bad.stderr, bad.stderr
 
 
 START = re.compile(r"(sim\d): cell (\d+) load (\d+)/\d+ \(.*\) run (\d+)/")

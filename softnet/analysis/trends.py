@@ -74,6 +74,7 @@ class CampaignFigures:
     ndr: FigureValue | None = None
     latency_p50: FigureValue | None = None
     cpu_ns: FigureValue | None = None
+    testbed: str = "local"  # the testbed that measured it (a lab's series are per testbed)
 
     def figure(self, name: str) -> FigureValue | None:
         return getattr(self, name)
@@ -155,10 +156,11 @@ class Series:
     label: str  # the configuration's
     knobs: dict
     figures: list[FigureTrend] = field(default_factory=list)
+    testbed: str = "local"  # the testbed that measured its campaigns
 
     @property
     def key(self) -> str:
-        return f"{self.name} / {self.label}"
+        return f"{self.name} / {self.label}" + ("" if self.testbed == "local" else f" @ {self.testbed}")
 
     def to_dict(self) -> dict:
         return {"key": self.key, **asdict(self)}
@@ -170,7 +172,7 @@ def _runs_ci(values: list[float]) -> tuple[float, tuple[float, float] | None]:
 
 
 def campaign_figures(store: int, results_dir: str, name: str, created_unix_s: float, config: Configuration,
-                     row: DataPathRow) -> CampaignFigures:
+                     row: DataPathRow, testbed: str = "local") -> CampaignFigures:
     """The figures of one configuration of a campaign: capacity, PDR and NDR
     and CPU per packet from its data-path row (analysis.data_paths.compare),
     with the capacity's runs and the latency p50 from its trials."""
@@ -198,11 +200,11 @@ def campaign_figures(store: int, results_dir: str, name: str, created_unix_s: fl
     spec = config.meta.spec if isinstance(config.meta, SoftnetMeta) else {}
     return CampaignFigures(store, results_dir, config.campaign_id or "", name, config.label, dict(config.knobs),
                            spec, created_unix_s, capacity, single(row.pdr_pps), single(row.ndr_pps), latency,
-                           single(row.cpu_ns_per_pkt, row.cpu_ns_ci))
+                           single(row.cpu_ns_per_pkt, row.cpu_ns_ci), testbed)
 
 
 def search_figures(store: int, results_dir: str, name: str, created_unix_s: float, summaries: Sequence,
-                   knobs: dict, spec: dict) -> CampaignFigures | None:
+                   knobs: dict, spec: dict, testbed: str = "local") -> CampaignFigures | None:
     """The figures of one configuration of a search campaign: its NDR and
     (first) PDR goal, each the mean of its repeats' values with their
     t-interval, the repeats one sample. A goal a repeat did not find ("found"
@@ -218,7 +220,7 @@ def search_figures(store: int, results_dir: str, name: str, created_unix_s: floa
     if not found:
         return None
     return CampaignFigures(store, results_dir, summaries[0].campaign_id, name, summaries[0].label, dict(knobs),
-                           spec, created_unix_s, pdr=found.get("pdr"), ndr=found.get("ndr"))
+                           spec, created_unix_s, pdr=found.get("pdr"), ndr=found.get("ndr"), testbed=testbed)
 
 
 def _spec_value(spec: dict, dotted: str):
@@ -319,16 +321,17 @@ def figure_def(name: str) -> FigureDef:
 
 def trends(campaigns: Sequence[CampaignFigures], comparisons: Sequence[StoredComparison] = (),
            figures: Sequence[str] = FIGURE_NAMES) -> list[Series]:
-    """One series per configuration (campaign name and configuration label),
-    its campaigns ordered by creation time, each figure's trend."""
+    """One series per configuration (campaign name and configuration label)
+    and testbed (a lab's testbeds are not one machine), its campaigns ordered
+    by creation time, each figure's trend."""
     defs = [figure_def(n) for n in figures]
-    by_key: dict[tuple[str, str], list[CampaignFigures]] = {}
+    by_key: dict[tuple[str, str, str], list[CampaignFigures]] = {}
     for c in sorted(campaigns, key=lambda c: (c.created_unix_s, c.store, c.campaign_id)):
-        by_key.setdefault((c.name, c.label), []).append(c)
+        by_key.setdefault((c.name, c.label, c.testbed), []).append(c)
     out = []
-    for (name, label), cs in by_key.items():
+    for (name, label, testbed), cs in by_key.items():
         figs = [t for f in defs if (t := figure_trend(f, cs, comparisons)) is not None]
-        out.append(Series(name, label, dict(cs[0].knobs), figs))
+        out.append(Series(name, label, dict(cs[0].knobs), figs, testbed))
     return out
 
 

@@ -817,13 +817,16 @@ def trend(results: list[Path] = typer.Argument(..., help="softnet results direct
           fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="CI gate: exit 1 when a "
                                                   "series' latest change point is a regression at the newest "
                                                   "campaign"),
-          wide: bool = wide_option()) -> None:
-    """Each configuration's figures over stored campaigns, with change points (jumpavg)."""
+          wide: bool = wide_option(),
+          testbed: list[str] = typer.Option(None, "--testbed", help="only the series measured on this testbed "
+                                            "(a lab's: its fleet's or inventory's name; 'local': this host)")
+          ) -> None:
+    """Each configuration's figures over stored campaigns, per testbed, with change points (jumpavg)."""
     from softnet.cli import trend_cmd
 
     for r in results:
         check_store(r)
-    raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide))
+    raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide, testbed))
 
 
 @app.command()

@@ -50,10 +50,11 @@ def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
                 continue
             searches = summarize_searches(st, rec.campaign_id)
             cells = {c.cell_id: c for c in readers.cells(st, rec.campaign_id)}
+            where = readers.cell_testbeds(st, rec.campaign_id)
             for cell_id in dict.fromkeys(x.cell_id for x in searches):  # a search campaign: NDR/PDR per cell
                 got = search_figures(index, str(results_dir), rec.name or rec.campaign_id, rec.created_unix_s or 0.0,
                                      [x for x in searches if x.cell_id == cell_id], cells[cell_id].knobs,
-                                     cells[cell_id].spec)
+                                     cells[cell_id].spec, where.get(cell_id, readers.LOCAL))
                 if got is not None:
                     into.campaigns.append(got)
                 else:
@@ -63,7 +64,8 @@ def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
             for config in analyze_campaign(st, rec.campaign_id):
                 row = compare([config], {config.label: config.trials})[0]
                 into.campaigns.append(campaign_figures(index, str(results_dir), rec.name or rec.campaign_id,
-                                                       rec.created_unix_s or 0.0, config, row))
+                                                       rec.created_unix_s or 0.0, config, row,
+                                                       where.get(config.cell_id, readers.LOCAL)))
 
 
 def read_trend_inputs(dirs: Sequence[Path], skip_unreadable: bool = False) -> TrendInputs:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from softnet.errors import InputError
 from softnet.results.search import SearchGoalRow
-from softnet.results.store import DB_NAME, Store, is_export_dir, is_store_dir
+from softnet.results.store import DB_NAME, TRIAL_TESTBED, Store, is_export_dir, is_store_dir
 from softnet.results.stored import LatencyAt, StoredProvenance, StoredResult, StoredTrial
 from softnet.results.trial import check_schema
 
@@ -317,3 +317,14 @@ def trial_stacks(store: Store, campaign_id: str, cell_id: int, load_index: int |
                                    RawStacks.model_validate(stacks), t.document.get("received_pkts") or 0,
                                    None if threads is None else set(threads)))
     return out
+
+
+LOCAL = "local"  # the testbed of trials measured on the controller's own host (no fleet, no inventory)
+
+
+def cell_testbeds(store: Store, campaign_id: str) -> dict[int, str]:
+    """Each cell's testbed: the one that measured its trials (a fleet's, an
+    inventory's testbed, else "local"), several joined by "+"."""
+    rows = store.db.execute(f"SELECT cell_id, list(DISTINCT {TRIAL_TESTBED} ORDER BY {TRIAL_TESTBED}) FROM trials "
+                            "WHERE campaign_id = ? GROUP BY cell_id", [campaign_id]).fetchall()
+    return {cell: "+".join(tbs) for cell, tbs in rows}

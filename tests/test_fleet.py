@@ -451,6 +451,7 @@ duration_s = 0.3
 initial_duration_s = 0.3
 warmup_s = 0.1
 max_trials = 3
+runs = 1
 [collect]
 sample = false
 stall_probe = false
@@ -502,3 +503,37 @@ max_rounds = 2
         # real packets through each testbed; how many a 0.3 s trial loses is the host's business
         assert all(0 < n <= sent for *_, sent, n in got), got
         assert wait_host_state(before) == before
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_afxdp_lab_on_a_worker_of_its_own_host(tmp_path, fleet):
+    """A worker without an inventory measures on its own host: the AF_XDP
+    lab's configurations there, then the re-runs per cluster; each run's
+    records reach the controller's store, where the analysis reads them."""
+    from softnet.testbed import lock
+    from softnet.results.latency import read_records
+    from tests.conftest import host_state, wait_host_state
+
+    with lock.testbed_lock(wait_s=float(os.environ.get("SOFTNET_WAIT") or 0)):
+        before = host_state()
+    f = fleet(["here"])
+    spec = tmp_path / "lat.toml"
+    spec.write_text('name = "lat"\n[method]\nkind = "latency"\nruns = 2\nduration_s = 0.3\n[latency]\n'
+                    'interval_s = 0.005\nbaseline_count = 5\nrerun_per_cluster = 1\nrerun_count = 100\n'
+                    '[matrix]\n"latency.poll_forwarder" = [false, true]\n"latency.poll_receiver" = [false, true]\n')
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r"), "--scheduler", f.address,
+                                   "--json"), capture_output=True, text=True, timeout=600)
+    f.close()
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert len(out["configurations"]) == 4
+    with duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True) as c:
+        rows = c.execute("SELECT cell_id, run_index, records_path, sent FROM latency_runs ORDER BY ALL").fetchall()
+    base = [x for x in rows if x[1] < 100]
+    assert [x[:2] for x in base] == [(c, r) for c in range(4) for r in range(2)], rows
+    # the second phase, one part after the configurations: per cluster one configuration, fast and flood
+    assert out["clustering"] and len(rows) - len(base) == 2 * out["clustering"]["k"], out.get("reruns")
+    for _, _, path, sent in rows:  # the records where the controller keeps them
+        assert path.startswith(str(tmp_path / "r" / "records")) and len(read_records(path)) == sent
+    assert wait_host_state(before) == before

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from softnet.fleet.resources import cell_resources, describe, resources_arg, sat
 from softnet.fleet.local import LocalFleet as Fleet, free_port
 from softnet.results.store import Store
 from tests.conftest import softnet_cmd
+from tests.test_serve_browser import browser, open_page  # noqa: F401 (browser: a fixture)
 
 # long end-to-end tests: `make test` runs them, `make check` does not
 pytestmark = pytest.mark.slow
@@ -537,3 +539,36 @@ def test_the_afxdp_lab_on_a_worker_of_its_own_host(tmp_path, fleet):
     for _, _, path, sent in rows:  # the records where the controller keeps them
         assert path.startswith(str(tmp_path / "r" / "records")) and len(read_records(path)) == sent
     assert wait_host_state(before) == before
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (make setup installs it)")
+def test_serve_shows_a_labs_export_per_testbed_in_chromium(tmp_path, fleet, browser):
+    """Three campaigns over two testbeds, exported as a lab: serve lists each
+    campaign with the testbeds that measured it, and the trends page has one
+    series per configuration and testbed, each with every campaign."""
+    from tests.test_serve import Server
+
+    f = fleet(["sim1", "sim2"])
+    for seed in (1, 2, 3):
+        spec = tmp_path / f"lab{seed}.toml"
+        spec.write_text(SPEC.format(name="lab", wall=0.02, matrix='"fleet.testbed" = ["sim1", "sim2"]')
+                        .replace("[synthetic]\n", f"[synthetic]\nseed = {seed}\n"))
+        r = run(spec, tmp_path / "r", f)
+        assert r.returncode == 0, r.stderr[-2000:]
+    ex = subprocess.run(softnet_cmd("export", str(tmp_path / "r"), "--out", str(tmp_path / "lab")),
+                        capture_output=True, text=True, timeout=120)
+    assert ex.returncode == 0, ex.stderr
+    s = Server(str(tmp_path / "lab"))
+    try:
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/")
+        page.wait_for_selector("#campaigns")
+        assert page.locator("#campaigns tbody tr").count() == 3
+        assert page.locator("#campaigns td.testbed").all_text_contents() == ["sim1, sim2"] * 3
+        page.click("a[href=\"/trends\"]")
+        page.wait_for_selector("#trend-1-0 .main-svg")
+        titles = sorted(page.locator("h2").all_text_contents())
+        assert len(titles) == 2 and titles[0].endswith("@ sim1") and titles[1].endswith("@ sim2"), titles
+        assert page.locator("#trend-0-0 .point").count() == page.locator("#trend-1-0 .point").count() == 3
+        assert not errors, errors
+    finally:
+        s.stop()

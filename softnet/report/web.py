@@ -66,6 +66,7 @@ class CampaignRow:
     trials: int
     valid: int
     status: str  # "running", "interrupted" (its run ended early or was killed) or "done"
+    testbeds: str = ""  # where its trials were measured (a lab's testbeds, or "local"), "" while running
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,10 @@ class Results:
                     kind = readers.CellSpec.model_validate(c.spec).method.kind if isinstance(c.spec, dict) \
                         else "sweep"
                     live = read_live(d / "raw" / c.campaign_id)
+                    where = ", ".join(sorted({t for tbs in readers.cell_testbeds(st, c.campaign_id).values()
+                                              for t in tbs.split("+")}))
                     out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
-                                            sum(1 for r in rows if r.valid), status(live, "done")), rows, live))
+                                            sum(1 for r in rows if r.valid), status(live, "done"), where), rows, live))
         return out
 
     def summaries(self) -> list[CampaignSummary]:

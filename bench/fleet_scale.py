@@ -65,6 +65,9 @@ class LightFleet(LocalFleet):
                                             env=dict(os.environ, SOFTNET_FLEET_TESTBED=tb))
         return self.workers[tb]
 
+    def wait_workers(self, n: int, timeout: float = 600) -> None:  # dozens of imports share two CPUs
+        super().wait_workers(n, timeout)
+
 
 def cpu_s(pid: int) -> float:
     import psutil

@@ -249,6 +249,26 @@ def test_searches_on_a_fleet_find_what_one_testbed_finds(tmp_path, fleet):
     assert len(rows) == len({r[:4] for r in rows}) == len(stored(tmp_path / "here"))
 
 
+def test_search_and_compare_commands_take_the_fleet(tmp_path, fleet):
+    """`softnet search` and `softnet compare` with --scheduler: measured on the
+    fleet's testbed, shown as without it."""
+    f = fleet(["sim1"])
+    s = subprocess.run(softnet_cmd("search", "--sut", "synthetic", "--goals", "ndr", "--repeats", "2", "--results",
+                                   str(tmp_path / "s"), "--scheduler", f.address, "--json"),
+                       capture_output=True, text=True, timeout=300)
+    assert s.returncode == 0, s.stderr[-3000:]
+    (search,) = json.loads(s.stdout)["searches"]
+    assert [r["trial_count"] > 0 for r in search["repeats"]] == [True, True]
+    assert {ran for *_, ran in stored(tmp_path / "s")} == {"sim1"}
+    c = subprocess.run(softnet_cmd("compare", "--variant", "testbed.sut=synthetic;synthetic.o_sat_pps=500000",
+                                   "--variant", "testbed.sut=synthetic;synthetic.o_sat_pps=450000", "--metrics", "capacity",
+                                   "--decide-on", "capacity", "--overload", "1Mpps", "--budget", "40", "--results",
+                                   str(tmp_path / "c"), "--scheduler", f.address, "--json"),
+                       capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0, c.stderr[-3000:]
+    assert "slower" in c.stdout and {ran for *_, ran in stored(tmp_path / "c")} == {"sim1"}, c.stdout[-2000:]
+
+
 def test_two_comparisons_run_at_once_each_on_its_testbed(tmp_path, fleet):
     """A comparison's pairs on one testbed (the one it names); two of them on
     two testbeds at the same time, each with the verdict it has here."""
@@ -418,68 +438,24 @@ def test_a_campaign_over_two_emulated_testbeds(tmp_path, fleet):
             for tb in ("tb1", "tb2"):
                 f.start_worker(tb, "--inventory", str(eh.inventory))
             f.wait_workers(2, timeout=180)
-            spec = tmp_path / "real.toml"
-            spec.write_text(f"""name = "real"
-[testbed]
-sut = "ipv4-fwd"
-inventory = "{eh.inventory}"
-testbeds = ["tb1", "tb2"]
-[method]
-loads = ["20kpps"]
-runs = 2
-duration_s = 0.3
-warmup_s = 0.1
-[collect]
-sample = false
-stall_probe = false
-[matrix]
-"traffic.frame_bytes" = [64, 128]
-""")
-            r = run(spec, tmp_path / "r", f)
+
+            def real(name: str, where: str, method: str, more: str = "") -> Path:
+                """A spec on the emulated testbeds, without the kernel sampler and stall probe."""
+                p = tmp_path / f"{name}.toml"
+                p.write_text(f'name = "{name}"\n[testbed]\nsut = "ipv4-fwd"\ninventory = "{eh.inventory}"\n'
+                             f'{where}\n[method]\n{method}\nduration_s = 0.3\nwarmup_s = 0.1\n'
+                             f'[collect]\nsample = false\nstall_probe = false\n{more}')
+                return p
+            both = 'testbeds = ["tb1", "tb2"]'
+            r = run(real("real", both, 'loads = ["20kpps"]\nruns = 2',
+                         '[matrix]\n"traffic.frame_bytes" = [64, 128]\n'), tmp_path / "r", f)
             # a search on each testbed, and a comparison on the one it names, with real packets
-            search = tmp_path / "search.toml"
-            search.write_text(f"""name = "search"
-[testbed]
-sut = "ipv4-fwd"
-inventory = "{eh.inventory}"
-testbeds = ["tb1", "tb2"]
-[method]
-kind = "search"
-goals = ["ndr"]
-min_load = "10kpps"
-max_load = "100kpps"
-width = 0.5
-duration_s = 0.3
-initial_duration_s = 0.3
-warmup_s = 0.1
-max_trials = 3
-runs = 1
-[collect]
-sample = false
-stall_probe = false
-""")
-            rs = run(search, tmp_path / "s", f)
-            compare = tmp_path / "compare.toml"
-            compare.write_text(f"""name = "compare"
-[testbed]
-sut = "ipv4-fwd"
-inventory = "{eh.inventory}"
-name = "tb2"
-[method]
-kind = "compare"
-loads = ["20kpps"]
-duration_s = 0.3
-warmup_s = 0.1
-[collect]
-sample = false
-stall_probe = false
-[compare]
-variants = [{{"traffic.frame_bytes" = 64}}, {{"traffic.frame_bytes" = 128}}]
-metrics = ["loss"]
-decide_on = ["loss"]
-min_rounds = 2
-max_rounds = 2
-""")
+            rs = run(real("search", both, 'kind = "search"\ngoals = ["ndr"]\nmin_load = "10kpps"\n'
+                          'max_load = "100kpps"\nwidth = 0.5\ninitial_duration_s = 0.3\nmax_trials = 3\nruns = 1'),
+                     tmp_path / "s", f)
+            compare = real("compare", 'name = "tb2"', 'kind = "compare"\nloads = ["20kpps"]',
+                           '[compare]\nvariants = [{"traffic.frame_bytes" = 64}, {"traffic.frame_bytes" = 128}]\n'
+                           'metrics = ["loss"]\ndecide_on = ["loss"]\nmin_rounds = 2\nmax_rounds = 2\n')
             rc = run(compare, tmp_path / "c", f)
             f.close()
         assert r.returncode == 0, r.stderr[-3000:]

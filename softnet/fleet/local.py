@@ -33,6 +33,7 @@ class LocalFleet:
         self.port, self.tmp = free_port(), tmp
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
+        self.schedulers = [self.scheduler]  # every one started: close() stops them all
         self.workers: dict[str, subprocess.Popen] = {}
         for tb in testbeds:
             self.start_worker(tb)
@@ -49,6 +50,7 @@ class LocalFleet:
 
     def restart_scheduler(self) -> None:
         self.scheduler = self._start("scheduler", "fleet", "scheduler", "--port", str(self.port))
+        self.schedulers.append(self.scheduler)
 
     def wait_workers(self, n: int, timeout: float = 60) -> None:
         from distributed import Client
@@ -73,7 +75,7 @@ class LocalFleet:
     def close(self) -> None:
         """SIGTERM, as a lab stops them (they remove their scratch space); SIGKILL what is left.
         The workers first: one whose scheduler is already gone waits seconds to say goodbye."""
-        for group in (list(self.workers.values()), [self.scheduler]):
+        for group in (list(self.workers.values()), self.schedulers):
             for p in group:
                 with contextlib.suppress(ProcessLookupError):
                     p.terminate()

@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+# at import: `softnet fleet worker` preloads this module, so a worker pays for them before its first part
+from softnet.campaign.compare import run_compare
+from softnet.campaign.runner import Event, measure_cell, search_cell
 from softnet.campaign.spec import CampaignSpec
 from softnet.fleet.relay import RelayStore, StoreOp, apply
+from softnet.provenance import spec_hash
 from softnet.fleet.resources import testbed_of
 
 # set by `softnet fleet worker` for the worker it starts
@@ -79,8 +83,6 @@ def run_part(doc: dict) -> PartDone:
     store write are told on the part's topic."""
     from distributed import get_client, get_worker
 
-    from softnet.campaign.runner import Event, _register
-
     w = get_worker()
     part = Part.model_validate(doc)
     testbed = os.environ.get(ENV_TESTBED) or testbed_of(w.state.total_resources) or w.name
@@ -98,7 +100,10 @@ def run_part(doc: dict) -> PartDone:
     try:
         with this_host(spec, cells), RelayStore(scratch, part.key, lambda op: w.log_event(part.topic, op.doc()),
                         fleet={"testbed": testbed, "worker": out.worker}) as store:
-            _register(store, part.cid, spec, cells)
+            store.register_campaign(part.cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
+            # the part's cells (the latency re-runs: all); a comparison registers its variants itself
+            for i in [] if spec.method.kind == "compare" else part.cells or range(len(cells)):
+                store.register_cell(part.cid, i, cells[i][0], cells[i][1].model_dump())
             for op in [*map(StoreOp.model_validate, part.seed), *history(get_client(), part)]:
                 apply(store, op)
             store.relaying = True
@@ -111,12 +116,8 @@ def run_part(doc: dict) -> PartDone:
 
 
 def _measure(spec: CampaignSpec, store: RelayStore, part: Part, cells, tell) -> None:
-    from softnet.campaign.runner import Event, measure_cell, search_cell
-
     kind, cid = spec.method.kind, part.cid
     if kind == "compare":
-        from softnet.campaign.compare import run_compare
-
         run_compare(spec, store, cid, lambda k, done, total, text: tell(Event(k, done, total, text)))
     elif kind == "latency":
         from softnet.campaign.latency import run_latency_campaign

@@ -77,6 +77,12 @@ def test_compare_takes_two_campaigns_of_one_export(lab):
         return [[{k: v for k, v in d.items() if k != "label"} for d in ds] for ds in summary["differences"].values()]
 
     assert figures(from_export) == figures(from_stores) and figures(from_stores)[0]
+    # each testbed's store exported on its own: the same verdicts again
+    for store in ("a", "b"):
+        assert cli("export", str(lab / store), "--out", str(lab / f"export-{store}")).returncode == 0
+    apart = json_of("compare", str(lab / "export-a"), str(lab / "export-b"), "--campaign", ids[0], "--campaign",
+                    ids[1], "--json")
+    assert figures(apart) == figures(from_stores)
     r = cli("compare", export, export, "--campaign", ids[0])
     assert r.returncode != 0 and "--campaign" in r.stderr and "one per results directory" in r.stderr
     r = cli("compare", export, export, "--campaign", ids[0], "--campaign", "nope-1")

@@ -47,12 +47,13 @@ def fleet(tmp_path):
     assert not list(Path(tempfile.gettempdir()).glob("softnet-fleet-*"))
 
 
-SPEC = """name = "{name}"
+SIMULATED = """name = "{name}"
 [testbed]
 sut = "synthetic"
 [synthetic]
 trial_wall_s = {wall}
-[method]
+"""  # a simulated testbed: each trial takes {wall} s of wall time
+SPEC = SIMULATED + """[method]
 loads = ["100kpps", "300kpps", "500kpps"]
 runs = 2
 duration_s = 1
@@ -176,12 +177,7 @@ def test_a_controller_killed_mid_cell_loses_nothing_the_worker_measured(tmp_path
     assert sum(starts(r.stderr.splitlines()).values()) <= 6 - len(before) - 3, r.stderr[-3000:]
 
 
-SEARCH = """name = "{name}"
-[testbed]
-sut = "synthetic"
-[synthetic]
-trial_wall_s = {wall}
-[method]
+SEARCH = SIMULATED + """[method]
 kind = "search"
 goals = ["ndr", "pdr0.5"]
 min_load = "10kpps"
@@ -191,12 +187,7 @@ runs = 2
 "fleet.testbed" = ["sim1", "sim2"]
 """
 
-COMPARE = """name = "{name}"
-[testbed]
-sut = "synthetic"
-[synthetic]
-trial_wall_s = {wall}
-[fleet]
+COMPARE = SIMULATED + """[fleet]
 testbed = "{testbed}"
 [method]
 kind = "compare"

@@ -45,6 +45,7 @@ def fleet(tmp_path):
         f.close()
     assert {p.name for p in Path(tempfile.gettempdir()).glob("*dask*")} == before  # scratch spaces removed
     assert not list(Path(tempfile.gettempdir()).glob("softnet-fleet-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("softnet-part-*"))  # a part's scratch store, killed or not
 
 
 SIMULATED = """name = "{name}"

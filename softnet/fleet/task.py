@@ -19,8 +19,8 @@ from softnet.campaign.compare import run_compare
 from softnet.campaign.runner import Event, measure_cell, search_cell
 from softnet.campaign.spec import CampaignSpec
 from softnet.fleet.relay import RelayStore, StoreOp, apply
-from softnet.provenance import spec_hash
 from softnet.fleet.resources import testbed_of
+from softnet.provenance import spec_hash
 
 # set by `softnet fleet worker` for the worker it starts
 ENV_TESTBED, ENV_INVENTORY = "SOFTNET_FLEET_TESTBED", "SOFTNET_FLEET_INVENTORY"
@@ -96,7 +96,8 @@ def run_part(doc: dict) -> PartDone:
         if e.kind in ("start", "plan", "look"):
             w.log_event(part.topic, {"progress": e.message, "testbed": testbed, "part": part.key})
 
-    scratch = tempfile.mkdtemp(prefix=f"softnet-part-{part.key}-")
+    # in the worker's own folder: `softnet fleet worker` removes it even after a SIGKILL mid-part
+    scratch = tempfile.mkdtemp(prefix=f"softnet-part-{part.key}-", dir=w.local_directory)
     try:
         with this_host(spec, cells), RelayStore(scratch, part.key, lambda op: w.log_event(part.topic, op.doc()),
                         fleet={"testbed": testbed, "worker": out.worker}) as store:

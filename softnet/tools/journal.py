@@ -210,7 +210,11 @@ def _fsync_dir(path: Path) -> None:
 
 def _finish(path: Path) -> None:
     """Nothing left to undo: keep the journal as one of the last KEEP_DONE done files."""
-    path.rename(path.with_name(f"journal-{time.time():.3f}.done.jsonl"))
+    # named by the nanosecond, and never over another: two journals can finish within one millisecond
+    stamp = time.time_ns()
+    while (dest := path.with_name(f"journal-{stamp}.done.jsonl")).exists():
+        stamp += 1
+    path.rename(dest)
     done = sorted(path.parent.glob("journal-*.done.jsonl"), key=lambda p: p.stat().st_mtime)
     for old in done[:-KEEP_DONE]:
         old.unlink(missing_ok=True)

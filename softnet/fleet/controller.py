@@ -25,7 +25,7 @@ from softnet.campaign.runner import Event, _register, campaign_id, trial_text
 from softnet.campaign.spec import CampaignSpec
 from softnet.provenance import spec_hash
 from softnet.errors import InputError, SoftnetError
-from softnet.fleet.relay import StoreOp, apply, seed_ops
+from softnet.fleet.relay import Applied, StoreOp, apply, seed_ops
 from softnet.fleet.resources import cell_resources, describe, satisfies, testbed_of
 from softnet.fleet.task import Part, PartDone, run_part
 from softnet.results.store import Store
@@ -186,11 +186,11 @@ class Controller:
         if op.id in self.applied:
             return
         self.applied.add(op.id)
-        what = apply(self.store, op)
-        if what == COUNTED.get(self.spec.method.kind, "trial"):
+        done = apply(self.store, op)
+        if done.what == COUNTED.get(self.spec.method.kind, "trial"):
             self.count += 1
-        if what and not quiet:
-            self.on_event(Event("trial", self.count, self.total, _op_text(op, what)))
+        if done.what and not quiet:
+            self.on_event(Event("trial", self.count, self.total, _op_text(op, done)))
 
     def _drain(self) -> None:
         while not self.inbox.empty():
@@ -280,16 +280,12 @@ def _forget_topic(dask_scheduler, topic: str) -> None:
     dask_scheduler._broker.truncate(topic)
 
 
-def _op_text(op: StoreOp, what: str) -> str:
+def _op_text(op: StoreOp, done: Applied) -> str:
     """A stored write in words, for the progress log."""
-    import json
-
-    from softnet.fleet.relay import unpack
-
-    if op.op == "add_trial":
-        doc = json.loads(unpack(op.blob))
-        return (f"{op.testbed}: cell {doc['cell_id']} run {doc['run_index']}: "
-                f"{trial_text(StoredResult.parse(doc['result'], 'trial result'))}")
+    if done.trial is not None:
+        t = done.trial
+        return (f"{op.testbed}: cell {t.cell_id} run {t.run_index}: "
+                f"{trial_text(StoredResult.parse(t.result, 'trial result'))}")
     a = op.args
     run = f" run {a['run_index']}" if "run_index" in a else ""
-    return f"{op.testbed}: {op.part.replace('cell', 'cell ')}{run}: {what} stored"
+    return f"{op.testbed}: {op.part.replace('cell', 'cell ')}{run}: {done.what} stored"

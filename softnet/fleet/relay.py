@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -48,18 +49,30 @@ def unpack(blob: bytes) -> bytes:
     return zlib.decompress(blob)
 
 
-def apply(store: Store, op: StoreOp) -> str | None:
-    """Make the write in ``store``; what it was, in words ("trial", "search",
-    ...), or None when the store had it already."""
+@dataclass(frozen=True)
+class Applied:
+    """What ``apply`` stored: in words ("trial", "search", ...; None: the
+    store had it already, or it is not told), and a trial's record."""
+
+    what: str | None
+    trial: TrialRecord | None = None
+
+
+def apply(store: Store, op: StoreOp) -> Applied:
+    """Make the write in ``store``."""
+    what = _apply(store, op)
+    return what if isinstance(what, Applied) else Applied(what)
+
+
+def _apply(store: Store, op: StoreOp) -> Applied | str | None:
     a = op.args
     if op.op == "add_trial":
-        doc = json.loads(unpack(op.blob))
-        rec = TrialRecord(**doc)
+        rec = TrialRecord(**json.loads(unpack(op.blob)))
         if rec.key in store.done_keys(rec.campaign_id):
             return None
         store.add_trial(rec.campaign_id, rec.cell_id, rec.load_index, rec.run_index, rec.knobs,
                         {**rec.result, "raw_trial": rec.raw_trial})
-        return "trial"
+        return Applied("trial", rec)
     if op.op == "set_probe":
         if store.probe(a["cid"], a["cell_id"]) is not None:
             return None
@@ -109,12 +122,10 @@ def seed_ops(store: Store, cid: str, part: str, cells: set[int] | None) -> list[
             ops.append(StoreOp(part=part, op="set_probe", args={
                 "cid": cid, "cell_id": row["cell_id"], "max_rate_pps": row["probe_max_rate_pps"],
                 "probe": json.loads(row["probe_json"] or "{}")}))
-    folder = store.raw_folder(cid)
-    for path in sorted(folder.glob("cell*-load*-run*.json")) if folder.is_dir() else []:
+    for path in store.raw_trial_files(cid):
         if mine(int(path.name[4:7])):
             ops.append(StoreOp(part=part, op="add_trial", blob=pack(path.read_bytes())))
-    for path in sorted(folder.glob("cell*-latency-run*.json")) if folder.is_dir() else []:
-        cell_id, run = (int(x) for x in path.stem.replace("cell", "").split("-latency-run"))
+    for cell_id, run, path in store.raw_latency_files(cid):
         if mine(cell_id):
             doc = json.loads(path.read_text())
             records = store.records_path(cid, cell_id, run)

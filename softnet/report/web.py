@@ -213,7 +213,7 @@ class Results:
                         else "sweep"
                     live = read_live(d / "raw" / c.campaign_id)
                     where = ", ".join(sorted({t for tbs in readers.cell_testbeds(st, c.campaign_id).values()
-                                              for t in tbs.split("+")}))
+                                              for t in tbs}))
                     out.append((CampaignRow(i, str(d), c.campaign_id, c.name, kind, c.created_unix_s, len(rows),
                                             sum(1 for r in rows if r.valid), status(live, "done"), where), rows, live))
         return out

@@ -50,7 +50,8 @@ def read_store(index: int, results_dir: Path, into: TrendInputs) -> None:
                 continue
             searches = summarize_searches(st, rec.campaign_id)
             cells = {c.cell_id: c for c in readers.cells(st, rec.campaign_id)}
-            where = readers.cell_testbeds(st, rec.campaign_id)
+            # a configuration measured on several testbeds is its own series ("tb1+tb2")
+            where = {cell: "+".join(tbs) for cell, tbs in readers.cell_testbeds(st, rec.campaign_id).items()}
             for cell_id in dict.fromkeys(x.cell_id for x in searches):  # a search campaign: NDR/PDR per cell
                 got = search_figures(index, str(results_dir), rec.name or rec.campaign_id, rec.created_unix_s or 0.0,
                                      [x for x in searches if x.cell_id == cell_id], cells[cell_id].knobs,

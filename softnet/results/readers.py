@@ -322,9 +322,9 @@ def trial_stacks(store: Store, campaign_id: str, cell_id: int, load_index: int |
 LOCAL = "local"  # the testbed of trials measured on the controller's own host (no fleet, no inventory)
 
 
-def cell_testbeds(store: Store, campaign_id: str) -> dict[int, str]:
-    """Each cell's testbed: the one that measured its trials (a fleet's, an
-    inventory's testbed, else "local"), several joined by "+"."""
+def cell_testbeds(store: Store, campaign_id: str) -> dict[int, list[str]]:
+    """Each cell's testbeds, sorted: those that measured its trials (a
+    fleet's, an inventory's testbed, else "local")."""
     rows = store.db.execute(f"SELECT cell_id, list(DISTINCT {TRIAL_TESTBED} ORDER BY {TRIAL_TESTBED}) FROM trials "
                             "WHERE campaign_id = ? GROUP BY cell_id", [campaign_id]).fetchall()
-    return {cell: "+".join(tbs) for cell, tbs in rows}
+    return dict(rows)

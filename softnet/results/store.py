@@ -299,17 +299,27 @@ class Store:
 
     def recover(self, campaign_id: str) -> int:
         """Import raw files whose row is missing (a kill between the two writes)."""
-        folder = self.raw_folder(campaign_id)
-        if not folder.is_dir():
-            return 0
         done = self.done_keys(campaign_id)
         n = 0
-        for path in sorted(folder.glob("cell*-load*-run*.json")):  # trials (not latency runs)
+        for path in self.raw_trial_files(campaign_id):
             record = TrialRecord(**json.loads(path.read_text()))
             if record.key not in done:
                 self._insert(record, path)
                 n += 1
         return n
+
+    def raw_trial_files(self, campaign_id: str) -> list[Path]:
+        """The campaign's raw trial files (not its latency runs), by name."""
+        folder = self.raw_folder(campaign_id)
+        return sorted(folder.glob("cell*-load*-run*.json")) if folder.is_dir() else []
+
+    def raw_latency_files(self, campaign_id: str) -> list[tuple[int, int, Path]]:
+        """(cell, run, path) of the campaign's raw latency run files, by name."""
+        out = []
+        for path in sorted(self.raw_folder(campaign_id).glob("cell*-latency-run*.json")):
+            cell, run = (int(x) for x in path.stem.replace("cell", "").split("-latency-run"))
+            out.append((cell, run, path))
+        return out
 
     def done_keys(self, campaign_id: str) -> set[tuple[int, int, int]]:
         rows = self.db.execute("SELECT cell_id, load_index, run_index FROM trials WHERE campaign_id = ?",
@@ -465,8 +475,7 @@ class Store:
     def recover_latency(self, campaign_id: str) -> int:
         """Rows for raw latency files whose row is missing (a kill between the two writes)."""
         done, n = self.done_latency_runs(campaign_id), 0
-        for path in sorted((self.dir / "raw" / campaign_id).glob("cell*-latency-run*.json")):
-            cell, run = (int(x) for x in path.stem.replace("cell", "").split("-latency-run"))
+        for cell, run, path in self.raw_latency_files(campaign_id):
             if (cell, run) not in done:
                 self._insert_latency_row(campaign_id, cell, run, json.loads(path.read_text())["result"])
                 n += 1

@@ -359,6 +359,20 @@ def test_a_testbed_that_fails_its_check_is_left_out_with_the_reason(tmp_path, fl
     assert "tb9 left out: hosts.gone" in r.stderr, r.stderr
 
 
+def test_a_worker_signalled_with_its_whole_group_says_goodbye_once(tmp_path, fleet):
+    """Ctrl-C, scancel and systemd signal every process of the worker at once;
+    the Dask worker must get one signal, not ours on top (a second one kills
+    it before it leaves the scheduler). A signal to `softnet fleet worker`
+    alone is passed on."""
+    f = fleet(["g1", "g2"])
+    os.killpg(f.workers["g1"].pid, signal.SIGTERM)  # the whole group, as scancel
+    f.workers["g2"].send_signal(signal.SIGINT)  # softnet fleet worker alone
+    for tb in ("g1", "g2"):
+        assert f.workers[tb].wait(timeout=60) == 0
+        log = (tmp_path / f"worker-{tb}.log").read_text()
+        assert "Received signal SIG" in log and "End worker" in log, log[-2000:]
+
+
 def test_a_cell_no_testbed_can_take_is_refused_by_name(tmp_path, fleet):
     f = fleet(["sim1"])
     r = run(spec_file(tmp_path, "nowhere", '"fleet.testbed" = ["sim7"]'), tmp_path / "r", f)

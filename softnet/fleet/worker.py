@@ -21,6 +21,8 @@ from softnet.fleet.resources import resources_arg, worker_resources
 from softnet.fleet.task import ENV_INVENTORY, ENV_TESTBED
 
 RETRY_S = 2.0
+STOP_GRACE_S = 2.0
+POLL_S = 0.1
 
 
 def inventory_facts(inventory: str, testbed: str) -> tuple[list[str], str | None, list[str]]:
@@ -64,13 +66,10 @@ def start(scheduler: str, testbed: str, inventory: str | None, host: str) -> int
 
 
 def _supervise(scheduler: str, testbed: str, problems: list[str], argv: list[str], env: dict) -> int:
-    stop = []
-    child: list[subprocess.Popen] = []
+    stop: list[int] = []
 
     def on_signal(signum, frame):
         stop.append(signum)
-        if child and child[0].poll() is None:
-            child[0].terminate()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     while not stop:
@@ -82,13 +81,45 @@ def _supervise(scheduler: str, testbed: str, problems: list[str], argv: list[str
             continue
         if problems:
             raise InputError("--testbed", f"{testbed} failed its check, left out of the fleet: {'; '.join(problems)}")
-        child[:] = [subprocess.Popen(argv, env=env)]
-        child[0].wait()
+        _run_until_stopped(subprocess.Popen(argv, env=env), stop)
         if not stop:
             print(f"softnet fleet worker {testbed}: the Dask worker ended (scheduler lost?); joining again",
                   file=sys.stderr, flush=True)
             time.sleep(RETRY_S)
     return 0
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal (its SigCgt mask)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(mask >> (signum - 1) & 1)
+
+
+def _run_until_stopped(p: subprocess.Popen, stop: list[int]) -> None:
+    """Wait for the Dask worker; once stopped, see that it gets exactly one
+    SIGTERM. A Ctrl-C, scancel or systemd signals every process of the job
+    at once, and the Dask CLI takes a second signal as "die now" (it drops
+    its handler at the first), which skips its goodbye to the scheduler. So
+    a worker that had its handler is given STOP_GRACE_S to show (by dropping
+    it) that it got the signal itself before it is sent one."""
+    armed = False  # the Dask CLI had its SIGTERM handler: a signal it got shows as the handler gone
+    since: float | None = None  # when the stop came
+    settled = False  # the worker has its one signal
+    while p.poll() is None:
+        if not stop:
+            armed = armed or catches(p.pid, signal.SIGTERM)
+        elif not settled:
+            since = time.monotonic() if since is None else since
+            if armed and not catches(p.pid, signal.SIGTERM):
+                settled = True  # it got its own signal and is closing
+            elif not armed or time.monotonic() - since >= STOP_GRACE_S:
+                p.terminate()
+                settled = True
+        time.sleep(POLL_S)
 
 
 def _announce(scheduler: str, testbed: str, problems: list[str]) -> None:
@@ -110,13 +141,15 @@ def run_scheduler(host: str, port: int) -> int:
     scratch = tempfile.mkdtemp(prefix="softnet-fleet-scheduler-")
     argv = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
             "--no-dashboard"]
-    proc = subprocess.Popen(argv, env=dict(os.environ, DASK_TEMPORARY_DIRECTORY=scratch))
+    stop: list[int] = []
 
-    def forward(signum, frame):
-        proc.send_signal(signal.SIGTERM)
+    def on_signal(signum, frame):
+        stop.append(signum)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
+        signal.signal(sig, on_signal)
     try:
-        return proc.wait()
+        proc = subprocess.Popen(argv, env=dict(os.environ, DASK_TEMPORARY_DIRECTORY=scratch))
+        _run_until_stopped(proc, stop)
+        return proc.returncode
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -13,10 +13,11 @@ from typing import Callable
 
 from softnet.campaign.spec import CampaignSpec
 from softnet.results.live import HISTORY_POINTS, LiveCampaign, LiveSample, LiveTrial, clear_live, write_live
+from softnet.results.soak import CriticalLoad
 from softnet.results.stored import knobs_label
 
 
-UNITS = {"sweep": "trials", "search": "searches", "compare": "trials", "latency": "runs"}
+UNITS = {"sweep": "trials", "search": "searches", "compare": "trials", "latency": "runs", "soak": "seconds"}
 
 
 class LiveWriter:
@@ -55,6 +56,11 @@ class LiveWriter:
         st.done, st.planned = done, planned
         if kind in ("trial", "search"):
             st.trial = None
+        self._write()
+
+    def estimate(self, critical: CriticalLoad) -> None:
+        """A soak's estimate after its last trial."""
+        self.state.estimate = critical
         self._write()
 
     def trial(self, cell_id: int, load_index: int, run_index: int, knobs: dict, rate_pps: float,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 import sys
 import time
 from typing import Callable
@@ -20,6 +21,7 @@ from softnet.analysis.back_to_back import BurstPlan
 from softnet.analysis.synthetic import LoadLossModel
 from softnet.campaign.interleave import Turn
 from softnet.campaign.spec import CampaignSpec
+from softnet.collect.drift import read_levels
 from softnet.errors import InputError
 from softnet.provenance import provenance
 from softnet.results.live import LiveSample
@@ -38,6 +40,8 @@ class SyntheticMeasurer:
         self.model = LoadLossModel(o_sat_pps=s.o_sat_pps, plr_at_sat=s.plr_at_sat, pre_sat_exponent=s.pre_sat_exponent,
                                    o_trash_pps=s.o_trash_pps if s.o_trash_pps is not None else math.inf,
                                    m_pps=s.m_pps, noise=s.noise)
+        self.after = None if s.o_sat_after_pps is None else replace(
+            self.model, o_sat_pps=s.o_sat_after_pps, o_trash_pps=max(self.model.o_trash_pps, s.o_sat_after_pps))
 
     def __enter__(self):
         return self
@@ -61,7 +65,8 @@ class SyntheticMeasurer:
         duration = duration_s or m.duration_s
         if self.spec.synthetic.trial_wall_s:  # a simulated testbed's trial takes its time
             time.sleep(self.spec.synthetic.trial_wall_s)
-        tx, rx = self.model(rate_pps, duration, self._rng(load_index, run_index))
+        stepped = self.after is not None and load_index >= self.spec.synthetic.step_at_trial
+        tx, rx = (self.after if stepped else self.model)(rate_pps, duration, self._rng(load_index, run_index))
         return {
             "sut": "synthetic", "ip_version": None, "frame_bytes": self.spec.traffic.frame_bytes,
             "flows": self.spec.traffic.flows, "intended_rate_pps": rate_pps, "achieved_rate_pps": rate_pps,
@@ -71,6 +76,10 @@ class SyntheticMeasurer:
             "diagnosis": {}, "flags": [], "valid": True, "started_unix_s": time.time(),
             "provenance": provenance(None, model=self.spec.synthetic.model_dump(), sut="synthetic"),
         }
+
+    def drift_levels(self) -> dict | None:
+        """None: the model has no host to watch."""
+        return None
 
     def probe_max(self) -> tuple[float, dict]:
         r = self.measure(4 * self.model.o_sat_pps, -1, 0)
@@ -162,6 +171,10 @@ class TestbedMeasurer:
         return self._trial(rate_pps, duration_s or self.spec.method.duration_s, self.spec.method.warmup_s, live,
                            turn)
 
+    def drift_levels(self) -> dict:
+        """The SUT host's resources now (softnet.collect.drift), its namespace's own where they are per namespace."""
+        return read_levels(self.tb.ns["sut"])
+
     def path(self) -> dict:
         """Which side of the SUT receives (sut_in) and which sends (sut_out)."""
         t = self.spec.testbed
@@ -206,6 +219,9 @@ class RemoteMeasurer(TestbedMeasurer):
 
     def __exit__(self, *exc):
         self.tb.__exit__(*exc)
+
+    def drift_levels(self) -> dict:
+        return self.tb.drift_levels()
 
     def _run(self, spec: TrialSpec, live: Callable[[LiveSample], None] | None, turn: Turn | None = None) -> dict:
         if turn is not None:  # the spec refuses it first (CampaignSpec): each host's clock is its own

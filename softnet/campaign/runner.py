@@ -50,7 +50,7 @@ def run_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], No
             on_event(e)
 
         run = {"search": run_search_campaign, "latency": run_latency_campaign_in,
-               "compare": run_compare_campaign}.get(kind, run_sweep_campaign)
+               "compare": run_compare_campaign, "soak": run_soak_campaign}.get(kind, run_sweep_campaign)
         return run(spec, results_dir, tell, live)
 
 
@@ -133,6 +133,21 @@ def run_compare_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Ev
         store.register_campaign(cid, spec.name, spec_hash(spec.model_dump()), spec.model_dump(), time.time())
         store.recover(cid)
         run_compare(spec, store, cid, lambda kind, done, total, text: on_event(Event(kind, done, total, text)), live)
+    return cid
+
+
+def run_soak_campaign(spec: CampaignSpec, results_dir, on_event: Callable[[Event], None],
+                      live: LiveWriter | None = None) -> str:
+    """Each cell's soak in turn (softnet.campaign.soak); progress counts the soak's seconds."""
+    from softnet.campaign.soak import soak_cell
+
+    cid = campaign_id(spec)
+    cells = spec.cells()
+    with Store(results_dir) as store:
+        _register(store, cid, spec, cells)
+        for cell_id, (knobs, cell) in enumerate(cells):
+            soak_cell(store, cid, cell_id, knobs, cell, lambda kind, done, total, text: on_event(
+                Event(kind, done, total, text)), live)
     return cid
 
 

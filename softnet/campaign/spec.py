@@ -316,6 +316,16 @@ class SyntheticSpec(Strict):
     seed: int = 1
     # each trial takes this long on the wall (a simulated testbed: the fleet's scale bench)
     trial_wall_s: float = Field(0.0, ge=0, le=3600)
+    # a capacity step, the known truth a soak's change point must find: from this trial on (the
+    # soak's trial index; a sweep's load index) the model saturates at o_sat_after_pps instead
+    step_at_trial: int | None = Field(None, ge=1)
+    o_sat_after_pps: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def step_whole(self):
+        if (self.step_at_trial is None) != (self.o_sat_after_pps is None):
+            raise ValueError("step_at_trial and o_sat_after_pps go together (the trial and the capacity after)")
+        return self
 
 
 class FleetSpec(Strict):
@@ -462,6 +472,29 @@ COMPARE_METRICS = ("capacity", "cpu", "loss", "latency")
 CompareMetric = Literal["capacity", "cpu", "loss", "latency", "search"]
 
 
+class SoakSpec(Strict):
+    """A soak (method kind = "soak", softnet.campaign.soak): trials back to
+    back for wall_s, their loads drawn from the critical load's posterior
+    (the PLRsearch model, softnet.analysis.plr_model) between method.min_load
+    and method.max_load; the first trial lasts method.duration_s."""
+
+    # how long the soak runs, trials and what lies between them
+    wall_s: float = Field(600.0, ge=1, le=7 * 86400)
+    # the critical load is where the SUT's average loss ratio is this
+    target_loss_ratio: float = Field(1e-7, gt=0, lt=0.5)
+    # each trial lasts this much longer than the one before (PLRsearch's growth: early trials
+    # find the region fast, late ones add evidence where the estimate is)
+    duration_step_s: float = Field(0.1, ge=0, le=60)
+    # no trial lasts longer
+    max_trial_s: float = Field(60.0, ge=0.1, le=3600)
+    # the interval of the estimate and of the drift slopes
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    # the next load's draw (a resumed soak draws the same)
+    seed: int = 0
+    # read the SUT host's resources after every trial and fit their drift (softnet.collect.drift)
+    drift: bool = True
+
+
 class CompareSpec(Strict):
     """A paired comparison (method kind = "compare", softnet.campaign.compare):
     the variants measured in alternating rounds on the same host, the first
@@ -576,7 +609,7 @@ class GoalEntry(Strict):
 
 class MethodSpec(Strict):
     # what the campaign measures: a sweep, a search, the AF_XDP lab, a comparison, an RFC benchmark
-    kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back", "recovery"] = "sweep"
+    kind: Literal["sweep", "search", "latency", "compare", "reset", "back-to-back", "recovery", "soak"] = "sweep"
     # the sweep's loads ("200kpps", "1Gbps", or pps numbers)
     loads: list[str | float] | None = None
     # a sweep from here ...
@@ -730,6 +763,10 @@ class MethodSpec(Strict):
             if self.start is not None or self.relative is not None:
                 raise ValueError("a comparison measures at fixed loads: give loads = [...] (and compare.overload)")
             return self
+        if self.kind == "soak":
+            if given:
+                raise ValueError(f"a soak chooses its own loads: remove {given} (use min_load / max_load)")
+            return self
         if self.kind == "search":
             if given:
                 raise ValueError(f"a search chooses its own loads: remove {given} (use min_load / max_load)")
@@ -858,6 +895,7 @@ class CampaignSpec(Strict):
     analysis: AnalysisSpec = AnalysisSpec()
     collect: CollectSpec = CollectSpec()
     latency: LatencySpec = LatencySpec()
+    soak: SoakSpec = SoakSpec()
     compare: CompareSpec | None = None
     # knobs ("section.key") and their values: one cell per combination
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
@@ -985,8 +1023,8 @@ class CampaignSpec(Strict):
         needed when ``needs_probe()``. "max" in loads is the probed maximum:
         the paper's "maximum throughput achievable" level (WiFi-AP study)."""
         m, size, layer = self.method, self.traffic.frame_bytes, self.traffic.rate_layer
-        if m.kind == "search":
-            raise ValueError("a search chooses its own loads")
+        if m.kind in ("search", "soak"):
+            raise ValueError(f"a {m.kind} chooses its own loads")
         if m.kind == "recovery":  # the overload: RFC 2544 26.5's 110% of the throughput
             return [parse_rate(str(m.throughput), size, layer, "method.throughput") * m.overload]
         if m.relative is not None:
@@ -1099,7 +1137,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
                                  f"\"{cell.testbed.sut}\" (IPv{v}): at least {min_frame_bytes(v)} B"
                                  + (f" (matrix cell {knobs})" if knobs else ""))
         # Unit errors now, before anything runs.
-        if cell.method.kind == "search":
+        if cell.method.kind in ("search", "soak"):
             cell.search_range_pps()
         elif cell.method.kind == "compare":
             pass  # its loads: checked above

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from softnet.analysis.latency_stats import SEVEN, knob_label
-from softnet.cli.output import Col, console, count, eng, print_json, table
+from softnet.cli.output import Col, console, count, eng, plain, print_json, table
 from softnet.results.latency import KnobUnsupported, StoredLatencyRun
 
 US = 1e-9  # ns -> s for eng(..., "s")
@@ -81,10 +81,6 @@ def show_reruns(reruns: list[dict], wide: bool = False) -> None:
              t(r["median_ns"]), t(r["base_median_ns"]), t(r["p99_ns"]), ", ".join(r["flags"]) or "-"]
             for r in reruns]
     console.print(table("re-runs at higher rates (the study's second phase)", RERUN_COLS, rows, wide))
-
-
-def plain(text: str) -> None:
-    console.print(text, markup=False, highlight=False)
 
 
 def show(results: Path, cid: str, as_json: bool, wide: bool = False, quiet: bool = False) -> dict:

@@ -32,6 +32,11 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def plain(text: str) -> None:
+    """A line as it is: no markup, no highlighting."""
+    console.print(text, markup=False, highlight=False)
+
+
 def print_error(exc: BaseException) -> None:
     """One error line on stderr: the message verbatim (no markup, no wrapping),
     so a path or a ``[rate_pps, ...]`` in it reads as written."""

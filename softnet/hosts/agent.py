@@ -32,7 +32,7 @@ from pyroute2 import IPRoute
 
 from softnet import __version__, interrupts
 from softnet.collect.procfs import cpu_freq_hz, host_sysctls
-from softnet.collect import procfs
+from softnet.collect import drift, procfs
 from softnet.collect.profiler import Profiler
 from softnet.collect.sampler import KernelSampler
 from softnet.collect.stacks import StackSampler
@@ -514,6 +514,10 @@ class Agent(XskLabOps):
             out |= {"napi_runtime_ns": runtime, "napi_runs": runs}
         return out
 
+    def op_drift(self) -> dict:
+        """The host's resources now, the SUT namespace's own where per namespace (the soak's drift watch)."""
+        return drift.read_levels(_sut_ns(self.lab) if self.lab is not None else None)
+
     def op_window(self, at_unix_s: list[float], sampler: str | None = None, profiler: str | None = None,
                   napi: list[str] = (), stacks: str | None = None) -> dict:
         """Take the window-edge reads at these times of this host's clock, on
@@ -601,6 +605,7 @@ OPS: dict[str, Handler] = {
     "start": op(Agent.op_start), "poll": op(Agent.op_poll), "interrupt": op(Agent.op_interrupt),
     "wait": op(Agent.op_wait), "drain": op(Agent.op_drain), "timeline": op(Agent.op_timeline),
     "read": op(Agent.op_read), "stop": op(Agent.op_stop), "reads": op(Agent.op_reads),
+    "drift": op(Agent.op_drift),
     "window": op(Agent.op_window), "collect": op(Agent.op_collect), "clean": op(Agent.op_clean),
     "undo": op(Agent.op_undo), "bye": op(Agent.op_bye),
     **{name: op(fn) for name, fn in XSK_OPS.items()},  # the AF_XDP latency lab's

@@ -253,6 +253,13 @@ class Reads(Reply):
     napi_runs: dict[str, Any] | None = None
 
 
+class DriftReply(Reply):
+    """drift: the SUT host's resources now (softnet.collect.drift.read_levels)."""
+    t_unix_s: float
+    levels: dict[str, float] = Field(default_factory=dict)
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
 class DoctorCheck(Reply):
     """One `softnet doctor` probe's finding as the agent sends it (Check.to_dict)."""
     name: str

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError
-from softnet.hosts.agent_protocol import (Applied, DrainReply, GenStarted, ProfilerStarted, ReadReply, SeriesReply,
+from softnet.hosts.agent_protocol import (Applied, DrainReply, DriftReply, GenStarted, ProfilerStarted, ReadReply, SeriesReply,
                                           StacksStarted,
                                           Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
                                           WindowReply)
@@ -301,6 +301,11 @@ class RemoteTestbed:
         names = [self.ports["sut_in"].iface.name, self.ports["sut_out"].iface.name]
         return self.sessions[role].ask(Reads, "reads", ifnames=names, qdiscs=names, procfs_snapshot=procfs_snapshot,
                                        napi=names, counters=True)
+
+    def drift_levels(self) -> dict:
+        """The SUT host's resources now, read by its agent (softnet.collect.drift)."""
+        r = self.sessions["sut"].ask(DriftReply, "drift")
+        return {"t_unix_s": r.t_unix_s, "levels": r.levels, "missing": r.missing}
 
     def host_reads(self) -> dict:
         """This host's trial reads, from the host that has each."""

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from softnet.results.soak import CriticalLoad
+
 LIVE_FILE = "live.json"
 HISTORY_POINTS = 600  # per-second points kept for a page opened mid-trial
 
@@ -78,6 +80,7 @@ class LiveCampaign(BaseModel):
     done_at_start: int | None = None  # stored before this run began (a resumed campaign)
     state: Literal["running", "interrupted"] = "running"
     trial: LiveTrial | None = None  # None between trials
+    estimate: CriticalLoad | None = None  # a soak's critical load after its last trial
 
     def writer_alive(self) -> bool:
         """Whether the controller that writes it still runs (on this host: its pid)."""

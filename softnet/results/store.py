@@ -33,6 +33,7 @@ from softnet import interrupts
 from softnet.errors import InputError
 from softnet.results.comparison import ComparisonSummary
 from softnet.results.latency import LATENCY_SCHEMA_VERSION, LatencyRunResult
+from softnet.results.soak import SoakSummary
 from softnet.results.search import SEARCH_SCHEMA_VERSION, SearchGoalRow, StoredSearch, check_search_schema
 from softnet.results.stored import StoredProvenance, StoredResult
 from softnet.results.trial import KernelSamples, check_schema
@@ -89,6 +90,10 @@ ALTER TABLE searches ADD COLUMN IF NOT EXISTS final_trial_duration_s DOUBLE;
 CREATE TABLE IF NOT EXISTS comparisons (
     campaign_id VARCHAR PRIMARY KEY, rounds INTEGER, stop_reason VARCHAR, finished BOOLEAN,
     updated_unix_s DOUBLE, result_json VARCHAR);
+CREATE TABLE IF NOT EXISTS soaks (
+    campaign_id VARCHAR, cell_id INTEGER, finished BOOLEAN, updated_unix_s DOUBLE, critical_load_pps DOUBLE,
+    lower_pps DOUBLE, upper_pps DOUBLE, trials INTEGER, flags VARCHAR[], result_json VARCHAR,
+    PRIMARY KEY (campaign_id, cell_id));
 CREATE TABLE IF NOT EXISTS latency_runs (
     campaign_id VARCHAR, cell_id INTEGER, run_index INTEGER, knobs_json VARCHAR,
     sent BIGINT, received BIGINT, lost BIGINT, impossible BIGINT,
@@ -97,7 +102,7 @@ CREATE TABLE IF NOT EXISTS latency_runs (
     flags VARCHAR[], valid BOOLEAN, started_unix_s DOUBLE, records_path VARCHAR, result_json VARCHAR,
     PRIMARY KEY (campaign_id, cell_id, run_index));
 """
-EXPORTED = ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons")
+EXPORTED = ("campaigns", "cells", "trials", "searches", "kernel_samples", "latency_runs", "comparisons", "soaks")
 # the testbed that measured a trial: a fleet's (its provenance), else the inventory's testbed it names, else this host
 TRIAL_TESTBED = ("coalesce(json_extract_string(result_json, '$.provenance.fleet.testbed'), "
                  "json_extract_string(knobs_json, '$.\"testbed.name\"'), 'local')")
@@ -429,6 +434,23 @@ class Store:
         if row is None or (finished_only and not row[1]):
             return None
         return ComparisonSummary.from_dict(json.loads(row[0]), self.source)
+
+    # ---- soaks (method kind "soak") ----------------------------------------
+    def set_soak(self, campaign_id: str, cell_id: int, summary: SoakSummary, now: float) -> None:
+        """A cell's soak summary (its trials are stored as they end)."""
+        e = summary.estimate
+        self.db.execute("INSERT OR REPLACE INTO soaks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [campaign_id, cell_id, summary.finished, now, e.median_pps if e else None,
+                         e.lower_pps if e else None, e.upper_pps if e else None, summary.trials, summary.flags,
+                         summary.model_dump_json()])
+
+    def soaks(self, campaign_id: str) -> dict[int, SoakSummary]:
+        """Each cell's stored soak summary."""
+        if not self.db.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'soaks'").fetchall():
+            return {}  # a store written before soaks
+        rows = self.db.execute("SELECT cell_id, result_json FROM soaks WHERE campaign_id = ? ORDER BY cell_id",
+                               [campaign_id]).fetchall()
+        return {c: SoakSummary.model_validate_json(j) for c, j in rows}
 
     # ---- latency runs (the AF_XDP lab) -------------------------------------
     def records_path(self, campaign_id: str, cell_id: int, run_index: int) -> Path:

@@ -3,7 +3,9 @@ PLRsearch (draft-vpolak-bmwg-plrsearch): the SUT's average loss per second
 at an offered load is the integral, from 0 to the load, of a sigmoid
 centred on a load ``mrr`` with width ``spread``; two sigmoids are fitted
 (the logistic, "stretch", and the normal CDF, "erf"); a trial's loss count
-is Poisson with that mean times its duration. The posterior of (mrr,
+is Poisson with that mean times its duration (here negative binomial: as
+Poisson for the small counts near the critical load, with a spread of some
+percent for the millions lost past capacity). The posterior of (mrr,
 spread) under each fit gives the posterior of the critical load, where the
 average loss ratio equals the target (1e-7 by default); the estimate is the
 two fits' posteriors mixed half and half, as PLRsearch averages them.
@@ -44,6 +46,21 @@ class LossEvidence:
     load_pps: float  # offered
     duration_s: float
     lost_pkts: int  # counted against the SUT (host stalls set apart)
+
+
+# The loss count's spread beyond Poisson: variance mu + DISPERSION mu^2 (negative binomial). Near the
+# critical load counts are small and it is Poisson; a trial far past capacity loses millions, and the
+# share it loses varies by some percent from trial to trial (the host, the queues), which Poisson's
+# +-sqrt(mu) would take for a contradiction of any curve not exactly through it.
+DISPERSION = 0.01
+
+
+def log_count_pmf(k: np.ndarray, log_mu: np.ndarray) -> np.ndarray:
+    """log P(K = k), K negative binomial with mean exp(log_mu) and variance mu + DISPERSION mu^2."""
+    r = 1.0 / DISPERSION
+    log_r_mu = np.logaddexp(math.log(r), log_mu)  # log(r + mu)
+    return (gammaln(k + r) - gammaln(r) - gammaln(k + 1.0) + r * (math.log(r) - log_r_mu)
+            + k * (log_mu - log_r_mu))
 
 
 def _log_softplus(z: np.ndarray) -> np.ndarray:
@@ -113,7 +130,7 @@ class PlrModel:
         load = np.array([e.load_pps for e in ev])
         k = np.array([e.lost_pkts for e in ev], float)
         log_mu = log_loss_per_second(fit, load, mrr, spread) + np.log([e.duration_s for e in ev])
-        ll = k * log_mu - np.exp(log_mu) - gammaln(k + 1.0)
+        ll = log_count_pmf(k, log_mu)
         if not self.spoilt:
             return ll.sum(axis=-1)
         # a trial is spoilt (a stall, a neighbour) with prior probability `spoilt`: then its loss is any
@@ -187,18 +204,28 @@ class Posterior:
     weights: np.ndarray  # their posterior weights, summing to 1
     params: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]  # per fit: (name, weights, mrr, spread)
 
+    def log_predictive(self, e: LossEvidence) -> float:
+        """log P(the trial's loss count) under this posterior (Poisson, mixed over it)."""
+        parts = []
+        for fit, w, mrr, spread in self.params:
+            log_mu = log_loss_per_second(fit, np.asarray(e.load_pps, float), mrr, spread) + math.log(e.duration_s)
+            parts.append(np.log(np.maximum(w, 1e-300)) + log_count_pmf(np.asarray(float(e.lost_pkts)), log_mu))
+        return float(np.logaddexp.reduce(np.concatenate(parts)))
+
     def surprise(self, e: LossEvidence) -> tuple[float, str]:
         """How unlikely the trial's loss count is under this posterior: the
         smaller predictive tail, P(K >= k) or P(K <= k), K Poisson with the
         fits' mean at its load and duration, mixed over the posterior; and
         which ("more": it lost more than the model expects, "less")."""
-        from scipy.stats import poisson
+        from scipy.stats import nbinom
 
         up = down = 0.0
+        r = 1.0 / DISPERSION
         for fit, w, mrr, spread in self.params:
             mu = np.exp(log_loss_per_second(fit, np.asarray(e.load_pps, float), mrr, spread)) * e.duration_s
-            up += float((w * poisson.sf(e.lost_pkts - 1, mu)).sum())
-            down += float((w * poisson.cdf(e.lost_pkts, mu)).sum())
+            p = r / (r + mu)
+            up += float((w * nbinom.sf(e.lost_pkts - 1, r, p)).sum())
+            down += float((w * nbinom.cdf(e.lost_pkts, r, p)).sum())
         return (up, "more") if up < down else (down, "less")
 
 
@@ -235,3 +262,17 @@ def witness(earlier: Sequence[LossEvidence], e: LossEvidence, side: str, near: f
                 (side == "less" and r > factor * (ratio + slack))):
             return None
     return near_ones[-1]
+
+
+def step_start(before: Posterior, after: Posterior, between: Sequence[LossEvidence]) -> int:
+    """Where in ``between`` (the trials after the last one that still saw
+    the old SUT, up to the confirmed step) the new SUT began: the start of
+    the longest run to the end whose trials the after-posterior explains
+    better, summed (a single change point by likelihood ratio). An index
+    into ``between``; len(between): none of them."""
+    best, best_sum, total = len(between), 0.0, 0.0
+    for j in range(len(between) - 1, -1, -1):
+        total += after.log_predictive(between[j]) - before.log_predictive(between[j])
+        if total > best_sum:
+            best, best_sum = j, total
+    return best

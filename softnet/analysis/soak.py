@@ -99,13 +99,19 @@ def _flagged(fit: DriftFit, typical: float, span_s: float) -> DriftFit:
         rising_leak = fit.series not in FALLING_IS_LEAK
         if abs(moved) >= need and (lo > 0 or hi < 0):
             leak = (lo > 0) == rising_leak
+            rate = fit.series.endswith("_per_pkt")  # a cost, not a level: what grows is the work per packet
+            flag = ("cost_rising" if lo > 0 else "cost_falling") if rate else "leak_suspected" if leak else "trend"
             return fit.model_copy(update={
-                "flag": "leak_suspected" if leak else "trend",
+                "flag": flag,
                 "reason": f"{fit.series} {_signed(fit.slope_per_h)}/h [{_signed(lo)}, {_signed(hi)}]"})
     if fit.change_by is not None and abs(fit.change_by) >= need:
         return fit.model_copy(update={"flag": "step", "reason": f"{fit.series} stepped by {_signed(fit.change_by)} "
                                                                  f"at {fit.change_at_s:.0f} s"})
     return fit
+
+
+def _p(p: float) -> str:
+    return "< 1e-300" if p < 1e-300 else f"= {p:.1g}"
 
 
 def _signed(x: float) -> str:
@@ -134,17 +140,20 @@ def drift_fits(marks: Sequence[SoakMark], rates: dict[str, Sequence[float | None
     return fits
 
 
-def capacity_steps(marks: Sequence[SoakMark]) -> list[CapacityStepDoc]:
-    """The steps the soak confirmed, each with the estimate before it and at the end of its stretch."""
+def capacity_steps(model: PlrModel, marks: Sequence[SoakMark],
+                   evidence: Sequence[LossEvidence]) -> list[CapacityStepDoc]:
+    """The steps the soak confirmed (a surprising trial and its repeat), each
+    from the trial the new SUT began at, with the estimate from the trials
+    before it (since the step before) and at the end of its stretch."""
     out = []
     confirmed = [m for m in marks if m.step_from is not None]
     for n, m in enumerate(confirmed):
-        k = m.step_from
-        first = marks[k]
-        end = confirmed[n + 1].step_from - 1 if n + 1 < len(confirmed) else len(marks) - 1
-        begun = marks[k - 1].elapsed_s if k > 0 else 0.0
-        out.append(CapacityStepDoc(at_trial=k, at_s=begun, surprise=(first.surprise, m.surprise),
-                                   side=first.surprise_side or "more", witness=first.witness, before=marks[k - 1].estimate,
+        k, suspect = m.step_from, marks[m.index - 1]
+        since = confirmed[n - 1].step_from if n else 0
+        end = confirmed[n + 1].index - 1 if n + 1 < len(confirmed) else len(marks) - 1
+        out.append(CapacityStepDoc(at_trial=k, at_s=marks[k - 1].elapsed_s if k > 0 else 0.0,
+                                   surprise=(suspect.surprise, m.surprise), side=suspect.surprise_side or "more",
+                                   witness=suspect.witness, before=model.posterior(evidence[since:k]).estimate,
                                    after=marks[end].estimate))
     return out
 
@@ -154,12 +163,12 @@ def summarize(model: PlrModel, marks: Sequence[SoakMark], evidence: Sequence[Los
     """The soak's summary as of its stored trials."""
     path = [(m.elapsed_s, m.estimate.median_pps, m.estimate.lower_pps, m.estimate.upper_pps)
             for m in marks if m.estimate]
-    steps = capacity_steps(marks)
+    steps = capacity_steps(model, marks, evidence)
     fits = drift_fits(marks, rates, [e.load_pps for e in evidence], model.confidence)
     flags = [f"capacity_step: at {s.at_s:.0f} s (trial {s.at_trial}), critical load "
              f"{s.before.median_pps:,.0f} -> " + (f"{s.after.median_pps:,.0f} pps" if s.after else "?")
-             + f" (the SUT lost {s.side} than at about the same load in trial {s.witness}; p = "
-             f"{s.surprise[0]:.1g}, then {s.surprise[1]:.1g})" for s in steps]
+             + f" (the SUT lost {s.side} than at about the same load in trial {s.witness}; p "
+             f"{_p(s.surprise[0])}, then {_p(s.surprise[1])})" for s in steps]
     flags += [f"{f.flag}: {f.reason}" for f in fits if f.flag]
     last = next((m.estimate for m in reversed(marks) if m.estimate), None)
     return SoakSummary(trials=len(marks), elapsed_s=marks[-1].elapsed_s if marks else 0.0,

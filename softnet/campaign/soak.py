@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from softnet.analysis.plr_model import PlrModel, witness
+from softnet.analysis.plr_model import PlrModel, step_start, witness
 from softnet.analysis.soak import evidence_of, summarize, trial_rates
 from softnet.campaign.live import LiveWriter
 from softnet.campaign.measurers import measurer_for
@@ -26,7 +26,7 @@ from softnet.results.store import Store
 from softnet.units import format_rate
 
 # a trial whose loss the estimate gives less than this chance (either tail) is surprising
-SURPRISE = 1e-6
+SURPRISE = 1e-4
 MIN_TRIALS = 8  # trials an estimate reads before it may be surprised (the early ones explore)
 Tell = Callable[[str, int, int, str], None]  # (kind, seconds done, seconds planned, text)
 
@@ -86,7 +86,12 @@ def soak_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignS
                 odd = seen is not None
                 step_from = None
                 if prev and prev.suspect and odd and side == prev.surprise_side:
-                    step_from = active = prev.index  # the estimate starts afresh from the step's first trial
+                    # the new SUT may have begun before the trial that showed it: back to the first of the
+                    # trials since the suspect's witness that the new SUT explains better
+                    after = model.posterior([*evidence[prev.index:], e])
+                    before = model.posterior(evidence[active:prev.witness + 1])
+                    between = evidence[prev.witness + 1:prev.index]
+                    step_from = active = prev.witness + 1 + step_start(before, after, between)
                 evidence.append(e)
                 post = model.posterior(evidence[active:])
                 wall = time.monotonic() - t0

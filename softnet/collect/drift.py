@@ -62,12 +62,15 @@ def nft_set_elements(listing: dict) -> dict[str, float]:
 
 
 def bpf_maps(listing: list) -> dict[str, float]:
-    """Memory per BPF map, from ``bpftool -j map show`` (bytes_memlock: the
-    kernel's usage estimate since 6.4, which follows a hash map's entries)."""
-    out = {}
+    """Memory of the BPF maps of each name, from ``bpftool -j map show``
+    (bytes_memlock: the kernel's usage estimate since 6.4, which follows a
+    hash map's entries). By name, not id: a program loaded again makes its
+    maps anew, and the series goes on."""
+    out: dict[str, float] = {}
     for m in listing:
         if "bytes_memlock" in m:
-            out[f"bpf.{m.get('name') or 'map'}.{m['id']}_bytes"] = float(m["bytes_memlock"])
+            key = f"bpf.{m.get('name') or 'unnamed'}_bytes"
+            out[key] = out.get(key, 0.0) + float(m["bytes_memlock"])
     return out
 
 

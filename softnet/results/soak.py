@@ -69,7 +69,9 @@ class DriftFit(_Doc):
     slope_ci_per_h: tuple[float, float] | None  # its interval at the soak's confidence
     change_at_s: float | None = None  # soak time of the largest change point jumpavg finds (None: none)
     change_by: float | None = None  # the mean after it minus the mean before
-    flag: str | None = None  # "leak_suspected" (a level grows), "shrinking", "step" (a change point); None: steady
+    # "leak_suspected" (a level grows; available memory falls), "trend" (a level moves the other way),
+    # "cost_rising" / "cost_falling" (a per-packet figure, beside the load), "step" (a change point); None: steady
+    flag: str | None = None
     reason: str = ""  # the flag in words, with the figures
 
 

@@ -205,7 +205,7 @@ def analyze_campaign(store: Store, campaign_id: str, host_stall_loss: str | None
     loss is kept beside it (meta["counting_all_loss"])."""
     out = []
     for cell in readers.cells(store, campaign_id):
-        if cell.method_kind in ("search", "compare", "reset", "back-to-back", "recovery"):
+        if cell.method_kind in ("search", "compare", "reset", "back-to-back", "recovery", "soak"):
             continue  # searches are summarized by search_analysis, comparisons by analysis.comparisons
         trials = readers.stored_trials(store, campaign_id, cell.cell_id)
         if not trials:

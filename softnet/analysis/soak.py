@@ -11,6 +11,7 @@ it; scipy gives its interval."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import jumpavg
@@ -20,7 +21,7 @@ from scipy.stats import theilslopes
 
 from softnet.analysis.loss_time import counted_received
 from softnet.analysis.plr_model import LossEvidence, PlrModel
-from softnet.results.soak import CapacityStepDoc, DriftFit, SoakMark, SoakSummary
+from softnet.results.soak import SOAK, CapacityStepDoc, DriftFit, SoakMark, SoakSummary
 
 # a flag needs the series to move by this share of its typical level over the soak, and at least
 # the floor of its unit: the host's own churn (page cache, dentries, a socket's buffer) stays below both
@@ -181,3 +182,27 @@ def trial_rates(documents: Sequence[dict]) -> dict[str, list[float | None]]:
     kthreads' CPU time per packet (where the trial read it)."""
     ns = [((d.get("sut_thread_cpu") or {}).get("ns_per_pkt")) for d in documents]
     return {"sut.cpu_ns_per_pkt": ns} if any(v is not None for v in ns) else {}
+
+
+@dataclass(frozen=True)
+class StoredSoak:
+    """One cell's soak as stored: its summary, and each trial's mark, load and whether it lost beyond the target."""
+    campaign_id: str
+    cell_id: int
+    summary: SoakSummary
+    marks: list[SoakMark]
+    loads: list[tuple[float, bool]]
+
+
+def stored_soaks(store, campaign_id: str) -> list[StoredSoak]:
+    """The campaign's soak cells with their trials (none: not a soak)."""
+    from softnet.results import readers
+
+    out = []
+    for cell_id, summary in store.soaks(campaign_id).items():
+        docs = [t.document for t in readers.stored_trials(store, campaign_id, cell_id, 0)]
+        marks = [SoakMark.model_validate(d[SOAK]) for d in docs if SOAK in d]
+        target = summary.estimate.target_loss_ratio if summary.estimate else 0.0
+        loads = [(e.load_pps, e.lost_pkts > target * e.load_pps * e.duration_s) for e in map(evidence_of, docs)]
+        out.append(StoredSoak(campaign_id, cell_id, summary, marks, loads))
+    return out

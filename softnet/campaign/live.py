@@ -58,9 +58,9 @@ class LiveWriter:
             st.trial = None
         self._write()
 
-    def estimate(self, critical: CriticalLoad) -> None:
+    def estimate(self, cell_id: int, critical: CriticalLoad) -> None:
         """A soak's estimate after its last trial."""
-        self.state.estimate = critical
+        self.state.estimate, self.state.estimate_cell = critical, cell_id
         self._write()
 
     def trial(self, cell_id: int, load_index: int, run_index: int, knobs: dict, rate_pps: float,

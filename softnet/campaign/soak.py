@@ -107,7 +107,7 @@ def soak_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignS
                 marks.append(mark)
                 first = False
                 if live:
-                    live.estimate(post.estimate)
+                    live.estimate(cell_id, post.estimate)
                 tell("trial", int(min(elapsed, s.wall_s)), int(s.wall_s),
                      f"cell {cell_id} trial {i}: loss {e.lost_pkts}/{result.get('sent_pkts') or 0}; "
                      f"{estimate_text(mark)}" + (f"; the SUT changed at trial {step_from}" if step_from is not None

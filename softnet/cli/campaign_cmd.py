@@ -9,7 +9,7 @@ from rich.table import Table
 from softnet.analysis.campaigns import (Configuration, PastramiMeta, SoftnetMeta, analyze_path, cell_label,
                                        host_stall_sentence)
 from softnet.campaign.spec import CampaignSpec
-from softnet.cli import compare_cmd, latency_cmd
+from softnet.cli import compare_cmd, latency_cmd, soak_cmd
 from softnet.cli.output import Col, Progress, console, count, eng, fixed, print_json, sci, table
 
 
@@ -131,6 +131,7 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     latency = latency_campaigns(path, campaign) if is_store else []
     compared = comparisons(path, campaign) if is_store else []
     rfc = rfc_benchmarks(path, campaign) if is_store else None
+    soaks = soak_cmd.stored_soaks(path, campaign) if is_store else {}
     if compared and campaign:
         searches = []  # a comparison's own searches are in its paired figures
     if as_json:
@@ -139,13 +140,17 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
                    + [{"comparison": True, "campaign_id": cid, **s.to_dict()} for cid, s in compared]
                    + ([{"reset": True, **s.to_dict()} for s in rfc.reset]
                       + [{"back_to_back": True, **s.to_dict()} for s in rfc.back_to_back]
-                      + [{"recovery": True, **s.to_dict()} for s in rfc.recovery] if rfc else []))
+                      + [{"recovery": True, **s.to_dict()} for s in rfc.recovery] if rfc else [])
+                   + [{"soak": True, "campaign_id": cid, "cell": cell, **s.model_dump()}
+                      for cid, cells in soaks.items() for cell, s in cells.items()])
     else:
         for _, s in compared:
             compare_cmd.show(s, None, 0.0, False, wide)
         if rfc:
             show_rfc_benchmarks(rfc, False, wide)
-        if configs or not (searches or latency or compared or rfc):
+        if soaks:
+            soak_cmd.show(soaks, False, wide)
+        if configs or not (searches or latency or compared or rfc or soaks):
             show_analysis(configs, tables, wide, paper_ci)
         if is_store and compares_data_paths(configs):
             show_data_paths(data_path_rows(path, configs), wide)

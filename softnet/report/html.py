@@ -32,11 +32,12 @@ from softnet.analysis.rfc_benchmarks import stored_rfc_benchmarks
 from softnet.analysis.latency_campaigns import analyze_latency
 from softnet.analysis.latency_campaigns import stability as latency_stability
 from softnet.analysis.searches import summarize_searches
+from softnet.analysis.soak import stored_soaks
 from softnet.analysis.stage_models import cost_models, stage_levels
 from softnet.results import readers
 from softnet.results.readers import ResultsProvenance, StoredTrial
 
-from . import charts, compare_plots, flamegraph, kernel_plots, latency_plots, plots, view
+from . import charts, compare_plots, flamegraph, kernel_plots, latency_plots, plots, soak_plots, view
 from .plots import format_rate
 from .kernel_plots import KernelLevel, StageLevel
 
@@ -70,6 +71,7 @@ class SoftnetData:
     # (campaign, candidate, load pps) -> (the baseline's flame graph, the candidate's against it), SVG
     flames: dict[tuple[str, str, float], tuple[str, str]] = field(default_factory=dict)
     rfc: list[tuple[str, object]] = field(default_factory=list)  # (campaign, rfc_benchmarks.RfcBenchmarks)
+    soaks: list = field(default_factory=list)  # analysis.soak.StoredSoak of each soak cell
 
 
 def flame_graphs(store, cid: str, summary) -> dict[tuple[str, str, float], tuple[str, str]]:
@@ -104,6 +106,7 @@ def read_softnet(store, campaign_ids: Sequence[str], pdr_loss_ratio: float = 0.0
         if done is not None and done.differences:
             data.comparisons.append((cid, done))
             data.flames.update(flame_graphs(store, cid, done))
+        data.soaks += stored_soaks(store, cid)
         rfc = stored_rfc_benchmarks(store, cid)
         if rfc:
             data.rfc.append((cid, rfc))
@@ -217,6 +220,17 @@ class _Figures:
             out.append({**cmp, "fig": self.embed(files, f"paired comparison {name}")})
         return out
 
+    def soaks(self, soaks: Sequence, names: dict) -> list[dict]:
+        out = []
+        for i, s in enumerate(soaks):
+            given = names.get(s.campaign_id)
+            name = (f"{given} ({s.campaign_id})" if given and given != s.campaign_id else s.campaign_id) \
+                + f", cell {s.cell_id}"
+            files = soak_plots.plot_soak(s.summary, s.marks, s.loads, f"soak: {name}",
+                                         self.folder / f"soak{i + 1:02d}", formats=self.formats)
+            out.append({**view.soak(name, s.summary), "fig": self.embed(files, f"soak {name}")})
+        return out
+
     def stages(self, stages: Sequence[tuple[str, StageData]]) -> list[dict]:
         out = []
         for i, (label, st) in enumerate(stages):
@@ -276,9 +290,9 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
     kernel = [(label, levels) for label, levels in data.kernel if levels]
     audits = [(label, rows) for label, rows in data.audits if rows]
     if (not configs and not data.searches and not kernel and not audits and not data.stages and not data.latency
-            and not data.comparisons and not data.rfc):
+            and not data.comparisons and not data.rfc and not data.soaks):
         raise ValueError("no configuration to report")
-    softnet_only = data.searches or data.comparisons or data.rfc
+    softnet_only = data.searches or data.comparisons or data.rfc or data.soaks
     sources = sorted({c.source for c in configs} | ({"softnet"} if softnet_only else set()))
     names = {c.campaign_id: c.name for c in data.provenance.campaigns} if data.provenance else {}
     with tempfile.TemporaryDirectory(prefix="softnet-report-") as tmp:
@@ -286,7 +300,10 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
         methods = (["PASTRAMI load-loss analysis (PLR/DR/T(O) with Student-t CI, TIR saturation check, PDR@X% and "
                     "NDR)"] if configs else []) + (["NDR/PDR searches (RFC 9971)"] if data.searches else []) + \
             (["paired comparison (rounds of pairs, ABBA or interleaved; Hodges-Lehmann estimate, signed-rank interval, "
-              "sequential looks)"] if data.comparisons else []) + (["RFC 2544/6201 benchmarks"] if data.rfc else [])
+              "sequential looks)"] if data.comparisons else []) + (["RFC 2544/6201 benchmarks"] if data.rfc else []) + \
+            (["soak (PLRsearch-like critical load: two integrated-sigmoid fits, negative binomial loss counts, a "
+              "spoilt-trial prior; capacity steps by a repeated surprise; drift by Theil-Sen and jumpavg)"]
+             if data.soaks else [])
         page = {
             "method": "; ".join(methods) or "kernel and profiler statistics",
             "title": title, "source": source, "sources": ", ".join(sources), "version": __version__,
@@ -301,6 +318,7 @@ def render_report(configs: Sequence[Configuration], *, title: str, source: str =
             if data.searches else None,
             "comparisons": figs.comparisons(data.comparisons, names, data.flames),
             "rfc": rfc_rows(data.rfc, names),
+            "soaks": figs.soaks(data.soaks, names),
             "kernel": {"table": view.kernel_table(kernel), "figures": figs.kernel(kernel)} if kernel else None,
             "model": figs.models(data.models),
             "audit": view.audit_rows(audits),
@@ -390,6 +408,7 @@ def campaign_verdicts(results_dir: Path, campaign_id: str) -> list[VerdictRow]:
     with readers.open_results(results_dir) as store:
         searches = summarize_searches(store, campaign_id)
         compared = store.comparison(campaign_id, finished_only=False)
+        soaks = store.soaks(campaign_id)
     rows = [VerdictRow(r.label, "load-loss", f"PDR {r.pdr}, NDR {r.ndr}", r.verdict)
             for r in view.summary(configs).rows] if (configs := analyze_path(results_dir, campaign_id)) else []
     rows += [VerdictRow(v.label, f"search {v.goal}", v.value, v.verdict) for v in view.searches(searches).verdicts]
@@ -399,4 +418,11 @@ def campaign_verdicts(results_dir: Path, campaign_id: str) -> list[VerdictRow]:
         rows += [VerdictRow(f"{names[r['candidate']]} vs {compared.baseline}", r["metric"],
                             r["change"] if r["change"] == view.DASH else f"{r['change']} {r['interval']}", r["verdict"])
                  for r in view.comparison(campaign_id, compared)["rows"]]
+    for cell, s in soaks.items():
+        e = s.estimate
+        value = view.DASH if e is None else (f"{e.median_pps:,.0f} pps [{e.lower_pps:,.0f}, {e.upper_pps:,.0f}] "
+                                             f"at loss ratio {e.target_loss_ratio:g}")
+        flagged = sorted({f.split(":", 1)[0] for f in s.flags})
+        rows.append(VerdictRow(f"cell {cell}", "soak critical load", value,
+                               ", ".join(flagged) or ("steady" if s.finished else "stopped early")))
     return rows

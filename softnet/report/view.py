@@ -846,3 +846,28 @@ def comparison(name: str, summary) -> dict:
             "functions": function_tables(summary, short), "many": many, "confidence": f"{confs.pop() * 100:.4g}%" if len(confs) == 1 else None,
             "variants": [(k, v + (f" (sets {summary.labels[v]})" if summary.labels.get(v) not in (None, "", v) else ""))
                          for k, v in variants]}
+
+
+def soak(name: str, summary) -> dict:
+    """A soak's figures as the report's table shows them (results.soak.SoakSummary)."""
+    e = summary.estimate
+
+    def pps(v: float | None) -> str:
+        return DASH if v is None else f"{v:,.0f} pps"
+
+    def figure(v: float | None) -> str:
+        return DASH if v is None else f"{v:,.4g}"
+    return {
+        "name": name, "finished": summary.finished, "trials": summary.trials,
+        "elapsed": f"{summary.elapsed_s:,.0f} s", "trial_seconds": f"{summary.trial_seconds:,.0f} s",
+        "target": f"{e.target_loss_ratio:g}" if e else DASH, "estimate": pps(e.median_pps if e else None),
+        "interval": f"[{pps(e.lower_pps)}, {pps(e.upper_pps)}]" if e else DASH,
+        "confidence": f"{e.confidence:.0%}" if e else DASH,
+        "csit": f"{pps(e.mean_pps)} \u00b1 {pps(e.stdev_pps)}" if e else DASH,
+        "flags": summary.flags,
+        "drift": [{"series": f.series, "samples": f.samples, "first": figure(f.first), "last": figure(f.last),
+                   "slope": figure(f.slope_per_h),
+                   "ci": f"[{figure(f.slope_ci_per_h[0])}, {figure(f.slope_ci_per_h[1])}]" if f.slope_ci_per_h
+                   else DASH,
+                   "change": DASH if f.change_at_s is None else f"{figure(f.change_by)} at {f.change_at_s:.0f} s",
+                   "flag": f.flag or "", "reason": f.reason} for f in summary.drift]}

@@ -36,6 +36,7 @@ from softnet.errors import InputError
 from softnet.report.web_trends import trend_routes
 from softnet.report.html import VerdictRow, campaign_verdicts, plotly_bundle, report_html
 from softnet.results import readers
+from softnet.results.soak import CriticalLoad
 from softnet.results.live import LIVE_FILE, LiveCampaign, LiveCpu, read_live
 from softnet.results.store import TrialRecord
 from softnet.results.stored import StoredResult, StoredTrial, knobs_label
@@ -272,6 +273,14 @@ class Results:
         knobs = {c.cell_id: c.knobs for c in readers.cells(st, campaign_id)}
         return [TrialRow.of(t, knobs.get(t.cell_id, {})) for t in readers.stored_trials(st, campaign_id)]
 
+    def soak_estimates(self, store: int, campaign_id: str) -> dict[int, CriticalLoad]:
+        """Each soak cell's last stored estimate (none while a run writes the store)."""
+        st = self._open(store)
+        if st is None:
+            return {}
+        with st:
+            return {cell: s.estimate for cell, s in st.soaks(campaign_id).items() if s.estimate}
+
     def verdicts(self, store: int, campaign_id: str) -> list[VerdictRow] | None:
         """None while a run writes the store (the analysis needs its rows)."""
         st = self._open(store)
@@ -340,6 +349,9 @@ def metrics(results: Results) -> bytes:
     planned = g.gauge("softnet_campaign_planned", "what the running campaign plans (its unit: trials, searches "
                       "or runs)", "unit", labels=camp)
     left = g.gauge("softnet_campaign_time_left_seconds", "at the pace of the trials run so far", labels=camp)
+    soak = g.gauge("softnet_soak_critical_load_pps", "a soak's critical load: its estimate (bound=\"median\") and "
+                   "interval (\"lower\", \"upper\") at the target loss ratio; live while it runs", "cell", "bound",
+                   "target_loss_ratio", labels=camp)
     for c, rows, lv in results.campaign_trials():
         state.labels(c.results_dir, c.campaign_id, c.status).set(1)
         trials.labels(c.results_dir, c.campaign_id).set(c.trials)
@@ -360,6 +372,12 @@ def metrics(results: Results) -> bytes:
             for f in r.flags:
                 flag.labels(*key, f).set(1)
             _set_cpus(cpu, key, r.per_cpu)
+        estimates = ({str(lv.estimate_cell): lv.estimate} if lv is not None and lv.estimate is not None else
+                     {str(cell): e for cell, e in results.soak_estimates(c.store, c.campaign_id).items()}
+                     if c.kind == "soak" else {})
+        for cell, e in estimates.items():
+            for bound, v in (("median", e.median_pps), ("lower", e.lower_pps), ("upper", e.upper_pps)):
+                soak.labels(c.results_dir, c.campaign_id, cell, bound, f"{e.target_loss_ratio:g}").set(v)
         if c.status != "running" or lv is None:
             continue
         planned.labels(c.results_dir, c.campaign_id, lv.unit).set(lv.planned)

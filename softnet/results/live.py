@@ -81,6 +81,7 @@ class LiveCampaign(BaseModel):
     state: Literal["running", "interrupted"] = "running"
     trial: LiveTrial | None = None  # None between trials
     estimate: CriticalLoad | None = None  # a soak's critical load after its last trial
+    estimate_cell: int | None = None  # the cell whose soak it is
 
     def writer_alive(self) -> bool:
         """Whether the controller that writes it still runs (on this host: its pid)."""

@@ -34,7 +34,7 @@ def simulate(sut: LoadLossModel, trials: int, seed: int) -> tuple[PlrModel, list
     rng = np.random.default_rng(seed)
     received = None
     for i in range(trials):
-        load = model.next_load(post, i, seed, received)
+        load = model.next_load(post, i, seed, received, ev)
         d = 1 + 0.2 * i
         tx, rx = sut(load, d, rng)
         received = rx / d
@@ -63,12 +63,13 @@ def test_the_model_finds_a_simulated_critical_load_and_narrows(sut, truth, withi
 
 def test_a_surprise_is_a_step_only_where_earlier_trials_at_its_load_all_differ():
     e = LossEvidence(500e3, 1.0, 200_000)  # 40% lost
-    clean = [LossEvidence(500e3, 1.0, 3), LossEvidence(520e3, 1.0, 0), LossEvidence(200e3, 1.0, 0)]
-    assert witness(clean, e, "more") == 1
+    clean = [LossEvidence(500e3, 1.0, 3), LossEvidence(480e3, 1.0, 1), LossEvidence(520e3, 1.0, 0),
+             LossEvidence(200e3, 1.0, 0)]
+    assert witness(clean, e, "more") == 2
     # a host whose trials at one load lose now nothing, now as much: not a changed SUT
     noisy = clean + [LossEvidence(490e3, 1.0, 150_000)]
     assert witness(noisy, e, "more") is None
-    assert witness(clean[:1], e, "more") is None  # one earlier trial is not enough
+    assert witness(clean[:2], e, "more") is None  # two earlier trials are not enough
 
 
 def test_drift_readers_on_captured_files():

@@ -186,15 +186,31 @@ class PlrModel:
         return Posterior(est, c, w, [(fit, p[1], p[2], p[3]) for fit, p in zip(FITS, parts)])
 
     def next_load(self, post: "Posterior | None", index: int, seed: int = 0,
-                  last_received_pps: float | None = None) -> float:
+                  last_received_pps: float | None = None, recent: Sequence[LossEvidence] = ()) -> float:
         """The load of trial ``index``: the top of the range first, then what
-        the SUT delivered there, then a draw from the critical load's posterior."""
+        the SUT delivered there, then a draw from the critical load's
+        posterior. ``recent``: the trials the posterior reads; after trials
+        that lost nothing, the draw is pulled up towards the lowest load that
+        lost beyond the target, halfway after one, further after each more
+        (PLRsearch's rule): a posterior that piles up at the range's bottom
+        would otherwise draw trials there forever, and a trial at the bottom
+        that loses nothing says nothing new."""
         if index == 0 or post is None:
             return self.max_pps
         if index == 1 and last_received_pps:
             return min(self.max_pps, max(self.min_pps, last_received_pps))
         rng = np.random.default_rng([seed, index])
-        return float(min(self.max_pps, max(self.min_pps, rng.choice(post.crit, p=post.weights / post.weights.sum()))))
+        load = float(rng.choice(post.crit, p=post.weights / post.weights.sum()))
+        zeros = 0
+        for e in reversed(recent):
+            if e.lost_pkts:
+                break
+            zeros += 1
+        lossy = [e.load_pps for e in recent if e.lost_pkts > self.target * e.load_pps * e.duration_s]
+        if zeros and lossy and min(lossy) > load:
+            pull = 2.0 ** (1 - zeros)
+            load = (min(lossy) + pull * load) / (1 + pull)
+        return float(min(self.max_pps, max(self.min_pps, load)))
 
 
 @dataclass(frozen=True)
@@ -241,7 +257,7 @@ def _stdev(x: np.ndarray, w: np.ndarray) -> float:
 
 
 def witness(earlier: Sequence[LossEvidence], e: LossEvidence, side: str, near: float = 0.1,
-            factor: float = 10.0, at_least: int = 2) -> int | None:
+            factor: float = 10.0, at_least: int = 3) -> int | None:
     """The model-free evidence that the SUT itself changed, where a surprise
     alone may be the fits' shape (two sigmoids) failing a SUT of another
     shape: ``at_least`` earlier trials at loads within ``near`` of this

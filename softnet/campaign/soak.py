@@ -66,7 +66,10 @@ def soak_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignS
                 last = docs[-1] if docs else None
                 received = (last["received_pkts"] or 0) / last["duration_s"] if last else None
                 # a surprising trial is repeated at its load: two in a row and the SUT changed
-                load = evidence[-1].load_pps if prev and prev.suspect else model.next_load(post, i, s.seed, received)
+                if prev and prev.suspect:
+                    load = evidence[-1].load_pps
+                else:
+                    load = model.next_load(post, i, s.seed, received, evidence[active:])
                 # PLRsearch's growing trials, none past the soak's end (nor shorter than a window can be)
                 duration = max(0.1, min(m.duration_s + s.duration_step_s * (i - active), s.max_trial_s,
                                         s.wall_s - elapsed))

@@ -73,6 +73,8 @@ bench: setup
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/latency_rate_bench.py
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/restore_bench.py --repeats 10 --scenario all
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/agent_cost.py --repeats 5 --window 30
+	$(VENV)/bin/python bench/soak_model.py --repeats 8 --budget 60,300,1200
+	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/soak_hour.py
 	$(VENV)/bin/python bench/agent_start.py --repeats 10
 	$(VENV)/bin/python bench/serve_start.py --repeats 10
 	SOFTNET_WAIT=3600 $(VENV)/bin/python bench/restore_bench.py --repeats 5 --scenario all --nic rx_channels=1 --out bench/results/restore_nic.json

@@ -637,3 +637,46 @@ def test_inventory_check_names_a_missing_key_file(tmp_path):
     fields = {p["field"]: p["error"] for p in json.loads(r.stdout)["problems"]}
     assert fields == {"hosts.tg.identity": f"{tmp_path}/nokey: no such file on this controller",
                       "hosts.dut.identity": f"{tmp_path}/nokey: no such file on this controller"}
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_soak_on_inventory_hosts_watches_the_sut_host_through_its_agent(hosts, tmp_path):
+    """The planted nftables leak (examples/soak) on an inventory's SUT host:
+    its agent reads the set at every trial's end, and the drift watch flags it."""
+    eh, path = hosts
+    leak = ROOT / "examples" / "soak" / "leak.nft"
+    spec = tmp_path / "soak.toml"
+    spec.write_text(f"""
+name = "remote-soak"
+[testbed]
+sut = "custom"
+inventory = "{path}"
+name = "tb1"
+[testbed.custom]
+l3 = true
+setup = ["nft -f {leak}"]
+teardown = ["nft delete table inet softnet_leak"]
+[method]
+kind = "soak"
+min_load = "20kpps"
+max_load = "300kpps"
+duration_s = 0.5
+warmup_s = 0.1
+[soak]
+wall_s = 25
+target_loss_ratio = 1e-3
+""")
+    before = snapshots(eh, ("tg", "dut"))
+    results = tmp_path / "results"
+    r = softnet("run", str(spec), "--results", str(results), "--json", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert restored(eh, before) == []
+    db = duckdb.connect(str(results / "softnet.duckdb"), read_only=True)
+    marks = [json.loads(j)["soak"] for (j,) in db.execute("SELECT result_json FROM trials ORDER BY load_index")
+             .fetchall()]
+    grown = [m["drift"]["levels"]["nft.inet.softnet_leak.flows_elements"] for m in marks]
+    assert len(grown) >= 5 and grown == sorted(grown) and grown[-1] > grown[0] + 1000, grown
+    summary = json.loads(db.execute("SELECT result_json FROM soaks").fetchone()[0])
+    fit = next(f for f in summary["drift"] if f["series"] == "nft.inet.softnet_leak.flows_elements")
+    assert fit["flag"] == "leak_suspected", fit

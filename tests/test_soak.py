@@ -161,6 +161,12 @@ def test_a_simulated_step_is_found_and_a_killed_soak_resumes_to_the_same_loads(t
     assert n > 25 and [d["intended_rate_pps"] for d in resumed[:n]] == [d["intended_rate_pps"] for d in docs[:n]]
     assert [s.at_trial for s in summary_b.capacity_steps] == [20]
     assert sum(1 for d in resumed if d["soak"]["segment_start"]) == 2  # the run, and its resume
+    # two stored soaks compare by their critical loads (the same SUT twice: no verdict beyond the margin)
+    cmp = subprocess.run(softnet_cmd("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"),
+                         capture_output=True, text=True, timeout=120)
+    rows = [d for ds in json.loads(cmp.stdout)["differences"].values() for d in ds]
+    assert [d["metric"] for d in rows] == ["soak critical load at loss 1e-07"], cmp.stdout[-2000:]
+    assert rows[0]["verdict"] in ("equivalent", "undecided") and rows[0]["ci"][0] < 0 < rows[0]["ci"][1], rows
 
 
 @pytest.mark.slow

@@ -15,14 +15,15 @@ A trial gives:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from softnet.analysis.data_paths import cpu_ns_per_packet
-from softnet.analysis.paired import (StopRule, look_schedule, paired_difference, per_look_confidence,
-                                     unpaired_difference)
+from softnet.analysis.paired import (StopRule, decide, look_schedule, paired_difference, per_look_confidence,
+                                     tost_confidence, unpaired_difference)
 from softnet.analysis.kernel_functions import Side, function_changes
 from softnet.results.comparison import Better, ComparisonSummary, FunctionChanges, PairedDifference, Scale
 from softnet.results.search import SearchGoalRow
@@ -457,7 +458,7 @@ class StoredCampaign:
 
 
 KIND_WORDS = {"sweep": "a load sweep", "search": "an NDR/PDR search", "latency": "a latency campaign",
-              "compare": "a paired comparison"}
+              "compare": "a paired comparison", "soak": "a soak"}
 LOAD_MATCH_PPS = 0.5
 
 
@@ -564,6 +565,36 @@ def _latency_runs(store, campaign_id: str, cell_id: int) -> list[_LatencyRun]:
     return [r for r in rows if r.cell_id == cell_id]
 
 
+def soak_differences(prefix: str, a, b, confidence: float, margin: float) -> list[PairedDifference]:
+    """Two soaks' critical loads (results.soak.SoakSummary): each posterior
+    taken as normal on the log of the load, its spread from its interval,
+    the difference's interval from both. Measured apart: the host's drift
+    between the soaks is in it."""
+    from scipy import stats
+
+    if a is None or b is None or a.estimate is None or b.estimate is None:
+        return []
+    ea, eb = a.estimate, b.estimate
+
+    def log_se(e) -> float:
+        z = float(stats.norm.ppf(0.5 + e.confidence / 2))
+        return (math.log(e.upper_pps) - math.log(e.lower_pps)) / (2 * z) if e.lower_pps > 0 else math.inf
+    diff = math.log(eb.median_pps) - math.log(ea.median_pps)
+    se = math.hypot(log_se(ea), log_se(eb))
+
+    def interval(conf: float) -> tuple[float, float]:
+        half = float(stats.norm.ppf(0.5 + conf / 2)) * se
+        return math.expm1(diff - half), math.expm1(diff + half)
+    ci, tost = interval(confidence), interval(tost_confidence(confidence))
+    verdict, significant = decide(ci, margin, "higher", tost)
+    p = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else None
+    return [PairedDifference(metric=f"{prefix}soak critical load at loss {ea.target_loss_ratio:g}", unit="pps",
+                             better="higher", scale="ratio", n_pairs=min(ea.trials, eb.trials),
+                             baseline_mean=ea.median_pps, candidate_mean=eb.median_pps, estimate=math.expm1(diff),
+                             ci=ci, confidence=confidence, margin=margin, p_value=p, verdict=verdict,
+                             significant=significant, kind="soak", tost_ci=tost)]
+
+
 def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float = 0.02,
                    loss_margin: float = 0.001, campaign_ids: Sequence[str] = ()) -> ComparisonSummary:
     """The first results directory (its newest campaign, or the first of
@@ -608,6 +639,9 @@ def compare_stored(paths: Sequence[str], confidence: float = 0.95, margin: float
                     diffs += sweep_differences(prefix, trial_results(stores[0], base.campaign_id, ca.cell_id),
                                                trial_results(stores[i], cand.campaign_id, cb.cell_id),
                                                confidence, margin, loss_margin)
+                elif base.kind == "soak":
+                    diffs += soak_differences(prefix, stores[0].soaks(base.campaign_id).get(ca.cell_id),
+                                              stores[i].soaks(cand.campaign_id).get(cb.cell_id), confidence, margin)
                 elif base.kind == "search":
                     diffs += search_differences(prefix, _searches(stores[0], base.campaign_id, ca.cell_id),
                                                 _searches(stores[i], cand.campaign_id, cb.cell_id), confidence, margin)

@@ -261,6 +261,23 @@ def test_search_and_compare_commands_take_the_fleet(tmp_path, fleet):
     assert "slower" in c.stdout and {ran for *_, ran in stored(tmp_path / "c")} == {"sim1"}, c.stdout[-2000:]
 
 
+def test_soaks_run_each_cell_on_a_testbed_with_its_summary_stored(tmp_path, fleet):
+    f = fleet(["sim1", "sim2"])
+    spec = tmp_path / "soak.toml"
+    spec.write_text(SIMULATED.format(name="soak", wall=0.02) + '[method]\nkind = "soak"\nduration_s = 1\n'
+                    '[soak]\nwall_s = 4\n[matrix]\n"traffic.frame_bytes" = [64, 128]\n')
+    r = run(spec, tmp_path / "r", f)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with duckdb.connect(str(tmp_path / "r" / "softnet.duckdb"), read_only=True) as c:
+        soaks = c.execute("SELECT cell_id, finished, trials FROM soaks ORDER BY cell_id").fetchall()
+        counts = c.execute("SELECT cell_id, count(*), count(DISTINCT json_extract_string(result_json, "
+                           "'$.provenance.fleet.testbed')) FROM trials GROUP BY cell_id ORDER BY cell_id").fetchall()
+    assert [(cell, done) for cell, done, _ in soaks] == [(0, True), (1, True)]
+    assert [(cell, n) for cell, n, _ in counts] == [(cell, n) for cell, _, n in soaks]
+    assert all(testbeds == 1 for *_, testbeds in counts)  # a soak's trials all on one testbed
+    assert "critical load at loss ratio 1e-07" in r.stdout
+
+
 def test_two_comparisons_run_at_once_each_on_its_testbed(tmp_path, fleet):
     """A comparison's pairs on one testbed (the one it names); two of them on
     two testbeds at the same time, each with the verdict it has here."""

@@ -127,6 +127,9 @@ def plan_parts(spec: CampaignSpec, store: Store, cid: str, phase: int) -> list[t
     elif kind == "latency":
         done = store.done_latency_runs(cid)
         left = [i for i, (_, c) in enumerate(cells) if any((i, r) not in done for r in range(c.method.runs))]
+    elif kind == "soak":
+        soaks = store.soaks(cid)
+        left = [i for i in range(len(cells)) if i not in soaks or not soaks[i].finished]
     else:
         done = store.done_keys(cid)
         left = [i for i, (_, c) in enumerate(cells) if any(
@@ -134,7 +137,8 @@ def plan_parts(spec: CampaignSpec, store: Store, cid: str, phase: int) -> list[t
     return [(f"cell{i}", [i], cell_resources(cells[i][1])) for i in left]
 
 
-COUNTED = {"search": "search", "latency": "latency run"}  # what progress counts (else trials)
+# what progress counts (else trials)
+COUNTED = {"search": "search", "latency": "latency run", "soak": "soak"}
 
 
 def progress_total(spec: CampaignSpec) -> int:
@@ -145,11 +149,15 @@ def progress_total(spec: CampaignSpec) -> int:
         return plan_rounds(spec) * len(spec.variants()) * len(spec.compare_loads_pps())
     if kind in ("search", "latency"):
         return sum(c.method.runs for _, c in cells)
+    if kind == "soak":
+        return len(cells)
     return sum(c.n_loads() * c.method.runs for _, c in cells)
 
 
 def progress_done(spec: CampaignSpec, store: Store, cid: str) -> int:
     kind = spec.method.kind
+    if kind == "soak":
+        return sum(1 for s in store.soaks(cid).values() if s.finished)
     return len(store.done_searches(cid) if kind == "search" else store.done_latency_runs(cid) if kind == "latency"
                else store.done_keys(cid))
 

@@ -23,6 +23,7 @@ from typing import Callable
 from pydantic import BaseModel, Field
 
 from softnet.results.comparison import ComparisonSummary
+from softnet.results.soak import SoakSummary
 from softnet.results.store import Store, TrialRecord
 
 
@@ -90,6 +91,10 @@ def _apply(store: Store, op: StoreOp) -> Applied | str | None:
         store.set_comparison(a["cid"], ComparisonSummary.from_dict(a["summary"], "a fleet worker"), a["finished"],
                              a["now"])
         return "comparison" if a["finished"] else None
+    if op.op == "set_soak":
+        summary = SoakSummary.model_validate(a["summary"])
+        store.set_soak(a["cid"], a["cell_id"], summary, a["now"])
+        return "soak" if summary.finished else None
     if op.op in ("delete_trials_from", "delete_trials_from_round", "delete_searches_from_round"):
         getattr(store, op.op)(**a)
         return None
@@ -177,6 +182,11 @@ class RelayStore(Store):
         super().set_comparison(campaign_id, summary, finished, now)
         self._send("set_comparison", {"cid": campaign_id, "summary": json.loads(json.dumps(summary.to_dict())),
                                       "finished": finished, "now": now})
+
+    def set_soak(self, campaign_id: str, cell_id: int, summary: SoakSummary, now: float) -> None:
+        super().set_soak(campaign_id, cell_id, summary, now)
+        self._send("set_soak", {"cid": campaign_id, "cell_id": cell_id, "summary": summary.model_dump(mode="json"),
+                                "now": now})
 
     def delete_trials_from(self, campaign_id: str, cell_id: int, run_index: int, first_load_index: int) -> None:
         super().delete_trials_from(campaign_id, cell_id, run_index, first_load_index)

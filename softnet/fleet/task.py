@@ -125,6 +125,13 @@ def _measure(spec: CampaignSpec, store: RelayStore, part: Part, cells, tell) -> 
 
         run_latency_campaign(spec, store, cid, cells, lambda k, done, total, text: tell(Event(k, done, total, text)),
                              only=set(part.cells), rerun=part.key == "rerun")
+    elif kind == "soak":
+        from softnet.campaign.soak import soak_cell
+
+        for cell_id in part.cells:
+            knobs, cell = cells[cell_id]
+            soak_cell(store, cid, cell_id, knobs, cell, lambda k, done, total, text: tell(Event(k, done, total, text)),
+                      None)
     elif kind == "search":
         done = store.done_searches(cid)
         for cell_id in part.cells:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from softnet.analysis.plr_model import PlrModel, step_start, witness
+from softnet.analysis.plr_model import LossEvidence, PlrModel, Posterior, step_start, witness
 from softnet.analysis.soak import evidence_of, summarize, trial_rates
 from softnet.campaign.live import LiveWriter
 from softnet.campaign.measurers import measurer_for
@@ -41,6 +41,30 @@ def estimate_text(m: SoakMark) -> str:
     if e is None:
         return "-"
     return f"critical load {format_rate(e.median_pps)} [{format_rate(e.lower_pps)}, {format_rate(e.upper_pps)}]"
+
+
+def judge(model: PlrModel, post: Posterior | None, evidence: list[LossEvidence], active: int,
+          prev: SoakMark | None, e: LossEvidence) -> tuple[float | None, str | None, int | None, int | None]:
+    """A new trial against the estimate before it: (its surprise, which side,
+    the witness that makes it suspect, the trial a confirmed step began at).
+    Surprising, and earlier trials at its load all behaved otherwise (not
+    the fits' shape failing); a repeat's witnesses are those of the trial it
+    repeats. A confirmed step may have begun before the trial that showed
+    it: it goes back to the first trial since the witness that the new SUT
+    explains better."""
+    if post is None or len(evidence) - active < MIN_TRIALS:
+        return None, None, None, None
+    tail, side = post.surprise(e)
+    repeat = prev is not None and prev.suspect
+    upto = prev.index if repeat else len(evidence)
+    seen = witness(evidence[active:upto], e, side) if tail < SURPRISE else None
+    seen = None if seen is None else active + seen
+    if not (repeat and seen is not None and side == prev.surprise_side):
+        return tail, side, seen, None
+    after = model.posterior([*evidence[prev.index:], e])
+    before = model.posterior(evidence[active:prev.witness + 1])
+    between = evidence[prev.witness + 1:prev.index]
+    return tail, side, seen, prev.witness + 1 + step_start(before, after, between)
 
 
 def soak_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignSpec, tell: Tell,
@@ -80,21 +104,10 @@ def soak_cell(store: Store, cid: str, cell_id: int, knobs: dict, cell: CampaignS
                     cell_id, i, 0, knobs, load, cell, duration))
                 levels = meter.drift_levels() if s.drift else None
                 e = evidence_of(result, m.host_stall_loss)
-                tail, side = post.surprise(e) if post is not None and i - active >= MIN_TRIALS else (None, None)
-                # surprising, and an earlier trial at its load behaved otherwise (not the fits' shape failing)
-                # a repeat's witnesses are those of the trial it repeats: the trials before it
-                upto = prev.index if prev and prev.suspect else len(evidence)
-                seen = witness(evidence[active:upto], e, side) if tail is not None and tail < SURPRISE else None
-                seen = None if seen is None else active + seen
+                tail, side, seen, step_from = judge(model, post, evidence, active, prev, e)
                 odd = seen is not None
-                step_from = None
-                if prev and prev.suspect and odd and side == prev.surprise_side:
-                    # the new SUT may have begun before the trial that showed it: back to the first of the
-                    # trials since the suspect's witness that the new SUT explains better
-                    after = model.posterior([*evidence[prev.index:], e])
-                    before = model.posterior(evidence[active:prev.witness + 1])
-                    between = evidence[prev.witness + 1:prev.index]
-                    step_from = active = prev.witness + 1 + step_start(before, after, between)
+                if step_from is not None:
+                    active = step_from  # the estimate starts afresh from the new SUT's first trial
                 evidence.append(e)
                 post = model.posterior(evidence[active:])
                 wall = time.monotonic() - t0

@@ -23,6 +23,8 @@ from softnet.campaign.spec import CampaignSpec
 from softnet.collect.drift import bpf_maps, nft_set_elements, parse_meminfo, parse_slabinfo, parse_sockstat
 from softnet.results.soak import SoakSummary
 from tests.conftest import needs_root, softnet_cmd
+from tests.test_serve import Server
+from tests.test_serve_browser import browser, not_blank, open_page  # noqa: F401 (browser: a fixture)
 
 DATA = Path(__file__).parent / "data" / "drift"
 REPO = Path(__file__).resolve().parents[1]
@@ -233,3 +235,29 @@ def test_a_capacity_step_is_found_when_it_happened(tmp_path, host_unchanged):
     assert steps and 18 <= steps[0].at_s <= 34, summary.flags
     assert not list(Path("/tmp").glob("softnet-step-*.pid"))
     assert subprocess.run(["pgrep", "-f", "heavy.sh"], capture_output=True).returncode == 1
+
+
+@pytest.mark.slow
+def test_a_soak_is_shown_by_serve_in_chromium_and_in_metrics(tmp_path, browser):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SIM.format(name="shown", wall=6, step="step_at_trial = 12\no_sat_after_pps = 250000"))
+    r = subprocess.run(softnet_cmd("run", str(spec), "--results", str(tmp_path / "r")), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    _, summary = soak_rows(tmp_path / "r")
+    s = Server(str(tmp_path / "r"))
+    try:
+        status, text = s.get("/metrics")
+        assert status == 200 and 'softnet_soak_critical_load_pps{bound="median"' in text, text[-2000:]
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/")
+        page.wait_for_selector("#campaigns")
+        assert "soak critical load" in page.content() and not errors, errors
+        cid = json.loads(s.get("/api/campaigns")[1])[0]["campaign_id"]
+        page, errors = open_page(browser, f"http://127.0.0.1:{s.port}/report/0/{cid}")
+        page.wait_for_selector("h2:has-text('Soaks')")
+        img = page.locator("img[alt^='soak']")
+        assert img.count() == 1 and img.evaluate("e => e.naturalWidth") > 1000
+        assert not_blank(img.screenshot()) and not errors, errors
+        assert f"{summary.estimate.median_pps:,.0f} pps" in page.content()
+    finally:
+        s.stop()

@@ -143,7 +143,7 @@ class PlrModel:
     def _fit(self, fit: str, ev: Sequence[LossEvidence]) -> tuple[np.ndarray, np.ndarray, float, np.ndarray,
                                                                   np.ndarray]:
         """(critical loads, normalised weights, log evidence, mrr, spread): the prior's grid,
-        then boxes around the posterior's mass until it spans several points."""
+        then boxes around the posterior's mass until its bulk spans several points."""
         nm, ns = self.grid
         box_m, box_s = self.log_mrr, self.log_rel_spread
         log_evidence = None
@@ -156,9 +156,12 @@ class PlrModel:
                 cell = (lm[1, 0] - lm[0, 0]) * (ls[0, 1] - ls[0, 0])
                 area = (box_m[1] - box_m[0]) * (box_s[1] - box_s[0])
                 log_evidence = float(top + math.log(np.exp(lp - top).sum() * cell / area))
-            i, j = np.nonzero(lp > top - 25.0)
-            if len(np.unique(i)) >= nm // 3 and len(np.unique(j)) >= ns // 3:
-                break  # resolved
+            # resolved when the bulk (within e^-4.6, 1%, of the top) spans several points each way;
+            # else the next box holds what is within e^-12 of the top, one step wider
+            bulk_i, bulk_j = np.nonzero(lp > top - 4.6)
+            if len(np.unique(bulk_i)) >= 6 and len(np.unique(bulk_j)) >= 4:
+                break
+            i, j = np.nonzero(lp > top - 12.0)
             dm, ds = lm[1, 0] - lm[0, 0], ls[0, 1] - ls[0, 0]
             box_m = (max(self.log_mrr[0], lm[i.min(), 0] - dm), min(self.log_mrr[1], lm[i.max(), 0] + dm))
             box_s = (max(self.log_rel_spread[0], ls[0, j.min()] - ds),

@@ -28,6 +28,14 @@ from softnet.results.soak import SOAK, CapacityStepDoc, DriftFit, SoakMark, Soak
 REL_FLOOR = 0.05
 BYTES_FLOOR = 1 << 20
 COUNT_FLOOR = 100.0
+# socket buffer memory is counted host-wide (not per namespace): every process's sockets move it
+SOCKET_MEM_FLOOR = 16 << 20
+# a per-packet cost moves with the host's own pace by 10-20% on a shared VM (docs/explanation/compare.md):
+# a flag needs it to move more than that
+COST_REL_FLOOR = 0.2
+# a cost is read from the trials near the load the soak settled at (the second half's median), as
+# far as this share: a cost per packet moves with the load (batching)
+COST_NEAR = 0.25
 # levels whose fall, not rise, is the leak
 FALLING_IS_LEAK = ("mem.available_bytes",)
 
@@ -39,44 +47,26 @@ def evidence_of(result: dict, host_stall_loss: str = "set_apart") -> LossEvidenc
                         max(0, sent - counted_received(result, host_stall_loss)))
 
 
+def is_cost(series: str) -> bool:
+    return series.endswith("_per_pkt")
+
+
 def _floor(series: str) -> float:
+    if series.startswith("sock.") and series.endswith("_mem_bytes"):
+        return SOCKET_MEM_FLOOR
     return BYTES_FLOOR if series.endswith("_bytes") else COUNT_FLOOR
 
 
-def time_slope_beside_load(t: np.ndarray, y: np.ndarray, load: np.ndarray, confidence: float
-                           ) -> tuple[float, tuple[float, float]] | None:
-    """The slope on time of y ~ a + b t + c log(load), least squares with
-    HC3 errors: a per-packet figure moves with the load (batching), and a
-    soak's loads move as its estimate narrows."""
-    x = np.column_stack([np.ones_like(t), t, np.log(load)])
-    if len(y) <= x.shape[1] + 1 or np.linalg.matrix_rank(x) < x.shape[1]:
-        return None
-    xtx_inv = np.linalg.inv(x.T @ x)
-    beta = xtx_inv @ x.T @ y
-    resid = y - x @ beta
-    h = np.einsum("ij,jk,ik->i", x, xtx_inv, x)
-    meat = (x * (resid / (1 - np.minimum(h, 0.99)))[:, None] ** 2).T @ x
-    se = math.sqrt(max(0.0, (xtx_inv @ meat @ xtx_inv)[1, 1]))
-    q = student_t.ppf(0.5 + confidence / 2, len(y) - x.shape[1])
-    return float(beta[1]), (float(beta[1] - q * se), float(beta[1] + q * se))
-
-
-def fit_series(series: str, t_s: Sequence[float], values: Sequence[float], confidence: float,
-               loads: Sequence[float] | None = None) -> DriftFit:
-    """One series over soak time: its trend (Theil-Sen for a level; for a
-    per-packet rate, least squares beside the trial's load), jumpavg's largest
-    change (levels only), and a flag."""
+def fit_series(series: str, t_s: Sequence[float], values: Sequence[float], confidence: float) -> DriftFit:
+    """One series over soak time: its Theil-Sen trend, jumpavg's largest
+    change (levels only: a per-packet cost is noisier than any step), and a flag."""
     t, y = np.asarray(t_s, float), np.asarray(values, float)
     slope = ci = None
-    if loads is not None:
-        found = time_slope_beside_load(t, y, np.asarray(loads, float), confidence)
-        if found:
-            slope, ci = found[0] * 3600, (found[1][0] * 3600, found[1][1] * 3600)
-    elif len(y) >= 3 and np.ptp(t) > 0:
+    if len(y) >= 3 and np.ptp(t) > 0:
         s, _, lo, hi = theilslopes(y, t, alpha=confidence)
         slope, ci = float(s * 3600), (float(lo * 3600), float(hi * 3600))
     change_at = change_by = None
-    if loads is None and len(y) >= 4 and np.ptp(y) > 0 and y.min() >= 0:  # jumpavg reads non-negative figures; a flat one has none
+    if not is_cost(series) and len(y) >= 4 and np.ptp(y) > 0 and y.min() >= 0:  # jumpavg reads non-negative figures; a flat one has none
         groups = list(jumpavg.classify([float(v) for v in y]))
         start, best = 0, None
         for prev, g in zip(groups, groups[1:]):
@@ -93,14 +83,14 @@ def fit_series(series: str, t_s: Sequence[float], values: Sequence[float], confi
 
 
 def _flagged(fit: DriftFit, typical: float, span_s: float) -> DriftFit:
-    need = max(REL_FLOOR * typical, _floor(fit.series))
+    need = max((COST_REL_FLOOR if is_cost(fit.series) else REL_FLOOR) * typical, _floor(fit.series))
     if fit.slope_ci_per_h is not None and span_s > 0:
         lo, hi = fit.slope_ci_per_h
         moved = fit.slope_per_h * span_s / 3600
         rising_leak = fit.series not in FALLING_IS_LEAK
         if abs(moved) >= need and (lo > 0 or hi < 0):
             leak = (lo > 0) == rising_leak
-            rate = fit.series.endswith("_per_pkt")  # a cost, not a level: what grows is the work per packet
+            rate = is_cost(fit.series)  # a cost, not a level: what grows is the work per packet
             flag = ("cost_rising" if lo > 0 else "cost_falling") if rate else "leak_suspected" if leak else "trend"
             return fit.model_copy(update={
                 "flag": flag,
@@ -126,7 +116,8 @@ def _signed(x: float) -> str:
 def drift_fits(marks: Sequence[SoakMark], rates: dict[str, Sequence[float | None]], loads: Sequence[float],
                confidence: float) -> list[DriftFit]:
     """Each watched series over the soak's last run (a resumed soak rebuilt
-    its testbed: what grew before is gone) and each per-trial rate."""
+    its testbed: what grew before is gone) and each per-trial cost, from the
+    trials near the load the soak settled at."""
     start = max((i for i, m in enumerate(marks) if m.segment_start), default=0)
     tail = marks[start:]
     names = sorted({k for m in tail if m.drift for k in m.drift.levels})
@@ -134,10 +125,12 @@ def drift_fits(marks: Sequence[SoakMark], rates: dict[str, Sequence[float | None
     for name in names:
         pts = [(m.elapsed_s, m.drift.levels[name]) for m in tail if m.drift and name in m.drift.levels]
         fits.append(fit_series(name, [p[0] for p in pts], [p[1] for p in pts], confidence))
+    settled = float(np.median(loads[len(loads) // 2:])) if len(loads) else 0.0
     for name, values in sorted(rates.items()):
-        pts = [(m.elapsed_s, v, x) for m, v, x in zip(marks, values, loads) if v is not None]
-        if len(pts) >= 3:
-            fits.append(fit_series(name, [p[0] for p in pts], [p[1] for p in pts], confidence, [p[2] for p in pts]))
+        pts = [(m.elapsed_s, v) for m, v, x in zip(marks, values, loads)
+               if v is not None and abs(x / settled - 1) <= COST_NEAR]
+        if len(pts) >= 5:
+            fits.append(fit_series(name, [p[0] for p in pts], [p[1] for p in pts], confidence))
     return fits
 
 

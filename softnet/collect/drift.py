@@ -8,10 +8,13 @@ namespace. A source the host lacks is left out, not zero."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from softnet.tools import hostcmd
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # slab caches a data path grows: connection tracking, socket buffers, nftables' and BPF's own
 SLAB_PREFIXES = ("nf_conntrack", "skbuff_", "nft_", "bpf", "xfrm", "ip_dst_cache", "ip6_dst_cache", "fib6_nodes")
@@ -39,15 +42,18 @@ def parse_slabinfo(text: str) -> dict[str, float]:
 
 
 def parse_sockstat(text: str) -> dict[str, float]:
-    """Pages in socket buffers per protocol and sockets in use (a namespace's /proc/net/sockstat)."""
+    """Sockets in use per protocol (the namespace's) and the bytes in their
+    buffers (the kernel counts those pages host-wide), from /proc/net/sockstat."""
     out = {}
     for line in text.splitlines():
         proto, _, rest = line.partition(":")
         f = rest.split()
         pairs = dict(zip(f[::2], f[1::2]))
-        for key in ("inuse", "mem"):
-            if key in pairs and proto in ("TCP", "UDP", "FRAG"):
-                out[f"sock.{proto.lower()}_{key}"] = float(pairs[key])
+        if proto in ("TCP", "UDP", "FRAG"):
+            if "inuse" in pairs:
+                out[f"sock.{proto.lower()}_inuse"] = float(pairs["inuse"])
+            if "mem" in pairs:
+                out[f"sock.{proto.lower()}_mem_bytes"] = float(pairs["mem"]) * PAGE
     return out
 
 

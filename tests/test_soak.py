@@ -69,8 +69,10 @@ def test_a_surprise_is_a_step_only_where_earlier_trials_at_its_load_all_differ()
              LossEvidence(200e3, 1.0, 0)]
     assert witness(clean, e, "more") == 2
     # a host whose trials at one load lose now nothing, now as much: not a changed SUT
-    noisy = clean + [LossEvidence(490e3, 1.0, 150_000)]
+    noisy = clean + [LossEvidence(490e3, 1.0, 150_000), LossEvidence(505e3, 1.0, 190_000)]
     assert witness(noisy, e, "more") is None
+    # a trial just before the step that saw part of it does not hide the step
+    assert witness(clean + [LossEvidence(510e3, 1.0, 60_000)], e, "more") == 2
     assert witness(clean[:2], e, "more") is None  # two earlier trials are not enough
 
 

@@ -260,27 +260,29 @@ def _stdev(x: np.ndarray, w: np.ndarray) -> float:
 
 
 def witness(earlier: Sequence[LossEvidence], e: LossEvidence, side: str, near: float = 0.1,
-            factor: float = 10.0, at_least: int = 3) -> int | None:
+            factor: float = 10.0, at_least: int = 3, share: float = 2 / 3) -> int | None:
     """The model-free evidence that the SUT itself changed, where a surprise
     alone may be the fits' shape (two sigmoids) failing a SUT of another
-    shape: ``at_least`` earlier trials at loads within ``near`` of this
-    one's, every one of which lost ``factor`` times less (side "more") or
-    more ("less") than it, each ratio given one packet's slack. Their last
-    one, or None. Every one: a host whose trials at one load lose now 0, now
-    500 packets has not changed."""
+    shape: of the earlier trials at loads within ``near`` of this one's (at
+    least ``at_least`` of them), ``share`` or more lost ``factor`` times less
+    (side "more") or more ("less") than it, each ratio given one packet's
+    slack. The last such trial, or None. A share, not every one: the trials
+    just before a step may already see part of it; and not fewer: a host
+    whose trials at one load lose now nothing, now 500 packets, has not
+    changed."""
     ratio = e.lost_pkts / max(1.0, e.load_pps * e.duration_s)
     slack = 1.0 / max(1.0, e.load_pps * e.duration_s)
     near_ones = [i for i, o in enumerate(earlier) if abs(o.load_pps / e.load_pps - 1) <= near]
     if len(near_ones) < at_least:
         return None
+    apart = []
     for i in near_ones:
         o = earlier[i]
         sent = max(1.0, o.load_pps * o.duration_s)
         r = o.lost_pkts / sent
-        if not ((side == "more" and (r + 1 / sent) * factor < ratio) or
-                (side == "less" and r > factor * (ratio + slack))):
-            return None
-    return near_ones[-1]
+        if (side == "more" and (r + 1 / sent) * factor < ratio) or (side == "less" and r > factor * (ratio + slack)):
+            apart.append(i)
+    return apart[-1] if len(apart) >= max(at_least, share * len(near_ones)) else None
 
 
 def step_start(before: Posterior, after: Posterior, between: Sequence[LossEvidence]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import os
 from pathlib import Path
 
@@ -107,7 +108,8 @@ SHAPED = ("ipv4-fwd", "bridge", "xdp-router")  # also shaped traffic and both di
 
 
 def constant_traffic(hosts, sut: str) -> None:
-    spec = TrialSpec(rate_pps=30e3, duration_s=0.3, warmup_s=0.1, frame_bytes=PATHS[sut][0],
+    # 0.6 s: a 40 ms gap in a user-space relay's scheduling on a busy host (seen in CI) stays under 10%
+    spec = TrialSpec(rate_pps=30e3, duration_s=0.6, warmup_s=0.1, frame_bytes=PATHS[sut][0],
                      sample_interval_s=0.2 if sut == "ipv4-fwd" else None, stall_probe=sut == "ipv4-fwd")
     r = trial(hosts, spec, keep_raw=True)
     raw = r["raw_trial"]
@@ -199,7 +201,9 @@ def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
     inj = raw["injected_stalls"]
     assert inj["cpu"] == 1 and inj["stalls_total"] >= 5
     # the truth delivered beside the truth planted: the spinner's run time per stall, the kernel's
-    assert len(inj["cpu_ns"]) == len(inj["stalls"]) and all(0 < c <= 3.5e6 for c in inj["cpu_ns"])
+    # (the median: a vCPU the hypervisor takes mid-spin makes one stall's run time longer, seen in CI)
+    assert len(inj["cpu_ns"]) == len(inj["stalls"]) and all(c > 0 for c in inj["cpu_ns"])
+    assert 2.7e6 <= statistics.median(inj["cpu_ns"]) <= 3.3e6, inj["cpu_ns"]
     found = r["host_stalls"]["injected"]
     assert 0 < found["delivered_pct"] <= 110
     assert (found.get("disturbed") is None) == (found["delivered_pct"] >= 90 and not inj["missed"]), found

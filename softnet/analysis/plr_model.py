@@ -47,6 +47,10 @@ class LossEvidence:
     duration_s: float
     lost_pkts: int  # counted against the SUT (host stalls set apart)
 
+    def lossy(self, target_loss_ratio: float) -> bool:
+        """It lost more than the target ratio of what was offered."""
+        return self.lost_pkts > target_loss_ratio * self.load_pps * self.duration_s
+
 
 # The loss count's spread beyond Poisson: variance mu + DISPERSION mu^2 (negative binomial). Near the
 # critical load counts are small and it is Poisson; a trial far past capacity loses millions, and the
@@ -209,7 +213,7 @@ class PlrModel:
             if e.lost_pkts:
                 break
             zeros += 1
-        lossy = [e.load_pps for e in recent if e.lost_pkts > self.target * e.load_pps * e.duration_s]
+        lossy = [e.load_pps for e in recent if e.lossy(self.target)]
         if zeros and lossy and min(lossy) > load:
             pull = 2.0 ** (1 - zeros)
             load = (min(lossy) + pull * load) / (1 + pull)
@@ -223,26 +227,28 @@ class Posterior:
     weights: np.ndarray  # their posterior weights, summing to 1
     params: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]  # per fit: (name, weights, mrr, spread)
 
-    def log_predictive(self, e: LossEvidence) -> float:
-        """log P(the trial's loss count) under this posterior (Poisson, mixed over it)."""
-        parts = []
+    def _log_means(self, e: LossEvidence):
+        """Per fit: (posterior weights, log of the mean loss count at the trial's load and duration)."""
         for fit, w, mrr, spread in self.params:
-            log_mu = log_loss_per_second(fit, np.asarray(e.load_pps, float), mrr, spread) + math.log(e.duration_s)
-            parts.append(np.log(np.maximum(w, 1e-300)) + log_count_pmf(np.asarray(float(e.lost_pkts)), log_mu))
+            yield w, log_loss_per_second(fit, np.asarray(e.load_pps, float), mrr, spread) + math.log(e.duration_s)
+
+    def log_predictive(self, e: LossEvidence) -> float:
+        """log P(the trial's loss count) under this posterior (log_count_pmf, mixed over it)."""
+        k = np.asarray(float(e.lost_pkts))
+        parts = [np.log(np.maximum(w, 1e-300)) + log_count_pmf(k, log_mu) for w, log_mu in self._log_means(e)]
         return float(np.logaddexp.reduce(np.concatenate(parts)))
 
     def surprise(self, e: LossEvidence) -> tuple[float, str]:
         """How unlikely the trial's loss count is under this posterior: the
-        smaller predictive tail, P(K >= k) or P(K <= k), K Poisson with the
-        fits' mean at its load and duration, mixed over the posterior; and
-        which ("more": it lost more than the model expects, "less")."""
+        smaller predictive tail, P(K >= k) or P(K <= k), K negative binomial
+        as log_count_pmf's, mixed over the posterior; and which ("more": it
+        lost more than the model expects, "less")."""
         from scipy.stats import nbinom
 
         up = down = 0.0
         r = 1.0 / DISPERSION
-        for fit, w, mrr, spread in self.params:
-            mu = np.exp(log_loss_per_second(fit, np.asarray(e.load_pps, float), mrr, spread)) * e.duration_s
-            p = r / (r + mu)
+        for w, log_mu in self._log_means(e):
+            p = r / (r + np.exp(log_mu))
             up += float((w * nbinom.sf(e.lost_pkts - 1, r, p)).sum())
             down += float((w * nbinom.cdf(e.lost_pkts, r, p)).sum())
         return (up, "more") if up < down else (down, "less")

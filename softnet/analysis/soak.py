@@ -10,13 +10,11 @@ vCPU stall or a page-cache flush throws, where least squares would follow
 it; scipy gives its interval."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import jumpavg
 import numpy as np
-from scipy.stats import t as student_t
 from scipy.stats import theilslopes
 
 from softnet.analysis.loss_time import counted_received
@@ -66,7 +64,8 @@ def fit_series(series: str, t_s: Sequence[float], values: Sequence[float], confi
         s, _, lo, hi = theilslopes(y, t, alpha=confidence)
         slope, ci = float(s * 3600), (float(lo * 3600), float(hi * 3600))
     change_at = change_by = None
-    if not is_cost(series) and len(y) >= 4 and np.ptp(y) > 0 and y.min() >= 0:  # jumpavg reads non-negative figures; a flat one has none
+    # jumpavg reads non-negative figures; a flat series has no change
+    if not is_cost(series) and len(y) >= 4 and np.ptp(y) > 0 and y.min() >= 0:
         groups = list(jumpavg.classify([float(v) for v in y]))
         start, best = 0, None
         for prev, g in zip(groups, groups[1:]):
@@ -196,6 +195,6 @@ def stored_soaks(store, campaign_id: str) -> list[StoredSoak]:
         docs = [t.document for t in readers.stored_trials(store, campaign_id, cell_id, 0)]
         marks = [SoakMark.model_validate(d[SOAK]) for d in docs if SOAK in d]
         target = summary.estimate.target_loss_ratio if summary.estimate else 0.0
-        loads = [(e.load_pps, e.lost_pkts > target * e.load_pps * e.duration_s) for e in map(evidence_of, docs)]
+        loads = [(e.load_pps, e.lossy(target)) for e in map(evidence_of, docs)]
         out.append(StoredSoak(campaign_id, cell_id, summary, marks, loads))
     return out

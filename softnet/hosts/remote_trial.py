@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError
-from softnet.hosts.agent_protocol import (Applied, DrainReply, DriftReply, GenStarted, ProfilerStarted, ReadReply, SeriesReply,
-                                          StacksStarted,
+from softnet.hosts.agent_protocol import (Applied, DrainReply, DriftReply, GenStarted, ProfilerStarted, ReadReply,
+                                          SeriesReply, StacksStarted,
                                           Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
                                           WindowReply)
 from softnet.hosts.inventory import Inventory, Port

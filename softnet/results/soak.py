@@ -25,7 +25,7 @@ class CriticalLoad(_Doc):
     mean_pps: float  # PLRsearch's average and standard deviation, for comparison with CSIT's figures
     stdev_pps: float
     fits: dict[str, tuple[float, float]] = Field(default_factory=dict)  # per fitting function: (median, stdev)
-    log_evidence: float = 0.0  # log marginal likelihood of the trials (the fits mixed): change points compare it
+    log_evidence: float = 0.0  # log marginal likelihood of the trials (the fits mixed): how well the shapes fit
     trials: int = 0  # how many trials it reads
 
     @property

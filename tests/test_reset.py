@@ -50,15 +50,17 @@ reset_at_s = 0.5
 def test_a_known_interruption_is_measured_within_2_ms(tmp_path):
     """The kernel's own timer is the truth (196-200 ms, one jiffy); the
     timestamp method measures it within 2 ms of that in every run no host
-    stall spoilt; a stall at either end lengthens it, and is named."""
+    stall spoilt; a stall at either end moves that end (a ring the stall left
+    full loses on; packets queued before the timer fired pass after it), so
+    such a run keeps its figure and names the stall."""
     (summary,), trials = run(tmp_path, spec_text("custom", 5, CUSTOM))
     assert len(trials) == 5
     for t in trials:
         reset = t["reset"]
         if reset.get("spoilt") is None:
             assert TIMEOUT_MS - JIFFY_MS - 2 <= reset["interruption_ms"] <= TIMEOUT_MS + 2, reset
-        else:  # a ring the stall left full lost on: later, never sooner
-            assert reset["interruption_ms"] >= TIMEOUT_MS - JIFFY_MS - 2 and "host stall on CPU" in reset["spoilt"]
+        else:  # the host's figure, not the timer's: the flag is what is asserted
+            assert "host stall on CPU" in reset["spoilt"] and reset["interruption_ms"] > 0, reset
         # the times on the generator's schedule: the reset in the window, run when asked
         assert 0 < reset["at_s"] <= reset["started_s"] < reset["ended_s"] < 1.5 and "timeout 200ms" in reset["what"]
         assert reset["frame_loss_ms"] >= reset["interruption_ms"] - 0.1  # all the window's loss counts there

@@ -96,9 +96,13 @@ def test_the_command_holds_signals_from_exec(tmp_path, sig):
         p = subprocess.Popen([str(command), *SEARCH, "--results", str(tmp_path / str(i))], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
+        try:  # who the process is as it is signalled: a busy host can keep the shell from exec for long
+            before = Path(f"/proc/{p.pid}/comm").read_text().strip()
+        except OSError:
+            before = "gone"
         rc, out, err = ended(p, sig)
-        if rc == -sig:  # the shell, before exec: the signal's own ending, nothing ran
-            assert delay < 0.02 and not out and not err, (delay, out, err)
+        if rc == -sig:  # the shell (or env) before Python: the signal's own ending, nothing ran
+            assert before in ("softnet", "sh", "env") and not out and not err, (delay, before, out, err)
             continue
         assert_ended_by(sig, rc, out, err)
 

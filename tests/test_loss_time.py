@@ -127,6 +127,10 @@ def test_a_stall_explains_only_loss_beyond_the_baseline(overload):
     ({"kind": "runq", "task": "napi/sn1i-", "by": "softnet-inject", "by_policy": 1, "by_pid": 9}, True),
     ({"kind": "runq", "task": "napi/sn1i-", "by": "python", "by_policy": 0, "by_pid": 9}, True),
     ({"kind": "runq", "task": "softnet-gen", "by": "kworker/0:1", "by_policy": 0, "by_pid": 9}, True),
+    # the udp-relay SUT's relay (its comm cut to 15 characters) is the data path: kept waiting, a stall;
+    # holding the CPU, load
+    ({"kind": "runq", "task": "softnet-udprela", "by": "kworker/1:1", "by_policy": 0, "by_pid": 9}, True),
+    ({"kind": "runq", "task": "kworker/1:1", "by": "softnet-udprela", "by_policy": 0, "by_pid": 9}, False),
     ({"kind": "runq", "task": "sshd", "by": "swapper/1", "by_policy": 0, "by_pid": 0}, True),  # late wake-up
     ({"kind": "runq", "task": "sshd", "by": "softnet-inject", "by_policy": 1, "by_pid": 9}, True),
     ({"kind": "runq", "task": "python", "by": "napi/sn1i-", "by_policy": 0, "by_pid": 9}, False),  # the data path

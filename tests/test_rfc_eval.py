@@ -38,7 +38,7 @@ def test_each_burst_reads_its_lossless_prefix():
 
 def test_a_block_outliving_the_overload_is_its_recovery():
     rec = evaluate(raw("custom_22kpps_recovery_block")).recovery
-    assert 196 - 2 <= rec.recovery_ms <= 200 + 2 and rec.stall_lost_pkts == 0
+    assert 196 - 2 <= rec.recovery_ms <= 200 + 2 and rec.stall_lost_pkts == 0 and rec.recovery_spoilt is None
     assert rec.lost_after_step_pkts == pytest.approx(rec.recovery_ms * 10, abs=30)  # 10 kpps after the drop
 
 
@@ -110,6 +110,8 @@ def test_a_block_that_began_in_a_host_stall_is_still_the_suts(monkeypatch, where
     monkeypatch.setattr(recovery.loss_time, "data_path_stalls", lambda *_: planted)
     rec = evaluate(r).recovery
     assert 196 - 2 <= rec.recovery_ms <= 200 + 2 and not rec.stall_lost_pkts
+    # at the drop, overload packets the stall held refresh the block late: the run says so
+    assert (rec.recovery_spoilt is not None) == (where == "drop"), rec.recovery_spoilt
 
 
 def test_a_loss_apart_from_the_resets_gap_is_not_part_of_it():
@@ -126,3 +128,24 @@ def test_a_loss_apart_from_the_resets_gap_is_not_part_of_it():
     planted["sink_timeline"]["runs"] = sorted(runs[:k] + [[s - 500, 20], [s, n], [s + n + 20, 5]] + runs[k + 1:])
     got = evaluate(planted).reset.interruption_ms
     assert got == pytest.approx(before + (20 + 5) * 0.02, abs=1e-6)  # 50 kpps: 0.02 ms a packet
+
+
+def test_a_recovery_a_stall_spoilt_is_left_out_of_the_mean(monkeypatch):
+    """The block's trial twice, once with a stall planted at the drop: the
+    summary counts both runs, names one spoilt and averages the other."""
+    from softnet.analysis import recovery
+    from softnet.results.stored import StoredResult, StoredTrial
+
+    r = raw("custom_22kpps_recovery_block")
+    clean = evaluate(r)
+    g = RawTrial.model_validate(r)
+    at = loss_time.due_ns(g.generator, g.generator.step_seq)
+    planted = [loss_time.Stall(1, "SUT", "runq", at - 2_000_000, at + 1_000_000, "kworker")]
+    monkeypatch.setattr(recovery.loss_time, "data_path_stalls", lambda *_: planted)
+    spoilt = evaluate(r)
+    assert spoilt.recovery.recovery_spoilt.startswith("host stall on CPU 1 (SUT)")
+    trials = [StoredTrial("c", 0, 0, i, StoredResult.parse(t.model_dump(), "block"), {})
+              for i, t in enumerate([spoilt, clean])]
+    (s,) = recovery.summarize_recoveries(trials, {0: "custom"})
+    assert (s.runs, s.spoilt_runs, s.recovery_ms.n) == (2, 1, 1)
+    assert s.recovery_ms.mean == clean.recovery.recovery_ms

@@ -150,7 +150,9 @@ def shown_by_serve(results: Path, summary: SoakSummary, browser) -> None:
         img = page.locator("img[alt^='soak']")
         assert img.count() == 1 and img.evaluate("e => e.naturalWidth") > 1000
         assert not_blank(img.screenshot()) and not errors, errors
-        assert f"{summary.estimate.median_pps:,.0f} pps" in page.content()
+        text = page.content()
+        assert f"{summary.estimate.median_pps:,.0f} pps" in text
+        assert f"({cid})" in text[text.index("<h2>Campaigns</h2>"):] and "<title>softnet report" in text
     finally:
         s.stop()
 

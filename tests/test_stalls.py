@@ -416,7 +416,9 @@ def test_quit_detaches_and_ends(locked_host):
         probe = StallProbe(ch, [SUT_CPU], avoid_cpus=[SUT_CPU])
         inj = StallInjector(ch, SUT_CPU, 1, 10, delay_ms=0)
         assert sn_stall_progs() and sn_stall_links()
-        time.sleep(0.1)
+        deadline = time.monotonic() + 2  # 1 ms every 10 ms: five in 50 ms, unless the host held the vCPU
+        while len(inj.read()["stalls"]) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(inj.read()["stalls"]) >= 5
         pids = [probe.pid, inj.pid]
         probe.close()
@@ -465,5 +467,6 @@ def test_sigkill_of_the_parent_leaves_nothing(locked_host):
         task = sleeper(SUT_CPU, 1.0)
         task.wait(timeout=10)
         after = probe.read()
+    # (a realtime kthread holding the CPU while the hypervisor took the vCPU: the steal is not its hold)
     assert not [s for s in after["stalls"] if s["by"] == "softnet-inject"
-                or (s["by_policy"] == 1 and s["end_ns"] - s["start_ns"] >= 10 * MS)]
+                or (s["by_policy"] == 1 and s["end_ns"] - s["start_ns"] - (s.get("stolen_ns") or 0) >= 10 * MS)]

@@ -205,7 +205,9 @@ def test_injected_stalls_reach_the_sut_host(hosts_of, kind):
     assert len(inj["cpu_ns"]) == len(inj["stalls"]) and all(c > 0 for c in inj["cpu_ns"])
     assert 2.7e6 <= statistics.median(inj["cpu_ns"]) <= 3.3e6, inj["cpu_ns"]
     found = r["host_stalls"]["injected"]
-    assert 0 < found["delivered_pct"] <= 110
+    # the mean of those run times against the planted 3 ms (one long spin can lift it past 100%)
+    delivered = 100 * sum(inj["cpu_ns"]) / (len(inj["cpu_ns"]) * 3e6)
+    assert found["delivered_pct"] == pytest.approx(delivered, rel=1e-6) and found["delivered_pct"] > 0
     assert (found.get("disturbed") is None) == (found["delivered_pct"] >= 90 and not inj["missed"]), found
     assert "missing" not in raw["stalls"] and "1" in {str(c) for c in raw["stalls"]["timers_per_cpu"]}
     assert any("stall injector" in c for c in r["provenance"]["host_changes_applied"])

@@ -28,7 +28,10 @@ profile_duty = 1
 @pytest.mark.usefixtures("host_unchanged")
 def test_frames_end_at_a_socket_and_the_profiler_times_ip_to_transport(tmp_path):
     _, (t,) = run_spec(tmp_path, SPEC)
-    assert t["sent_pkts"] > 0 and t["received_pkts"] >= 0.95 * t["sent_pkts"]  # relayed to the sink
+    # relayed to the sink; a scheduling gap of the relay's CPU (a host stall) overflows its socket
+    # buffer, and that loss is the host's
+    assert t["sent_pkts"] > 0 and t["received_pkts"] >= 0.5 * t["sent_pkts"]
+    assert t["sut_lost_pkts"] <= 0.05 * t["sent_pkts"], (t["sut_lost_pkts"], t.get("host_stalls"))
     c = t["path_counters"]
     # every packet the sink counted went through the socket: read by the relay, counted by UDP's MIB
     assert c["relay_received_pkts"] >= t["received_pkts"] and c["relay_sent_pkts"] >= t["received_pkts"]

@@ -46,8 +46,8 @@ HOST_INTERFERENCE_SHARE = 0.10  # the flag: stalls explain at least this share o
 OVERLOAD_SPREAD = 0.5
 OVERLOAD_BUSY = 0.90
 # A CPU held by the data path itself (NAPI threads, softirq threads, softnet's
-# generator) is load, not interference.
-DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen")
+# generator, the udp-relay SUT's relay: comm keeps 15 characters) is load, not interference.
+DATA_PATH_TASKS = ("napi/", "ksoftirqd/", "softnet-gen", "softnet-udprela")
 REALTIME_POLICIES = (1, 2)  # SCHED_FIFO, SCHED_RR: they take a CPU from every normal task
 # A lost run after the one-way delay rose to this share of the ring's fill time (and well above the
 # trial's usual delay) followed a queue left undrained: a stall too short for the probe to see.

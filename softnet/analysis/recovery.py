@@ -66,6 +66,11 @@ def recovery_result(raw: RawTrial, spec: TrialSpec) -> RecoveryResult:
             break
         b = loss_time.due_ns(gen, last) if last is not None else a
         out.recovery_ms = max(0.0, (b - a) / 1e6)
+        # packets queued in a stall at A are handled after it (a block refreshed late); ones queued in a
+        # stall at B before a timer fired pass after it (the block reads short)
+        st = loss_time.stall_at(stalls, a) or loss_time.stall_at(stalls, b)
+        if st is not None:
+            out.recovery_spoilt = f"{st.words()}, {(st.start_ns - a) / 1e6:+.1f} ms from the step"
         if apart:
             out.stall_lost_pkts = apart
     delays = np.asarray(tl.delay_max_ns_per_bin, dtype=np.int64)
@@ -98,6 +103,7 @@ class RecoverySummary:
     overload_s: float
     runs: int
     stall_runs: int  # runs where host stalls explained loss after the last loss of the SUT's (set apart)
+    spoilt_runs: int  # runs a host stall at the step or the last loss spoilt: left out of recovery_ms
     recovery_ms: MeanCI
     drain_ms: MeanCI
     lost_after_step_pkts: MeanCI
@@ -115,7 +121,8 @@ def summarize_recoveries(trials: Sequence[StoredTrial], labels: dict[int, str],
         out.append(RecoverySummary(
             key[0], labels.get(key[0], ""), float(rs[0].overload_pps), float(rs[0].recovery_pps),
             float(rs[0].step_s), len(rs), sum(bool(r.stall_lost_pkts) for r in rs),
-            MeanCI.of([r.recovery_ms for r in good], confidence),
+            sum(r.recovery_spoilt is not None for r in good),
+            MeanCI.of([r.recovery_ms for r in good if r.recovery_spoilt is None], confidence),
             MeanCI.of([r.drain_ms for r in good if r.drain_ms is not None and r.drain_spoilt is None], confidence),
             MeanCI.of([r.lost_after_step_pkts for r in good if r.lost_after_step_pkts is not None], confidence)))
     return out

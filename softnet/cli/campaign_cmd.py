@@ -131,7 +131,7 @@ def analyze(path: Path, campaign: str | None, pdr: float, eta: float, as_json: b
     latency = latency_campaigns(path, campaign) if is_store else []
     compared = comparisons(path, campaign) if is_store else []
     rfc = rfc_benchmarks(path, campaign) if is_store else None
-    soaks = soak_cmd.stored_soaks(path, campaign) if is_store else {}
+    soaks = soak_cmd.soak_summaries(path, campaign) if is_store else {}
     if compared and campaign:
         searches = []  # a comparison's own searches are in its paired figures
     if as_json:
@@ -463,6 +463,9 @@ def show_recoveries(summaries: list, as_json: bool, wide: bool = False) -> None:
         if s.stall_runs:
             note += (f"; in {s.stall_runs} run(s) host stalls explained loss after the SUT's last: set apart "
                      "(recovery_ms ends at the last loss no stall explains)")
+        if s.spoilt_runs:
+            note += (f"; in {s.spoilt_runs} run(s) a host stall at the drop or the last loss moved that end: "
+                     "left out of the mean (each run's recovery_spoilt names it)")
         console.print(note, markup=False, highlight=False)
 
 

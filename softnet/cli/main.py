@@ -262,7 +262,7 @@ def run(spec: Path = typer.Argument(..., help="campaign spec (TOML)"),
     elif s.method.kind == "soak":
         from softnet.cli import soak_cmd
 
-        soak_cmd.show(soak_cmd.stored_soaks(results, cid), as_json, wide)
+        soak_cmd.show(soak_cmd.soak_summaries(results, cid), as_json, wide)
     elif s.method.kind in ("reset", "back-to-back", "recovery"):
         campaign_cmd.show_rfc_benchmarks(campaign_cmd.rfc_benchmarks(results, cid), as_json, wide)
     else:

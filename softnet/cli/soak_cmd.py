@@ -14,7 +14,7 @@ DRIFT_COLS = [Col("series", text=True, justify="left"), Col("first"), Col("last"
               Col("interval", wide=True), Col("flag", text=True)]
 
 
-def stored_soaks(results_dir: Path, campaign: str | None) -> dict[str, dict[int, SoakSummary]]:
+def soak_summaries(results_dir: Path, campaign: str | None) -> dict[str, dict[int, SoakSummary]]:
     """Campaign -> cell -> its stored soak summary."""
     from softnet.results import readers
 

@@ -350,12 +350,13 @@ def report_html(path_or_results_dir: str | Path, *, title: str | None = None, pl
     if data is not None:  # only the campaigns reported on
         shown = ({cfg.campaign_id for cfg in configs} | {s.campaign_id for s in data.searches}
                  | {cid for cid, _ in data.latency} | {cid for cid, _ in data.comparisons}
-                 | {cid for cid, _ in data.rfc})
+                 | {cid for cid, _ in data.rfc} | {s.campaign_id for s in data.soaks})
         data.provenance.campaigns = [c for c in data.provenance.campaigns if c.campaign_id in shown]
     if title is None:
         if is_results:
             names = [c.name or c.campaign_id for c in data.provenance.campaigns]
-            title = "softnet load-loss report \u2014 " + ", ".join(map(str, names))
+            kind = "load-loss report" if configs else "report"  # a comparison or a soak has no load-loss curve
+            title = f"softnet {kind} \u2014 " + ", ".join(map(str, names))
         else:
             title = f"PASTRAMI load-loss report \u2014 {src.name}"
     return render_report(configs, title=title, source=str(src), data=data, plots_dir=plots_dir, plotly_js=plotly_js)

@@ -643,6 +643,8 @@ class RecoveryResult(Exact):
     drain_ms: Number | None  # until the delay is back to the recovery load's (the queue the overload left drained)
     stall_lost_pkts: int = 0  # lost after B in host stalls' windows: the host's, set apart from the figure
     drain_spoilt: str | None = None  # a host stall while the queue drained: the drain time is not the SUT's
+    # a host stall at the step (A) or the last loss (B) moves that end either way: the recovery is the host's too
+    recovery_spoilt: str | None = None
     missing: str | None = None  # why there are no figures
 
 

@@ -4,6 +4,7 @@ it was exported from."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -62,6 +63,23 @@ def test_analyze_reads_a_labs_export_as_the_stores_themselves(lab):
     searches = [s for s in exported if s.get("search")]
     assert [s["goal"] for s in searches] == [s["goal"] for s in separate if s.get("search")] and len(searches) == 2
     assert searches == [s for s in separate if s.get("search")]
+
+
+def test_a_labs_part_by_kernel_and_driver_and_a_value_it_lacks(lab, tmp_path):
+    """The part of a lab its kernel and driver name (here: all of it) reads as
+    the whole; a testbed, kernel or driver no trial has is refused by name,
+    with those the lab has."""
+    export = str(lab / "export")
+    whole = json_of("analyze", export, "--json")
+    assert json_of("analyze", export, "--json", "--kernel", os.uname().release, "--driver", "veth") == whole
+    assert json_of("trend", export, "--json", "--testbed", "local")["series"] == json_of("trend", export,
+                                                                                       "--json")["series"]
+    for option, value, have in [("--testbed", "sim9", "local"), ("--kernel", "2.6.32", os.uname().release),
+                                ("--driver", "ix'gbe", "veth")]:
+        r = cli("analyze", export, option, value)
+        assert r.returncode == 2 and f"{option}: '{value}'" in r.stderr and have in r.stderr, r.stderr
+    r = cli("report", str(lab / "a"), "--testbed", "sim9", "--out", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "'sim9'" in r.stderr and not (tmp_path / "r.html").exists()
 
 
 def test_compare_takes_two_campaigns_of_one_export(lab):

@@ -118,6 +118,13 @@ def test_cells_run_where_their_knobs_pin_them_and_each_trial_is_stored_once(tmp_
     bad = subprocess.run(softnet_cmd("trend", str(tmp_path / "lab"), "--testbed", "sim9"), capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "--testbed" in bad.stderr and "sim9" in bad.stderr, bad.stderr
+    # every read command takes the lab's part: analyze (serve, report, compare share the store's view)
+    for src in ("r", "lab"):
+        a = subprocess.run(softnet_cmd("analyze", str(tmp_path / src), "--testbed", "sim1", "--json"),
+                           capture_output=True, text=True, timeout=120)
+        assert a.returncode == 0, a.stderr
+        cells = {(c["meta"]["campaign_id"], c["meta"]["cell_id"]) for c in json.loads(a.stdout)}
+        assert cells == {(cid, cell) for cid, cell, *_, ran in rows if ran == "sim1"}, (src, cells)
 
 
 START = re.compile(r"(sim\d): cell (\d+) load (\d+)/\d+ \(.*\) run (\d+)/")

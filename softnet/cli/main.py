@@ -58,6 +58,50 @@ def wide_option():
     return typer.Option(False, "--wide", help="all table columns (wider than 80 characters)")
 
 
+P_LAB = "A lab's part"
+
+
+def lab_options():
+    """--testbed, --kernel, --driver of the read commands: which part of a lab's trials they look at."""
+    return (typer.Option(None, "--testbed", metavar="NAME", help="only trials measured on this testbed (a fleet's or an "
+                         "inventory's; 'local': one host); repeat for several", rich_help_panel=P_LAB),
+            typer.Option(None, "--kernel", metavar="RELEASE", help="only trials whose SUT host ran this kernel release (uname -r); "
+                         "repeat for several", rich_help_panel=P_LAB),
+            typer.Option(None, "--driver", metavar="DRIVER", help="only trials whose SUT host's interfaces use this NIC driver "
+                         "('veth': namespaces); repeat for several", rich_help_panel=P_LAB))
+
+
+LAB_TESTBED, LAB_KERNEL, LAB_DRIVER = lab_options()
+
+
+def slice_lab(paths: list[Path], testbed: list[str] | None, kernel: list[str] | None,
+              driver: list[str] | None) -> None:
+    """Every store this command reads shows only the trials of the testbeds,
+    kernels and drivers asked for (and the campaigns and cells that have
+    any); a value none of the paths' trials has is an error listing those
+    they have."""
+    from softnet.results import store
+
+    lab = store.LabSlice(tuple(testbed or ()), tuple(kernel or ()), tuple(driver or ()))
+    if not lab:
+        return
+    stores = [p for p in paths if store.is_store_dir(p)]
+    if not stores:
+        raise InputError("--testbed" if testbed else "--kernel" if kernel else "--driver",
+                         "a lab's part is read from softnet results directories or their exports")
+    known: dict[str, set[str]] = {"testbed": set(), "kernel": set(), "driver": set()}
+    for p in stores:
+        with store.Store(p, read_only=True) as st:
+            for what, values in st.lab_values().items():
+                known[what] |= set(values)
+    for what, asked in (("testbed", lab.testbeds), ("kernel", lab.kernels), ("driver", lab.drivers)):
+        for value in asked:
+            if value not in known[what]:
+                raise InputError(f"--{what}", f"'{value}': no trial was measured on it ({what}s here: "
+                                 f"{', '.join(sorted(known[what])) or 'none'})")
+    store.slice_lab(lab)
+
+
 def measuring(results: Path | None, wait: float, real: bool = True):
     """The testbed lock for a measuring run (softnet.testbed.lock); a simulated
     SUT (``real`` false) touches no testbed and takes none. Once it holds the
@@ -481,6 +525,7 @@ def compare(
     wide: bool = wide_option(),
     wait: float = wait_option(),
     scheduler: str = scheduler_option(),
+    testbed: list[str] = LAB_TESTBED, kernel: list[str] = LAB_KERNEL, driver: list[str] = LAB_DRIVER,
 ) -> None:
     """Is B faster than A? Variants measured in pairs (ABBA, or interleaved) until a verdict, or stored results
     compared."""
@@ -501,6 +546,7 @@ def compare(
             if not p.exists():
                 raise InputError(str(p), "no such results directory")
             check_store(p)
+        slice_lab(list(paths), testbed, kernel, driver)
         same = [i for i in range(1, len(paths)) if paths[i].resolve() == paths[0].resolve()
                 and (campaign or [None] * len(paths))[i:i + 1] == (campaign or [None] * len(paths))[:1]]
         for i in same:
@@ -510,6 +556,10 @@ def compare(
         summary = (stored_paired(str(paths[0]), (campaign or [None])[0]) if len(paths) == 1 else
                    compare_stored([str(p) for p in paths], confidence, rel_margin, loss_margin, campaign or ()))
         raise typer.Exit(compare_cmd.show(summary, gate, loss_threshold, as_json, wide))
+    if testbed or kernel or driver:
+        raise InputError("--testbed" if testbed else "--kernel" if kernel else "--driver",
+                         "a lab's part is for stored results (PATHS); a comparison to run picks its testbed "
+                         "by [fleet] testbed or an inventory")
     variants = [{"testbed.sut": s} for s in sut or []] + [parse_variant(v) for v in variant or []]
     loads = [x.strip() for x in load.split(",") if x.strip()] if load else []
     kinds = [x.strip() for x in metrics.split(",") if x.strip()] if metrics else (
@@ -761,7 +811,9 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
             paper_ci: bool = typer.Option(False, "--paper-ci", help="PLR intervals as PASTRAMI computes them "
                                           "(Student-t, unclipped: may go below 0)"),
             as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-            wide: bool = wide_option()) -> None:
+            wide: bool = wide_option(),
+            testbed: list[str] = LAB_TESTBED, kernel: list[str] = LAB_KERNEL, driver: list[str] = LAB_DRIVER
+            ) -> None:
     """PASTRAMI statistics, PDR/NDR and GOOD/BAD verdict of softnet results or published PASTRAMI data."""
     pdr = parse_share(pdr, "--pdr")
     if not 0 < pdr < 1:
@@ -771,6 +823,7 @@ def analyze(path: Path = typer.Argument(..., help="softnet results dir, or PASTR
     check_readable(path)
     if path.is_dir():
         check_store(path)
+    slice_lab([path], testbed, kernel, driver)
     from softnet.cli import campaign_cmd  # after the input is checked, so errors come fast
 
     campaign_cmd.analyze(path, campaign, pdr, eta, as_json, tables, wide, paper_ci)
@@ -782,11 +835,14 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
            pdr: str = typer.Option("0.5%", help="PDR loss goal X: 0.5% or 0.005"),
            eta: float = typer.Option(0.1, help="TIR saturation threshold (the PASTRAMI verdict)"),
            interactive: bool = typer.Option(False, help="the load curves also as interactive charts (plotly.js "
-                                                        "inlined: about 4.8 MB more, still one file)")) -> None:
+                                                        "inlined: about 4.8 MB more, still one file)"),
+           testbed: list[str] = LAB_TESTBED, kernel: list[str] = LAB_KERNEL, driver: list[str] = LAB_DRIVER
+           ) -> None:
     """Write one self-contained HTML report: verdicts, plots, tables, flags, provenance."""
     check_readable(path)
     if path.is_dir():
         check_store(path)
+    slice_lab([path], testbed, kernel, driver)
     from softnet.report.html import write_report
 
     console.print(str(write_report(path, out, pdr_loss_ratio=parse_share(pdr, "--pdr"), eta=eta,
@@ -797,11 +853,13 @@ def report(path: Path = typer.Argument(..., help="softnet results dir, or PASTRA
 def serve(results: list[Path] = typer.Argument(..., help="softnet results directories"),
           host: str = typer.Option("127.0.0.1", help="address to listen on (off loopback: --token required)"),
           port: int = typer.Option(8080, min=1, max=65535, help="TCP port"),
-          token: str = typer.Option(None, help="required of every request: ?token=T or Authorization: Bearer T")
+          token: str = typer.Option(None, help="required of every request: ?token=T or Authorization: Bearer T"),
+          testbed: list[str] = LAB_TESTBED, kernel: list[str] = LAB_KERNEL, driver: list[str] = LAB_DRIVER
           ) -> None:
     """Serve results stores: campaign pages, JSON under /api, OpenMetrics under /metrics."""
     for r in results:  # before the web stack's imports (seconds): a wrong path is said at once
         check_store(r, running_ok=True)
+    slice_lab(list(results), testbed, kernel, driver)
     import uvicorn
 
     from softnet.report import web
@@ -822,15 +880,15 @@ def trend(results: list[Path] = typer.Argument(..., help="softnet results direct
                                                   "series' latest change point is a regression at the newest "
                                                   "campaign"),
           wide: bool = wide_option(),
-          testbed: list[str] = typer.Option(None, "--testbed", help="only the series measured on this testbed "
-                                            "(a lab's: its fleet's or inventory's name; 'local': this host)")
+          testbed: list[str] = LAB_TESTBED, kernel: list[str] = LAB_KERNEL, driver: list[str] = LAB_DRIVER
           ) -> None:
     """Each configuration's figures over stored campaigns, per testbed, with change points (jumpavg)."""
     from softnet.cli import trend_cmd
 
     for r in results:
         check_store(r)
-    raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide, testbed))
+    slice_lab(list(results), testbed, kernel, driver)
+    raise typer.Exit(trend_cmd.run(list(results), figure, as_json, fail_on_regression, wide))
 
 
 @app.command()

@@ -45,23 +45,15 @@ def check_dirs(paths: list[Path]) -> None:
             raise InputError(str(p), "not a softnet results directory (no softnet.duckdb)")
 
 
-def run(paths: list[Path], figure: str | None, as_json: bool, fail_on_regression: bool, wide: bool,
-        testbeds: list[str] | None = None) -> int:
-    """Print the trends (only the series of ``testbeds``, when given); the
-    exit code: REGRESSION_EXIT when gating and a series' latest change point
-    is a regression at the newest campaign."""
+def run(paths: list[Path], figure: str | None, as_json: bool, fail_on_regression: bool, wide: bool) -> int:
+    """Print the trends (of the lab's part the stores show: `softnet trend
+    --testbed`); the exit code: REGRESSION_EXIT when gating and a series'
+    latest change point is a regression at the newest campaign."""
     from softnet.report.web_trends import series_of
 
     figures = [figure_def(figure).name] if figure else list(FIGURE_NAMES)
     check_dirs(paths)
     series, left_out = series_of(paths, figures)
-    if testbeds:
-        have = sorted({s.testbed for s in series})
-        unknown = [t for t in testbeds if t not in have]
-        if unknown:
-            raise InputError("--testbed", f"'{unknown[0]}': no series was measured there (testbeds: "
-                             f"{', '.join(have) or 'none'})")
-        series = [s for s in series if s.testbed in testbeds]
     bad = regressions_at_newest(series)
     code = REGRESSION_EXIT if fail_on_regression and bad else 0
     if as_json:

@@ -106,6 +106,46 @@ EXPORTED = ("campaigns", "cells", "trials", "searches", "kernel_samples", "laten
 # the testbed that measured a trial: a fleet's (its provenance), else the inventory's testbed it names, else this host
 TRIAL_TESTBED = ("coalesce(json_extract_string(result_json, '$.provenance.fleet.testbed'), "
                  "json_extract_string(knobs_json, '$.\"testbed.name\"'), 'local')")
+# the SUT host's kernel release (an inventory's SUT host, else this host's) and its NIC drivers (none named: veth)
+TRIAL_KERNEL = ("coalesce(json_extract_string(result_json, '$.provenance.hosts.sut.kernel'), "
+                "json_extract_string(result_json, '$.provenance.kernel'))")
+_DRIVERS = "json_extract_string(result_json, '$.provenance.hosts.sut.interfaces.*.driver')"
+TRIAL_DRIVERS = f"CASE WHEN len(coalesce({_DRIVERS}, [])) = 0 THEN ['veth'] ELSE {_DRIVERS} END"
+
+
+@dataclass(frozen=True)
+class LabSlice:
+    """The part of a lab a read command looks at: the trials measured on
+    these testbeds, SUT kernels and NIC drivers (each: any when empty), and
+    the campaigns that have such trials."""
+
+    testbeds: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    drivers: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.testbeds or self.kernels or self.drivers)
+
+    def where(self) -> str:
+        """The trials' condition, values inlined (a view takes no parameters)."""
+        def listed(values: tuple[str, ...]) -> str:
+            return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
+        parts = ([f"list_contains({listed(self.testbeds)}, {TRIAL_TESTBED})"] if self.testbeds else []) + \
+            ([f"list_contains({listed(self.kernels)}, {TRIAL_KERNEL})"] if self.kernels else []) + \
+            ([f"len(list_intersect({listed(self.drivers)}, {TRIAL_DRIVERS})) > 0"] if self.drivers else [])
+        return " AND ".join(parts) or "true"
+
+
+# what read-only stores show, for the process (a read command's --testbed, --kernel, --driver)
+_SLICE = LabSlice()
+
+
+def slice_lab(lab: LabSlice) -> None:
+    """Every store this process opens read-only shows ``lab``'s part only."""
+    global _SLICE
+    _SLICE = lab
+
+
 LATENCY_STATS = ("mean_ns", "median_ns", "std_ns", "q1_ns", "q3_ns", "min_ns", "max_ns", "p90_ns", "p99_ns",
                  "p999_ns")
 
@@ -167,6 +207,7 @@ class Store:
             interrupts.stop_on_signal(self, self.db.interrupt)
             self.db.execute(SCHEMA)
             self._attach_export()
+            self._restrict(_SLICE)
             return
         if read_only and not (self.dir / DB_NAME).exists():
             raise FileNotFoundError(f"{self.dir}: no {DB_NAME} here (not a softnet results directory)")
@@ -175,6 +216,36 @@ class Store:
         interrupts.stop_on_signal(self, self.db.interrupt)
         if not read_only:
             self.db.execute(SCHEMA)
+        else:
+            self._restrict(_SLICE)
+
+    def _restrict(self, lab: LabSlice) -> None:
+        """Temporary views over the tables, by their names, that hold only
+        ``lab``'s trials and the rows of the campaigns that have any: every
+        reader then sees the slice as a whole store."""
+        if not lab:
+            return
+        db = self.db.execute("SELECT current_database()").fetchone()[0]
+        keys: dict[str, set[str]] = {}
+        for table, column in self.db.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_catalog = ? "
+                "AND table_schema = 'main' AND column_name IN ('campaign_id', 'cell_id')", [db]).fetchall():
+            keys.setdefault(table, set()).add(column)
+        self.db.execute(f'CREATE TEMP VIEW trials AS SELECT * FROM "{db}".main.trials WHERE {lab.where()}')
+        for t, cols in sorted(keys.items()):
+            if t != "trials" and "campaign_id" in cols:  # a cell's rows with its trials, a campaign's with its own
+                key = "(campaign_id, cell_id)" if "cell_id" in cols else "campaign_id"
+                self.db.execute(f'CREATE TEMP VIEW {t} AS SELECT * FROM "{db}".main.{t} '
+                                f"WHERE {key} IN (SELECT {key} FROM temp.main.trials)")
+
+    def lab_values(self) -> dict[str, list[str]]:
+        """The testbeds, SUT kernels and NIC drivers its trials (all of them, whatever the slice) were
+        measured on."""
+        db = self.db.execute("SELECT current_database()").fetchone()[0]
+        src = f'"{db}".main.trials'
+        one = lambda expr: [r[0] for r in self.db.execute(  # noqa: E731
+            f"SELECT DISTINCT v FROM (SELECT {expr} AS v FROM {src}) WHERE v IS NOT NULL ORDER BY v").fetchall()]
+        return {"testbed": one(TRIAL_TESTBED), "kernel": one(TRIAL_KERNEL), "driver": one(f"unnest({TRIAL_DRIVERS})")}
 
     @property
     def source(self) -> str:

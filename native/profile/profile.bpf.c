@@ -88,12 +88,19 @@ static __always_inline void clk_charge(struct cpu_state *c, __u32 ev, __u64 now)
 	if (m && prev < PROF_NEV && ev < PROF_NEV) {
 		if (!sampling || c->clk_gen != sample_gen)
 			prev = ev = EV_NONE; /* not inside one sampled period: its boundaries may be missing */
-		m->ns[prev][ev] += now - c->clk_ts;
+		/* never a wrapped interval: a pause whose resume moved clk_ts past now (an exit the
+		 * profiler missed) would otherwise add 2^64 ns */
+		if (now > c->clk_ts)
+			m->ns[prev][ev] += now - c->clk_ts;
 		m->cnt[prev][ev]++;
 	}
 	c->ev = ev;
 	c->clk_ts = now;
 	c->clk_gen = sample_gen;
+	/* charged inside a pause (its exit unseen, or a NET softirq run from it): the pause
+	 * counts from here, not from before the time just charged */
+	if (c->in_pause)
+		c->pause_ts = now;
 }
 
 static __always_inline void clk_open(struct cpu_state *c, __u32 clk, __u32 ev, __u64 now)

@@ -63,12 +63,14 @@ P_LAB = "A lab's part"
 
 def lab_options():
     """--testbed, --kernel, --driver of the read commands: which part of a lab's trials they look at."""
-    return (typer.Option(None, "--testbed", metavar="NAME", help="only trials measured on this testbed (a fleet's or an "
-                         "inventory's; 'local': one host); repeat for several", rich_help_panel=P_LAB),
-            typer.Option(None, "--kernel", metavar="RELEASE", help="only trials whose SUT host ran this kernel release (uname -r); "
-                         "repeat for several", rich_help_panel=P_LAB),
-            typer.Option(None, "--driver", metavar="DRIVER", help="only trials whose SUT host's interfaces use this NIC driver "
-                         "('veth': namespaces); repeat for several", rich_help_panel=P_LAB))
+    return (typer.Option(None, "--testbed", metavar="NAME", rich_help_panel=P_LAB,
+                         help="only trials measured on this testbed (a fleet's or an inventory's; 'local': one "
+                         "host); repeat for several"),
+            typer.Option(None, "--kernel", metavar="RELEASE", rich_help_panel=P_LAB,
+                         help="only trials whose SUT host ran this kernel release (uname -r); repeat for several"),
+            typer.Option(None, "--driver", metavar="DRIVER", rich_help_panel=P_LAB,
+                         help="only trials whose SUT host's interfaces use this NIC driver ('veth': namespaces); "
+                         "repeat for several"))
 
 
 LAB_TESTBED, LAB_KERNEL, LAB_DRIVER = lab_options()

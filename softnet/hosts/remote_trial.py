@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 from softnet.errors import HostNotRestored, InputError
 from softnet.hosts.agent_protocol import (Applied, DrainReply, DriftReply, GenStarted, ProfilerStarted, ReadReply,
-                                          SeriesReply, StacksStarted,
-                                          Reads, Running, Started, StopReply, TimelineReply, Undone, WaitReply,
-                                          WindowReply)
+                                          Reads, Running, SeriesReply, StacksStarted, Started, StopReply,
+                                          TimelineReply, Undone, WaitReply, WindowReply)
 from softnet.hosts.inventory import Inventory, Port
 from softnet.hosts.session import AgentSession, open_sessions, reserve
 from softnet.hosts.trial_hosts import GenPlan, SinkShape
